@@ -1,0 +1,129 @@
+// Command gpumeter meters shared GPU fleets: one binary with subcommands.
+// This package holds flag parsing and wiring only.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// globals are the flags every subcommand shares.
+type globals struct {
+	configPath string
+	dsn        string
+	logLevel   string
+	stdout     io.Writer
+	stderr     io.Writer
+	logger     *slog.Logger
+}
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, g *globals, args []string) error
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"migrate": {"apply ClickHouse schema migrations", runMigrate},
+		"import":  {"import usage samples from CSV or JSON Lines", runImport},
+		"usage":   {"print usage totals by tenant/department/SKU", runUsage},
+		"demo":    {"load the bundled demo data set and print a summary", runDemo},
+		"quote":   {"price quantities against a price book (no database)", runQuote},
+		"mig":     {"plan and apply MIG partition layouts", runMIG},
+		"collect": {"run the GPU collector (NVML, or --simulate)", runCollect},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	g := &globals{stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("gpumeter", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&g.configPath, "config", os.Getenv("GPUMETER_CONFIG"), "YAML config file (env GPUMETER_CONFIG)")
+	fs.StringVar(&g.dsn, "clickhouse", envOr("GPUMETER_CLICKHOUSE", "clickhouse://127.0.0.1:9000/default"), "ClickHouse DSN, native protocol (env GPUMETER_CLICKHOUSE)")
+	fs.StringVar(&g.logLevel, "log-level", envOr("GPUMETER_LOG_LEVEL", "info"), "debug, info, warn or error")
+	fs.Usage = func() { usage(fs) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		fmt.Fprintf(stderr, "gpumeter: --log-level: %v\n", err)
+		return 2
+	}
+	g.logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	rest := fs.Args()
+	if len(rest) == 0 {
+		usage(fs)
+		return 2
+	}
+	cmd, ok := commands()[rest[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "gpumeter: unknown command %q\n", rest[0])
+		usage(fs)
+		return 2
+	}
+	if err := cmd.run(ctx, g, rest[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "gpumeter %s: %v\n", rest[0], err)
+			return 2
+		}
+		fmt.Fprintf(stderr, "gpumeter %s: %v\n", rest[0], err)
+		return 1
+	}
+	return 0
+}
+
+// usageError marks bad command-line input (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+func usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprintln(w, "usage: gpumeter [global flags] <command> [flags]")
+	fmt.Fprintln(w, "\ncommands:")
+	cmds := commands()
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w, "\nglobal flags:")
+	fs.PrintDefaults()
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,112 @@
+// Package collectors holds what every GPU-host collector shares: the Sample
+// that leaves the host, and the sentinels sources use to say "no data".
+package collectors
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrNotSupported marks a signal the device does not offer. It is logged at
+// debug and the signal is left out; it is never billed as zero.
+var ErrNotSupported = errors.New("not supported")
+
+// ErrNoData means a source has nothing to report on this host.
+var ErrNoData = errors.New("no data")
+
+// Sample is one consumer's usage of one GPU or MIG instance over [Start, End).
+//
+// Quantities are integers in fixed units so that shares of one GPU add up
+// exactly (split by largest remainder), never as a sum of floats:
+// GPU time in GPU-microseconds (interval × share held; a whole GPU for 10 s
+// is 10,000,000), memory in MiB-seconds, energy in millijoules (NVML's own
+// unit), bandwidth in bytes.
+type Sample struct {
+	ID uint64 // deterministic, see SampleID
+
+	Host       string
+	GPUUUID    string
+	GPUModel   string // normalised GPU model, e.g. "H100-SXM5-80GB"
+	MIGUUID    string // empty for a whole GPU
+	MIGProfile string // e.g. "3g.40gb"; empty for a whole GPU
+	SKU        string // price-book SKU: GPUModel, or GPUModel + "/" + MIGProfile
+
+	Tenant     string // empty: idle capacity or unattributed usage
+	Department string
+	Workload   string // pod (namespace/name), Slurm job, or process
+
+	Start time.Time
+	End   time.Time
+
+	GPUMicroseconds      uint64
+	SMActiveMicroseconds uint64
+	MemMiBSeconds        uint64
+	MemPeakBytes         uint64
+	EnergyMillijoules    uint64
+	PCIeTxBytes          uint64
+	PCIeRxBytes          uint64
+	NVLinkTxBytes        uint64
+	NVLinkRxBytes        uint64
+}
+
+// SKUFor names the price-book SKU of a GPU model and an optional MIG profile.
+func SKUFor(gpuModel, migProfile string) string {
+	if migProfile == "" {
+		return gpuModel
+	}
+	return gpuModel + "/" + migProfile
+}
+
+// SampleID hashes what identifies a sample: host, device or instance UUID,
+// tenant, workload and interval start. Replays of the same interval produce
+// the same id, which is what lets ClickHouse collapse duplicates.
+func SampleID(host, deviceUUID, tenant, workload string, start time.Time) uint64 {
+	h := sha256.New()
+	for _, part := range []string{host, deviceUUID, tenant, workload} {
+		// Length-prefix each part so ("ab","c") and ("a","bc") differ.
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(part)))
+		h.Write(n[:])
+		h.Write([]byte(part))
+	}
+	var ts [8]byte
+	binary.BigEndian.PutUint64(ts[:], uint64(start.UTC().UnixNano()))
+	h.Write(ts[:])
+	sum := h.Sum(nil)
+	return binary.BigEndian.Uint64(sum[:8])
+}
+
+// Validate reports every problem with a sample, joined.
+func (s Sample) Validate() error {
+	var errs []error
+	if s.ID == 0 {
+		errs = append(errs, errors.New("sample_id: missing"))
+	}
+	if s.Host == "" {
+		errs = append(errs, errors.New("host: missing"))
+	}
+	if s.GPUUUID == "" {
+		errs = append(errs, errors.New("gpu_uuid: missing"))
+	}
+	if s.SKU == "" {
+		errs = append(errs, errors.New("sku: missing"))
+	}
+	if s.Start.IsZero() || s.End.IsZero() {
+		errs = append(errs, errors.New("start/end: missing"))
+	} else if !s.End.After(s.Start) {
+		errs = append(errs, fmt.Errorf("end: %s is not after start %s", s.End.UTC().Format(time.RFC3339), s.Start.UTC().Format(time.RFC3339)))
+	}
+	if s.Tenant == "" && s.Workload != "" {
+		// Idle rows have neither; a workload nothing attributed keeps its
+		// workload and an explicit tenant of UnattributedTenant.
+		errs = append(errs, errors.New("tenant: missing on a row with a workload"))
+	}
+	return errors.Join(errs...)
+}
+
+// UnattributedTenant is the tenant of usage that no attribution source
+// claimed. It is kept as its own row, never dropped.
+const UnattributedTenant = "(unattributed)"

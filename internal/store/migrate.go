@@ -1,0 +1,182 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Migration is one numbered schema file.
+type Migration struct {
+	Version    uint32
+	Name       string
+	MinServer  *Version // nil: any server
+	Statements []string
+}
+
+// LoadMigrations reads NNNN_name.sql files from fsys in order.
+func LoadMigrations(fsys fs.FS) ([]Migration, error) {
+	names, err := fs.Glob(fsys, "*.sql")
+	if err != nil {
+		return nil, fmt.Errorf("list migrations: %w", err)
+	}
+	sort.Strings(names)
+	seen := map[uint32]string{}
+	var out []Migration
+	for _, name := range names {
+		num, rest, ok := strings.Cut(strings.TrimSuffix(path.Base(name), ".sql"), "_")
+		v, err := strconv.ParseUint(num, 10, 32)
+		if !ok || err != nil || v == 0 {
+			return nil, fmt.Errorf("migration %s: name must be NNNN_description.sql", name)
+		}
+		if prev, dup := seen[uint32(v)]; dup {
+			return nil, fmt.Errorf("migration %s: version %d already used by %s", name, v, prev)
+		}
+		seen[uint32(v)] = name
+		body, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", name, err)
+		}
+		m := Migration{Version: uint32(v), Name: rest}
+		m.MinServer, err = minServer(string(body))
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: %w", name, err)
+		}
+		m.Statements = splitStatements(string(body))
+		if len(m.Statements) == 0 {
+			return nil, fmt.Errorf("migration %s: no statements", name)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func minServer(body string) (*Version, error) {
+	first, _, _ := strings.Cut(strings.TrimSpace(body), "\n")
+	val, ok := strings.CutPrefix(strings.TrimSpace(first), "-- min_server:")
+	if !ok {
+		return nil, nil
+	}
+	v, err := ParseVersion(strings.TrimSpace(val))
+	if err != nil {
+		return nil, fmt.Errorf("min_server: %w", err)
+	}
+	return &v, nil
+}
+
+// splitStatements splits on semicolons that end a line and drops comment
+// lines, so statements reach the server one at a time (the native protocol
+// takes one per query).
+func splitStatements(body string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(body, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "--") || trimmed == "" {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteString("\n")
+		if strings.HasSuffix(trimmed, ";") {
+			stmt := strings.TrimSuffix(strings.TrimSpace(cur.String()), ";")
+			out = append(out, stmt)
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+// MigrationResult says what Migrate did with one migration.
+type MigrationResult struct {
+	Version uint32
+	Name    string
+	Status  string // applied, already applied, skipped (server too old)
+}
+
+const migrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version UInt32,
+    name String,
+    applied_at DateTime
+) ENGINE = ReplacingMergeTree()
+ORDER BY version`
+
+// Migrate applies every migration not yet recorded in schema_migrations.
+// Running it twice changes nothing. A migration that needs a newer server is
+// skipped with a log line and stays pending, so it applies after an upgrade.
+func (s *Store) Migrate(ctx context.Context, fsys fs.FS) ([]MigrationResult, error) {
+	migs, err := LoadMigrations(fsys)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.conn.Exec(ctx, migrationsTable); err != nil {
+		return nil, fmt.Errorf("create schema_migrations: %w", err)
+	}
+	applied := map[uint32]bool{}
+	rows, err := s.conn.Query(ctx, "SELECT DISTINCT version FROM schema_migrations")
+	if err != nil {
+		return nil, fmt.Errorf("read schema_migrations: %w", err)
+	}
+	for rows.Next() {
+		var v uint32
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read schema_migrations: %w", err)
+		}
+		applied[v] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read schema_migrations: %w", err)
+	}
+	server, err := s.ServerVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []MigrationResult
+	for _, m := range migs {
+		res := MigrationResult{Version: m.Version, Name: m.Name}
+		switch {
+		case applied[m.Version]:
+			res.Status = "already applied"
+		case m.MinServer != nil && server.Less(*m.MinServer):
+			res.Status = "skipped (server too old)"
+			s.logger.Info("migration skipped: server too old",
+				"version", m.Version, "name", m.Name, "needs", m.MinServer.String(), "server", server.String())
+		default:
+			for i, stmt := range m.Statements {
+				if err := s.conn.Exec(ctx, stmt); err != nil {
+					return out, fmt.Errorf("migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, err)
+				}
+			}
+			if err := s.recordMigration(ctx, m); err != nil {
+				return out, fmt.Errorf("record migration %04d_%s: %w", m.Version, m.Name, err)
+			}
+			res.Status = "applied"
+			s.logger.Info("migration applied", "version", m.Version, "name", m.Name)
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// recordMigration goes through a batch: 18.16 waits for a data block after an
+// INSERT ... VALUES sent as a plain query, so inline VALUES would hang.
+func (s *Store) recordMigration(ctx context.Context, m Migration) error {
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_at)")
+	if err != nil {
+		return err
+	}
+	if err := batch.Append(m.Version, m.Name, time.Now().UTC().Truncate(time.Second)); err != nil {
+		batch.Abort()
+		return err
+	}
+	return batch.Send()
+}

@@ -1,0 +1,173 @@
+// Package store is gpumeter's only door to ClickHouse: connections,
+// migrations, sample inserts and the deduplicated reads that feed money.
+// It speaks the native protocol through clickhouse-go/v2 and stays inside
+// the SQL subset of DESIGN.md (ClickHouse 18.16 to 24.x+).
+package store
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Store holds a pooled native connection to one ClickHouse database.
+type Store struct {
+	conn   driver.Conn
+	cfg    Config
+	logger *slog.Logger
+}
+
+// Open connects and checks the server answers.
+func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("clickhouse config: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	conn, err := clickhouse.Open(options(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("open clickhouse %s: %w", strings.Join(cfg.Addrs, ","), err)
+	}
+	if err := conn.Ping(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("ping clickhouse %s/%s: %w", strings.Join(cfg.Addrs, ","), cfg.Database, err)
+	}
+	return &Store{conn: conn, cfg: cfg, logger: logger.With("component", "store")}, nil
+}
+
+func options(cfg Config) *clickhouse.Options {
+	o := &clickhouse.Options{
+		Protocol: clickhouse.Native,
+		Addr:     cfg.Addrs,
+		Auth: clickhouse.Auth{
+			Database: cfg.Database,
+			Username: cfg.Username,
+			Password: string(cfg.Password),
+		},
+		DialTimeout:  cfg.DialTimeout,
+		ReadTimeout:  cfg.QueryTimeout,
+		MaxOpenConns: cfg.MaxOpenConns,
+		MaxIdleConns: cfg.MaxIdleConns,
+		Settings: clickhouse.Settings{
+			"max_execution_time": int(cfg.QueryTimeout.Seconds()),
+		},
+	}
+	if cfg.Compress {
+		o.Compression = &clickhouse.Compression{Method: clickhouse.CompressionLZ4}
+	}
+	if cfg.TLS {
+		o.TLS = &tls.Config{InsecureSkipVerify: cfg.TLSInsecureSkipVerify} //nolint:gosec // operator's explicit choice
+	}
+	return o
+}
+
+// CreateDatabase creates cfg.Database if it does not exist, connecting
+// through the server's default database to do so.
+func CreateDatabase(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("clickhouse config: %w", err)
+	}
+	admin := cfg
+	admin.Database = "default"
+	conn, err := clickhouse.Open(options(admin))
+	if err != nil {
+		return fmt.Errorf("open clickhouse: %w", err)
+	}
+	defer conn.Close()
+	// Identifiers cannot be bound; Validate restricted the name to [A-Za-z0-9_].
+	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+cfg.Database); err != nil {
+		return fmt.Errorf("create database %s: %w", cfg.Database, err)
+	}
+	return nil
+}
+
+// DropDatabase removes a database and everything in it (tests use it).
+func DropDatabase(ctx context.Context, cfg Config, name string) error {
+	if !validIdentifier(name) || name == "default" || name == "system" {
+		return fmt.Errorf("drop database %q: refused", name)
+	}
+	admin := cfg
+	admin.Database = "default"
+	conn, err := clickhouse.Open(options(admin))
+	if err != nil {
+		return fmt.Errorf("open clickhouse: %w", err)
+	}
+	defer conn.Close()
+	if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+// Close releases the connections.
+func (s *Store) Close() error { return s.conn.Close() }
+
+// Database names the database this store reads and writes.
+func (s *Store) Database() string { return s.cfg.Database }
+
+// Ping checks the server answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.conn.Ping(ctx); err != nil {
+		return fmt.Errorf("ping clickhouse: %w", err)
+	}
+	return nil
+}
+
+// ServerVersion is the connected server's version, e.g. 18.16.1.
+func (s *Store) ServerVersion(ctx context.Context) (Version, error) {
+	var v string
+	if err := s.conn.QueryRow(ctx, "SELECT version()").Scan(&v); err != nil {
+		return Version{}, fmt.Errorf("query server version: %w", err)
+	}
+	return ParseVersion(v)
+}
+
+// Version is a ClickHouse server version, compared numerically.
+type Version struct{ Major, Minor, Patch int }
+
+// ParseVersion reads "18.16.1" or "24.3.2.23".
+func ParseVersion(s string) (Version, error) {
+	parts := strings.Split(strings.TrimSpace(s), ".")
+	if len(parts) < 2 {
+		return Version{}, fmt.Errorf("parse version %q: want major.minor[.patch]", s)
+	}
+	var nums [3]int
+	for i := 0; i < 3 && i < len(parts); i++ {
+		n, err := strconv.Atoi(parts[i])
+		if err != nil || n < 0 {
+			return Version{}, fmt.Errorf("parse version %q: part %d is not a number", s, i+1)
+		}
+		nums[i] = n
+	}
+	return Version{nums[0], nums[1], nums[2]}, nil
+}
+
+// Less orders versions.
+func (v Version) Less(o Version) bool {
+	if v.Major != o.Major {
+		return v.Major < o.Major
+	}
+	if v.Minor != o.Minor {
+		return v.Minor < o.Minor
+	}
+	return v.Patch < o.Patch
+}
+
+func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
+
+// TableExists reports whether the store's database has the table.
+func (s *Store) TableExists(ctx context.Context, table string) (bool, error) {
+	var n uint64
+	if err := s.conn.QueryRow(ctx,
+		"SELECT count() FROM system.tables WHERE database = ? AND name = ?", s.cfg.Database, table).Scan(&n); err != nil {
+		return false, fmt.Errorf("check table %s: %w", table, err)
+	}
+	return n > 0, nil
+}

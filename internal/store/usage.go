@@ -1,0 +1,219 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Dimension is a column usage can be grouped by.
+type Dimension string
+
+const (
+	DimTenant     Dimension = "tenant"
+	DimDepartment Dimension = "department"
+	DimSKU        Dimension = "sku"
+)
+
+// Bucket is the time bucket of a usage query.
+type Bucket string
+
+const (
+	BucketNone  Bucket = ""
+	BucketHour  Bucket = "hour"
+	BucketDay   Bucket = "day"
+	BucketMonth Bucket = "month"
+)
+
+// Source picks the table a usage query reads.
+type Source string
+
+const (
+	// SourceRaw reads usage_samples with FINAL: exact up to the last sample.
+	SourceRaw Source = "raw"
+	// SourceHourly reads the usage_hourly rollup with FINAL: fast, and exact
+	// up to the last rollup run.
+	SourceHourly Source = "hourly"
+)
+
+// Meters are the summed quantities of a usage row, in the units of
+// collectors.Sample (MemPeakBytes is the maximum, not a sum).
+type Meters struct {
+	GPUMicroseconds      uint64
+	SMActiveMicroseconds uint64
+	MemMiBSeconds        uint64
+	MemPeakBytes         uint64
+	EnergyMillijoules    uint64
+	PCIeTxBytes          uint64
+	PCIeRxBytes          uint64
+	NVLinkTxBytes        uint64
+	NVLinkRxBytes        uint64
+}
+
+// Add sums two meter sets (peak by maximum).
+func (m Meters) Add(o Meters) Meters {
+	return Meters{
+		GPUMicroseconds:      m.GPUMicroseconds + o.GPUMicroseconds,
+		SMActiveMicroseconds: m.SMActiveMicroseconds + o.SMActiveMicroseconds,
+		MemMiBSeconds:        m.MemMiBSeconds + o.MemMiBSeconds,
+		MemPeakBytes:         max(m.MemPeakBytes, o.MemPeakBytes),
+		EnergyMillijoules:    m.EnergyMillijoules + o.EnergyMillijoules,
+		PCIeTxBytes:          m.PCIeTxBytes + o.PCIeTxBytes,
+		PCIeRxBytes:          m.PCIeRxBytes + o.PCIeRxBytes,
+		NVLinkTxBytes:        m.NVLinkTxBytes + o.NVLinkTxBytes,
+		NVLinkRxBytes:        m.NVLinkRxBytes + o.NVLinkRxBytes,
+	}
+}
+
+// UsageQuery sums every meter over [From, To), grouped by the chosen
+// dimensions and time bucket. A sample belongs to the bucket of its start.
+// Tenant and Department, when set, restrict the rows (API scopes use them).
+type UsageQuery struct {
+	From, To   time.Time
+	GroupBy    []Dimension
+	Bucket     Bucket
+	Tenant     string
+	Department string
+	Source     Source
+}
+
+// UsageRow is one group of a UsageQuery. Grouping columns not asked for are
+// empty; Bucket is zero without a bucket.
+type UsageRow struct {
+	Bucket     time.Time
+	Tenant     string
+	Department string
+	SKU        string
+	Samples    uint64
+	Meters
+}
+
+// Validate reports every problem with the query.
+func (q UsageQuery) Validate() error {
+	var errs []error
+	if q.From.IsZero() || q.To.IsZero() {
+		errs = append(errs, errors.New("from/to: both required"))
+	} else if !q.To.After(q.From) {
+		errs = append(errs, errors.New("to: must be after from"))
+	}
+	seen := map[Dimension]bool{}
+	for _, d := range q.GroupBy {
+		switch d {
+		case DimTenant, DimDepartment, DimSKU:
+		default:
+			errs = append(errs, fmt.Errorf("group_by: unknown dimension %q (want tenant, department or sku)", d))
+		}
+		if seen[d] {
+			errs = append(errs, fmt.Errorf("group_by: %q twice", d))
+		}
+		seen[d] = true
+	}
+	switch q.Bucket {
+	case BucketNone, BucketHour, BucketDay, BucketMonth:
+	default:
+		errs = append(errs, fmt.Errorf("bucket: unknown %q (want hour, day or month)", q.Bucket))
+	}
+	switch q.Source {
+	case SourceRaw, SourceHourly, "":
+	default:
+		errs = append(errs, fmt.Errorf("source: unknown %q (want raw or hourly)", q.Source))
+	}
+	return errors.Join(errs...)
+}
+
+// toSQL builds the statement and its arguments. Identifiers come only from
+// the closed enums above; every value is a bind parameter.
+func (q UsageQuery) toSQL() (string, []any) {
+	table, timeCol := "usage_samples", "start"
+	count := "count()"
+	if q.Source == SourceHourly {
+		table, timeCol = "usage_hourly", "hour"
+		count = "sum(samples)"
+	}
+	var sel, group []string
+	switch q.Bucket {
+	case BucketHour:
+		sel = append(sel, "toStartOfHour("+timeCol+") AS bucket")
+		group = append(group, "bucket")
+	case BucketDay:
+		sel = append(sel, "toStartOfDay("+timeCol+") AS bucket")
+		group = append(group, "bucket")
+	case BucketMonth:
+		// toStartOfMonth returns a Date; keep every bucket a DateTime.
+		sel = append(sel, "toDateTime(toStartOfMonth("+timeCol+")) AS bucket")
+		group = append(group, "bucket")
+	default:
+		sel = append(sel, "toDateTime(0) AS bucket")
+	}
+	has := map[Dimension]bool{}
+	for _, d := range q.GroupBy {
+		has[d] = true
+	}
+	for _, d := range []Dimension{DimTenant, DimDepartment, DimSKU} {
+		if has[d] {
+			sel = append(sel, string(d))
+			group = append(group, string(d))
+		} else {
+			sel = append(sel, "'' AS "+string(d))
+		}
+	}
+	sel = append(sel, count+" AS samples",
+		"sum(gpu_microseconds)", "sum(sm_active_microseconds)", "sum(mem_mib_seconds)", "max(mem_peak_bytes)",
+		"sum(energy_millijoules)", "sum(pcie_tx_bytes)", "sum(pcie_rx_bytes)", "sum(nvlink_tx_bytes)", "sum(nvlink_rx_bytes)")
+
+	where := []string{timeCol + " >= ?", timeCol + " < ?"}
+	args := []any{q.From.UTC(), q.To.UTC()}
+	if q.Tenant != "" {
+		where = append(where, "tenant = ?")
+		args = append(args, q.Tenant)
+	}
+	if q.Department != "" {
+		where = append(where, "department = ?")
+		args = append(args, q.Department)
+	}
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	b.WriteString(strings.Join(sel, ", "))
+	b.WriteString(" FROM " + table + " FINAL WHERE ")
+	b.WriteString(strings.Join(where, " AND "))
+	if len(group) > 0 {
+		b.WriteString(" GROUP BY " + strings.Join(group, ", "))
+		b.WriteString(" ORDER BY " + strings.Join(group, ", "))
+	}
+	return b.String(), args
+}
+
+// Usage runs a usage query. Reads deduplicate by sample_id (FINAL), so a
+// sample delivered twice counts once.
+func (s *Store) Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error) {
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("usage query: %w", err)
+	}
+	sql, args := q.toSQL()
+	rows, err := s.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("usage query: %w", err)
+	}
+	defer rows.Close()
+	var out []UsageRow
+	for rows.Next() {
+		var r UsageRow
+		if err := rows.Scan(&r.Bucket, &r.Tenant, &r.Department, &r.SKU, &r.Samples,
+			&r.GPUMicroseconds, &r.SMActiveMicroseconds, &r.MemMiBSeconds, &r.MemPeakBytes,
+			&r.EnergyMillijoules, &r.PCIeTxBytes, &r.PCIeRxBytes, &r.NVLinkTxBytes, &r.NVLinkRxBytes); err != nil {
+			return nil, fmt.Errorf("usage query: scan: %w", err)
+		}
+		if q.Bucket == BucketNone {
+			r.Bucket = time.Time{}
+		} else {
+			r.Bucket = r.Bucket.UTC()
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("usage query: %w", err)
+	}
+	return out, nil
+}

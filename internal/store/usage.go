@@ -156,7 +156,9 @@ func (q UsageQuery) toSQL() (string, []any) {
 			sel = append(sel, string(d))
 			group = append(group, string(d))
 		} else {
-			sel = append(sel, "'' AS "+string(d))
+			// Not "AS tenant": ClickHouse resolves aliases in WHERE, so the
+			// literal would shadow the column of a tenant = ? predicate.
+			sel = append(sel, "'' AS no_"+string(d))
 		}
 	}
 	sel = append(sel, count+" AS samples",

@@ -1,0 +1,150 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/store/storetest"
+)
+
+// testSamples builds n samples of 10 s each for the given tenants, spread
+// over whole GPUs, starting at start.
+func testSamples(start time.Time, n int, tenants ...string) []collectors.Sample {
+	out := make([]collectors.Sample, 0, n)
+	for i := 0; i < n; i++ {
+		tenant := tenants[i%len(tenants)]
+		gpu := fmt.Sprintf("GPU-%04d", i%8)
+		st := start.Add(time.Duration(i/8) * 10 * time.Second)
+		s := collectors.Sample{
+			Host: "host-a", GPUUUID: gpu, GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
+			Tenant: tenant, Department: "dept-" + tenant, Workload: "job-" + tenant,
+			Start: st, End: st.Add(10 * time.Second),
+			GPUMicroseconds: 10_000_000, SMActiveMicroseconds: uint64(i % 10_000_000),
+			MemMiBSeconds: 40960 * 10, MemPeakBytes: uint64(i) << 20, EnergyMillijoules: 3_500_000 + uint64(i),
+			PCIeTxBytes: uint64(i) * 1000, PCIeRxBytes: uint64(i) * 2000, NVLinkTxBytes: uint64(i) * 3000, NVLinkRxBytes: uint64(i) * 4000,
+		}
+		s.ID = collectors.SampleID(s.Host, s.GPUUUID, s.Tenant, s.Workload, s.Start)
+		out = append(out, s)
+	}
+	return out
+}
+
+func sumByTenant(samples []collectors.Sample) map[string]store.Meters {
+	out := map[string]store.Meters{}
+	for _, s := range samples {
+		out[s.Tenant] = out[s.Tenant].Add(store.Meters{
+			GPUMicroseconds: s.GPUMicroseconds, SMActiveMicroseconds: s.SMActiveMicroseconds,
+			MemMiBSeconds: s.MemMiBSeconds, MemPeakBytes: s.MemPeakBytes, EnergyMillijoules: s.EnergyMillijoules,
+			PCIeTxBytes: s.PCIeTxBytes, PCIeRxBytes: s.PCIeRxBytes, NVLinkTxBytes: s.NVLinkTxBytes, NVLinkRxBytes: s.NVLinkRxBytes,
+		})
+	}
+	return out
+}
+
+func TestInsertSameBatchTwiceCountsOnce(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	start := time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC) // crosses a month (partition) boundary
+	samples := testSamples(start, 8*720, "acme", "globex", "initech")
+	for i := 0; i < 2; i++ {
+		if err := s.InsertSamples(ctx, samples); err != nil {
+			t.Fatalf("insert %d: %v", i, err)
+		}
+	}
+	rows, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(24 * time.Hour), GroupBy: []store.Dimension{store.DimTenant}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sumByTenant(samples)
+	if len(rows) != len(want) {
+		t.Fatalf("got %d tenants, want %d: %+v", len(rows), len(want), rows)
+	}
+	for _, r := range rows {
+		if r.Meters != want[r.Tenant] {
+			t.Errorf("tenant %s: got %+v, want %+v", r.Tenant, r.Meters, want[r.Tenant])
+		}
+		if r.Samples != uint64(len(samples)/3) {
+			t.Errorf("tenant %s: %d samples, want %d", r.Tenant, r.Samples, len(samples)/3)
+		}
+	}
+}
+
+func TestUsageRangeAndBucketsAreExact(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	start := time.Date(2026, 10, 31, 22, 0, 0, 0, time.UTC)
+	samples := testSamples(start, 8*360*4, "acme", "globex") // 4 hours of 8 GPUs
+	if err := s.InsertSamples(ctx, samples); err != nil {
+		t.Fatal(err)
+	}
+	// Range: hours 1 and 2 only, by hour and tenant, and by month.
+	from, to := start.Add(time.Hour), start.Add(3*time.Hour)
+	var inRange []collectors.Sample
+	wantHour := map[time.Time]map[string]uint64{}
+	for _, x := range samples {
+		if !x.Start.Before(from) && x.Start.Before(to) {
+			inRange = append(inRange, x)
+			h := x.Start.Truncate(time.Hour)
+			if wantHour[h] == nil {
+				wantHour[h] = map[string]uint64{}
+			}
+			wantHour[h][x.Tenant] += x.EnergyMillijoules
+		}
+	}
+	rows, err := s.Usage(ctx, store.UsageQuery{From: from, To: to, GroupBy: []store.Dimension{store.DimTenant}, Bucket: store.BucketHour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 4 {
+		t.Fatalf("got %d rows, want 2 hours × 2 tenants", len(rows))
+	}
+	for _, r := range rows {
+		if got, want := r.EnergyMillijoules, wantHour[r.Bucket][r.Tenant]; got != want || want == 0 {
+			t.Errorf("%s %s energy = %d, want %d", r.Bucket, r.Tenant, got, want)
+		}
+		if r.GPUMicroseconds != 4*360*10_000_000 {
+			t.Errorf("%s %s gpu µs = %d, want 4 GPUs × 1 h", r.Bucket, r.Tenant, r.GPUMicroseconds)
+		}
+	}
+	monthly, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(4 * time.Hour), GroupBy: []store.Dimension{store.DimSKU}, Bucket: store.BucketMonth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(monthly) != 2 || !monthly[0].Bucket.Equal(time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)) ||
+		!monthly[1].Bucket.Equal(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("monthly buckets = %+v", monthly)
+	}
+	if got := monthly[0].GPUMicroseconds + monthly[1].GPUMicroseconds; got != uint64(len(samples))*10_000_000 {
+		t.Errorf("monthly gpu µs = %d, want %d", got, uint64(len(samples))*10_000_000)
+	}
+	scoped, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(4 * time.Hour), Tenant: "globex"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(scoped) != 1 || scoped[0].Meters != sumByTenant(samples)["globex"] {
+		t.Fatalf("tenant-scoped total = %+v, want %+v", scoped, sumByTenant(samples)["globex"])
+	}
+}
+
+func TestInsertRejectsInvalidBatchAndStoresNothing(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	samples := testSamples(start, 100, "acme")
+	samples[57].End = samples[57].Start // end not after start
+	err := s.InsertSamples(ctx, samples)
+	if err == nil {
+		t.Fatal("invalid batch accepted")
+	}
+	rows, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Samples != 0 {
+		t.Fatalf("rows after a rejected batch: %+v", rows)
+	}
+}

@@ -1,0 +1,78 @@
+package store
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestUsageQueryToSQL(t *testing.T) {
+	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	to := from.AddDate(0, 1, 0)
+	meters := "count() AS samples, sum(gpu_microseconds), sum(sm_active_microseconds), sum(mem_mib_seconds), max(mem_peak_bytes), sum(energy_millijoules), sum(pcie_tx_bytes), sum(pcie_rx_bytes), sum(nvlink_tx_bytes), sum(nvlink_rx_bytes)"
+	cases := []struct {
+		name     string
+		q        UsageQuery
+		wantSQL  string
+		wantArgs []any
+	}{
+		{
+			name:     "tenant by day from raw samples reads FINAL",
+			q:        UsageQuery{From: from, To: to, GroupBy: []Dimension{DimTenant}, Bucket: BucketDay},
+			wantSQL:  "SELECT toStartOfDay(start) AS bucket, tenant, '' AS no_department, '' AS no_sku, " + meters + " FROM usage_samples FINAL WHERE start >= ? AND start < ? GROUP BY bucket, tenant ORDER BY bucket, tenant",
+			wantArgs: []any{from, to},
+		},
+		{
+			name:     "tenant scope adds the tenant predicate",
+			q:        UsageQuery{From: from, To: to, GroupBy: []Dimension{DimSKU}, Bucket: BucketMonth, Tenant: "acme"},
+			wantSQL:  "SELECT toDateTime(toStartOfMonth(start)) AS bucket, '' AS no_tenant, '' AS no_department, sku, " + meters + " FROM usage_samples FINAL WHERE start >= ? AND start < ? AND tenant = ? GROUP BY bucket, sku ORDER BY bucket, sku",
+			wantArgs: []any{from, to, "acme"},
+		},
+		{
+			name:     "department scope and no grouping",
+			q:        UsageQuery{From: from, To: to, Department: "physics"},
+			wantSQL:  "SELECT toDateTime(0) AS bucket, '' AS no_tenant, '' AS no_department, '' AS no_sku, " + meters + " FROM usage_samples FINAL WHERE start >= ? AND start < ? AND department = ?",
+			wantArgs: []any{from, to, "physics"},
+		},
+		{
+			name:     "hourly rollup source sums sample counts",
+			q:        UsageQuery{From: from, To: to, GroupBy: []Dimension{DimTenant, DimDepartment, DimSKU}, Bucket: BucketHour, Source: SourceHourly},
+			wantSQL:  "SELECT toStartOfHour(hour) AS bucket, tenant, department, sku, " + strings.Replace(meters, "count()", "sum(samples)", 1) + " FROM usage_hourly FINAL WHERE hour >= ? AND hour < ? GROUP BY bucket, tenant, department, sku ORDER BY bucket, tenant, department, sku",
+			wantArgs: []any{from, to},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.q.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			sql, args := tc.q.toSQL()
+			if sql != tc.wantSQL {
+				t.Errorf("sql:\n got %s\nwant %s", sql, tc.wantSQL)
+			}
+			if !reflect.DeepEqual(args, tc.wantArgs) {
+				t.Errorf("args = %v, want %v", args, tc.wantArgs)
+			}
+		})
+	}
+}
+
+func TestUsageQueryValidate(t *testing.T) {
+	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	cases := map[string]UsageQuery{
+		"to before from":      {From: from, To: from.Add(-time.Hour)},
+		"missing range":       {},
+		"unknown dimension":   {From: from, To: from.Add(time.Hour), GroupBy: []Dimension{"host; DROP TABLE x"}},
+		"duplicate dimension": {From: from, To: from.Add(time.Hour), GroupBy: []Dimension{DimSKU, DimSKU}},
+		"unknown bucket":      {From: from, To: from.Add(time.Hour), Bucket: "week"},
+		"unknown source":      {From: from, To: from.Add(time.Hour), Source: "cache"},
+	}
+	for name, q := range cases {
+		t.Run(name, func(t *testing.T) {
+			if err := q.Validate(); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}

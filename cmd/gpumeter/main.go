@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/gpumeter/gpumeter/internal/config"
 )
 
 // globals are the flags every subcommand shares.
@@ -23,6 +25,7 @@ type globals struct {
 	stdout     io.Writer
 	stderr     io.Writer
 	logger     *slog.Logger
+	cfg        config.Config
 }
 
 type command struct {
@@ -54,14 +57,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gpumeter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&g.configPath, "config", os.Getenv("GPUMETER_CONFIG"), "YAML config file (env GPUMETER_CONFIG)")
-	fs.StringVar(&g.dsn, "clickhouse", envOr("GPUMETER_CLICKHOUSE", "clickhouse://127.0.0.1:9000/default"), "ClickHouse DSN, native protocol (env GPUMETER_CLICKHOUSE)")
-	fs.StringVar(&g.logLevel, "log-level", envOr("GPUMETER_LOG_LEVEL", "info"), "debug, info, warn or error")
+	fs.StringVar(&g.dsn, "clickhouse", os.Getenv("GPUMETER_CLICKHOUSE"), "ClickHouse DSN, native protocol: clickhouse://user:pass@host:9000/db (env GPUMETER_CLICKHOUSE; default from --config, else local)")
+	fs.StringVar(&g.logLevel, "log-level", os.Getenv("GPUMETER_LOG_LEVEL"), "debug, info, warn or error (env GPUMETER_LOG_LEVEL)")
 	fs.Usage = func() { usage(fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	// Precedence: config file, then environment, then flags (the flag
+	// defaults above hold the environment).
+	cfg, err := config.Load(g.configPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "gpumeter: %v\n", err)
+		return 2
+	}
+	g.cfg = cfg
+	if g.dsn == "" {
+		g.dsn = cfg.ClickHouse.DSN
+	}
+	if g.logLevel == "" {
+		g.logLevel = cfg.Log.Level
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
@@ -119,11 +136,4 @@ func usage(fs *flag.FlagSet) {
 	}
 	fmt.Fprintln(w, "\nglobal flags:")
 	fs.PrintDefaults()
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

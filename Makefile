@@ -1,0 +1,60 @@
+# gpumeter: `make demo` runs the main job, `make test` runs every test.
+# Both start a project-local ClickHouse (scripts/clickhouse.sh), installing
+# Debian's clickhouse-server first when the machine has none.
+
+GO        ?= go
+BIN       := bin/gpumeter
+CH        := scripts/clickhouse.sh
+DEMO_DSN  ?= clickhouse://127.0.0.1:9000/gpumeter_demo
+FUZZTIME  ?= 10s
+export CGO_ENABLED := 1
+
+# Fuzz targets run briefly by `make test`: package:FuzzName.
+FUZZ_TARGETS := \
+	./internal/importer:FuzzRead
+
+# Packages with concurrency that also run under the race detector.
+RACE_PKGS :=
+
+.PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/gpumeter
+
+clickhouse:
+	$(CH) start
+
+clickhouse-stop:
+	$(CH) stop
+
+test: clickhouse lint unit race fuzz
+
+unit:
+	$(GO) test -count=1 ./...
+
+race:
+	@if [ -n "$(strip $(RACE_PKGS))" ]; then $(GO) test -count=1 -race $(RACE_PKGS); fi
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME); \
+	done
+
+bench: clickhouse
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/store/
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/importer/ ./pricing/... ./internal/partition/... ./internal/spool/... ./collectors/...
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' ; git ls-files --others --exclude-standard '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+demo: clickhouse build
+	$(BIN) --clickhouse $(DEMO_DSN) demo
+
+clean:
+	rm -rf bin

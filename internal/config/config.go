@@ -1,0 +1,75 @@
+// Package config loads gpumeter's YAML config file. Precedence: the file,
+// then environment variables, then flags (cmd/gpumeter applies the last two).
+// Unknown keys are an error so that a typo never silently falls back to a
+// default.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole file. Sections grow with the features that need them.
+type Config struct {
+	ClickHouse ClickHouse `yaml:"clickhouse"`
+	Log        Log        `yaml:"log"`
+}
+
+// ClickHouse says where usage is stored.
+type ClickHouse struct {
+	DSN string `yaml:"dsn"`
+}
+
+// Log configures structured logging.
+type Log struct {
+	Level string `yaml:"level"`
+}
+
+// Default is what applies without a file.
+func Default() Config {
+	return Config{
+		ClickHouse: ClickHouse{DSN: "clickhouse://127.0.0.1:9000/default"},
+		Log:        Log{Level: "info"},
+	}
+}
+
+// Load reads path over the defaults; an empty path means defaults only.
+func Load(path string) (Config, error) {
+	cfg := Default()
+	if path == "" {
+		return cfg, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config %s: %w", path, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	// An empty file (io.EOF) means all defaults.
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("parse config %s: %w", path, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Validate names the field path of every problem.
+func (c Config) Validate() error {
+	var errs []error
+	if c.ClickHouse.DSN == "" {
+		errs = append(errs, errors.New("clickhouse.dsn: required"))
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level: %q: want debug, info, warn or error", c.Log.Level))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,53 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "gpumeter.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoad(t *testing.T) {
+	cfg, err := Load(write(t, "clickhouse:\n  dsn: clickhouse://ch:9000/metering\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ClickHouse.DSN != "clickhouse://ch:9000/metering" || cfg.Log.Level != "info" {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+	if cfg, err := Load(write(t, "")); err != nil || cfg != Default() {
+		t.Fatalf("empty file: %+v, %v", cfg, err)
+	}
+	if cfg, err := Load(""); err != nil || cfg != Default() {
+		t.Fatalf("no file: %+v, %v", cfg, err)
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	cases := map[string]string{
+		"unknown key": "clickhose:\n  dsn: x\n",
+		"bad level":   "log:\n  level: loud\n",
+		"empty dsn":   "clickhouse:\n  dsn: \"\"\n",
+		"not yaml":    "clickhouse: [\n",
+		"wrong type":  "clickhouse: 5\n",
+	}
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Load(write(t, body)); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Fatalf("missing file error = %v", err)
+	}
+}

@@ -1,0 +1,140 @@
+package importer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+
+	"github.com/gpumeter/gpumeter/collectors"
+)
+
+// Sink stores validated samples; internal/store.Store is one.
+type Sink interface {
+	InsertSamples(ctx context.Context, samples []collectors.Sample) error
+}
+
+// Progress is reported while a file is read.
+type Progress struct {
+	Phase      string // "validate" or "store"
+	Bytes      int64
+	TotalBytes int64
+	Rows       int
+}
+
+// Options tune an import.
+type Options struct {
+	Format    Format
+	BatchSize int            // rows per insert; default 50,000
+	DryRun    bool           // validate only
+	Progress  func(Progress) // called every ProgressEvery rows and at the end of each phase
+}
+
+// ProgressEvery is how often (in rows) Progress is called.
+const ProgressEvery = 100_000
+
+// Result says what an import did.
+type Result struct {
+	Rows    int
+	Batches int
+}
+
+// ImportFile validates the whole file first and stores nothing if any row
+// is bad; then it reads it again and inserts in batches. Samples keep
+// deterministic ids (given or derived), so importing a file twice leaves
+// every total unchanged, and an import cut short can simply be re-run.
+func ImportFile(ctx context.Context, path string, opts Options, sink Sink) (Result, error) {
+	if opts.BatchSize == 0 {
+		opts.BatchSize = 50_000
+	}
+	if opts.BatchSize < 0 {
+		return Result{}, errors.New("batch size: must be positive")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return Result{}, fmt.Errorf("import %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Result{}, fmt.Errorf("import %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return Result{}, fmt.Errorf("import %s: not a regular file", path)
+	}
+	total := st.Size()
+
+	rows := 0
+	cr := &countingReader{r: f}
+	report := func(phase string) {
+		if opts.Progress != nil {
+			opts.Progress(Progress{Phase: phase, Bytes: cr.n.Load(), TotalBytes: total, Rows: rows})
+		}
+	}
+	err = Read(cr, opts.Format, func(collectors.Sample) error {
+		rows++
+		if rows%ProgressEvery == 0 {
+			report("validate")
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("import %s: %w", path, err)
+	}
+	report("validate")
+	if opts.DryRun {
+		return Result{Rows: rows}, nil
+	}
+
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return Result{}, fmt.Errorf("import %s: rewind: %w", path, err)
+	}
+	cr = &countingReader{r: f}
+	res := Result{}
+	rows = 0
+	batch := make([]collectors.Sample, 0, min(opts.BatchSize, 1<<16))
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := sink.InsertSamples(ctx, batch); err != nil {
+			return fmt.Errorf("store rows %d..%d: %w (rows before were stored; re-running the import is safe)", res.Rows+1, res.Rows+len(batch), err)
+		}
+		res.Rows += len(batch)
+		res.Batches++
+		batch = batch[:0]
+		return nil
+	}
+	err = Read(cr, opts.Format, func(s collectors.Sample) error {
+		batch = append(batch, s)
+		rows++
+		if rows%ProgressEvery == 0 {
+			report("store")
+		}
+		if len(batch) >= opts.BatchSize {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return res, fmt.Errorf("import %s: %w", path, err)
+	}
+	report("store")
+	return res, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}

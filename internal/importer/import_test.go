@@ -1,0 +1,94 @@
+package importer_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/importer"
+	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/store/storetest"
+)
+
+func writeCSV(t *testing.T, rows int, badLine int) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("host,gpu_uuid,gpu_model,tenant,department,workload,start,end,gpu_seconds,energy_joules\n")
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < rows; i++ {
+		st := start.Add(time.Duration(i/4) * 10 * time.Second)
+		tenant := []string{"acme", "globex"}[i%2]
+		energy := "350.5"
+		if i+2 == badLine {
+			energy = "-1"
+		}
+		fmt.Fprintf(&b, "h1,GPU-%d,H100-SXM5-80GB,%s,d-%s,job,%s,%s,10,%s\n", i%4, tenant, tenant,
+			st.Format(time.RFC3339), st.Add(10*time.Second).Format(time.RFC3339), energy)
+	}
+	p := filepath.Join(t.TempDir(), "usage.csv")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func totals(t *testing.T, s *store.Store) map[string]store.UsageRow {
+	t.Helper()
+	rows, err := s.Usage(context.Background(), store.UsageQuery{
+		From: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+		GroupBy: []store.Dimension{store.DimTenant}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]store.UsageRow{}
+	for _, r := range rows {
+		out[r.Tenant] = r
+	}
+	return out
+}
+
+func TestImportTwiceKeepsTotals(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	path := writeCSV(t, 10_000, 0)
+	var progress []importer.Progress
+	opts := importer.Options{Format: importer.FormatCSV, BatchSize: 3_000, Progress: func(p importer.Progress) { progress = append(progress, p) }}
+	for i := 0; i < 2; i++ {
+		res, err := importer.ImportFile(ctx, path, opts, s)
+		if err != nil {
+			t.Fatalf("import %d: %v", i, err)
+		}
+		if res.Rows != 10_000 || res.Batches != 4 {
+			t.Fatalf("import %d: %+v", i, res)
+		}
+	}
+	got := totals(t, s)
+	for _, tenant := range []string{"acme", "globex"} {
+		r := got[tenant]
+		if r.Samples != 5_000 || r.GPUMicroseconds != 5_000*10_000_000 || r.EnergyMillijoules != 5_000*350_500 {
+			t.Errorf("%s after two imports: %+v", tenant, r)
+		}
+	}
+	last := progress[len(progress)-1]
+	if last.Phase != "store" || last.Rows != 10_000 || last.Bytes != last.TotalBytes {
+		t.Errorf("last progress = %+v", last)
+	}
+}
+
+func TestImportWithBadRowStoresNothing(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	// The bad row comes after more than one batch's worth of good rows.
+	path := writeCSV(t, 5_000, 4_321)
+	_, err := importer.ImportFile(ctx, path, importer.Options{Format: importer.FormatCSV, BatchSize: 1_000}, s)
+	if err == nil || !strings.Contains(err.Error(), "line 4321: energy_joules") {
+		t.Fatalf("error = %v, want it to name line 4321 and energy_joules", err)
+	}
+	if got := totals(t, s); len(got) != 0 {
+		t.Fatalf("rows stored from a bad file: %+v", got)
+	}
+}

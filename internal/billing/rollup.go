@@ -1,0 +1,197 @@
+// Package billing is the service layer between stored usage and money:
+// hourly rollups, raw-data retention, and (later) period close and invoice
+// runs. It holds rules, not SQL: storage sits behind the small interfaces
+// declared here, which internal/store satisfies.
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// RollupState is the hourly rollup job's bookmark.
+type RollupState struct {
+	// ClosedThrough: every hour before it has been rolled up at least once.
+	ClosedThrough time.Time
+	// Watermark: samples inserted (server clock) before it have been seen.
+	Watermark time.Time
+}
+
+// HourRange is [From, To) in whole hours.
+type HourRange struct{ From, To time.Time }
+
+// RollupPlan is what one run does.
+type RollupPlan struct {
+	Closing []HourRange // hours that closed since the last run
+	Late    []time.Time // closed hours that received samples since the last run
+	Next    RollupState
+}
+
+// InsertSlack is how far the watermark trails the server clock: an insert
+// that started before a run but became visible after its scan carries an
+// inserted_at up to this much earlier, and must still be seen next time.
+const InsertSlack = 5 * time.Minute
+
+// PlanRollup decides which hours a run rolls up. It is pure.
+//
+// An hour H closes once serverNow >= H + 1h + grace. Closed hours are rolled
+// up once when they close; afterwards only late samples (inserted since the
+// watermark) reopen their hour, which the next run recomputes. Open hours
+// are never rolled up: the API reads them from raw samples.
+func PlanRollup(prev RollupState, hasPrev bool, earliest, serverNow time.Time, grace time.Duration, late []time.Time) RollupPlan {
+	closeBefore := serverNow.Add(-grace).UTC().Truncate(time.Hour)
+	start := prev.ClosedThrough
+	if !hasPrev {
+		start = closeBefore
+		if !earliest.IsZero() {
+			start = earliest.UTC().Truncate(time.Hour)
+		}
+	}
+	plan := RollupPlan{Next: RollupState{ClosedThrough: start, Watermark: serverNow.Add(-InsertSlack).UTC()}}
+	if hasPrev && prev.Watermark.After(plan.Next.Watermark) {
+		plan.Next.Watermark = prev.Watermark
+	}
+	if closeBefore.After(start) {
+		plan.Closing = []HourRange{{start, closeBefore}}
+		plan.Next.ClosedThrough = closeBefore
+	}
+	seen := map[time.Time]bool{}
+	for _, h := range late {
+		h = h.UTC().Truncate(time.Hour)
+		// Hours about to close are recomputed anyway; open hours wait.
+		if !h.Before(start) || seen[h] {
+			continue
+		}
+		seen[h] = true
+		plan.Late = append(plan.Late, h)
+	}
+	return plan
+}
+
+// RollupStore is what the rollup needs from storage.
+type RollupStore interface {
+	ServerNow(ctx context.Context) (time.Time, error)
+	EarliestSample(ctx context.Context) (time.Time, error)
+	LoadRollupState(ctx context.Context, job string) (RollupState, bool, error)
+	SaveRollupState(ctx context.Context, job string, st RollupState, version uint64) error
+	HoursInsertedSince(ctx context.Context, since, before time.Time) ([]time.Time, error)
+	RollupRange(ctx context.Context, from, to time.Time, version uint64) error
+	RollupHours(ctx context.Context, hours []time.Time, version uint64) error
+}
+
+// RollupConfig tunes the hourly rollup.
+type RollupConfig struct {
+	// Grace is how long after its end an hour stays open for late samples
+	// before its first rollup.
+	Grace time.Duration
+	// Schedule is a cron spec for `gpumeter serve`.
+	Schedule string
+}
+
+// DefaultRollupConfig: hours close 15 minutes after they end; the job runs
+// every 5 minutes.
+func DefaultRollupConfig() RollupConfig {
+	return RollupConfig{Grace: 15 * time.Minute, Schedule: "@every 5m"}
+}
+
+// Validate reports every problem.
+func (c RollupConfig) Validate() error {
+	var errs []error
+	if c.Grace < 0 || c.Grace > 7*24*time.Hour {
+		errs = append(errs, fmt.Errorf("rollup.grace %s: want 0 to 7 days", c.Grace))
+	}
+	if c.Schedule == "" {
+		errs = append(errs, errors.New("rollup.schedule: required"))
+	}
+	return errors.Join(errs...)
+}
+
+// Rollup runs the hourly rollup job.
+type Rollup struct {
+	store  RollupStore
+	cfg    RollupConfig
+	now    func() time.Time
+	logger *slog.Logger
+	last   uint64
+}
+
+const rollupJob = "usage_hourly"
+
+// NewRollup builds the job; now supplies versions (nanoseconds).
+func NewRollup(st RollupStore, cfg RollupConfig, now func() time.Time, logger *slog.Logger) *Rollup {
+	return &Rollup{store: st, cfg: cfg, now: now, logger: logger.With("component", "rollup")}
+}
+
+// version grows strictly from run to run, even within one clock tick.
+func (r *Rollup) version() uint64 {
+	v := uint64(r.now().UnixNano())
+	if v <= r.last {
+		v = r.last + 1
+	}
+	r.last = v
+	return v
+}
+
+// RunResult says what a run did.
+type RunResult struct {
+	Closed []HourRange
+	Late   []time.Time
+}
+
+// Run rolls up newly closed hours and hours reopened by late samples. It is
+// safe to run at any time and to run twice.
+func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
+	serverNow, err := r.store.ServerNow(ctx)
+	if err != nil {
+		return RunResult{}, err
+	}
+	prev, hasPrev, err := r.store.LoadRollupState(ctx, rollupJob)
+	if err != nil {
+		return RunResult{}, err
+	}
+	var earliest time.Time
+	var late []time.Time
+	if hasPrev {
+		late, err = r.store.HoursInsertedSince(ctx, prev.Watermark, prev.ClosedThrough)
+	} else {
+		earliest, err = r.store.EarliestSample(ctx)
+	}
+	if err != nil {
+		return RunResult{}, err
+	}
+	plan := PlanRollup(prev, hasPrev, earliest, serverNow, r.cfg.Grace, late)
+	v := r.version()
+	for _, hr := range plan.Closing {
+		if err := r.store.RollupRange(ctx, hr.From, hr.To, v); err != nil {
+			return RunResult{}, err
+		}
+	}
+	if err := r.store.RollupHours(ctx, plan.Late, v); err != nil {
+		return RunResult{}, err
+	}
+	// The state moves only after every rollup succeeded: a failed run is
+	// simply repeated in full by the next one.
+	if err := r.store.SaveRollupState(ctx, rollupJob, plan.Next, v); err != nil {
+		return RunResult{}, err
+	}
+	if len(plan.Closing) > 0 || len(plan.Late) > 0 {
+		r.logger.Info("rollup done", "closed", len(plan.Closing), "late_hours", len(plan.Late),
+			"closed_through", plan.Next.ClosedThrough)
+	}
+	return RunResult{Closed: plan.Closing, Late: plan.Late}, nil
+}
+
+// RollupRange recomputes [from, to) by hand (`gpumeter rollup`), whole hours.
+func (r *Rollup) RollupRange(ctx context.Context, from, to time.Time) error {
+	from, to = from.UTC().Truncate(time.Hour), to.UTC()
+	if t := to.Truncate(time.Hour); !t.Equal(to) {
+		to = t.Add(time.Hour)
+	}
+	if !to.After(from) {
+		return fmt.Errorf("rollup range: to must be after from")
+	}
+	return r.store.RollupRange(ctx, from, to, r.version())
+}

@@ -1,0 +1,112 @@
+package billing
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func hr(s string) time.Time {
+	t, err := time.Parse("2006-01-02T15", s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func TestPlanRollup(t *testing.T) {
+	grace := 15 * time.Minute
+	cases := []struct {
+		name        string
+		prev        RollupState
+		hasPrev     bool
+		earliest    time.Time
+		now         time.Time
+		late        []time.Time
+		wantClosing []HourRange
+		wantLate    []time.Time
+		wantThrough time.Time
+	}{
+		{
+			name:     "first run rolls every closed hour since the earliest sample",
+			earliest: hr("2026-11-01T03").Add(17 * time.Minute), now: hr("2026-11-01T10").Add(20 * time.Minute),
+			wantClosing: []HourRange{{hr("2026-11-01T03"), hr("2026-11-01T10")}}, wantThrough: hr("2026-11-01T10"),
+		},
+		{
+			name: "hour stays open until its grace period has passed",
+			prev: RollupState{ClosedThrough: hr("2026-11-01T09")}, hasPrev: true,
+			now:         hr("2026-11-01T10").Add(14 * time.Minute),
+			wantClosing: []HourRange{}, wantThrough: hr("2026-11-01T09"),
+		},
+		{
+			name: "hour closes exactly at end plus grace",
+			prev: RollupState{ClosedThrough: hr("2026-11-01T09")}, hasPrev: true,
+			now:         hr("2026-11-01T10").Add(15 * time.Minute),
+			wantClosing: []HourRange{{hr("2026-11-01T09"), hr("2026-11-01T10")}}, wantThrough: hr("2026-11-01T10"),
+		},
+		{
+			name: "late samples reopen closed hours only, once each",
+			prev: RollupState{ClosedThrough: hr("2026-11-01T09")}, hasPrev: true,
+			now:         hr("2026-11-01T09").Add(20 * time.Minute),
+			late:        []time.Time{hr("2026-11-01T02"), hr("2026-11-01T02").Add(30 * time.Minute), hr("2026-11-01T09"), hr("2026-10-31T23")},
+			wantClosing: []HourRange{}, wantLate: []time.Time{hr("2026-11-01T02"), hr("2026-10-31T23")}, wantThrough: hr("2026-11-01T09"),
+		},
+		{
+			name: "first run on an empty table starts at the current closed boundary",
+			now:  hr("2026-11-01T10").Add(20 * time.Minute), wantClosing: []HourRange{}, wantThrough: hr("2026-11-01T10"),
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := PlanRollup(tc.prev, tc.hasPrev, tc.earliest, tc.now, grace, tc.late)
+			if len(p.Closing) == 0 {
+				p.Closing = []HourRange{}
+			}
+			if !reflect.DeepEqual(p.Closing, tc.wantClosing) {
+				t.Errorf("closing = %v, want %v", p.Closing, tc.wantClosing)
+			}
+			if !reflect.DeepEqual(p.Late, tc.wantLate) {
+				t.Errorf("late = %v, want %v", p.Late, tc.wantLate)
+			}
+			if !p.Next.ClosedThrough.Equal(tc.wantThrough) {
+				t.Errorf("closed through = %v, want %v", p.Next.ClosedThrough, tc.wantThrough)
+			}
+			if want := tc.now.Add(-InsertSlack); !p.Next.Watermark.Equal(want) {
+				t.Errorf("watermark = %v, want %v", p.Next.Watermark, want)
+			}
+		})
+	}
+}
+
+func TestPlanRollupWatermarkNeverMovesBack(t *testing.T) {
+	prev := RollupState{ClosedThrough: hr("2026-11-01T09"), Watermark: hr("2026-11-01T12")}
+	p := PlanRollup(prev, true, time.Time{}, hr("2026-11-01T10"), 0, nil)
+	if !p.Next.Watermark.Equal(prev.Watermark) {
+		t.Fatalf("watermark moved back to %v", p.Next.Watermark)
+	}
+}
+
+func TestMonthsToDrop(t *testing.T) {
+	sep, oct, nov := hr("2026-09-01T00"), hr("2026-10-01T00"), hr("2026-11-01T00")
+	now := hr("2026-12-02T00")
+	cases := []struct {
+		name    string
+		closed  map[time.Time]bool
+		rolled  time.Time
+		rawDays int
+		want    []time.Time
+	}{
+		{"invoiced months past the window go", map[time.Time]bool{sep: true, oct: true, nov: true}, now, 30, []time.Time{sep, oct}},
+		{"a month not invoiced stays", map[time.Time]bool{sep: true}, now, 30, []time.Time{sep}},
+		{"a month not fully rolled up stays", map[time.Time]bool{sep: true, oct: true}, hr("2026-10-31T23"), 30, []time.Time{sep}},
+		{"a month inside the window stays", map[time.Time]bool{sep: true, oct: true}, now, 40, []time.Time{sep}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := MonthsToDrop([]time.Time{sep, oct, nov}, tc.closed, tc.rolled, now, tc.rawDays)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,91 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
+)
+
+var _ billing.RetentionStore = (*Store)(nil)
+
+// RawMonths lists the months (first day, UTC) that have raw-sample parts.
+func (s *Store) RawMonths(ctx context.Context) ([]time.Time, error) {
+	rows, err := s.conn.Query(ctx,
+		"SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = 'usage_samples' AND active",
+		s.cfg.Database)
+	if err != nil {
+		return nil, fmt.Errorf("list raw partitions: %w", err)
+	}
+	defer rows.Close()
+	var out []time.Time
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, fmt.Errorf("list raw partitions: %w", err)
+		}
+		m, err := monthFromPartition(p)
+		if err != nil {
+			return nil, fmt.Errorf("list raw partitions: %w", err)
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
+	return out, rows.Err()
+}
+
+// monthFromPartition reads a toYYYYMM partition id such as "202611".
+func monthFromPartition(p string) (time.Time, error) {
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 197001 || n%100 < 1 || n%100 > 12 {
+		return time.Time{}, fmt.Errorf("partition %q is not YYYYMM", p)
+	}
+	return time.Date(n/100, time.Month(n%100), 1, 0, 0, 0, 0, time.UTC), nil
+}
+
+// DropRawMonth drops one month of raw samples. The partition id is built
+// from the month's digits, never from user text.
+func (s *Store) DropRawMonth(ctx context.Context, month time.Time) error {
+	id := month.UTC().Year()*100 + int(month.UTC().Month())
+	if err := s.conn.Exec(ctx, "ALTER TABLE usage_samples DROP PARTITION "+strconv.Itoa(id)); err != nil {
+		return fmt.Errorf("drop raw month %d: %w", id, err)
+	}
+	return nil
+}
+
+// ClosedPeriods lists the first days of invoiced (closed) billing months.
+func (s *Store) ClosedPeriods(ctx context.Context) ([]time.Time, error) {
+	rows, err := s.conn.Query(ctx, "SELECT DISTINCT period_start FROM closed_periods ORDER BY period_start")
+	if err != nil {
+		return nil, fmt.Errorf("list closed periods: %w", err)
+	}
+	defer rows.Close()
+	var out []time.Time
+	for rows.Next() {
+		var d time.Time
+		if err := rows.Scan(&d); err != nil {
+			return nil, fmt.Errorf("list closed periods: %w", err)
+		}
+		out = append(out, d.UTC())
+	}
+	return out, rows.Err()
+}
+
+// MarkPeriodClosed records that a billing month has been invoiced.
+func (s *Store) MarkPeriodClosed(ctx context.Context, periodStart, closedAt time.Time) error {
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO closed_periods (period_start, closed_at)")
+	if err != nil {
+		return fmt.Errorf("mark period closed: %w", err)
+	}
+	if err := batch.Append(periodStart.UTC(), closedAt.UTC()); err != nil {
+		batch.Abort()
+		return fmt.Errorf("mark period closed: %w", err)
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("mark period closed: %w", err)
+	}
+	return nil
+}

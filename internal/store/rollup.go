@@ -1,0 +1,151 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
+)
+
+var _ billing.RollupStore = (*Store)(nil)
+
+// rollupSQL recomputes usage_hourly for [from, to) from deduplicated raw
+// samples. Hours are whole, so a re-run rewrites the same keys with a newer
+// version and reads with FINAL see exactly one row per key.
+const rollupSQL = `INSERT INTO usage_hourly (hour, tenant, department, sku, samples,
+    gpu_microseconds, sm_active_microseconds, mem_mib_seconds, mem_peak_bytes, energy_millijoules,
+    pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes, version)
+SELECT toStartOfHour(start) AS hour, tenant, department, sku, count(),
+    sum(gpu_microseconds), sum(sm_active_microseconds), sum(mem_mib_seconds), max(mem_peak_bytes), sum(energy_millijoules),
+    sum(pcie_tx_bytes), sum(pcie_rx_bytes), sum(nvlink_tx_bytes), sum(nvlink_rx_bytes), ?
+FROM usage_samples FINAL
+WHERE start >= ? AND start < ?
+GROUP BY hour, tenant, department, sku`
+
+// RollupRange recomputes usage_hourly for every hour in [from, to); both
+// must be whole hours. version must grow from run to run (the caller uses
+// the run's start time in nanoseconds).
+func (s *Store) RollupRange(ctx context.Context, from, to time.Time, version uint64) error {
+	if !from.Equal(from.Truncate(time.Hour)) || !to.Equal(to.Truncate(time.Hour)) || !to.After(from) {
+		return fmt.Errorf("rollup %s..%s: want whole hours, from before to", from, to)
+	}
+	if err := s.conn.Exec(ctx, rollupSQL, version, from.UTC(), to.UTC()); err != nil {
+		return fmt.Errorf("rollup %s..%s: %w", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
+	}
+	return nil
+}
+
+// RollupHours recomputes the given hours, merging adjacent ones into ranges
+// so that a day of hours is one statement.
+func (s *Store) RollupHours(ctx context.Context, hours []time.Time, version uint64) error {
+	for _, r := range HourRanges(hours) {
+		if err := s.RollupRange(ctx, r[0], r[1], version); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HourRanges sorts hours and merges runs of consecutive hours into
+// [from, to) ranges.
+func HourRanges(hours []time.Time) [][2]time.Time {
+	if len(hours) == 0 {
+		return nil
+	}
+	hs := make([]time.Time, len(hours))
+	for i, h := range hours {
+		hs[i] = h.UTC().Truncate(time.Hour)
+	}
+	sort.Slice(hs, func(i, j int) bool { return hs[i].Before(hs[j]) })
+	var out [][2]time.Time
+	cur := [2]time.Time{hs[0], hs[0].Add(time.Hour)}
+	for _, h := range hs[1:] {
+		switch {
+		case h.Before(cur[1]): // duplicate
+		case h.Equal(cur[1]):
+			cur[1] = h.Add(time.Hour)
+		default:
+			out = append(out, cur)
+			cur = [2]time.Time{h, h.Add(time.Hour)}
+		}
+	}
+	return append(out, cur)
+}
+
+// HoursInsertedSince lists the hours of samples inserted at or after since
+// (server time) whose start is before `before`: the hours late data reopened.
+func (s *Store) HoursInsertedSince(ctx context.Context, since, before time.Time) ([]time.Time, error) {
+	rows, err := s.conn.Query(ctx,
+		"SELECT DISTINCT toStartOfHour(start) AS hour FROM usage_samples WHERE inserted_at >= ? AND start < ? ORDER BY hour",
+		since.UTC(), before.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("find late hours: %w", err)
+	}
+	defer rows.Close()
+	var out []time.Time
+	for rows.Next() {
+		var h time.Time
+		if err := rows.Scan(&h); err != nil {
+			return nil, fmt.Errorf("find late hours: %w", err)
+		}
+		out = append(out, h.UTC())
+	}
+	return out, rows.Err()
+}
+
+// EarliestSample is the start of the oldest raw sample, or zero when none.
+func (s *Store) EarliestSample(ctx context.Context) (time.Time, error) {
+	var n uint64
+	var t time.Time
+	if err := s.conn.QueryRow(ctx, "SELECT count(), min(start) FROM usage_samples").Scan(&n, &t); err != nil {
+		return time.Time{}, fmt.Errorf("earliest sample: %w", err)
+	}
+	if n == 0 {
+		return time.Time{}, nil
+	}
+	return t.UTC(), nil
+}
+
+// ServerNow is the server's clock, the clock inserted_at is written with.
+func (s *Store) ServerNow(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := s.conn.QueryRow(ctx, "SELECT now()").Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("server time: %w", err)
+	}
+	return t.UTC(), nil
+}
+
+// LoadRollupState reads the job's state; ok is false before the first run.
+func (s *Store) LoadRollupState(ctx context.Context, job string) (st billing.RollupState, ok bool, err error) {
+	rows, err := s.conn.Query(ctx, "SELECT closed_through, watermark FROM rollup_state FINAL WHERE job = ?", job)
+	if err != nil {
+		return billing.RollupState{}, false, fmt.Errorf("load rollup state %s: %w", job, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := rows.Scan(&st.ClosedThrough, &st.Watermark); err != nil {
+			return billing.RollupState{}, false, fmt.Errorf("load rollup state %s: %w", job, err)
+		}
+		ok = true
+	}
+	st.ClosedThrough, st.Watermark = st.ClosedThrough.UTC(), st.Watermark.UTC()
+	return st, ok, rows.Err()
+}
+
+// SaveRollupState records the job's state with a version that must grow.
+func (s *Store) SaveRollupState(ctx context.Context, job string, st billing.RollupState, version uint64) error {
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO rollup_state (job, closed_through, watermark, version)")
+	if err != nil {
+		return fmt.Errorf("save rollup state %s: %w", job, err)
+	}
+	if err := batch.Append(job, st.ClosedThrough.UTC(), st.Watermark.UTC(), version); err != nil {
+		batch.Abort()
+		return fmt.Errorf("save rollup state %s: %w", job, err)
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("save rollup state %s: %w", job, err)
+	}
+	return nil
+}

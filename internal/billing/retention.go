@@ -11,8 +11,8 @@ import (
 // RetentionConfig bounds how long raw samples are kept. Hourly rollups are
 // kept for years and never dropped by this job.
 type RetentionConfig struct {
-	RawDays  int    // raw samples older than this many days may be dropped
-	Schedule string // cron spec for `gpumeter serve`
+	RawDays  int    `yaml:"raw_days"` // raw samples older than this many days may be dropped
+	Schedule string `yaml:"schedule"` // cron spec for `gpumeter serve`
 }
 
 // DefaultRetentionConfig keeps raw samples 90 days, checked daily.

@@ -86,9 +86,9 @@ type RollupStore interface {
 type RollupConfig struct {
 	// Grace is how long after its end an hour stays open for late samples
 	// before its first rollup.
-	Grace time.Duration
+	Grace time.Duration `yaml:"grace"`
 	// Schedule is a cron spec for `gpumeter serve`.
-	Schedule string
+	Schedule string `yaml:"schedule"`
 }
 
 // DefaultRollupConfig: hours close 15 minutes after they end; the job runs

@@ -12,12 +12,18 @@ import (
 	"os"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/server"
 )
 
 // Config is the whole file. Sections grow with the features that need them.
 type Config struct {
-	ClickHouse ClickHouse `yaml:"clickhouse"`
-	Log        Log        `yaml:"log"`
+	ClickHouse ClickHouse              `yaml:"clickhouse"`
+	Log        Log                     `yaml:"log"`
+	Server     server.Config           `yaml:"server"`
+	Rollup     billing.RollupConfig    `yaml:"rollup"`
+	Retention  billing.RetentionConfig `yaml:"retention"`
 }
 
 // ClickHouse says where usage is stored.
@@ -35,6 +41,9 @@ func Default() Config {
 	return Config{
 		ClickHouse: ClickHouse{DSN: "clickhouse://127.0.0.1:9000/default"},
 		Log:        Log{Level: "info"},
+		Server:     server.Config{Listen: "127.0.0.1:8080"},
+		Rollup:     billing.DefaultRollupConfig(),
+		Retention:  billing.DefaultRetentionConfig(),
 	}
 }
 
@@ -70,6 +79,11 @@ func (c Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("log.level: %q: want debug, info, warn or error", c.Log.Level))
+	}
+	for _, err := range []error{c.Server.Validate(), c.Rollup.Validate(), c.Retention.Validate()} {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func write(t *testing.T, body string) string {
@@ -17,9 +18,12 @@ func write(t *testing.T, body string) string {
 }
 
 func TestLoad(t *testing.T) {
-	cfg, err := Load(write(t, "clickhouse:\n  dsn: clickhouse://ch:9000/metering\n"))
+	cfg, err := Load(write(t, "clickhouse:\n  dsn: clickhouse://ch:9000/metering\nrollup:\n  grace: 30m\nretention:\n  raw_days: 45\n"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.Rollup.Grace != 30*time.Minute || cfg.Rollup.Schedule != "@every 5m" || cfg.Retention.RawDays != 45 {
+		t.Fatalf("rollup/retention = %+v %+v", cfg.Rollup, cfg.Retention)
 	}
 	if cfg.ClickHouse.DSN != "clickhouse://ch:9000/metering" || cfg.Log.Level != "info" {
 		t.Fatalf("cfg = %+v", cfg)

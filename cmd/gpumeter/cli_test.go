@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpumeter/gpumeter/internal/store/storetest"
+)
+
+// cli runs gpumeter with args and returns exit code, stdout and stderr.
+func cli(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// testDSN gives a fresh, migrated database for this test.
+func testDSN(t *testing.T) string {
+	t.Helper()
+	cfg := storetest.Config(t)
+	storetest.NewWithConfig(t, cfg)
+	return fmt.Sprintf("clickhouse://%s/%s", cfg.Addrs[0], cfg.Database)
+}
+
+func TestCLIRejectsBadInvocations(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"unknown command", []string{"frobnicate"}, "unknown command"},
+		{"no command", nil, "usage"},
+		{"bad log level", []string{"--log-level", "loud", "migrate"}, "log-level"},
+		{"bad dsn", []string{"--clickhouse", "http://x:8123", "migrate"}, "clickhouse://"},
+		{"missing config file", []string{"--config", "/nonexistent.yaml", "migrate"}, "nonexistent.yaml"},
+		{"import without file", []string{"import"}, "no file"},
+		{"import unknown format", []string{"import", "usage.txt"}, "format"},
+		{"import bad batch", []string{"import", "--batch", "0", "x.csv"}, "--batch"},
+		{"usage without from", []string{"usage"}, "--from"},
+		{"usage bad dimension", []string{"usage", "--from", "2026-11-01", "--by", "colour"}, "colour"},
+		{"usage bad bucket", []string{"usage", "--from", "2026-11-01", "--bucket", "week"}, "week"},
+		{"usage to before from", []string{"usage", "--from", "2026-11-02", "--to", "2026-11-01"}, "after"},
+		{"rollup needs a range or --scheduled", []string{"rollup"}, "either"},
+		{"rollup bad date", []string{"rollup", "--from", "yesterday", "--to", "2026-11-01"}, "--from"},
+		{"retention zero days", []string{"retention", "--raw-days", "0"}, "raw_days"},
+		{"serve bad listen", []string{"serve", "--listen", "nowhere"}, "listen"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := cli(t, tc.args...)
+			if code != 2 || !strings.Contains(stderr, tc.msg) {
+				t.Fatalf("exit %d, stderr %q; want 2 mentioning %q", code, stderr, tc.msg)
+			}
+		})
+	}
+}
+
+func TestCLIMigrateImportUsageRollup(t *testing.T) {
+	dsn := testDSN(t)
+	code, out, stderr := cli(t, "--clickhouse", dsn, "migrate")
+	if code != 0 || !strings.Contains(out, "0001_usage_samples: already applied") {
+		t.Fatalf("migrate: %d %q %q", code, out, stderr)
+	}
+
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.csv")
+	os.WriteFile(bad, []byte("host,gpu_uuid,gpu_model,tenant,workload,start,end,gpu_seconds\n"+
+		"h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10\n"+
+		"h,G,H100-SXM5-80GB,,j,2026-11-01T10:00:10Z,2026-11-01T10:00:20Z,10\n"), 0o600)
+	code, _, stderr = cli(t, "--clickhouse", dsn, "import", "--quiet", bad)
+	if code != 1 || !strings.Contains(stderr, "line 3: tenant") {
+		t.Fatalf("bad import: exit %d, stderr %q", code, stderr)
+	}
+
+	good := filepath.Join(dir, "good.csv")
+	os.WriteFile(good, []byte("host,gpu_uuid,gpu_model,tenant,workload,start,end,gpu_seconds,energy_joules\n"+
+		"h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10,7000\n"+
+		"h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:10Z,2026-11-01T10:00:20Z,10,7000\n"), 0o600)
+	for i := 0; i < 2; i++ {
+		if code, out, stderr = cli(t, "--clickhouse", dsn, "import", good); code != 0 || !strings.Contains(out, "imported 2 rows") {
+			t.Fatalf("import %d: %d %q %q", i, code, out, stderr)
+		}
+	}
+	code, out, stderr = cli(t, "--clickhouse", dsn, "usage", "--from", "2026-11-01", "--to", "2026-11-02", "--json")
+	if code != 0 || !strings.Contains(out, `"gpu_hours": "0.005555555555555556"`) || !strings.Contains(out, `"samples": 2`) {
+		t.Fatalf("usage after importing twice: %d %s %s", code, out, stderr)
+	}
+	code, out, stderr = cli(t, "--clickhouse", dsn, "rollup", "--from", "2026-11-01", "--to", "2026-11-02")
+	if code != 0 {
+		t.Fatalf("rollup: %d %s %s", code, out, stderr)
+	}
+	code, out, _ = cli(t, "--clickhouse", dsn, "usage", "--from", "2026-11-01", "--to", "2026-11-02", "--source", "hourly", "--json")
+	if code != 0 || !strings.Contains(out, `"energy_kwh": "0.003888888888888889"`) {
+		t.Fatalf("hourly usage: %d %s", code, out)
+	}
+}

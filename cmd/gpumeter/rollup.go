@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
+)
+
+// runRollup recomputes usage_hourly by hand for a range, or runs the
+// scheduled job once (--scheduled).
+func runRollup(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("rollup", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	from := fs.String("from", "", "start of the range (RFC 3339 or YYYY-MM-DD), rounded down to the hour")
+	to := fs.String("to", "", "end of the range, exclusive, rounded up to the hour")
+	scheduled := fs.Bool("scheduled", false, "run the scheduled job once: closed hours and late samples")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments %v", fs.Args())
+	}
+	if *scheduled == (*from != "" || *to != "") {
+		return usageErrorf("give either --from and --to, or --scheduled")
+	}
+	var f, t time.Time
+	if !*scheduled {
+		var err error
+		if f, err = parseTime(*from); err != nil {
+			return usageErrorf("--from: %v", err)
+		}
+		if t, err = parseTime(*to); err != nil {
+			return usageErrorf("--to: %v", err)
+		}
+		if !t.After(f) {
+			return usageErrorf("--to must be after --from")
+		}
+	}
+	s, err := openStore(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	job := billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
+	if *scheduled {
+		res, err := job.Run(ctx)
+		if err != nil {
+			return err
+		}
+		for _, r := range res.Closed {
+			fmt.Fprintf(g.stdout, "closed %s .. %s\n", r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
+		}
+		fmt.Fprintf(g.stdout, "recomputed %d hour(s) with late samples\n", len(res.Late))
+		return nil
+	}
+	if err := job.RollupRange(ctx, f, t); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "rolled up %s .. %s\n", f.Format(time.RFC3339), t.Format(time.RFC3339))
+	return nil
+}
+
+// runRetention drops raw-sample months past the retention window once.
+func runRetention(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("retention", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	days := fs.Int("raw-days", g.cfg.Retention.RawDays, "keep raw samples this many days")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	cfg := g.cfg.Retention
+	cfg.RawDays = *days
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	s, err := openStore(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	dropped, err := billing.NewRetention(s, cfg, time.Now, g.logger).Run(ctx)
+	for _, m := range dropped {
+		fmt.Fprintf(g.stdout, "dropped raw samples of %s\n", m.Format("2006-01"))
+	}
+	if err == nil && len(dropped) == 0 {
+		fmt.Fprintln(g.stdout, "nothing to drop (months are kept until invoiced, rolled up and past the window)")
+	}
+	return err
+}

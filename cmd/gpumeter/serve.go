@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/server"
+)
+
+func runServe(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	listen := fs.String("listen", g.cfg.Server.Listen, "HTTP listen address")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments %v", fs.Args())
+	}
+	srvCfg := server.Config{Listen: *listen}
+	if err := srvCfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	s, err := openStore(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sched, err := billing.NewScheduler(g.logger, reg)
+	if err != nil {
+		return err
+	}
+	rollup := billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
+	retention := billing.NewRetention(s, g.cfg.Retention, time.Now, g.logger)
+	if err := sched.Add(ctx, "rollup", g.cfg.Rollup.Schedule, 30*time.Minute, func(ctx context.Context) error {
+		_, err := rollup.Run(ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := sched.Add(ctx, "retention", g.cfg.Retention.Schedule, time.Hour, func(ctx context.Context) error {
+		_, err := retention.Run(ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", srvCfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", srvCfg.Listen, err)
+	}
+	g.logger.Info("serving", "addr", ln.Addr().String())
+	sched.Start()
+	var wg sync.WaitGroup
+	var serveErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		serveErr = server.New(s, reg, g.logger).Serve(ctx, ln)
+	}()
+	wg.Wait()
+	sched.Stop()
+	if serveErr != nil && !errors.Is(serveErr, context.Canceled) {
+		return serveErr
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+// Package server is gpumeter's HTTP side (gin): health, readiness and
+// Prometheus metrics now; the versioned /v1 API joins it later. Handlers
+// hold service interfaces only and never touch storage directly.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Pinger reports whether a dependency (ClickHouse) is reachable.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Config of the HTTP listener.
+type Config struct {
+	Listen string `yaml:"listen"`
+}
+
+// Validate reports every problem.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("server.listen %q: %w", c.Listen, err)
+	}
+	return nil
+}
+
+// Server serves HTTP.
+type Server struct {
+	engine *gin.Engine
+	logger *slog.Logger
+}
+
+// New builds the routes. gather is the registry /metrics exposes.
+func New(ready Pinger, gather prometheus.Gatherer, logger *slog.Logger) *Server {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	logger = logger.With("component", "server")
+	e.Use(requestLog(logger))
+	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/readyz", func(c *gin.Context) {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+		defer cancel()
+		if err := ready.Ping(ctx); err != nil {
+			logger.Warn("not ready", "err", err)
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": "clickhouse unreachable"})
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	})
+	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(gather, promhttp.HandlerOpts{})))
+	e.NoRoute(func(c *gin.Context) { c.JSON(http.StatusNotFound, gin.H{"error": "not found"}) })
+	return &Server{engine: e, logger: logger}
+}
+
+// Handler exposes the routes (tests use httptest).
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Serve listens on ln until ctx ends, then shuts down gracefully.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shut down http: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve http: %w", err)
+	}
+	return nil
+}
+
+func requestLog(logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		logger.Debug("request", "method", c.Request.Method, "path", c.FullPath(),
+			"status", c.Writer.Status(), "duration", time.Since(start))
+	}
+}

@@ -1,11 +1,416 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/csv"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpumeter/gpumeter/pricing"
+	"github.com/shopspring/decimal"
 )
 
-// runQuote is replaced by the issue that builds this command.
+const quoteUsage = `usage: gpumeter quote --book FILE [--contract FILE] (--usage FILE | --quantity SKU:METER=VALUE ...)
+                      [--from TIME] [--to TIME] [--tenant NAME] [--json]
+
+Prices usage against a price book with the same engine as invoices, without a
+database. Usage comes either from a file of hourly rows (--usage: CSV with the
+header hour,sku,meter,quantity, or a .json array of {"hour","sku","meter",
+"quantity"} objects) or as period totals (--quantity, repeatable), which are
+spread evenly over the hours of the period. TIME is RFC 3339 or YYYY-MM-DD
+(00:00 UTC). The period defaults to the whole UTC calendar months holding the
+usage rows, or to the current UTC month for --quantity; --from alone prices
+one month from it.
+
+flags:
+`
+
+// quantityFlags collects repeated --quantity SKU:METER=VALUE flags.
+type quantityFlags []string
+
+func (q *quantityFlags) String() string     { return strings.Join(*q, " ") }
+func (q *quantityFlags) Set(v string) error { *q = append(*q, v); return nil }
+
+type quoteArgs struct {
+	book, contract, usage string
+	quantities            quantityFlags
+	from, to, tenant      string
+	json                  bool
+}
+
+// runQuote prices quantities against a price book (no database): gpumeter
+// quote --book FILE [--contract FILE] (--usage FILE | --quantity ...) [--json].
 func runQuote(ctx context.Context, g *globals, args []string) error {
-	return errors.New("quote: not built yet")
+	var a quoteArgs
+	fs := flag.NewFlagSet("quote", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	fs.StringVar(&a.book, "book", "", "price book, YAML (required)")
+	fs.StringVar(&a.contract, "contract", "", "tenant contract, YAML")
+	fs.StringVar(&a.usage, "usage", "", "hourly usage rows: CSV (hour,sku,meter,quantity) or a .json array")
+	fs.Var(&a.quantities, "quantity", "SKU:METER=VALUE, a total for the period; repeatable")
+	fs.StringVar(&a.from, "from", "", "period start, RFC 3339 or YYYY-MM-DD")
+	fs.StringVar(&a.to, "to", "", "period end (exclusive), RFC 3339 or YYYY-MM-DD")
+	fs.StringVar(&a.tenant, "tenant", "", "tenant name (defaults to the contract's)")
+	fs.BoolVar(&a.json, "json", false, "print the result as JSON")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), quoteUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErrorf("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+	in, err := a.input(time.Now())
+	if err != nil {
+		return err
+	}
+	res, err := pricing.Price(in)
+	if err != nil {
+		return usageErrorf("%w", err)
+	}
+	if a.json {
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return fmt.Errorf("write result: %w", err)
+		}
+		return nil
+	}
+	if err := writeQuote(g.stdout, res); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	return nil
+}
+
+// input reads the files and flags into a pricing input; now is only used
+// for the default period of --quantity.
+func (a *quoteArgs) input(now time.Time) (pricing.Input, error) {
+	var in pricing.Input
+	if a.book == "" {
+		return in, usageErrorf("--book is required")
+	}
+	if (a.usage == "") == (len(a.quantities) == 0) {
+		return in, usageErrorf("give either --usage FILE or --quantity SKU:METER=VALUE")
+	}
+	data, err := os.ReadFile(a.book)
+	if err != nil {
+		return in, usageErrorf("read book: %w", err)
+	}
+	if in.Book, err = pricing.ParseBook(data); err != nil {
+		return in, usageErrorf("%s: %w", a.book, err)
+	}
+	if a.contract != "" {
+		data, err := os.ReadFile(a.contract)
+		if err != nil {
+			return in, usageErrorf("read contract: %w", err)
+		}
+		if in.Contract, err = pricing.ParseContract(data); err != nil {
+			return in, usageErrorf("%s: %w", a.contract, err)
+		}
+	}
+	in.Tenant = a.tenant
+
+	if a.usage != "" {
+		if in.Usage, err = readUsage(a.usage); err != nil {
+			return in, usageErrorf("%s: %w", a.usage, err)
+		}
+	}
+	if in.Start, in.End, err = a.period(in.Usage, now); err != nil {
+		return in, err
+	}
+	for _, q := range a.quantities {
+		rows, err := spreadQuantity(q, in.Start, in.End)
+		if err != nil {
+			return in, usageErrorf("--quantity %s: %w", q, err)
+		}
+		in.Usage = append(in.Usage, rows...)
+	}
+	return in, nil
+}
+
+// period picks [from, to): the flags, else whole UTC calendar months around
+// the usage rows, else the current UTC month.
+func (a *quoteArgs) period(rows []pricing.Usage, now time.Time) (time.Time, time.Time, error) {
+	var from, to time.Time
+	var err error
+	if a.from != "" {
+		if from, err = pricing.ParseTime(a.from); err != nil {
+			return from, to, usageErrorf("--from: %w", err)
+		}
+	}
+	if a.to != "" {
+		if a.from == "" {
+			return from, to, usageErrorf("--to needs --from")
+		}
+		if to, err = pricing.ParseTime(a.to); err != nil {
+			return from, to, usageErrorf("--to: %w", err)
+		}
+	}
+	switch {
+	case a.from != "" && a.to == "":
+		to = from.AddDate(0, 1, 0)
+	case a.from == "" && len(rows) > 0:
+		first, last := rows[0].Hour, rows[0].Hour
+		for _, r := range rows {
+			if r.Hour.Before(first) {
+				first = r.Hour
+			}
+			if r.Hour.After(last) {
+				last = r.Hour
+			}
+		}
+		from, to = monthStart(first), monthStart(last).AddDate(0, 1, 0)
+	case a.from == "":
+		if a.usage != "" {
+			return from, to, usageErrorf("%s has no rows: give --from and --to", a.usage)
+		}
+		from = monthStart(now)
+		to = from.AddDate(0, 1, 0)
+	}
+	if !from.Before(to) {
+		return from, to, usageErrorf("--to %s is not after --from %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
+	}
+	return from, to, nil
+}
+
+func monthStart(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+}
+
+// maxSpreadHours bounds the rows one --quantity makes (two leap years).
+const maxSpreadHours = 2 * 366 * 24
+
+// spreadQuantity turns SKU:METER=VALUE into hourly rows: the value spread
+// evenly over the whole hours of [from, to), split by largest remainder so
+// the rows add up to it exactly. Steady use is what a quote assumes; a
+// usage file prices peaks.
+func spreadQuantity(s string, from, to time.Time) ([]pricing.Usage, error) {
+	key, value, ok := strings.Cut(s, "=")
+	i := strings.LastIndex(key, ":")
+	if !ok || i <= 0 || i == len(key)-1 {
+		return nil, errors.New("want SKU:METER=VALUE, e.g. H100-SXM5-80GB:gpu_hours=720")
+	}
+	sku := key[:i]
+	meter, err := pricing.ParseMeter(key[i+1:])
+	if err != nil {
+		return nil, err
+	}
+	q, err := decimal.NewFromString(strings.TrimSpace(value))
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a decimal number", value)
+	}
+	if q.Sign() < 0 {
+		return nil, fmt.Errorf("negative quantity %s", q)
+	}
+	if q.Exponent() < -18 {
+		return nil, fmt.Errorf("%s has more than 18 decimal places", q)
+	}
+	first := from.Truncate(time.Hour)
+	if first.Before(from) {
+		first = first.Add(time.Hour)
+	}
+	if to.Sub(first) > maxSpreadHours*time.Hour {
+		return nil, fmt.Errorf("the period is longer than %d hours: quote at most two years at a time", maxSpreadHours)
+	}
+	var hours []time.Time
+	for h := first; h.Before(to); h = h.Add(time.Hour) {
+		hours = append(hours, h)
+	}
+	if len(hours) == 0 {
+		return nil, errors.New("the period holds no whole hour to put the quantity in")
+	}
+	weights := make([]decimal.Decimal, len(hours))
+	for i := range weights {
+		weights[i] = decimal.NewFromInt(1)
+	}
+	places := max(int32(9), -q.Exponent())
+	parts, err := pricing.Allocate(q, weights, places)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]pricing.Usage, len(hours))
+	for i, h := range hours {
+		rows[i] = pricing.Usage{Hour: h, SKU: sku, Meter: meter, Quantity: parts[i]}
+	}
+	return rows, nil
+}
+
+// readUsage reads hourly rows from CSV (header hour,sku,meter,quantity, in
+// any order; other columns are ignored) or, for a .json file, a JSON array
+// of objects with those keys.
+func readUsage(name string) ([]pricing.Usage, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	if strings.EqualFold(filepath.Ext(name), ".json") {
+		return parseUsageJSON(data)
+	}
+	return parseUsageCSV(data)
+}
+
+type usageRowJSON struct {
+	Hour     string          `json:"hour"`
+	SKU      string          `json:"sku"`
+	Meter    string          `json:"meter"`
+	Quantity json.RawMessage `json:"quantity"` // a number or a string, read as decimal text
+}
+
+func parseUsageJSON(data []byte) ([]pricing.Usage, error) {
+	var raw []usageRowJSON
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("want a JSON array of {\"hour\", \"sku\", \"meter\", \"quantity\"}: %w", err)
+	}
+	rows := make([]pricing.Usage, 0, len(raw))
+	for i, r := range raw {
+		q := strings.Trim(string(r.Quantity), `"`)
+		row, err := usageRow(r.Hour, r.SKU, r.Meter, q)
+		if err != nil {
+			return nil, fmt.Errorf("row %d: %w", i, err)
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func parseUsageCSV(data []byte) ([]pricing.Usage, error) {
+	r := csv.NewReader(bytes.NewReader(data))
+	r.FieldsPerRecord = -1 // checked per row below, with the row's line
+	header, err := r.Read()
+	if err != nil {
+		return nil, fmt.Errorf("read CSV header: %w", err)
+	}
+	col := map[string]int{}
+	for i, h := range header {
+		col[strings.ToLower(strings.TrimSpace(h))] = i
+	}
+	for _, want := range []string{"hour", "sku", "meter", "quantity"} {
+		if _, ok := col[want]; !ok {
+			return nil, fmt.Errorf("CSV header lacks %q (want hour,sku,meter,quantity)", want)
+		}
+	}
+	var rows []pricing.Usage
+	for {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return rows, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read CSV: %w", err)
+		}
+		line, _ := r.FieldPos(0)
+		if len(rec) != len(header) {
+			return nil, fmt.Errorf("line %d: %d fields, the header has %d", line, len(rec), len(header))
+		}
+		row, err := usageRow(rec[col["hour"]], rec[col["sku"]], rec[col["meter"]], rec[col["quantity"]])
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		rows = append(rows, row)
+	}
+}
+
+func usageRow(hour, sku, meter, quantity string) (pricing.Usage, error) {
+	h, err := pricing.ParseTime(hour)
+	if err != nil {
+		return pricing.Usage{}, fmt.Errorf("hour: %w", err)
+	}
+	m, err := pricing.ParseMeter(strings.TrimSpace(meter))
+	if err != nil {
+		return pricing.Usage{}, err
+	}
+	q, err := decimal.NewFromString(strings.TrimSpace(quantity))
+	if err != nil {
+		return pricing.Usage{}, fmt.Errorf("quantity %q is not a decimal number", quantity)
+	}
+	return pricing.Usage{Hour: h, SKU: strings.TrimSpace(sku), Meter: m, Quantity: q}, nil
+}
+
+// writeQuote prints the result as aligned columns: one row per line, the
+// tier breakdown indented under it, then the total and what reservations
+// covered.
+func writeQuote(w io.Writer, r pricing.Result) error {
+	tenant := r.Tenant
+	if tenant == "" {
+		tenant = "(none)"
+	}
+	fmt.Fprintf(w, "tenant %s, book %s, %s, %s to %s\n\n", tenant, r.BookVersion, r.Currency.Code,
+		r.Start.Format(time.RFC3339), r.End.Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SKU\tMETER\tKIND\tFROM\tTO\tQUANTITY\tUNIT PRICE\tAMOUNT\tROUNDED\t")
+	when := func(t time.Time) string { return t.In(r.Start.Location()).Format("2006-01-02 15:04") }
+	for _, l := range r.Lines {
+		price := ""
+		if l.UnitPrice != nil {
+			price = l.UnitPrice.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", dash(l.SKU), dash(string(l.Meter)), l.Kind,
+			when(l.From), when(l.To), l.Quantity.String()+" "+l.Unit, price, l.Amount.StringFixed(pricing.StoragePlaces),
+			l.AmountRounded.StringFixed(r.Currency.MinorUnits))
+		for _, t := range l.Tiers {
+			price := t.UnitPrice.String()
+			if !t.FlatFee.IsZero() {
+				price += " + " + t.FlatFee.String() + " flat"
+			}
+			fmt.Fprintf(tw, "\t\t  tier %d\t\t\t%s\t%s\t%s\t\t\n", t.TierIndex, t.Quantity.String(), price, t.Amount.String())
+		}
+	}
+	fmt.Fprintf(tw, "TOTAL\t\t\t\t\t\t\t\t%s %s\t\n", r.Total.StringFixed(r.Currency.MinorUnits), r.Currency.Code)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Reservations) > 0 {
+		fmt.Fprintln(w, "\ngpu_hours by coverage:")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SKU\tRESERVED\tCOVERED\tUNUSED\tON DEMAND\tBURST\t")
+		for _, ru := range r.Reservations {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", ru.SKU, ru.ReservedGPUHours, ru.CoveredGPUHours,
+				ru.UnusedGPUHours, ru.OnDemandGPUHours, ru.BurstGPUHours)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(r.Unpriced) > 0 {
+		fmt.Fprintln(w, "\nnot priced by this book (not billed):")
+		for _, u := range r.Unpriced {
+			fmt.Fprintf(w, "  %s %s %s\n", u.SKU, u.Meter, u.Quantity)
+		}
+	}
+	notes := ""
+	for _, l := range r.Lines {
+		if l.Kind == pricing.KindTrueUp || l.Kind == pricing.KindReservationFee {
+			notes += fmt.Sprintf("  %s: %s\n", l.Kind, l.Description)
+		}
+	}
+	if notes != "" {
+		if _, err := fmt.Fprint(w, "\nnotes:\n"+notes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -1,0 +1,532 @@
+package pricing_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpumeter/gpumeter/pricing"
+	"github.com/shopspring/decimal"
+)
+
+// march is the start of the period most tests price.
+var march = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+
+func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
+
+func hourAt(h int) time.Time { return march.Add(time.Duration(h) * time.Hour) }
+
+func mustBook(t testing.TB, src string) *pricing.Book {
+	t.Helper()
+	b, err := pricing.ParseBook([]byte(src))
+	if err != nil {
+		t.Fatalf("parse book: %v", err)
+	}
+	return b
+}
+
+func mustContract(t testing.TB, src string) *pricing.Contract {
+	t.Helper()
+	c, err := pricing.ParseContract([]byte(src))
+	if err != nil {
+		t.Fatalf("parse contract: %v", err)
+	}
+	return c
+}
+
+// bookWith wraps one gpu_hours price of SKU "H100" into a book.
+func bookWith(t testing.TB, gpuHours string) *pricing.Book {
+	t.Helper()
+	return mustBook(t, `
+version: test
+currency: {code: USD, rounding: {minor_units: 2}}
+skus:
+  H100:
+    weight: 1
+    meters:
+      gpu_hours:
+`+indent(gpuHours, "        "))
+}
+
+func indent(s, by string) string {
+	lines := strings.Split(strings.Trim(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = by + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func mustPrice(t testing.TB, in pricing.Input) pricing.Result {
+	t.Helper()
+	if in.Start.IsZero() {
+		in.Start, in.End = march, march.AddDate(0, 1, 0)
+	}
+	r, err := pricing.Price(in)
+	if err != nil {
+		t.Fatalf("price: %v", err)
+	}
+	checkTotal(t, r)
+	return r
+}
+
+// checkTotal pins the rounding rule on every result a test sees: the total
+// is the sum of the lines' rounded amounts, each rounded once from Amount.
+func checkTotal(t testing.TB, r pricing.Result) {
+	t.Helper()
+	sum := decimal.Zero
+	for _, l := range r.Lines {
+		if !r.Currency.Round(l.Amount).Equal(l.AmountRounded) {
+			t.Errorf("line %q: rounded %s is not %s rounded", l.Description, l.AmountRounded, l.Amount)
+		}
+		if !l.Amount.Round(pricing.StoragePlaces).Equal(l.Amount) {
+			t.Errorf("line %q: amount %s has more than %d places", l.Description, l.Amount, pricing.StoragePlaces)
+		}
+		sum = sum.Add(l.AmountRounded)
+	}
+	if !sum.Equal(r.Total) {
+		t.Errorf("total %s, but the rounded lines add up to %s", r.Total, sum)
+	}
+}
+
+// usageOf spreads quantities over consecutive hours from march.
+func usageOf(sku string, m pricing.Meter, quantities ...string) []pricing.Usage {
+	var out []pricing.Usage
+	for i, q := range quantities {
+		out = append(out, pricing.Usage{Hour: hourAt(i), SKU: sku, Meter: m, Quantity: dec(q)})
+	}
+	return out
+}
+
+func linesOf(r pricing.Result, k pricing.Kind) []pricing.Line {
+	var out []pricing.Line
+	for _, l := range r.Lines {
+		if l.Kind == k {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func wantDec(t testing.TB, what string, got decimal.Decimal, want string) {
+	t.Helper()
+	if !got.Equal(dec(want)) {
+		t.Errorf("%s = %s, want %s", what, got.String(), want)
+	}
+}
+
+// Stripe's documented example: units 1–5 at 7, 6–10 at 6.50, 11+ at 6.
+const stripeTiers = `
+tiers:
+  - {up_to: 5, unit_price: "7"}
+  - {up_to: 10, unit_price: "6.50"}
+  - {unit_price: "6"}
+`
+
+func TestTiersStripeExample(t *testing.T) {
+	volume := bookWith(t, "mode: volume"+stripeTiers)
+	graduated := bookWith(t, "mode: graduated"+stripeTiers)
+	cases := []struct {
+		name  string
+		book  *pricing.Book
+		units string
+		want  string
+	}{
+		{"volume, 1 unit = 7", volume, "1", "7.00"},
+		{"volume, 5 units = 35 (up_to is inclusive)", volume, "5", "35.00"},
+		{"volume, 6 units = 39 (all at tier 2)", volume, "6", "39.00"},
+		{"volume, 20 units = 120", volume, "20", "120.00"},
+		{"volume, 25 units = 150", volume, "25", "150.00"},
+		{"graduated, 5 units = 35", graduated, "5", "35.00"},
+		{"graduated, 6 units = 41.50", graduated, "6", "41.50"},
+		{"graduated, 20 units = 127.50", graduated, "20", "127.50"},
+		{"graduated, 25 units = 157.50", graduated, "25", "157.50"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustPrice(t, pricing.Input{Book: tc.book, Usage: usageOf("H100", pricing.GPUHours, tc.units)})
+			wantDec(t, "total", r.Total, tc.want)
+			if len(r.Lines) != 1 || r.Lines[0].Kind != pricing.KindOnDemand {
+				t.Fatalf("want one on_demand line, got %+v", r.Lines)
+			}
+		})
+	}
+}
+
+func TestTiersGraduatedBreakdown(t *testing.T) {
+	r := mustPrice(t, pricing.Input{Book: bookWith(t, "mode: graduated"+stripeTiers), Usage: usageOf("H100", pricing.GPUHours, "20")})
+	tiers := r.Lines[0].Tiers
+	want := []struct {
+		idx              int
+		q, price, amount string
+	}{{0, "5", "7", "35"}, {1, "5", "6.5", "32.5"}, {2, "10", "6", "60"}}
+	if len(tiers) != len(want) {
+		t.Fatalf("got %d tiers, want %d: %+v", len(tiers), len(want), tiers)
+	}
+	for i, w := range want {
+		if tiers[i].TierIndex != w.idx || !tiers[i].Quantity.Equal(dec(w.q)) || !tiers[i].UnitPrice.Equal(dec(w.price)) || !tiers[i].Amount.Equal(dec(w.amount)) {
+			t.Errorf("tier %d = %+v, want %+v", i, tiers[i], w)
+		}
+	}
+}
+
+func TestTiersFractionalQuantitiesAtEdges(t *testing.T) {
+	volume := bookWith(t, "mode: volume"+stripeTiers)
+	graduated := bookWith(t, "mode: graduated"+stripeTiers)
+	cases := []struct {
+		name   string
+		book   *pricing.Book
+		units  string
+		amount string // full precision
+	}{
+		{"volume, 4.999 stays in tier 1", volume, "4.999", "34.993"},
+		{"volume, 5.0 is still tier 1 (inclusive edge)", volume, "5.0", "35"},
+		{"volume, 5.001 moves every unit to tier 2", volume, "5.001", "32.5065"},
+		{"volume, 10.5 moves every unit to tier 3", volume, "10.5", "63"},
+		{"graduated, 5.5 prices 0.5 in tier 2", graduated, "5.5", "38.25"},
+		{"graduated, 10.000000001 prices a billionth in tier 3", graduated, "10.000000001", "67.500000006"},
+		{"graduated, 0.25 prices a quarter unit in tier 1", graduated, "0.25", "1.75"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustPrice(t, pricing.Input{Book: tc.book, Usage: usageOf("H100", pricing.GPUHours, tc.units)})
+			wantDec(t, "amount", r.Lines[0].Amount, tc.amount)
+		})
+	}
+}
+
+func TestTiersFlatFees(t *testing.T) {
+	const flatTiers = `
+tiers:
+  - {up_to: 10, unit_price: "1", flat_fee: "5"}
+  - {up_to: 100, unit_price: "0.5", flat_fee: "20"}
+  - {flat_fee: "100"}
+`
+	volume := bookWith(t, "mode: volume"+flatTiers)
+	graduated := bookWith(t, "mode: graduated"+flatTiers)
+	cases := []struct {
+		name  string
+		book  *pricing.Book
+		usage []string
+		want  string
+	}{
+		{"graduated, first unit pays tier 1's flat fee", graduated, []string{"1"}, "6.00"},
+		{"graduated, entering tier 2 adds its flat fee once", graduated, []string{"11"}, "5+10+20+0.5"},
+		{"graduated, flat fee is charged once however many hours fill the tier", graduated, []string{"3", "3", "3", "3"}, "5+10+20+1"},
+		{"graduated, a flat-fee-only open tier charges its fee and no unit price", graduated, []string{"150"}, "5+10+20+45+100"},
+		{"volume, the reached tier's flat fee only", volume, []string{"11"}, "20+5.5"},
+		{"volume, flat-fee-only tier", volume, []string{"150"}, "100"},
+		{"graduated, zero usage pays no flat fee", graduated, []string{"0"}, "0"},
+		{"volume, zero usage pays no flat fee", volume, []string{"0", "0"}, "0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustPrice(t, pricing.Input{Book: tc.book, Usage: usageOf("H100", pricing.GPUHours, tc.usage...)})
+			want := decimal.Zero
+			for _, part := range strings.Split(tc.want, "+") {
+				want = want.Add(dec(part))
+			}
+			wantDec(t, "total", r.Total, want.String())
+		})
+	}
+}
+
+func TestZeroUsage(t *testing.T) {
+	book := bookWith(t, "mode: graduated"+stripeTiers)
+	cases := []struct {
+		name  string
+		usage []pricing.Usage
+	}{
+		{"no rows at all gives no lines and a zero total", nil},
+		{"rows of zero quantity give no lines and a zero total", usageOf("H100", pricing.GPUHours, "0", "0.000")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustPrice(t, pricing.Input{Book: book, Usage: tc.usage})
+			if len(r.Lines) != 0 {
+				t.Errorf("want no lines, got %+v", r.Lines)
+			}
+			wantDec(t, "total", r.Total, "0")
+		})
+	}
+}
+
+func TestUnitPriceSumsHoursExactly(t *testing.T) {
+	// 3/7 of a GPU for 7 hours, as the collector reports a 3g instance,
+	// priced at 2.69: 3 × 2.69 = 8.07, not 8.0699999.
+	b := bookWith(t, `unit_price: "2.69"`)
+	q := "0.428571428571428571"
+	r := mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.GPUHours, q, q, q, q, q, q, q)})
+	wantDec(t, "quantity", r.Lines[0].Quantity, "2.999999999999999997")
+	wantDec(t, "amount (9 places)", r.Lines[0].Amount, "8.070000000")
+	wantDec(t, "total", r.Total, "8.07")
+	if r.Lines[0].UnitPrice == nil || !r.Lines[0].UnitPrice.Equal(dec("2.69")) {
+		t.Errorf("unit price = %v, want 2.69", r.Lines[0].UnitPrice)
+	}
+}
+
+func TestRoundingModes(t *testing.T) {
+	cases := []struct {
+		name, mode, quantity, want string
+	}{
+		{"half away from zero rounds 0.125 up to 0.13", "half_away_from_zero", "0.125", "0.13"},
+		{"half even rounds 0.125 down to 0.12", "half_even", "0.125", "0.12"},
+		{"half even rounds 0.135 up to 0.14", "half_even", "0.135", "0.14"},
+		{"default mode is half away from zero", "", "0.125", "0.13"},
+		{"a value below the half rounds down in both modes", "half_away_from_zero", "0.124999999", "0.12"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mode := ""
+			if tc.mode != "" {
+				mode = ", mode: " + tc.mode
+			}
+			b := mustBook(t, `
+version: test
+currency: {code: USD, rounding: {minor_units: 2`+mode+`}}
+skus:
+  H100: {meters: {energy_kwh: {unit_price: "1"}}}
+`)
+			r := mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.EnergyKWh, tc.quantity)})
+			wantDec(t, "total", r.Total, tc.want)
+		})
+	}
+}
+
+func TestTotalIsSumOfRoundedLines(t *testing.T) {
+	// Three lines of 0.004 each: rounding each line gives 0.00 three times,
+	// so the total is 0.00, not round(0.012) = 0.01.
+	b := mustBook(t, `
+version: test
+currency: {code: USD, rounding: {minor_units: 2}}
+skus:
+  A: {meters: {energy_kwh: {unit_price: "0.004"}}}
+  B: {meters: {energy_kwh: {unit_price: "0.004"}}}
+  C: {meters: {energy_kwh: {unit_price: "0.004"}}}
+`)
+	var usage []pricing.Usage
+	for _, s := range []string{"A", "B", "C"} {
+		usage = append(usage, usageOf(s, pricing.EnergyKWh, "1")...)
+	}
+	r := mustPrice(t, pricing.Input{Book: b, Usage: usage})
+	if len(r.Lines) != 3 {
+		t.Fatalf("want 3 lines, got %d", len(r.Lines))
+	}
+	wantDec(t, "total", r.Total, "0")
+}
+
+func TestPriceChangeMidPeriod(t *testing.T) {
+	change := time.Date(2026, 3, 15, 0, 0, 0, 0, time.UTC)
+	t.Run("unit price change prices each part at its own price", func(t *testing.T) {
+		b := bookWith(t, `
+unit_price: "2.00"
+changes:
+  - from: 2026-03-15T00:00:00Z
+    unit_price: "1.50"
+`)
+		usage := []pricing.Usage{
+			{Hour: change.Add(-time.Hour), SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("10")},
+			{Hour: change, SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("10")},
+		}
+		r := mustPrice(t, pricing.Input{Book: b, Usage: usage})
+		od := linesOf(r, pricing.KindOnDemand)
+		if len(od) != 2 {
+			t.Fatalf("want 2 lines, got %+v", r.Lines)
+		}
+		wantDec(t, "before the change", od[0].Amount, "20")
+		wantDec(t, "after the change", od[1].Amount, "15")
+		if !od[0].To.Equal(change) || !od[1].From.Equal(change) || !od[1].To.Equal(march.AddDate(0, 1, 0)) {
+			t.Errorf("line spans %v–%v and %v–%v, want the change at %v", od[0].From, od[0].To, od[1].From, od[1].To, change)
+		}
+		wantDec(t, "total", r.Total, "35")
+	})
+	t.Run("graduated tiers keep counting from the period's first unit across a change", func(t *testing.T) {
+		b := bookWith(t, `
+mode: graduated
+tiers: [{up_to: 10, unit_price: "2"}, {unit_price: "1.5"}]
+changes:
+  - from: 2026-03-15T00:00:00Z
+    mode: graduated
+    tiers: [{up_to: 10, unit_price: "1.8"}, {unit_price: "1.2"}]
+`)
+		usage := []pricing.Usage{
+			{Hour: change.Add(-time.Hour), SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("8")},
+			{Hour: change, SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("8")},
+		}
+		r := mustPrice(t, pricing.Input{Book: b, Usage: usage})
+		od := linesOf(r, pricing.KindOnDemand)
+		wantDec(t, "units 1–8 at the old tier 1", od[0].Amount, "16")
+		wantDec(t, "units 9–10 at the new tier 1, 11–16 at the new tier 2", od[1].Amount, "10.8")
+	})
+	t.Run("volume tier is chosen by the period total and priced per part", func(t *testing.T) {
+		b := bookWith(t, `
+mode: volume
+tiers: [{up_to: 10, unit_price: "2"}, {unit_price: "1.5", flat_fee: "3"}]
+changes:
+  - from: 2026-03-15T00:00:00Z
+    mode: volume
+    tiers: [{up_to: 10, unit_price: "1.8"}, {unit_price: "1.2", flat_fee: "6"}]
+`)
+		usage := []pricing.Usage{
+			{Hour: change.Add(-time.Hour), SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("4")},
+			{Hour: change, SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("8")},
+		}
+		r := mustPrice(t, pricing.Input{Book: b, Usage: usage})
+		od := linesOf(r, pricing.KindOnDemand)
+		// 12 units reach tier 2 in both versions; each part pays its units
+		// and its quantity share of that version's flat fee.
+		wantDec(t, "4 units at 1.5 plus 4/12 of 3", od[0].Amount, "7")
+		wantDec(t, "8 units at 1.2 plus 8/12 of 6", od[1].Amount, "13.6")
+	})
+	t.Run("a change to the same price leaves the total unchanged", func(t *testing.T) {
+		tiers := `
+mode: graduated
+tiers: [{up_to: 10, unit_price: "2", flat_fee: "1"}, {up_to: 20, unit_price: "1.5", flat_fee: "2"}, {unit_price: "1"}]
+`
+		same := bookWith(t, tiers+"changes:\n  - from: 2026-03-15T00:00:00Z\n"+indent(tiers, "    "))
+		plain := bookWith(t, tiers)
+		usage := []pricing.Usage{
+			{Hour: change.Add(-time.Hour), SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("9.5")},
+			{Hour: change, SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("13.25")},
+		}
+		a := mustPrice(t, pricing.Input{Book: same, Usage: usage})
+		b := mustPrice(t, pricing.Input{Book: plain, Usage: usage})
+		if len(linesOf(a, pricing.KindOnDemand)) != 2 {
+			t.Fatalf("want the change to split the line, got %+v", a.Lines)
+		}
+		sum := decimal.Zero
+		for _, l := range a.Lines {
+			sum = sum.Add(l.Amount)
+		}
+		wantDec(t, "amounts with a no-op change", sum, b.Lines[0].Amount.String())
+	})
+}
+
+func TestUnpricedMetersAreReportedNotBilled(t *testing.T) {
+	b := bookWith(t, `unit_price: "2"`)
+	usage := append(usageOf("H100", pricing.GPUHours, "1"), usageOf("H100", pricing.EnergyKWh, "0.7", "0.3")...)
+	r := mustPrice(t, pricing.Input{Book: b, Usage: usage})
+	wantDec(t, "total", r.Total, "2")
+	if len(r.Unpriced) != 1 || r.Unpriced[0].Meter != pricing.EnergyKWh || !r.Unpriced[0].Quantity.Equal(dec("1")) {
+		t.Errorf("unpriced = %+v, want 1 energy_kwh", r.Unpriced)
+	}
+}
+
+func TestPriceRejectsBadInput(t *testing.T) {
+	b := bookWith(t, `unit_price: "2"`)
+	end := march.AddDate(0, 1, 0)
+	row := func(h time.Time, sku string, m pricing.Meter, q string) []pricing.Usage {
+		return []pricing.Usage{{Hour: h, SKU: sku, Meter: m, Quantity: dec(q)}}
+	}
+	cases := []struct {
+		name       string
+		in         pricing.Input
+		wantPath   string
+		wantSubstr string
+	}{
+		{"period end before start", pricing.Input{Book: b, Start: end, End: march}, "period", "not after start"},
+		{"period without an end", pricing.Input{Book: b, Start: march}, "period", "required"},
+		{"no book", pricing.Input{Start: march, End: end}, "book", "required"},
+		{"row before the period", pricing.Input{Book: b, Start: march, End: end, Usage: row(march.Add(-time.Hour), "H100", pricing.GPUHours, "1")}, "usage[0].hour", "outside the period"},
+		{"row at the period end", pricing.Input{Book: b, Start: march, End: end, Usage: row(end, "H100", pricing.GPUHours, "1")}, "usage[0].hour", "outside the period"},
+		{"row not at the start of an hour", pricing.Input{Book: b, Start: march, End: end, Usage: row(march.Add(90*time.Minute), "H100", pricing.GPUHours, "1")}, "usage[0].hour", "not the start of an hour"},
+		{"unknown SKU", pricing.Input{Book: b, Start: march, End: end, Usage: row(march, "B200", pricing.GPUHours, "1")}, "usage[0].sku", `unknown SKU "B200"`},
+		{"unknown meter", pricing.Input{Book: b, Start: march, End: end, Usage: row(march, "H100", "gpu_minutes", "1")}, "usage[0].meter", `unknown meter "gpu_minutes"`},
+		{"negative quantity", pricing.Input{Book: b, Start: march, End: end, Usage: row(march, "H100", pricing.GPUHours, "-1")}, "usage[0].quantity", "negative"},
+		{"quantity with too many places", pricing.Input{Book: b, Start: march, End: end, Usage: row(march, "H100", pricing.GPUHours, "1e-30")}, "usage[0].quantity", "decimal places"},
+		{"quantity too large", pricing.Input{Book: b, Start: march, End: end, Usage: row(march, "H100", pricing.GPUHours, "1e20")}, "usage[0].quantity", "integer digits"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := pricing.Price(tc.in)
+			var ve *pricing.ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("want a *ValidationError, got %v", err)
+			}
+			if ve.Problems[0].Path != tc.wantPath || !strings.Contains(ve.Problems[0].Message, tc.wantSubstr) {
+				t.Errorf("got %q, want path %q and %q", err, tc.wantPath, tc.wantSubstr)
+			}
+			if verr := tc.in.Validate(); verr == nil || verr.Error() != err.Error() {
+				t.Errorf("Validate() = %v, want the same error as Price", verr)
+			}
+		})
+	}
+}
+
+func TestPriceIsPure(t *testing.T) {
+	in := benchInput(t)
+	a := mustPrice(t, in)
+	b := mustPrice(t, in)
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if string(ja) != string(jb) {
+		t.Error("pricing the same input twice gave different results")
+	}
+}
+
+func TestPriceSharesBookAndContractAcrossGoroutines(t *testing.T) {
+	// An invoice run prices tenants in parallel with one book; run with
+	// -race to check that Price only reads what it is given.
+	in := benchInput(t)
+	want := mustPrice(t, in)
+	var wg sync.WaitGroup
+	totals := make([]decimal.Decimal, 4)
+	for i := range totals {
+		wg.Go(func() {
+			r, err := pricing.Price(in)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			totals[i] = r.Total
+		})
+	}
+	wg.Wait()
+	for i, got := range totals {
+		if !got.Equal(want.Total) {
+			t.Errorf("goroutine %d: total %s, want %s", i, got, want.Total)
+		}
+	}
+}
+
+func TestResultJSONKeepsAllPlaces(t *testing.T) {
+	r := mustPrice(t, pricing.Input{Book: bookWith(t, "mode: graduated"+stripeTiers), Usage: usageOf("H100", pricing.GPUHours, "6")})
+	out, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"amount":"41.500000000"`, `"amount_rounded":"41.50"`, `"total":"41.50"`, `"kind":"on_demand"`, `"tier_index":1`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("JSON lacks %s: %s", want, out)
+		}
+	}
+}
+
+func TestManySKUsInterleaved(t *testing.T) {
+	// More SKUs than the engine's recent-SKU cache holds, in rotating order,
+	// each at its own price.
+	var src strings.Builder
+	src.WriteString("version: test\ncurrency: {code: USD, rounding: {minor_units: 2}}\nskus:\n")
+	for i := range 12 {
+		src.WriteString("  SKU-" + string(rune('A'+i)) + ": {meters: {energy_kwh: {unit_price: \"" + string(rune('1'+i%9)) + "\"}}}\n")
+	}
+	b := mustBook(t, src.String())
+	var usage []pricing.Usage
+	for h := range 5 {
+		for i := range 12 {
+			usage = append(usage, pricing.Usage{Hour: hourAt(h), SKU: "SKU-" + string(rune('A'+(i*5+h)%12)), Meter: pricing.EnergyKWh, Quantity: dec("1")})
+		}
+	}
+	r := mustPrice(t, pricing.Input{Book: b, Usage: usage})
+	if len(r.Lines) != 12 {
+		t.Fatalf("want 12 lines, got %d", len(r.Lines))
+	}
+	for i, l := range r.Lines {
+		want := decimal.NewFromInt(int64(5 * (1 + i%9)))
+		if l.SKU != "SKU-"+string(rune('A'+i)) || !l.Amount.Equal(want) {
+			t.Errorf("line %d: %s %s, want SKU-%c %s", i, l.SKU, l.Amount, 'A'+i, want)
+		}
+	}
+}

@@ -1,0 +1,250 @@
+package pricing
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/shopspring/decimal"
+	"go.yaml.in/yaml/v3"
+)
+
+// decodeYAML decodes exactly one YAML document into out, rejecting unknown
+// fields, and returns an index from paths to lines for validation errors.
+func decodeYAML(data []byte, out any) (idx lineIndex, err error) {
+	// The parser is third-party code fed by users: a panic inside it must
+	// become an error, never take down `gpumeter serve`.
+	defer func() {
+		if r := recover(); r != nil {
+			idx, err = nil, fmt.Errorf("parse yaml: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(out); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("parse yaml: empty document")
+		}
+		return nil, fmt.Errorf("parse yaml: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("parse yaml: more than one document")
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("parse yaml: %w", err)
+	}
+	idx = lineIndex{}
+	idx.walk(&root, "")
+	return idx, nil
+}
+
+// lineIndex maps a path (as problems name it) to its line in the file.
+type lineIndex map[string]int
+
+func (li lineIndex) walk(n *yaml.Node, p path) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			li.walk(c, p)
+		}
+	case yaml.MappingNode:
+		if _, ok := li[string(p)]; !ok {
+			li[string(p)] = n.Line
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			kp := p.key(k.Value)
+			li[string(kp)] = k.Line
+			li.walk(v, kp)
+		}
+	case yaml.SequenceNode:
+		if _, ok := li[string(p)]; !ok {
+			li[string(p)] = n.Line
+		}
+		for i, c := range n.Content {
+			ip := p.index(i)
+			li[string(ip)] = c.Line
+			li.walk(c, ip)
+		}
+	}
+}
+
+// lookup finds the line of p, or of its nearest ancestor present in the
+// file (a missing field is reported where its parent is).
+func (li lineIndex) lookup(p string) int {
+	for p != "" {
+		if l, ok := li[p]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			return 0
+		}
+		p = p[:i]
+	}
+	return 0
+}
+
+// Bounds on decimals read from files and inputs: they keep arithmetic cheap
+// (no 10,000-digit intermediates from "1e-9999") and well inside what
+// Decimal(38, 9) columns store.
+const (
+	maxPlaces    = 18
+	maxIntDigits = 15
+)
+
+// parseDecimal reads a decimal from its text, never through a float.
+func parseDecimal(s string) (decimal.Decimal, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return decimal.Decimal{}, errors.New("empty number")
+	}
+	d, err := decimal.NewFromString(s)
+	if err != nil {
+		return decimal.Decimal{}, fmt.Errorf("%q is not a decimal number", s)
+	}
+	return checkBounds(d)
+}
+
+// checkBounds rejects values beyond maxPlaces decimal places or
+// maxIntDigits integer digits and gives zeros one canonical form.
+func checkBounds(d decimal.Decimal) (decimal.Decimal, error) {
+	if d.IsZero() {
+		return decimal.Zero, nil
+	}
+	if d.Exponent() < -maxPlaces {
+		t := d.Truncate(maxPlaces)
+		if !t.Equal(d) {
+			return decimal.Decimal{}, fmt.Errorf("%s has more than %d decimal places", d.String(), maxPlaces)
+		}
+		d = t
+	}
+	if d.Exponent() > maxIntDigits || int(d.Exponent())+d.NumDigits() > maxIntDigits {
+		return decimal.Decimal{}, fmt.Errorf("%s has more than %d integer digits", d.String(), maxIntDigits)
+	}
+	return d, nil
+}
+
+func yamlTypeError(n *yaml.Node, format string, args ...any) error {
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: ", n.Line) + fmt.Sprintf(format, args...)}}
+}
+
+// dec is an optional decimal field; set tells "0" from absent.
+type dec struct {
+	v   decimal.Decimal
+	set bool
+}
+
+func (x *dec) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return yamlTypeError(n, "want a decimal number")
+	}
+	d, err := parseDecimal(n.Value)
+	if err != nil {
+		return yamlTypeError(n, "%v", err)
+	}
+	*x = dec{v: d, set: true}
+	return nil
+}
+
+// fraction is a decimal that may also be written as "a/b" (a MIG weight such
+// as 3/7 has no finite decimal form). v is a/b carried to maxPlaces; num
+// and den are kept so that counts of instances convert exactly (7 × 1/7 is
+// 1, not 0.999999999999999999).
+type fraction struct {
+	v, num, den decimal.Decimal
+	set         bool
+}
+
+func (x *fraction) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return yamlTypeError(n, "want a number or a fraction such as 3/7")
+	}
+	f, err := parseFraction(n.Value)
+	if err != nil {
+		return yamlTypeError(n, "%v", err)
+	}
+	*x = f
+	return nil
+}
+
+func parseFraction(s string) (fraction, error) {
+	num, den, ok := strings.Cut(s, "/")
+	if !ok {
+		d, err := parseDecimal(s)
+		return fraction{v: d, num: d, den: decimal.NewFromInt(1), set: true}, err
+	}
+	a, err := parseDecimal(num)
+	if err != nil {
+		return fraction{}, err
+	}
+	b, err := parseDecimal(den)
+	if err != nil {
+		return fraction{}, err
+	}
+	if b.Sign() <= 0 {
+		return fraction{}, fmt.Errorf("%q: denominator must be positive", s)
+	}
+	v, err := checkBounds(a.DivRound(b, maxPlaces))
+	return fraction{v: v, num: a, den: b, set: true}, err
+}
+
+// stamp is an optional instant: RFC 3339 with an offset, or a bare date
+// meaning 00:00 UTC.
+type stamp struct {
+	t   time.Time
+	set bool
+}
+
+func (x *stamp) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return yamlTypeError(n, "want a time (RFC 3339 or YYYY-MM-DD)")
+	}
+	t, err := ParseTime(n.Value)
+	if err != nil {
+		return yamlTypeError(n, "%v", err)
+	}
+	*x = stamp{t: t, set: true}
+	return nil
+}
+
+// ParseTime reads an RFC 3339 time, or a date YYYY-MM-DD meaning 00:00 UTC.
+func ParseTime(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse("2006-01-02", s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time (want RFC 3339, e.g. 2026-03-01T00:00:00Z, or YYYY-MM-DD)", s)
+}
+
+// upTo is a tier's inclusive upper bound; "inf" (or absence) marks the open
+// last tier.
+type upTo struct {
+	v    decimal.Decimal
+	set  bool
+	open bool
+}
+
+func (x *upTo) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return yamlTypeError(n, "want a number or inf")
+	}
+	if v := strings.ToLower(strings.TrimSpace(n.Value)); v == "inf" || v == ".inf" || v == "+inf" {
+		*x = upTo{set: true, open: true}
+		return nil
+	}
+	d, err := parseDecimal(n.Value)
+	if err != nil {
+		return yamlTypeError(n, "%v", err)
+	}
+	*x = upTo{v: d, set: true}
+	return nil
+}

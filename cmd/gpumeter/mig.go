@@ -1,11 +1,280 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpumeter/gpumeter/internal/partition"
+	"github.com/gpumeter/gpumeter/internal/store"
 )
 
-// runMIG is replaced by the issue that builds this command.
+// fleetWindow is how far behind the newest sample a GPU's own newest sample
+// may be and still count as part of the fleet (collectors sample every 10 s).
+const fleetWindow = 10 * time.Minute
+
 func runMIG(ctx context.Context, g *globals, args []string) error {
-	return errors.New("mig: not built yet")
+	if len(args) == 0 {
+		return usageErrorf("want a subcommand: plan or apply (see gpumeter mig -h)")
+	}
+	switch args[0] {
+	case "plan":
+		return runMIGPlan(ctx, g, args[1:])
+	case "apply":
+		return runMIGApply(ctx, g, args[1:], nvml.New)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(g.stderr, `usage:
+  gpumeter mig plan (--fleet FILE | --from-clickhouse) --demand FILE [--out PLAN] [--mig-parted FILE]
+  gpumeter mig apply --plan FILE [--yes]
+
+plan prints target MIG layouts for the fleet that serve the demand (reserved
+first), --out writes the plan that apply reads, --mig-parted writes a
+mig-parted config. apply changes this host's GPUs to the plan through NVML;
+without --yes it is a dry run. docs/partition.md describes the files.
+`)
+		return flag.ErrHelp
+	default:
+		return usageErrorf("unknown subcommand %q: want plan or apply", args[0])
+	}
+}
+
+func runMIGPlan(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("mig plan", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	fleetFile := fs.String("fleet", "", "fleet YAML: GPUs and their current MIG instances")
+	fromCH := fs.Bool("from-clickhouse", false, "read the fleet from the newest usage samples in ClickHouse (--clickhouse)")
+	demandFile := fs.String("demand", "", "demand YAML: reserved and pending instances per tenant (required)")
+	out := fs.String("out", "", "write the plan as YAML here (the input of mig apply)")
+	migParted := fs.String("mig-parted", "", "write a mig-parted config here")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageErrorf("unexpected argument %q", fs.Arg(0))
+	case (*fleetFile == "") == !*fromCH:
+		return usageErrorf("give exactly one of --fleet FILE and --from-clickhouse")
+	case *demandFile == "":
+		return usageErrorf("--demand FILE is required")
+	}
+
+	var demand partition.Demand
+	if err := readYAML(*demandFile, &demand); err != nil {
+		return usageErrorf("--demand: %w", err)
+	}
+	if err := demand.Validate(); err != nil {
+		return usageErrorf("--demand %s: %w", *demandFile, err)
+	}
+	var fleet partition.Fleet
+	if *fromCH {
+		st, err := openStore(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		if fleet, err = st.Fleet(ctx, store.FleetQuery{Window: fleetWindow}); err != nil {
+			return err
+		}
+		if err := fleet.Validate(); err != nil {
+			return fmt.Errorf("fleet from clickhouse: %w", err)
+		}
+	} else {
+		if err := readYAML(*fleetFile, &fleet); err != nil {
+			return usageErrorf("--fleet: %w", err)
+		}
+		if err := fleet.Validate(); err != nil {
+			return usageErrorf("--fleet %s: %w", *fleetFile, err)
+		}
+	}
+
+	plan, err := partition.Solve(fleet, demand)
+	if err != nil {
+		return err
+	}
+	// Write the files before printing, so a failed write is not hidden
+	// behind a screenful of plan.
+	if *out != "" {
+		if err := writeYAML(*out, plan); err != nil {
+			return err
+		}
+	}
+	if *migParted != "" {
+		cfg, err := plan.MIGParted()
+		if err != nil {
+			return err
+		}
+		if err := writeYAML(*migParted, cfg); err != nil {
+			return err
+		}
+	}
+	printPlan(g.stdout, plan)
+	if *out != "" {
+		fmt.Fprintf(g.stdout, "\nwrote plan to %s (apply it on each host: gpumeter mig apply --plan %s)\n", *out, *out)
+	}
+	if *migParted != "" {
+		fmt.Fprintf(g.stdout, "wrote mig-parted config to %s\n", *migParted)
+	}
+	return nil
+}
+
+func runMIGApply(ctx context.Context, g *globals, args []string, newNVML func(...nvml.LibraryOption) nvml.Interface) error {
+	fs := flag.NewFlagSet("mig apply", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	planFile := fs.String("plan", "", "plan YAML written by mig plan --out (required)")
+	yes := fs.Bool("yes", false, "change the GPUs; without it nothing is changed (dry run)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageErrorf("unexpected argument %q", fs.Arg(0))
+	case *planFile == "":
+		return usageErrorf("--plan FILE is required")
+	}
+	var plan partition.Plan
+	if err := readYAML(*planFile, &plan); err != nil {
+		return usageErrorf("--plan: %w", err)
+	}
+	if err := plan.Validate(); err != nil {
+		return usageErrorf("--plan %s: %w", *planFile, err)
+	}
+
+	lib := newNVML()
+	switch ret := lib.Init(); ret {
+	case nvml.SUCCESS:
+	case nvml.ERROR_LIBRARY_NOT_FOUND:
+		return errors.New("NVML library (libnvidia-ml.so.1) not found: run mig apply on a GPU host with the NVIDIA driver installed")
+	default:
+		return fmt.Errorf("initialise NVML: %v", ret)
+	}
+	defer lib.Shutdown()
+
+	rep, err := partition.Apply(ctx, lib, plan, partition.ApplyOptions{Execute: *yes})
+	printApply(g.stdout, rep, err == nil)
+	return err
+}
+
+// readYAML decodes one YAML document, rejecting unknown fields so that a
+// misspelt key is an error, not a silently ignored setting.
+func readYAML(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%s is empty", path)
+		}
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func writeYAML(path string, v any) error {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func printPlan(w io.Writer, p partition.Plan) {
+	s := p.Summary
+	fmt.Fprintf(w, "plan: %d GPUs, %d to change: %d instances to create, %d to destroy, %d kept (%d change tenant)\n",
+		s.GPUs, s.GPUsChanged, s.Created, s.Destroyed, s.Kept, s.Reassigned)
+	fmt.Fprintf(w, "demand met (compute slices, 7 = one GPU): reserved %d of %d (%s), pending %d of %d (%s)\n",
+		s.ReservedMetSlices, s.ReservedSlices, percent(s.ReservedMetSlices, s.ReservedSlices),
+		s.PendingMetSlices, s.PendingSlices, percent(s.PendingMetSlices, s.PendingSlices))
+	if s.GPUsChanged > 0 {
+		fmt.Fprintln(w, "\nchanges:")
+	}
+	for _, g := range p.GPUs {
+		if !g.Changed {
+			continue
+		}
+		fmt.Fprintf(w, "  %s %s (%s)\n", g.Host, g.UUID, g.Model)
+		for _, in := range g.Remove {
+			fmt.Fprintf(w, "    - %-11s @%d %s\n", in.Profile, in.Start, in.UUID)
+		}
+		for _, in := range g.Instances {
+			mark, who := "=", in.Tenant
+			if in.Action == partition.Create {
+				mark = "+"
+			}
+			if who == "" {
+				who = "(free)"
+			}
+			if in.Busy {
+				who += " busy"
+			}
+			fmt.Fprintf(w, "    %s %-11s @%d %s\n", mark, in.Profile, in.Start, who)
+		}
+	}
+	if len(p.Unmet) > 0 {
+		fmt.Fprintln(w, "\nunmet:")
+	}
+	for _, u := range p.Unmet {
+		sku := u.Profile
+		if u.Model != "" {
+			sku = u.Model + "/" + u.Profile
+		}
+		fmt.Fprintf(w, "  %s %s %s x%d: %s\n", u.Tenant, u.Class, sku, u.Count, u.Reason)
+	}
+}
+
+func percent(a, b int) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
+}
+
+func printApply(w io.Writer, rep partition.ApplyReport, ok bool) {
+	for _, st := range rep.Steps {
+		state := "done"
+		switch {
+		case rep.DryRun:
+			state = "would"
+		case !st.Done:
+			state = "not done"
+		}
+		id := ""
+		if st.Action == partition.Destroy || st.Done {
+			id = fmt.Sprintf(" (GPU instance %d)", st.GPUInstanceID)
+		}
+		fmt.Fprintf(w, "%-8s %-7s %s %-11s @%d%s\n", state, st.Action, st.GPU, st.Profile, st.Start, id)
+	}
+	if len(rep.NotOnHost) > 0 {
+		fmt.Fprintf(w, "%d GPUs of the plan are on other hosts\n", len(rep.NotOnHost))
+	}
+	if len(rep.Unchanged) > 0 {
+		fmt.Fprintf(w, "%d GPUs already match the plan\n", len(rep.Unchanged))
+	}
+	if rep.DryRun && ok {
+		fmt.Fprintln(w, "dry run: nothing changed; add --yes to apply")
+	}
 }

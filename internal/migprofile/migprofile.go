@@ -1,0 +1,298 @@
+// Package migprofile holds NVIDIA's MIG profile tables for the GPU models
+// gpumeter plans and prices, and the one GPU-equivalent weight table that
+// pricing, quotas, the simulated fleet and the partition planner share.
+//
+// It is a leaf package (standard library only) so that every layer can use
+// the same numbers.
+package migprofile
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Canonical GPU model keys. They are fixed project-wide: the collector maps
+// NVML device names onto them, price books and quotas use them in SKUs.
+const (
+	A100SXM4_40GB  = "A100-SXM4-40GB"
+	A100SXM4_80GB  = "A100-SXM4-80GB"
+	H100SXM5_80GB  = "H100-SXM5-80GB"
+	H200SXM5_141GB = "H200-SXM5-141GB"
+)
+
+// Geometry shared by every model in the tables: a GPU has 7 compute (SM)
+// slices and 8 memory slices; placements are positions on the memory axis.
+const (
+	ComputeSlices = 7
+	MemorySlots   = 8
+)
+
+// Placement is where a GPU instance sits on the 8-slot memory axis, as NVML's
+// nvmlGpuInstancePlacement_t and `nvidia-smi mig -lgipp` report it.
+type Placement struct {
+	Start int
+	Size  int
+}
+
+// Mask is the set of memory slots the placement occupies (bit i = slot i).
+func (p Placement) Mask() uint8 {
+	if p.Size <= 0 || p.Start < 0 || p.Start+p.Size > MemorySlots {
+		return 0
+	}
+	return uint8((1<<p.Size - 1) << p.Start)
+}
+
+func (p Placement) String() string { return fmt.Sprintf("%d:%d", p.Start, p.Size) }
+
+// Profile is one GPU instance profile of one GPU model.
+type Profile struct {
+	Name string // e.g. "3g.40gb"
+	// NVMLProfile is the GPU_INSTANCE_PROFILE_* constant passed to
+	// nvmlDeviceGetGpuInstanceProfileInfo (not nvidia-smi's "Profile ID").
+	NVMLProfile int
+	// NVMLComputeProfile is the COMPUTE_INSTANCE_PROFILE_* constant of the one
+	// compute instance that spans the whole GPU instance (what `-cgi … -C` and
+	// mig-parted create).
+	NVMLComputeProfile int
+	ComputeSlices      int // of 7
+	MemorySlices       int // of 8
+	MemoryGB           int // nominal, as in the profile name; NVML reports the exact MiB
+	MaxInstances       int
+	Placements         []Placement
+}
+
+// Model is one GPU model's MIG table.
+type Model struct {
+	Name     string
+	MemoryGB int
+	Profiles []Profile // in the order of NVIDIA's table
+}
+
+// NVML enumeration values from nvml.h (go-nvml's nvml.GPU_INSTANCE_PROFILE_*
+// and nvml.COMPUTE_INSTANCE_PROFILE_*), copied as plain ints to keep this
+// package free of cgo.
+const (
+	giProfile1Slice     = 0 // GPU_INSTANCE_PROFILE_1_SLICE
+	giProfile2Slice     = 1 // GPU_INSTANCE_PROFILE_2_SLICE
+	giProfile3Slice     = 2 // GPU_INSTANCE_PROFILE_3_SLICE
+	giProfile4Slice     = 3 // GPU_INSTANCE_PROFILE_4_SLICE
+	giProfile7Slice     = 4 // GPU_INSTANCE_PROFILE_7_SLICE
+	giProfile1SliceRev1 = 7 // GPU_INSTANCE_PROFILE_1_SLICE_REV1: 1g with media extensions (+me)
+	giProfile1SliceRev2 = 9 // GPU_INSTANCE_PROFILE_1_SLICE_REV2: 1g with two memory slices
+
+	ciProfile1Slice = 0 // COMPUTE_INSTANCE_PROFILE_1_SLICE
+	ciProfile2Slice = 1 // COMPUTE_INSTANCE_PROFILE_2_SLICE
+	ciProfile3Slice = 2 // COMPUTE_INSTANCE_PROFILE_3_SLICE
+	ciProfile4Slice = 3 // COMPUTE_INSTANCE_PROFILE_4_SLICE
+	ciProfile7Slice = 4 // COMPUTE_INSTANCE_PROFILE_7_SLICE
+)
+
+// Placements from `nvidia-smi mig -lgipp` as printed in NVIDIA's MIG user
+// guide (r580, "Getting Started with MIG" → "List GPU Instance Profiles",
+// A100-SXM4-40GB) and drawn in its Figure 8 "Profile Placements on A100":
+//
+//	Profile ID 19 (1g, 1 memory slice)  Placements: {0,1,2,3,4,5,6}:1
+//	Profile ID 20 (1g+me)               Placements: {0,1,2,3,4,5,6}:1
+//	Profile ID 15 (1g, 2 memory slices) Placements: {0,2,4,6}:2
+//	Profile ID 14 (2g)                  Placements: {0,2,4}:2
+//	Profile ID  9 (3g)                  Placements: {0,4}:4
+//	Profile ID  5 (4g)                  Placement : {0}:4
+//	Profile ID  0 (7g)                  Placement : {0}:8
+//
+// Hopper (GH100) uses the same 7 compute / 8 memory slice geometry: the
+// guide's H100 and H200 tables give the same memory and SM fractions row for
+// row, and NVIDIA's published -lgipp output for H100 prints the identical
+// list. go-nvml's mock servers are not a source: their H100/H200 tables put
+// 1g.20gb on single slots and 3g on three slots, which real hardware rejects.
+var (
+	place1  = []Placement{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}}
+	place1w = []Placement{{0, 2}, {2, 2}, {4, 2}, {6, 2}}
+	place2  = []Placement{{0, 2}, {2, 2}, {4, 2}}
+	place3  = []Placement{{0, 4}, {4, 4}}
+	place4  = []Placement{{0, 4}}
+	place7  = []Placement{{0, 8}}
+)
+
+// geometry builds one model's table from the seven profile names of NVIDIA's
+// table, in the guide's row order (1g, 1g+me, 1g wide, 2g, 3g, 4g, 7g).
+func geometry(name string, memGB int, n [7]string, gb [7]int) Model {
+	row := func(i, gi, ci, compute, mem, max int, pl []Placement) Profile {
+		return Profile{
+			Name: n[i], NVMLProfile: gi, NVMLComputeProfile: ci,
+			ComputeSlices: compute, MemorySlices: mem, MemoryGB: gb[i],
+			MaxInstances: max, Placements: pl,
+		}
+	}
+	return Model{Name: name, MemoryGB: memGB, Profiles: []Profile{
+		row(0, giProfile1Slice, ciProfile1Slice, 1, 1, 7, place1),
+		row(1, giProfile1SliceRev1, ciProfile1Slice, 1, 1, 1, place1),
+		row(2, giProfile1SliceRev2, ciProfile1Slice, 1, 2, 4, place1w),
+		row(3, giProfile2Slice, ciProfile2Slice, 2, 2, 3, place2),
+		row(4, giProfile3Slice, ciProfile3Slice, 3, 4, 2, place3),
+		row(5, giProfile4Slice, ciProfile4Slice, 4, 4, 1, place4),
+		row(6, giProfile7Slice, ciProfile7Slice, 7, 8, 1, place7),
+	}}
+}
+
+// tables returns the four models. Profile names, fractions and instance
+// counts come from NVIDIA's MIG user guide, r580, "Supported MIG Profiles"
+// (docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html):
+//   - Table 6 "GPU Instance Profiles on A100" (A100-SXM4-40GB); the note above
+//     it renames them for A100-SXM4-80GB (1g.10gb, 1g.10gb+me, 1g.20gb,
+//     2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb). Table 6 prints 1g.10gb's memory
+//     fraction as 1/8; its -lgipp listing (profile 15 at {0,2,4,6}:2) and its
+//     name (10 GB of 40 GB) show two slices, which is what we use.
+//   - Table 7 "GPU Instance Profiles on H100" (H100 80GB, PCIe and SXM5).
+//   - Table 8 "GPU Instance Profiles on H200" (H200 141GB).
+func tables() []Model {
+	return []Model{
+		geometry(A100SXM4_40GB, 40,
+			[7]string{"1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"},
+			[7]int{5, 5, 10, 10, 20, 20, 40}),
+		geometry(A100SXM4_80GB, 80,
+			[7]string{"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"},
+			[7]int{10, 10, 20, 20, 40, 40, 80}),
+		geometry(H100SXM5_80GB, 80,
+			[7]string{"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"},
+			[7]int{10, 10, 20, 20, 40, 40, 80}),
+		geometry(H200SXM5_141GB, 141,
+			[7]string{"1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"},
+			[7]int{18, 18, 35, 35, 71, 71, 141}),
+	}
+}
+
+// table is built once; lookups hand out copies so no caller can change it.
+var table = tables()
+
+// Models lists the model keys in a stable order.
+func Models() []string {
+	out := make([]string, len(table))
+	for i, m := range table {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// LookupModel returns a copy of a model's table.
+func LookupModel(name string) (Model, bool) {
+	for _, m := range table {
+		if m.Name == name {
+			c := m
+			c.Profiles = make([]Profile, len(m.Profiles))
+			for i, p := range m.Profiles {
+				c.Profiles[i] = p.clone()
+			}
+			return c, true
+		}
+	}
+	return Model{}, false
+}
+
+// Lookup returns one profile of one model.
+func Lookup(model, profile string) (Profile, bool) {
+	for _, m := range table {
+		if m.Name != model {
+			continue
+		}
+		for _, p := range m.Profiles {
+			if p.Name == profile {
+				return p.clone(), true
+			}
+		}
+	}
+	return Profile{}, false
+}
+
+// ModelsWithProfile lists the models that offer a profile name (3g.40gb
+// exists on both A100-SXM4-80GB and H100-SXM5-80GB).
+func ModelsWithProfile(profile string) []string {
+	var out []string
+	for _, m := range table {
+		for _, p := range m.Profiles {
+			if p.Name == profile {
+				out = append(out, m.Name)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (p Profile) clone() Profile {
+	p.Placements = slices.Clone(p.Placements)
+	return p
+}
+
+// ValidPlacement reports whether the profile may start at slot start.
+func (p Profile) ValidPlacement(start int) bool {
+	for _, pl := range p.Placements {
+		if pl.Start == start {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseSKU splits a price-book SKU, "<model>" or "<model>/<profile>"
+// (e.g. "H100-SXM5-80GB/3g.40gb"), at its first slash. It does not check
+// that the parts exist; Lookup and GPUEquivalent do.
+func ParseSKU(sku string) (model, profile string) {
+	model, profile, _ = strings.Cut(sku, "/")
+	return model, profile
+}
+
+// GPUEquivalent is the weight of a SKU in GPU-equivalents, as a fraction: a
+// whole GPU is 1/1 and a MIG instance is its compute slices / 7, reduced
+// (so 7g is 1/1). Compute slices, not memory, because the 1g profiles with
+// one or two memory slices hold the same SMs and 3g and 4g hold the same
+// memory. A whole-GPU SKU of a model outside these tables is still one GPU;
+// a MIG SKU must name a known model and profile, else ok is false.
+func GPUEquivalent(sku string) (num, den int, ok bool) {
+	model, profile := ParseSKU(sku)
+	if model == "" || strings.ContainsAny(model, " \t\n") {
+		return 0, 0, false
+	}
+	if profile == "" {
+		if strings.HasSuffix(sku, "/") {
+			return 0, 0, false
+		}
+		return 1, 1, true
+	}
+	p, found := Lookup(model, profile)
+	if !found {
+		return 0, 0, false
+	}
+	num, den = p.ComputeSlices, ComputeSlices
+	g := gcd(num, den)
+	return num / g, den / g, true
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// ModelFromDeviceName maps an NVML device name (nvmlDeviceGetName) onto a
+// model key. Only the SXM products of the tables are recognised: PCIe and
+// NVL boards have other power and memory and are other SKUs. The canonical
+// key itself is accepted too.
+func ModelFromDeviceName(name string) (string, bool) {
+	n := strings.ToUpper(strings.TrimSpace(name))
+	n = strings.TrimPrefix(n, "NVIDIA ")
+	// The same names collectors/nvml.ModelFromName maps, so a plan made from
+	// collected samples matches the device apply finds.
+	switch n {
+	case A100SXM4_40GB, "A100 SXM4 40GB":
+		return A100SXM4_40GB, true
+	case A100SXM4_80GB, "A100 SXM4 80GB":
+		return A100SXM4_80GB, true
+	case H100SXM5_80GB, "H100 80GB HBM3", "H100 SXM5 80GB":
+		return H100SXM5_80GB, true
+	case H200SXM5_141GB, "H200", "H200 141GB HBM3E", "H200 SXM5 141GB":
+		return H200SXM5_141GB, true
+	}
+	return "", false
+}

@@ -1,0 +1,210 @@
+package migprofile
+
+import (
+	"slices"
+	"testing"
+)
+
+// The rows NVIDIA's MIG user guide prints (r580, "Supported MIG Profiles",
+// Tables 6-8), pinned so a slip in the table is caught.
+func TestProfilesMatchNVIDIAGuide(t *testing.T) {
+	type row struct {
+		model, profile        string
+		compute, mem, gb, max int
+		nvml                  int
+		starts                []int
+	}
+	all7 := []int{0, 1, 2, 3, 4, 5, 6}
+	for _, tc := range []row{
+		{A100SXM4_40GB, "1g.5gb", 1, 1, 5, 7, 0, all7},
+		{A100SXM4_40GB, "1g.5gb+me", 1, 1, 5, 1, 7, all7},
+		{A100SXM4_40GB, "1g.10gb", 1, 2, 10, 4, 9, []int{0, 2, 4, 6}},
+		{A100SXM4_40GB, "2g.10gb", 2, 2, 10, 3, 1, []int{0, 2, 4}},
+		{A100SXM4_40GB, "3g.20gb", 3, 4, 20, 2, 2, []int{0, 4}},
+		{A100SXM4_40GB, "4g.20gb", 4, 4, 20, 1, 3, []int{0}},
+		{A100SXM4_40GB, "7g.40gb", 7, 8, 40, 1, 4, []int{0}},
+		{A100SXM4_80GB, "1g.10gb", 1, 1, 10, 7, 0, all7},
+		{A100SXM4_80GB, "1g.20gb", 1, 2, 20, 4, 9, []int{0, 2, 4, 6}},
+		{A100SXM4_80GB, "7g.80gb", 7, 8, 80, 1, 4, []int{0}},
+		{H100SXM5_80GB, "1g.10gb", 1, 1, 10, 7, 0, all7},
+		{H100SXM5_80GB, "1g.10gb+me", 1, 1, 10, 1, 7, all7},
+		{H100SXM5_80GB, "1g.20gb", 1, 2, 20, 4, 9, []int{0, 2, 4, 6}},
+		{H100SXM5_80GB, "2g.20gb", 2, 2, 20, 3, 1, []int{0, 2, 4}},
+		{H100SXM5_80GB, "3g.40gb", 3, 4, 40, 2, 2, []int{0, 4}},
+		{H100SXM5_80GB, "4g.40gb", 4, 4, 40, 1, 3, []int{0}},
+		{H100SXM5_80GB, "7g.80gb", 7, 8, 80, 1, 4, []int{0}},
+		{H200SXM5_141GB, "1g.18gb", 1, 1, 18, 7, 0, all7},
+		{H200SXM5_141GB, "1g.18gb+me", 1, 1, 18, 1, 7, all7},
+		{H200SXM5_141GB, "1g.35gb", 1, 2, 35, 4, 9, []int{0, 2, 4, 6}},
+		{H200SXM5_141GB, "2g.35gb", 2, 2, 35, 3, 1, []int{0, 2, 4}},
+		{H200SXM5_141GB, "3g.71gb", 3, 4, 71, 2, 2, []int{0, 4}},
+		{H200SXM5_141GB, "4g.71gb", 4, 4, 71, 1, 3, []int{0}},
+		{H200SXM5_141GB, "7g.141gb", 7, 8, 141, 1, 4, []int{0}},
+	} {
+		t.Run(tc.model+"/"+tc.profile, func(t *testing.T) {
+			p, ok := Lookup(tc.model, tc.profile)
+			if !ok {
+				t.Fatalf("Lookup(%s, %s) not found", tc.model, tc.profile)
+			}
+			if p.ComputeSlices != tc.compute || p.MemorySlices != tc.mem || p.MemoryGB != tc.gb || p.MaxInstances != tc.max || p.NVMLProfile != tc.nvml {
+				t.Errorf("got compute %d mem %d gb %d max %d nvml %d, want %d %d %d %d %d",
+					p.ComputeSlices, p.MemorySlices, p.MemoryGB, p.MaxInstances, p.NVMLProfile,
+					tc.compute, tc.mem, tc.gb, tc.max, tc.nvml)
+			}
+			var starts []int
+			for _, pl := range p.Placements {
+				starts = append(starts, pl.Start)
+				if pl.Size != tc.mem {
+					t.Errorf("placement %v: size %d, want the profile's %d memory slices", pl, pl.Size, tc.mem)
+				}
+			}
+			if !slices.Equal(starts, tc.starts) {
+				t.Errorf("starts %v, want %v", starts, tc.starts)
+			}
+		})
+	}
+}
+
+// Every set of non-overlapping placements must stay within 7 compute
+// slices: the placement table alone has to encode the compute limit, since
+// the planner checks placements, not a separate sum.
+func TestPlacementsNeverExceedSevenComputeSlices(t *testing.T) {
+	for _, name := range Models() {
+		m, _ := LookupModel(name)
+		type pl struct {
+			mask    uint8
+			compute int
+		}
+		var all []pl
+		for _, p := range m.Profiles {
+			for _, x := range p.Placements {
+				if x.Mask() == 0 {
+					t.Fatalf("%s %s: placement %v outside the 8 slots", name, p.Name, x)
+				}
+				all = append(all, pl{x.Mask(), p.ComputeSlices})
+			}
+		}
+		var rec func(i int, used uint8, compute int)
+		worst := 0
+		rec = func(i int, used uint8, compute int) {
+			worst = max(worst, compute)
+			for j := i; j < len(all); j++ {
+				if used&all[j].mask == 0 {
+					rec(j+1, used|all[j].mask, compute+all[j].compute)
+				}
+			}
+		}
+		rec(0, 0, 0)
+		if worst != ComputeSlices {
+			t.Errorf("%s: most compute in one layout is %d, want %d", name, worst, ComputeSlices)
+		}
+	}
+}
+
+func TestMaxInstancesNeverExceedPlacements(t *testing.T) {
+	for _, name := range Models() {
+		m, _ := LookupModel(name)
+		for _, p := range m.Profiles {
+			if p.MaxInstances < 1 || p.MaxInstances > len(p.Placements) {
+				t.Errorf("%s %s: max %d with %d placements", name, p.Name, p.MaxInstances, len(p.Placements))
+			}
+		}
+	}
+}
+
+func TestLookupReturnsCopies(t *testing.T) {
+	p, _ := Lookup(H100SXM5_80GB, "3g.40gb")
+	p.Placements[0].Start = 5
+	m, _ := LookupModel(H100SXM5_80GB)
+	m.Profiles[0].Placements[0].Start = 6
+	m.Profiles[1].Name = "changed"
+	again, _ := Lookup(H100SXM5_80GB, "3g.40gb")
+	if again.Placements[0].Start != 0 {
+		t.Errorf("3g.40gb placement changed through a lookup: %v", again.Placements)
+	}
+	if one, _ := Lookup(H100SXM5_80GB, "1g.10gb"); one.Placements[0].Start != 0 {
+		t.Errorf("1g.10gb placement changed through LookupModel: %v", one.Placements)
+	}
+	if _, ok := Lookup(H100SXM5_80GB, "1g.10gb+me"); !ok {
+		t.Error("profile renamed through LookupModel")
+	}
+}
+
+func TestParseSKU(t *testing.T) {
+	for _, tc := range []struct{ sku, model, profile string }{
+		{"H100-SXM5-80GB/3g.40gb", "H100-SXM5-80GB", "3g.40gb"},
+		{"H100-SXM5-80GB", "H100-SXM5-80GB", ""},
+		{"", "", ""},
+		{"A/b/c", "A", "b/c"},
+	} {
+		t.Run(tc.sku, func(t *testing.T) {
+			m, p := ParseSKU(tc.sku)
+			if m != tc.model || p != tc.profile {
+				t.Errorf("ParseSKU(%q) = %q, %q; want %q, %q", tc.sku, m, p, tc.model, tc.profile)
+			}
+		})
+	}
+}
+
+func TestGPUEquivalent(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sku      string
+		num, den int
+		ok       bool
+	}{
+		{"whole GPU is one", "H100-SXM5-80GB", 1, 1, true},
+		{"whole GPU of a model outside the tables is one", "L40S", 1, 1, true},
+		{"3g is three sevenths", "H100-SXM5-80GB/3g.40gb", 3, 7, true},
+		{"1g with two memory slices still weighs one compute slice", "A100-SXM4-80GB/1g.20gb", 1, 7, true},
+		{"media extensions do not change the weight", "H200-SXM5-141GB/1g.18gb+me", 1, 7, true},
+		{"4g is four sevenths", "A100-SXM4-40GB/4g.20gb", 4, 7, true},
+		{"7g reduces to one", "H200-SXM5-141GB/7g.141gb", 1, 1, true},
+		{"profile of another model is unknown", "A100-SXM4-40GB/3g.40gb", 0, 0, false},
+		{"unknown model with a profile is unknown", "L40S/1g.12gb", 0, 0, false},
+		{"empty SKU is unknown", "", 0, 0, false},
+		{"trailing slash is malformed", "H100-SXM5-80GB/", 0, 0, false},
+		{"model with a space is malformed", "H100 80GB", 0, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			num, den, ok := GPUEquivalent(tc.sku)
+			if num != tc.num || den != tc.den || ok != tc.ok {
+				t.Errorf("GPUEquivalent(%q) = %d/%d %t, want %d/%d %t", tc.sku, num, den, ok, tc.num, tc.den, tc.ok)
+			}
+		})
+	}
+}
+
+func TestModelFromDeviceName(t *testing.T) {
+	for _, tc := range []struct {
+		name, model string
+		ok          bool
+	}{
+		{"NVIDIA A100-SXM4-40GB", A100SXM4_40GB, true},
+		{"NVIDIA A100-SXM4-80GB", A100SXM4_80GB, true},
+		{"NVIDIA H100 80GB HBM3", H100SXM5_80GB, true},
+		{"NVIDIA H200", H200SXM5_141GB, true},
+		{"H200-SXM5-141GB", H200SXM5_141GB, true},
+		{"NVIDIA H100 PCIe", "", false},
+		{"NVIDIA H200 NVL", "", false},
+		{"NVIDIA A100-PCIE-40GB", "", false},
+		{"", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, ok := ModelFromDeviceName(tc.name)
+			if m != tc.model || ok != tc.ok {
+				t.Errorf("ModelFromDeviceName(%q) = %q %t, want %q %t", tc.name, m, ok, tc.model, tc.ok)
+			}
+		})
+	}
+}
+
+func TestModelsWithProfile(t *testing.T) {
+	got := ModelsWithProfile("3g.40gb")
+	if !slices.Equal(got, []string{A100SXM4_80GB, H100SXM5_80GB}) {
+		t.Errorf("ModelsWithProfile(3g.40gb) = %v", got)
+	}
+	if got := ModelsWithProfile("9g.1tb"); got != nil {
+		t.Errorf("ModelsWithProfile(9g.1tb) = %v, want none", got)
+	}
+}

@@ -113,6 +113,9 @@ func (a *quoteArgs) input(now time.Time) (pricing.Input, error) {
 	if in.Book, err = pricing.ParseBook(data); err != nil {
 		return in, usageErrorf("%s: %w", a.book, err)
 	}
+	if in.Book, err = in.Book.WithWeights(migWeight); err != nil {
+		return in, usageErrorf("%s: %w", a.book, err)
+	}
 	if a.contract != "" {
 		data, err := os.ReadFile(a.contract)
 		if err != nil {

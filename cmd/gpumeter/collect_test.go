@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/gpumeter/gpumeter/collectors/sim"
+	"github.com/gpumeter/gpumeter/internal/store"
+)
+
+var collectStart = time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
+
+// TestCollectSimulatedHourStoresWhatTheSimulatorRan runs the collector
+// over a simulated hour of two DGX hosts into a real ClickHouse, and
+// checks the stored, deduplicated totals against the simulator's own
+// ledger: GPU time per tenant exactly, energy per tenant within rounding.
+func TestCollectSimulatedHourStoresWhatTheSimulatorRan(t *testing.T) {
+	dsn := testDSN(t)
+	args := []string{"--clickhouse", dsn, "collect", "--simulate", "--hosts", "2", "--seed", "7",
+		"--start", collectStart.Format(time.RFC3339), "--duration", "1h", "--listen", ""}
+	code, out, stderr := cli(t, args...)
+	if code != 0 {
+		t.Fatalf("collect exit %d\n%s", code, stderr)
+	}
+	if !strings.Contains(out, "samples written") || !strings.Contains(out, "acme") {
+		t.Errorf("no ledger printed:\n%s", out)
+	}
+	// A replay of the same hour writes the same sample ids: the store's
+	// deduplication keeps the totals.
+	if code, _, stderr := cli(t, args...); code != 0 {
+		t.Fatalf("replay exit %d\n%s", code, stderr)
+	}
+
+	cfg, err := store.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := store.Open(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows, err := s.Usage(ctx, store.UsageQuery{
+		From: collectStart, To: collectStart.Add(time.Hour),
+		GroupBy: []store.Dimension{store.DimTenant}, Source: store.SourceRaw,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]store.Meters{}
+	var storedEnergy uint64
+	for _, r := range rows {
+		stored[r.Tenant] = r.Meters
+		storedEnergy += r.EnergyMillijoules
+	}
+
+	// What the simulator ran, from a fleet built the same way.
+	fleet, err := sim.New(sim.Config{Hosts: 2, GPUsPerHost: 8, Seed: 7, Start: collectStart, Step: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.AdvanceTo(collectStart.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	ledger := fleet.Ledger()
+	if len(ledger.Tenants()) < 5 {
+		t.Fatalf("simulated hour ran only %v", ledger.Tenants())
+	}
+	var total uint64
+	for _, tenant := range ledger.Tenants() {
+		want := ledger.GPUMicroseconds[tenant]
+		total += want
+		got := stored[tenant]
+		if got.GPUMicroseconds != want {
+			t.Errorf("tenant %q: stored %d gpu-µs, simulator ran %d (diff %d)", tenant, got.GPUMicroseconds, want, int64(got.GPUMicroseconds)-int64(want))
+		}
+		// Energy: the collector splits in integers, the ledger in floats;
+		// at most a millijoule per GPU and interval apart.
+		if diff := math.Abs(float64(got.EnergyMillijoules) - ledger.EnergyMillijoules[tenant]); diff > float64(ledger.GPUSteps) {
+			t.Errorf("tenant %q: stored %d mJ, simulator %.1f mJ", tenant, got.EnergyMillijoules, ledger.EnergyMillijoules[tenant])
+		}
+	}
+	for tenant := range stored {
+		if _, ok := ledger.GPUMicroseconds[tenant]; !ok {
+			t.Errorf("stored tenant %q the simulator never ran", tenant)
+		}
+	}
+	if want := uint64(2 * 8 * 3600 * 1e6); total != want {
+		t.Errorf("ledger holds %d gpu-µs, want 16 GPU-hours", total)
+	}
+	t.Logf("stored gpu-µs by tenant: %v", func() map[string]uint64 {
+		m := map[string]uint64{}
+		for k, v := range stored {
+			m[k] = v.GPUMicroseconds
+		}
+		return m
+	}())
+	if storedEnergy != ledger.TotalEnergyMillijoules {
+		t.Errorf("stored energy %d mJ, simulator's counters %d mJ", storedEnergy, ledger.TotalEnergyMillijoules)
+	}
+}
+
+func TestCollectJSONLinesCoverEveryGPUInterval(t *testing.T) {
+	code, out, stderr := cli(t, "collect", "--simulate", "--hosts", "1", "--gpus", "4", "--start", collectStart.Format(time.RFC3339),
+		"--duration", "2m", "--sink", "jsonl", "--listen", "")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	perGPUInterval := map[string]int64{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	lines := 0
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("line %d: %v: %s", lines+1, err, sc.Text())
+		}
+		lines++
+		us, err := microsOf(rec["gpu_seconds"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		perGPUInterval[rec["gpu_uuid"].(string)+" "+rec["start"].(string)] += us
+		for _, k := range []string{"host", "gpu_model", "sku", "end", "energy_joules", "sample_id"} {
+			if _, ok := rec[k]; !ok {
+				t.Fatalf("line %d lacks %q", lines, k)
+			}
+		}
+	}
+	if len(perGPUInterval) != 4*12 {
+		t.Fatalf("%d gpu-intervals from %d lines, want 4 GPUs × 12 intervals", len(perGPUInterval), lines)
+	}
+	for k, us := range perGPUInterval {
+		if us != 10_000_000 {
+			t.Errorf("%s: %d µs, want 10 s", k, us)
+		}
+	}
+}
+
+// microsOf reads an exact decimal of seconds.
+func microsOf(v any) (int64, error) {
+	f, ok := v.(float64)
+	if !ok {
+		return 0, strconv.ErrSyntax
+	}
+	return int64(math.Round(f * 1e6)), nil
+}
+
+func TestCollectMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var stderr bytes.Buffer
+	g := &globals{stdout: io.Discard, stderr: &stderr, logger: slog.New(slog.NewTextHandler(&stderr, nil))}
+	err := collect(context.Background(), g, []string{"--simulate", "--hosts", "2", "--start", collectStart.Format(time.RFC3339),
+		"--duration", "10m", "--sink", "discard", "--listen", ""}, collectDeps{registry: reg})
+	if err != nil {
+		t.Fatalf("collect: %v\n%s", err, stderr.String())
+	}
+	if got := gathered(t, reg, "gpumeter_collector_polls_total"); got != 60 {
+		t.Errorf("polls %v, want 60 (10 minutes of 10 s)", got)
+	}
+	samples := gathered(t, reg, "gpumeter_collector_samples_total")
+	if samples < 60*16 {
+		t.Errorf("samples %v, want at least one per GPU and poll", samples)
+	}
+	if d := gathered(t, reg, "gpumeter_collector_last_poll_duration_seconds"); d <= 0 {
+		t.Errorf("last poll duration %v", d)
+	}
+	if up := gathered(t, reg, "gpumeter_collector_source_success"); up != 2 {
+		t.Errorf("source success summed over hosts %v, want 2", up)
+	}
+
+	// NVML errors by function and code, and the HTTP exposition.
+	m := newCollectorMetrics(prometheus.NewRegistry())
+	m.NVMLError("nvmlDeviceGetMigMode", "ERROR_GPU_IS_LOST")
+	m.NVMLError("nvmlDeviceGetMigMode", "ERROR_GPU_IS_LOST")
+	m.GPUFailed("dgx-01", "GPU-lost", errors.New("gpu 3: nvmlDeviceGetMigMode: gpu is lost"))
+	if got := testutil.ToFloat64(m.nvmlErrors.WithLabelValues("nvmlDeviceGetMigMode", "ERROR_GPU_IS_LOST")); got != 2 {
+		t.Errorf("nvml errors %v, want 2", got)
+	}
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, want := range []string{
+		`gpumeter_collector_nvml_errors_total{code="ERROR_GPU_IS_LOST",function="nvmlDeviceGetMigMode"} 2`,
+		`gpumeter_collector_gpu_read_errors_total{gpu_uuid="GPU-lost",host="dgx-01"} 1`,
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("exposition lacks %q:\n%s", want, rec.Body.String())
+		}
+	}
+}
+
+func TestCollectServesMetricsAndReadiness(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newCollectorMetrics(reg)
+	addr, stop, err := serveMetrics("127.0.0.1:0", reg, m, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz %d", code)
+	}
+	if code, _ := get("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz before any poll: %d, want 503", code)
+	}
+	m.Polled(3*time.Millisecond, 42, nil)
+	if code, _ := get("/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz after a poll: %d, want 200", code)
+	}
+	_, body := get("/metrics")
+	for _, want := range []string{`gpumeter_collector_polls_total{result="ok"} 1`, "gpumeter_collector_samples_total 42", "gpumeter_collector_last_poll_duration_seconds 0.003"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+func TestCollectWithoutTheNVMLLibraryFailsClearly(t *testing.T) {
+	var stderr bytes.Buffer
+	g := &globals{stdout: io.Discard, stderr: &stderr, logger: slog.New(slog.DiscardHandler)}
+	lib := &mock.Interface{InitFunc: func() gonvml.Return { return gonvml.ERROR_LIBRARY_NOT_FOUND }}
+	err := collect(context.Background(), g, []string{"--sink", "discard", "--listen", ""},
+		collectDeps{newNVML: func() gonvml.Interface { return lib }, registry: prometheus.NewRegistry()})
+	if err == nil || !strings.Contains(err.Error(), "libnvidia-ml.so.1") || !strings.Contains(err.Error(), "--simulate") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestCollectRejectsBadFlags(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"sub-second interval", []string{"--interval", "500ms"}, "--interval"},
+		{"unknown sink", []string{"--sink", "kafka"}, "--sink"},
+		{"flat-out simulation without end", []string{"--simulate"}, "needs a --duration"},
+		{"negative speed", []string{"--simulate", "--speed", "-1", "--duration", "1h"}, "--speed"},
+		{"bad start", []string{"--simulate", "--duration", "1h", "--start", "yesterday"}, "--start"},
+		{"map file with the simulation", []string{"--simulate", "--duration", "1h", "--map-file", "x.map"}, "--map-file"},
+		{"too many hosts", []string{"--simulate", "--duration", "1h", "--hosts", "1000", "--sink", "discard", "--listen", ""}, "hosts"},
+		{"stray argument", []string{"now"}, "unexpected arguments"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := cli(t, append([]string{"collect"}, tc.args...)...)
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tc.want)
+			}
+		})
+	}
+}
+
+// gathered sums a metric's values over its series.
+func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	found := false
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			found = true
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	if !found {
+		t.Fatalf("metric %s not found", name)
+	}
+	return sum
+}

@@ -1,0 +1,215 @@
+package attribution
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode"
+
+	"github.com/gpumeter/gpumeter/collectors"
+)
+
+// Tenant is who pays, and the department its costs are charged back to.
+type Tenant struct {
+	Name       string
+	Department string
+}
+
+// Mapping says which tenant a device, a Kubernetes namespace or a Slurm
+// account belongs to. It is read from a map file (ParseMapping).
+type Mapping struct {
+	Devices    map[string]Tenant // GPU or MIG UUID
+	Namespaces map[string]Tenant
+	Accounts   map[string]Tenant
+}
+
+// Tenancy resolves namespaces and accounts to tenants.
+type Tenancy struct {
+	Mapping Mapping
+	// NamespaceIsTenant makes an unmapped namespace its own tenant;
+	// otherwise its pods' usage is unattributed (workload kept).
+	NamespaceIsTenant bool
+	// AccountIsTenant does the same for Slurm accounts.
+	AccountIsTenant bool
+}
+
+// Namespace resolves a Kubernetes namespace.
+func (t Tenancy) Namespace(ns string) (Tenant, bool) {
+	if v, ok := t.Mapping.Namespaces[ns]; ok {
+		return v, true
+	}
+	if t.NamespaceIsTenant && ns != "" {
+		return Tenant{Name: ns}, true
+	}
+	return Tenant{}, false
+}
+
+// Account resolves a Slurm account.
+func (t Tenancy) Account(account string) (Tenant, bool) {
+	if v, ok := t.Mapping.Accounts[account]; ok {
+		return v, true
+	}
+	if t.AccountIsTenant && account != "" {
+		return Tenant{Name: account}, true
+	}
+	return Tenant{}, false
+}
+
+func (t Tenant) owner(workload string) collectors.Owner {
+	return collectors.Owner{Tenant: t.Name, Department: t.Department, Workload: workload}
+}
+
+// LoadMapping reads a map file.
+func LoadMapping(path string) (Mapping, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Mapping{}, fmt.Errorf("open map file: %w", err)
+	}
+	defer f.Close()
+	m, err := ParseMapping(f)
+	if err != nil {
+		return Mapping{}, fmt.Errorf("map file %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// ParseMapping reads the map file format: one entry per line,
+//
+//	<kind> <key> <tenant> [department]
+//
+// where kind is device (a GPU or MIG UUID), namespace or account; fields
+// are separated by blanks and '#' starts a comment. Every problem is
+// reported with its line number; a file with any problem changes nothing.
+func ParseMapping(r io.Reader) (Mapping, error) {
+	m := Mapping{Devices: map[string]Tenant{}, Namespaces: map[string]Tenant{}, Accounts: map[string]Tenant{}}
+	var errs []error
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		text := sc.Text()
+		if i := strings.IndexByte(text, '#'); i >= 0 {
+			text = text[:i]
+		}
+		f := strings.Fields(text)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) < 3 || len(f) > 4 {
+			errs = append(errs, fmt.Errorf("line %d: want <kind> <key> <tenant> [department], got %d fields", line, len(f)))
+			continue
+		}
+		t := Tenant{Name: f[2]}
+		if len(f) == 4 {
+			t.Department = f[3]
+		}
+		if t.Name == collectors.UnattributedTenant {
+			errs = append(errs, fmt.Errorf("line %d: tenant %q is reserved", line, t.Name))
+			continue
+		}
+		var dst map[string]Tenant
+		switch f[0] {
+		case "device":
+			dst = m.Devices
+		case "namespace":
+			dst = m.Namespaces
+		case "account":
+			dst = m.Accounts
+		default:
+			errs = append(errs, fmt.Errorf("line %d: unknown kind %q (want device, namespace or account)", line, f[0]))
+			continue
+		}
+		if _, dup := dst[f[1]]; dup {
+			errs = append(errs, fmt.Errorf("line %d: %s %q mapped twice", line, f[0], f[1]))
+			continue
+		}
+		dst[f[1]] = t
+	}
+	if err := sc.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("read: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Mapping{}, err
+	}
+	return m, m.Validate()
+}
+
+// Validate reports every entry without a key or tenant, with the reserved
+// tenant, or with blanks in a name (which the file format cannot hold).
+func (m Mapping) Validate() error {
+	var errs []error
+	for kind, table := range map[string]map[string]Tenant{"device": m.Devices, "namespace": m.Namespaces, "account": m.Accounts} {
+		for key, t := range table {
+			switch {
+			case key == "" || t.Name == "":
+				errs = append(errs, fmt.Errorf("%s %q: key and tenant are required", kind, key))
+			case t.Name == collectors.UnattributedTenant:
+				errs = append(errs, fmt.Errorf("%s %q: tenant %q is reserved", kind, key, t.Name))
+			case strings.ContainsFunc(key+t.Name+t.Department, unicode.IsSpace):
+				errs = append(errs, fmt.Errorf("%s %q: names may not hold blanks", kind, key))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Static attributes devices from the map file: a GPU or MIG device mapped
+// to a tenant is claimed by it (its unused time is the tenant's, as with a
+// rented GPU), and processes on it that nothing else attributed are the
+// tenant's too. A GPU's entry also covers its MIG devices.
+type Static struct {
+	devices map[string]Tenant
+}
+
+// NewStatic returns the static attributor for m.
+func NewStatic(m Mapping) *Static { return &Static{devices: m.Devices} }
+
+// Attribute claims mapped devices that nothing claimed yet.
+func (s *Static) Attribute(_ context.Context, gpus []collectors.GPUReading) error {
+	if len(s.devices) == 0 {
+		return nil
+	}
+	for gi := range gpus {
+		g := &gpus[gi]
+		gpuTenant, gpuMapped := s.devices[g.GPU.UUID]
+		if !g.MIG {
+			if !gpuMapped {
+				continue
+			}
+			if len(g.Claims) == 0 {
+				g.Claims = []collectors.Owner{gpuTenant.owner("")}
+			}
+			fillProcesses(g, "", gpuTenant)
+			continue
+		}
+		for ii := range g.Instances {
+			in := &g.Instances[ii]
+			t, ok := s.devices[in.UUID]
+			if !ok {
+				t, ok = gpuTenant, gpuMapped
+			}
+			if !ok {
+				continue
+			}
+			if len(in.Claims) == 0 {
+				in.Claims = []collectors.Owner{t.owner("")}
+			}
+			fillProcesses(g, in.UUID, t)
+		}
+	}
+	return nil
+}
+
+// fillProcesses gives the processes of one slot without a tenant the
+// tenant t, keeping a workload an earlier attributor found.
+func fillProcesses(g *collectors.GPUReading, migUUID string, t Tenant) {
+	for i := range g.Processes {
+		p := &g.Processes[i]
+		if p.MIGUUID == migUUID && p.Owner.Tenant == "" {
+			p.Owner.Tenant, p.Owner.Department = t.Name, t.Department
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package collectors
+
+import "time"
+
+// GPU identifies one physical GPU on a host.
+type GPU struct {
+	Index    int    // NVML index on the host
+	UUID     string // "GPU-…"
+	Name     string // as NVML reports it, e.g. "NVIDIA H100 80GB HBM3"
+	Model    string // canonical model, e.g. "H100-SXM5-80GB"; the whole GPU's SKU
+	Serial   string // empty where the board does not report one
+	PCIBusID string // e.g. "00000000:07:00.0"
+}
+
+// Delta is the growth of a device counter over one interval. OK is false
+// when the device does not report the counter, on the first read (no
+// baseline yet), or when the delta was not trustworthy (an implausible jump).
+// A Delta that is not OK is missing data, never zero usage.
+type Delta struct {
+	Value uint64
+	OK    bool
+}
+
+// Ratio is a fraction in parts per million (1,000,000 = 100 %). OK is false
+// when the hardware did not report it.
+type Ratio struct {
+	PPM uint32
+	OK  bool
+}
+
+// PPMScale is 100 % as a Ratio.
+const PPMScale = 1_000_000
+
+// GPUReading is what a Source saw on one GPU for one interval [start, end).
+// Sources fill the measurements; attribution fills Claims and Process.Owner;
+// apportioning turns the whole into Samples.
+type GPUReading struct {
+	GPU GPU
+
+	// Err is set when the GPU could not be read this interval (it fell off
+	// the bus, the driver failed a required call). Nothing else is valid then
+	// and no samples are made for it.
+	Err error
+
+	// MIG is true when MIG mode is enabled; Instances then lists the MIG
+	// devices and TotalMilliSlices is the GPU's compute capacity in
+	// thousandths of a compute slice (7 slices: 7000).
+	MIG              bool
+	TotalMilliSlices uint64
+	Instances        []MIGInstance
+
+	// Processes are the compute processes seen on the GPU during the
+	// interval, including those that started or exited inside it.
+	Processes []Process
+	// ProcessUtilization is true when per-process SM utilization was read
+	// for this interval (never on MIG GPUs, where NVML does not offer it).
+	ProcessUtilization bool
+
+	// Claims are the holders of the whole GPU as attribution found them (a
+	// pod that was allocated it, a static map entry). Unused time of a
+	// claimed GPU goes to its claimants instead of idle.
+	Claims []Owner
+
+	// SMActive is the device's utilization (non-MIG GPUs).
+	SMActive      Ratio
+	MemUsedBytes  uint64
+	MemTotalBytes uint64
+
+	EnergyMillijoules Delta
+	PCIeTxBytes       Delta
+	PCIeRxBytes       Delta
+	NVLinkTxBytes     Delta
+	NVLinkRxBytes     Delta
+}
+
+// MIGInstance is one MIG device (a compute instance inside a GPU instance).
+type MIGInstance struct {
+	UUID              string // "MIG-…"
+	Profile           string // GPU instance profile, e.g. "3g.40gb"
+	GPUInstanceID     uint32
+	ComputeInstanceID uint32
+	// MilliSlices is the share of the GPU's compute this device holds, in
+	// thousandths of a compute slice: a 3g instance with one compute
+	// instance is 3000.
+	MilliSlices  uint64
+	MemUsedBytes uint64
+	// SMActive is the instance's SM activity from GPM (Hopper and newer).
+	SMActive Ratio
+	// Claims are the holders of this instance as attribution found them.
+	Claims []Owner
+}
+
+// Process is one compute process seen on a GPU during an interval.
+type Process struct {
+	PID     uint32
+	MIGUUID string // the MIG device it ran on; empty on a whole GPU
+
+	// ActiveFrom and ActiveTo bound the part of the interval the process
+	// existed in, as far as the source could tell.
+	ActiveFrom time.Time
+	ActiveTo   time.Time
+
+	// MemBytes is the framebuffer memory it held on average while active;
+	// MemPeakBytes the most it was seen holding.
+	MemBytes     uint64
+	MemPeakBytes uint64
+
+	// SMUtil is its mean SM utilization while active (non-MIG GPUs).
+	SMUtil Ratio
+
+	// Owner is filled by attribution; empty until something claims it.
+	Owner Owner
+}
+
+// Owner is who a device or process belongs to.
+type Owner struct {
+	Tenant     string
+	Department string
+	Workload   string // "namespace/pod", "slurm/<job>", "pid/<pid>"
+}
+
+// IsZero reports whether nothing has attributed the owner yet.
+func (o Owner) IsZero() bool { return o == Owner{} }

@@ -6,15 +6,22 @@ GO        ?= go
 BIN       := bin/gpumeter
 CH        := scripts/clickhouse.sh
 DEMO_DSN  ?= clickhouse://127.0.0.1:9000/gpumeter_demo
-FUZZTIME  ?= 10s
+FUZZTIME  ?= 8s
 export CGO_ENABLED := 1
 
 # Fuzz targets run briefly by `make test`: package:FuzzName.
 FUZZ_TARGETS := \
-	./internal/importer:FuzzRead
+	./internal/importer:FuzzRead \
+	./pricing:FuzzPrice \
+	./pricing:FuzzAllocate \
+	./pricing:FuzzParseBook \
+	./pricing:FuzzParseContract \
+	./internal/partition:FuzzSolve \
+	./collectors/attribution:FuzzParseCgroup \
+	./collectors/attribution:FuzzParseMapping
 
 # Packages with concurrency that also run under the race detector.
-RACE_PKGS :=
+RACE_PKGS := ./collectors/... ./internal/billing/...
 
 .PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop clean
 
@@ -53,8 +60,13 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' ; git ls-files --others --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# The bundled data set first, then six hours of a simulated 2-host fleet
+# through the collector (fixed start: re-running changes no totals).
 demo: clickhouse build
 	$(BIN) --clickhouse $(DEMO_DSN) demo
+	$(BIN) --clickhouse $(DEMO_DSN) collect --simulate --hosts 2 --seed 1 \
+		--start 2026-11-05T00:00:00Z --duration 6h --listen ""
+	$(BIN) --clickhouse $(DEMO_DSN) usage --from 2026-11-05 --to 2026-11-06 --by tenant,department
 
 clean:
 	rm -rf bin

@@ -64,18 +64,17 @@ func SKUFor(gpuModel, migProfile string) string {
 // tenant, workload and interval start. Replays of the same interval produce
 // the same id, which is what lets ClickHouse collapse duplicates.
 func SampleID(host, deviceUUID, tenant, workload string, start time.Time) uint64 {
-	h := sha256.New()
+	// One stack buffer and sha256.Sum256: the collector calls this for
+	// every sample of every poll, so it should not allocate.
+	var buf [256]byte
+	b := buf[:0]
 	for _, part := range []string{host, deviceUUID, tenant, workload} {
 		// Length-prefix each part so ("ab","c") and ("a","bc") differ.
-		var n [4]byte
-		binary.BigEndian.PutUint32(n[:], uint32(len(part)))
-		h.Write(n[:])
-		h.Write([]byte(part))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(part)))
+		b = append(b, part...)
 	}
-	var ts [8]byte
-	binary.BigEndian.PutUint64(ts[:], uint64(start.UTC().UnixNano()))
-	h.Write(ts[:])
-	sum := h.Sum(nil)
+	b = binary.BigEndian.AppendUint64(b, uint64(start.UTC().UnixNano()))
+	sum := sha256.Sum256(b)
 	return binary.BigEndian.Uint64(sum[:8])
 }
 

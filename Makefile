@@ -18,10 +18,11 @@ FUZZ_TARGETS := \
 	./pricing:FuzzParseContract \
 	./internal/partition:FuzzSolve \
 	./collectors/attribution:FuzzParseCgroup \
-	./collectors/attribution:FuzzParseMapping
+	./collectors/attribution:FuzzParseMapping \
+	./internal/spool:FuzzSegmentDecode
 
 # Packages with concurrency that also run under the race detector.
-RACE_PKGS := ./collectors/... ./internal/billing/...
+RACE_PKGS := ./collectors/... ./internal/billing/... ./internal/spool/...
 
 .PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop clean
 
@@ -48,7 +49,7 @@ fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
-		$(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME); \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x; \
 	done
 
 bench: clickhouse

@@ -1,0 +1,63 @@
+package spool
+
+import (
+	"context"
+	"testing"
+)
+
+// BenchmarkAppend measures the figure docs/performance.md promises: spool
+// append throughput with an fsync per batch of 1,000 samples.
+func BenchmarkAppend(b *testing.B) {
+	sp := openSpool(b, DefaultConfig(b.TempDir()))
+	batch := testBatch(0, 1000)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := sp.Append(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "rows/s")
+	_, bytes := sp.Backlog()
+	b.ReportMetric(float64(bytes)/float64(b.N*len(batch)), "bytes/row")
+}
+
+// BenchmarkEncode is the CPU part of an append, without the disk.
+func BenchmarkEncode(b *testing.B) {
+	batch := testBatch(0, 1000)
+	var enc encoder
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := enc.encode(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkRead reads back and decodes batches of 1,000 samples, as the
+// shipper does.
+func BenchmarkRead(b *testing.B) {
+	sp := openSpool(b, DefaultConfig(b.TempDir()))
+	batch := testBatch(0, 1000)
+	ctx := context.Background()
+	const spooled = 200
+	for range spooled {
+		if err := sp.Append(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rows := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		got, err := sp.Read(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(got.Samples) == 0 {
+			sp.Rewind() // read the same batches again
+		}
+		rows += len(got.Samples)
+	}
+	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+}

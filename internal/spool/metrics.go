@@ -1,0 +1,66 @@
+package spool
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// spoolMetrics are the spool's own counters; the shipper adds the lag.
+type spoolMetrics struct {
+	appendedBatches prometheus.Counter
+	appendedRows    prometheus.Counter
+	appendedBytes   prometheus.Counter
+	rejectedBatches prometheus.Counter
+	rejectedRows    prometheus.Counter
+	droppedSegments prometheus.Counter
+	droppedRows     prometheus.Counter
+	corruptRegions  prometheus.Counter
+	corruptBytes    prometheus.Counter
+	truncatedBytes  prometheus.Counter
+	writeErrors     prometheus.Counter
+	all             []prometheus.Collector
+}
+
+func newSpoolMetrics(s *Spool) *spoolMetrics {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "gpumeter", Subsystem: "spool", Name: name, Help: help})
+	}
+	m := &spoolMetrics{
+		appendedBatches: c("appended_batches_total", "Batches appended and fsynced."),
+		appendedRows:    c("appended_rows_total", "Samples appended and fsynced."),
+		appendedBytes:   c("appended_bytes_total", "Record bytes appended and fsynced."),
+		rejectedBatches: c("rejected_batches_total", "Batches refused with ErrFull under the reject overflow policy."),
+		rejectedRows:    c("rejected_rows_total", "Samples refused with ErrFull under the reject overflow policy."),
+		droppedSegments: c("dropped_segments_total", "Segments deleted by the drop_oldest overflow policy."),
+		droppedRows:     c("dropped_rows_total", "Unshipped samples in segments deleted by the drop_oldest overflow policy (data lost)."),
+		corruptRegions:  c("corrupt_regions_total", "Corrupt records or segment headers the reader skipped."),
+		corruptBytes:    c("corrupt_bytes_total", "Bytes the reader skipped as corrupt."),
+		truncatedBytes:  c("recovered_truncated_bytes_total", "Bytes of torn tail cut off the last segment when the spool was opened."),
+		writeErrors:     c("write_errors_total", "Appends that failed to write or fsync."),
+	}
+	m.all = []prometheus.Collector{
+		m.appendedBatches, m.appendedRows, m.appendedBytes, m.rejectedBatches, m.rejectedRows,
+		m.droppedSegments, m.droppedRows, m.corruptRegions, m.corruptBytes, m.truncatedBytes, m.writeErrors,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "gpumeter", Subsystem: "spool", Name: "segments", Help: "Segment files in the spool."},
+			func() float64 { n, _ := s.usage(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "gpumeter", Subsystem: "spool", Name: "bytes", Help: "Bytes of segment files in the spool."},
+			func() float64 { _, b := s.usage(); return float64(b) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "gpumeter", Subsystem: "spool", Name: "max_bytes", Help: "Configured bound on the spool's bytes."},
+			func() float64 { return float64(s.cfg.MaxBytes) }),
+	}
+	return m
+}
+
+// register adds every collector to reg; a nil reg registers nothing.
+func register(reg prometheus.Registerer, cs []prometheus.Collector) error {
+	if reg == nil {
+		return nil
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,215 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/gpumeter/gpumeter/collectors"
+)
+
+// Batch is one appended batch as read back.
+type Batch struct {
+	Samples []collectors.Sample
+	// Next is the position just after the batch: commit it once the
+	// samples are delivered.
+	Next Position
+}
+
+// reader is the read side's state; the reader goroutine owns it (rmu).
+type reader struct {
+	pos  Position // next record to read, with its segment's rows before it
+	f    *os.File // open segment pos.Segment, or nil
+	fseq uint64
+	buf  []byte
+}
+
+func (r *reader) closeFile() error {
+	if r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f = nil
+	return err
+}
+
+// moveTo puts the reader at the first record of segment seq.
+func (r *reader) moveTo(seq uint64) {
+	r.pos = Position{Segment: seq, Offset: segHeaderLen}
+}
+
+// Read returns the next batch after the read position and moves past it.
+//
+//   - A batch: len(b.Samples) > 0, err nil.
+//   - Caught up with the writer: no samples, err nil.
+//   - A corrupt region: err wraps ErrCorruptSegment; the region is skipped
+//     and counted, b.Next lies past it (commit it like any batch), and the
+//     next Read goes on after it.
+//   - Any other error (I/O): nothing moved; try again later.
+//
+// Read never blocks on the writer; wait on Appended for more.
+func (s *Spool) Read(ctx context.Context) (Batch, error) {
+	if err := ctx.Err(); err != nil {
+		return Batch{}, fmt.Errorf("read spool: %w", err)
+	}
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	r := &s.rd
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return Batch{}, fmt.Errorf("read spool: %w", ErrClosed)
+		}
+		seg, i := s.segAtOrAfterLocked(r.pos.Segment)
+		if seg == nil {
+			s.mu.Unlock()
+			return Batch{Next: r.pos}, nil
+		}
+		if seg.seq != r.pos.Segment {
+			// The reader's segment was dropped (overflow) or shipped: go on
+			// with the oldest one left.
+			r.moveTo(seg.seq)
+		}
+		size, bad, last := seg.size, seg.bad, i == len(s.segs)-1
+		var nextSeq uint64
+		if !last {
+			nextSeq = s.segs[i+1].seq
+		}
+		s.mu.Unlock()
+
+		r.pos.Offset = max(r.pos.Offset, segHeaderLen)
+		if r.pos.Offset >= size {
+			if last {
+				return Batch{Next: r.pos}, nil
+			}
+			r.moveTo(nextSeq)
+			continue
+		}
+		off := r.pos.Offset
+		if bad {
+			return s.skip(seg.seq, size, size, last, nextSeq, fmt.Errorf("segment %d header unreadable: %w", seg.seq, ErrCorruptSegment))
+		}
+		f, err := r.open(s.cfg.Dir, seg.seq)
+		if errors.Is(err, fs.ErrNotExist) && s.gone(seg.seq) {
+			continue // dropped by the writer since the look above
+		}
+		if err != nil {
+			return Batch{Next: r.pos}, fmt.Errorf("read spool: %w", err)
+		}
+		rh, payload, err := readRecordAt(f, off, size, &r.buf)
+		if errors.Is(err, ErrCorruptSegment) {
+			next, found, ferr := findNextRecord(f, off+1, size, &r.buf)
+			if ferr != nil {
+				return Batch{Next: r.pos}, fmt.Errorf("read spool segment %d: %w", seg.seq, ferr)
+			}
+			if !found {
+				next = size
+			}
+			return s.skip(seg.seq, next, size, last, nextSeq, fmt.Errorf("segment %d offset %d: %w", seg.seq, off, err))
+		}
+		if err != nil {
+			return Batch{Next: r.pos}, fmt.Errorf("read spool segment %d: %w", seg.seq, err)
+		}
+		samples, derr := decodeBatch(payload, rh.rows)
+		// A whole record counts towards the segment's rows even if its
+		// payload does not decode: recovery counted it the same way.
+		r.pos.rows += int64(rh.rows)
+		end := off + recHeaderLen + int64(rh.payloadLen)
+		if derr != nil {
+			return s.skip(seg.seq, end, size, last, nextSeq, fmt.Errorf("segment %d offset %d: %w", seg.seq, off, derr))
+		}
+		r.pos.Offset = end
+		return Batch{Samples: samples, Next: r.settle(size, last, nextSeq)}, nil
+	}
+}
+
+// gone reports whether segment seq has left the spool's list.
+func (s *Spool) gone(seq uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seg, _ := s.segAtOrAfterLocked(seq)
+	return seg == nil || seg.seq != seq
+}
+
+// skip moves the reader past a corrupt region of segment seq, from its
+// position to to, counts and logs it, and returns err for Read to report.
+func (s *Spool) skip(seq uint64, to, size int64, last bool, nextSeq uint64, err error) (Batch, error) {
+	r := &s.rd
+	from := r.pos.Offset
+	s.m.corruptRegions.Inc()
+	s.m.corruptBytes.Add(float64(to - from))
+	s.log.Error("spool skipped a corrupt region: its samples are lost", "segment", seq, "offset", from, "bytes", to-from, "err", err)
+	r.pos.Offset = to
+	return Batch{Next: r.settle(size, last, nextSeq)}, fmt.Errorf("read spool: %d bytes skipped: %w", to-from, err)
+}
+
+// settle moves a reader that reached the end of a sealed segment to the
+// start of the next one, so that committing its position lets the sealed
+// segment be deleted. It returns the (new) position.
+func (r *reader) settle(size int64, last bool, nextSeq uint64) Position {
+	if r.pos.Offset >= size && !last {
+		r.moveTo(nextSeq)
+	}
+	return r.pos
+}
+
+// open returns a read descriptor for segment seq, reusing the open one.
+func (r *reader) open(dir string, seq uint64) (*os.File, error) {
+	if r.f != nil && r.fseq == seq {
+		return r.f, nil
+	}
+	if err := r.closeFile(); err != nil {
+		return nil, fmt.Errorf("close segment %d: %w", r.fseq, err)
+	}
+	f, err := os.Open(segPath(dir, seq))
+	if err != nil {
+		return nil, fmt.Errorf("open segment %d: %w", seq, err)
+	}
+	r.f, r.fseq = f, seq
+	return f, nil
+}
+
+// Commit durably records that every batch before pos was delivered, then
+// deletes the segments wholly behind it. pos must come from a Batch this
+// spool returned and must not lie before the committed cursor.
+func (s *Spool) Commit(ctx context.Context, pos Position) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("commit cursor %s: %w", pos, err)
+	}
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	s.mu.Lock()
+	cur, closed := s.cursor, s.closed
+	s.mu.Unlock()
+	if closed {
+		return fmt.Errorf("commit cursor %s: %w", pos, ErrClosed)
+	}
+	if pos.Before(cur) {
+		return fmt.Errorf("commit cursor %s: before the committed %s", pos, cur)
+	}
+	if pos.Segment == cur.Segment && pos.Offset == cur.Offset {
+		return nil
+	}
+	if err := writeCursor(s.cfg.Dir, pos); err != nil {
+		return fmt.Errorf("commit cursor: %w", err)
+	}
+	s.mu.Lock()
+	s.cursor = pos
+	s.removeShippedLocked()
+	s.mu.Unlock()
+	return nil
+}
+
+// Rewind moves the reader back to the committed cursor, so that batches
+// read but never committed are read again (a shipper restarting in the
+// same process).
+func (s *Spool) Rewind() {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	s.mu.Lock()
+	s.rd.pos = s.cursor
+	s.mu.Unlock()
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors/attribution"
 	"github.com/gpumeter/gpumeter/collectors/nvml"
 	"github.com/gpumeter/gpumeter/collectors/sim"
+	"github.com/gpumeter/gpumeter/internal/spool"
 )
 
 // collectDeps are what tests replace: the NVML library and the registry.
@@ -46,6 +47,14 @@ type collectFlags struct {
 	sink      string
 	host      string
 	batchRows int
+
+	spoolDir      string
+	spoolMaxBytes int64
+	spoolOverflow string
+	shipRows      int
+	shipFlush     time.Duration
+	shipBackoff   time.Duration
+	drainTimeout  time.Duration
 
 	simulate bool
 	hosts    int
@@ -76,6 +85,13 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	fs.StringVar(&f.sink, "sink", "clickhouse", "where samples go: clickhouse, jsonl (stdout, the import format) or discard")
 	fs.StringVar(&f.host, "host", "", "host name in samples (default: the machine's)")
 	fs.IntVar(&f.batchRows, "batch-rows", 0, "samples per ClickHouse insert (default: every poll; 20000 with --simulate)")
+	fs.StringVar(&f.spoolDir, "spool", "", "spool directory: samples are fsynced here before shipping (default /var/lib/gpumeter/spool; with --simulate one per DSN under $TMPDIR)")
+	fs.Int64Var(&f.spoolMaxBytes, "spool-max-bytes", spool.DefaultConfig("").MaxBytes, "bound on the spool's size")
+	fs.StringVar(&f.spoolOverflow, "spool-overflow", string(spool.DefaultConfig("").Overflow), "when the spool is full: drop_oldest or reject")
+	fs.IntVar(&f.shipRows, "ship-batch-rows", spool.DefaultShipperConfig().BatchRows, "rows per ClickHouse insert from the spool (10000-100000)")
+	fs.DurationVar(&f.shipFlush, "ship-flush", spool.DefaultShipperConfig().FlushInterval, "ship a smaller batch after this long")
+	fs.DurationVar(&f.shipBackoff, "ship-backoff-max", spool.DefaultShipperConfig().BackoffMax, "longest wait between retries while ClickHouse is down")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "at the end of a finite run, how long to wait for the spool to ship (it stays on disk either way)")
 	fs.BoolVar(&f.simulate, "simulate", false, "read a simulated DGX fleet instead of NVML")
 	fs.IntVar(&f.hosts, "hosts", 2, "simulated hosts")
 	fs.IntVar(&f.gpus, "gpus", 8, "GPUs per simulated host")
@@ -107,6 +123,9 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	case "clickhouse", "jsonl", "discard":
 	default:
 		errs = append(errs, fmt.Errorf("--sink: %q is not clickhouse, jsonl or discard", f.sink))
+	}
+	if f.drainTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--drain-timeout: %s is negative", f.drainTimeout))
 	}
 	if f.batchRows < 0 {
 		errs = append(errs, fmt.Errorf("--batch-rows: %d is negative", f.batchRows))
@@ -151,14 +170,18 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) (
 	// Sink.
 	var out collectors.Appender
 	var written atomic.Uint64
+	drain := func(context.Context) error { return nil }
 	switch f.sink {
 	case "clickhouse":
-		s, err := openStore(ctx, g)
+		// Samples go to the on-disk spool first; the shipper delivers them
+		// to ClickHouse at least once, and survives outages and restarts.
+		d, err := startDelivery(ctx, g, f, reg, logger)
 		if err != nil {
 			return err
 		}
-		defer s.Close()
-		out = collectors.AppenderFunc(s.InsertSamples)
+		defer d.stop()
+		drain = d.drain
+		out = d.spool
 	case "jsonl":
 		out = jsonlSink(g.stdout)
 	case "discard":
@@ -317,6 +340,15 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) (
 	defer cancel()
 	if err := batch.Flush(fctx); err != nil {
 		return fmt.Errorf("flush: %w", err)
+	}
+	if ctx.Err() == nil {
+		// A finite run ends when everything it spooled is in ClickHouse.
+		dctx, cancel := context.WithTimeout(ctx, f.drainTimeout)
+		defer cancel()
+		logger.Info("collection finished; waiting for the spool to ship")
+		if err := drain(dctx); err != nil {
+			return fmt.Errorf("samples stay in the spool and ship on the next start: %w", err)
+		}
 	}
 	logger.Info("collector stopped", "samples", written.Load(), "elapsed", time.Since(began).Round(time.Millisecond))
 	if fleet != nil && g.stdout != nil && f.sink != "jsonl" {

@@ -34,7 +34,7 @@ var collectStart = time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
 // ledger: GPU time per tenant exactly, energy per tenant within rounding.
 func TestCollectSimulatedHourStoresWhatTheSimulatorRan(t *testing.T) {
 	dsn := testDSN(t)
-	args := []string{"--clickhouse", dsn, "collect", "--simulate", "--hosts", "2", "--seed", "7",
+	args := []string{"--clickhouse", dsn, "collect", "--simulate", "--spool", t.TempDir(), "--hosts", "2", "--seed", "7",
 		"--start", collectStart.Format(time.RFC3339), "--duration", "1h", "--listen", ""}
 	code, out, stderr := cli(t, args...)
 	if code != 0 {
@@ -49,74 +49,7 @@ func TestCollectSimulatedHourStoresWhatTheSimulatorRan(t *testing.T) {
 		t.Fatalf("replay exit %d\n%s", code, stderr)
 	}
 
-	cfg, err := store.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	s, err := store.Open(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	rows, err := s.Usage(ctx, store.UsageQuery{
-		From: collectStart, To: collectStart.Add(time.Hour),
-		GroupBy: []store.Dimension{store.DimTenant}, Source: store.SourceRaw,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored := map[string]store.Meters{}
-	var storedEnergy uint64
-	for _, r := range rows {
-		stored[r.Tenant] = r.Meters
-		storedEnergy += r.EnergyMillijoules
-	}
-
-	// What the simulator ran, from a fleet built the same way.
-	fleet, err := sim.New(sim.Config{Hosts: 2, GPUsPerHost: 8, Seed: 7, Start: collectStart, Step: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fleet.AdvanceTo(collectStart.Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	ledger := fleet.Ledger()
-	if len(ledger.Tenants()) < 5 {
-		t.Fatalf("simulated hour ran only %v", ledger.Tenants())
-	}
-	var total uint64
-	for _, tenant := range ledger.Tenants() {
-		want := ledger.GPUMicroseconds[tenant]
-		total += want
-		got := stored[tenant]
-		if got.GPUMicroseconds != want {
-			t.Errorf("tenant %q: stored %d gpu-µs, simulator ran %d (diff %d)", tenant, got.GPUMicroseconds, want, int64(got.GPUMicroseconds)-int64(want))
-		}
-		// Energy: the collector splits in integers, the ledger in floats;
-		// at most a millijoule per GPU and interval apart.
-		if diff := math.Abs(float64(got.EnergyMillijoules) - ledger.EnergyMillijoules[tenant]); diff > float64(ledger.GPUSteps) {
-			t.Errorf("tenant %q: stored %d mJ, simulator %.1f mJ", tenant, got.EnergyMillijoules, ledger.EnergyMillijoules[tenant])
-		}
-	}
-	for tenant := range stored {
-		if _, ok := ledger.GPUMicroseconds[tenant]; !ok {
-			t.Errorf("stored tenant %q the simulator never ran", tenant)
-		}
-	}
-	if want := uint64(2 * 8 * 3600 * 1e6); total != want {
-		t.Errorf("ledger holds %d gpu-µs, want 16 GPU-hours", total)
-	}
-	t.Logf("stored gpu-µs by tenant: %v", func() map[string]uint64 {
-		m := map[string]uint64{}
-		for k, v := range stored {
-			m[k] = v.GPUMicroseconds
-		}
-		return m
-	}())
-	if storedEnergy != ledger.TotalEnergyMillijoules {
-		t.Errorf("stored energy %d mJ, simulator's counters %d mJ", storedEnergy, ledger.TotalEnergyMillijoules)
-	}
+	assertStoredMatchesSimulator(t, dsn, 7, 2, collectStart, time.Hour)
 }
 
 func TestCollectJSONLinesCoverEveryGPUInterval(t *testing.T) {
@@ -304,4 +237,79 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		t.Fatalf("metric %s not found", name)
 	}
 	return sum
+}
+
+// assertStoredMatchesSimulator compares what ClickHouse holds for [start,
+// start+d) with the ledger of a simulated fleet built the same way: GPU
+// time per tenant exactly, energy within rounding, nothing counted twice.
+func assertStoredMatchesSimulator(t *testing.T, dsn string, seed int64, hosts int, start time.Time, d time.Duration) {
+	t.Helper()
+	cfg, err := store.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := store.Open(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows, err := s.Usage(ctx, store.UsageQuery{
+		From: start, To: start.Add(d),
+		GroupBy: []store.Dimension{store.DimTenant}, Source: store.SourceRaw,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]store.Meters{}
+	var storedEnergy uint64
+	for _, r := range rows {
+		stored[r.Tenant] = r.Meters
+		storedEnergy += r.EnergyMillijoules
+	}
+
+	// What the simulator ran, from a fleet built the same way.
+	fleet, err := sim.New(sim.Config{Hosts: hosts, GPUsPerHost: 8, Seed: seed, Start: start, Step: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.AdvanceTo(start.Add(d)); err != nil {
+		t.Fatal(err)
+	}
+	ledger := fleet.Ledger()
+	if len(ledger.Tenants()) < 5 {
+		t.Fatalf("simulated hour ran only %v", ledger.Tenants())
+	}
+	var total uint64
+	for _, tenant := range ledger.Tenants() {
+		want := ledger.GPUMicroseconds[tenant]
+		total += want
+		got := stored[tenant]
+		if got.GPUMicroseconds != want {
+			t.Errorf("tenant %q: stored %d gpu-µs, simulator ran %d (diff %d)", tenant, got.GPUMicroseconds, want, int64(got.GPUMicroseconds)-int64(want))
+		}
+		// Energy: the collector splits in integers, the ledger in floats;
+		// at most a millijoule per GPU and interval apart.
+		if diff := math.Abs(float64(got.EnergyMillijoules) - ledger.EnergyMillijoules[tenant]); diff > float64(ledger.GPUSteps) {
+			t.Errorf("tenant %q: stored %d mJ, simulator %.1f mJ", tenant, got.EnergyMillijoules, ledger.EnergyMillijoules[tenant])
+		}
+	}
+	for tenant := range stored {
+		if _, ok := ledger.GPUMicroseconds[tenant]; !ok {
+			t.Errorf("stored tenant %q the simulator never ran", tenant)
+		}
+	}
+	if want := uint64(hosts) * 8 * uint64(d/time.Microsecond); total != want {
+		t.Errorf("ledger holds %d gpu-µs, want %d", total, want)
+	}
+	t.Logf("stored gpu-µs by tenant: %v", func() map[string]uint64 {
+		m := map[string]uint64{}
+		for k, v := range stored {
+			m[k] = v.GPUMicroseconds
+		}
+		return m
+	}())
+	if storedEnergy != ledger.TotalEnergyMillijoules {
+		t.Errorf("stored energy %d mJ, simulator's counters %d mJ", storedEnergy, ledger.TotalEnergyMillijoules)
+	}
 }

@@ -25,6 +25,21 @@ type Store struct {
 
 // Open connects and checks the server answers.
 func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Store, error) {
+	s, err := Connect(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.conn.Ping(ctx); err != nil {
+		s.conn.Close()
+		return nil, fmt.Errorf("ping clickhouse %s/%s: %w", strings.Join(cfg.Addrs, ","), cfg.Database, err)
+	}
+	return s, nil
+}
+
+// Connect sets up the connection pool without talking to the server, for
+// callers (the collector's shipper) that must start while ClickHouse is
+// down; connections are made on first use.
+func Connect(cfg Config, logger *slog.Logger) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("clickhouse config: %w", err)
 	}
@@ -34,10 +49,6 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Store, error) 
 	conn, err := clickhouse.Open(options(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("open clickhouse %s: %w", strings.Join(cfg.Addrs, ","), err)
-	}
-	if err := conn.Ping(ctx); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("ping clickhouse %s/%s: %w", strings.Join(cfg.Addrs, ","), cfg.Database, err)
 	}
 	return &Store{conn: conn, cfg: cfg, logger: logger.With("component", "store")}, nil
 }

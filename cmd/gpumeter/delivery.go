@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpumeter/gpumeter/internal/spool"
+	"github.com/gpumeter/gpumeter/internal/store"
+)
+
+// delivery is the spool, the shipper goroutine and the store behind it.
+type delivery struct {
+	spool *spool.Spool
+	stop  func()
+}
+
+// startDelivery opens the store (without requiring ClickHouse to be up:
+// the spool holds samples until it is), the spool, and runs the shipper.
+func startDelivery(ctx context.Context, g *globals, f collectFlags, reg prometheus.Registerer, logger *slog.Logger) (*delivery, error) {
+	dir := f.spoolDir
+	if dir == "" {
+		dir = "/var/lib/gpumeter/spool"
+		if f.simulate {
+			// A spool belongs to one destination: keep simulated runs
+			// against different databases apart.
+			sum := sha256.Sum256([]byte(g.dsn))
+			dir = filepath.Join(os.TempDir(), "gpumeter-sim-spool-"+hex.EncodeToString(sum[:6]))
+		}
+	}
+	scfg := spool.DefaultConfig(dir)
+	scfg.MaxBytes, scfg.Overflow = f.spoolMaxBytes, spool.OverflowPolicy(f.spoolOverflow)
+	if err := scfg.Validate(); err != nil {
+		return nil, usageError{err}
+	}
+	shcfg := spool.DefaultShipperConfig()
+	shcfg.BatchRows, shcfg.FlushInterval, shcfg.BackoffMax = f.shipRows, f.shipFlush, f.shipBackoff
+	if shcfg.BackoffInitial > shcfg.BackoffMax {
+		shcfg.BackoffInitial = shcfg.BackoffMax
+	}
+	if err := shcfg.Validate(); err != nil {
+		return nil, usageError{err}
+	}
+	cfg, err := store.ParseDSN(g.dsn)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	st, err := store.Connect(cfg, g.logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Ping(ctx); err != nil {
+		logger.Warn("clickhouse unreachable at start; samples wait in the spool", "err", err)
+	}
+	sp, err := spool.Open(ctx, scfg, logger, reg)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	sh, err := spool.NewShipper(sp, st, shcfg, logger, reg)
+	if err != nil {
+		sp.Close()
+		st.Close()
+		return nil, err
+	}
+	// The shipper outlives the poll loop (it drains after a finite run), so
+	// it has its own context, cancelled by stop.
+	shipCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := sh.Run(shipCtx); err != nil {
+			logger.Error("shipper stopped", "err", err)
+		}
+	}()
+	stopShip := context.AfterFunc(ctx, cancel) // an interrupt stops shipping at once
+	d := &delivery{spool: sp}
+	d.stop = func() {
+		stopShip()
+		cancel()
+		wg.Wait()
+		if err := sp.Close(); err != nil {
+			logger.Warn("close spool", "err", err)
+		}
+		st.Close()
+	}
+	return d, nil
+}
+
+// drain waits until every spooled sample has been shipped and committed.
+func (d *delivery) drain(ctx context.Context) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		rows, _ := d.spool.Backlog()
+		if rows == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d rows not shipped yet: %w", rows, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

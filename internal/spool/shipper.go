@@ -245,11 +245,12 @@ func (s *Shipper) Run(ctx context.Context) error {
 	defer s.setOldest(time.Time{})
 	var p pending
 	var carry *Batch // read, but it would overfill p
+	var ahead []readResult // read ahead during the last send, not yet in p
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err := s.fill(ctx, &p, &carry); err != nil {
+		if err := s.fill(ctx, &p, &carry, &ahead); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -274,7 +275,12 @@ func (s *Shipper) Run(ctx context.Context) error {
 		due := len(p.samples) > 0 && !now.Before(p.firstAt.Add(s.cfg.FlushInterval))
 		switch {
 		case full || due:
-			if !s.send(ctx, &p) {
+			// Read ahead while the insert runs, so that decoding the spool
+			// and the insert (and ClickHouse) use both cores.
+			prefetched := s.readAhead(ctx, ahead)
+			ok := s.send(ctx, &p)
+			ahead = <-prefetched
+			if !ok {
 				return nil
 			}
 		case len(p.samples) == 0 && p.moved:
@@ -304,9 +310,16 @@ func (s *Shipper) Run(ctx context.Context) error {
 
 // fill reads whole batches into p until it holds BatchRows rows, the next
 // batch would overfill it (kept in *carry), or the spool is caught up.
-func (s *Shipper) fill(ctx context.Context, p *pending, carry **Batch) error {
+func (s *Shipper) fill(ctx context.Context, p *pending, carry **Batch, ahead *[]readResult) error {
 	for len(p.samples) < s.cfg.BatchRows && *carry == nil {
-		b, err := s.spool.Read(ctx)
+		var b Batch
+		var err error
+		if len(*ahead) > 0 {
+			b, err = (*ahead)[0].batch, (*ahead)[0].err
+			*ahead = (*ahead)[1:]
+		} else {
+			b, err = s.spool.Read(ctx)
+		}
 		if errors.Is(err, ErrCorruptSegment) {
 			// The spool logged and counted it; move past it.
 			p.next, p.moved = b.Next, true
@@ -325,6 +338,43 @@ func (s *Shipper) fill(ctx context.Context, p *pending, carry **Batch) error {
 		p.add(b, s.hooks.clock.Now())
 	}
 	return nil
+}
+
+// readResult is one spool.Read, kept for later.
+type readResult struct {
+	batch Batch
+	err   error
+}
+
+// readAhead reads up to a batch's worth of rows from the spool in its own
+// goroutine while the caller sends; the caller receives them (in order,
+// errors included) before it touches the spool again. Reading ahead only
+// moves the read position, never the committed cursor.
+func (s *Shipper) readAhead(ctx context.Context, queued []readResult) <-chan []readResult {
+	out := make(chan []readResult, 1)
+	rows := 0
+	for _, r := range queued {
+		rows += len(r.batch.Samples)
+	}
+	if rows >= s.cfg.BatchRows || (len(queued) > 0 && queued[len(queued)-1].err != nil) {
+		out <- queued
+		return out
+	}
+	go func() {
+		for rows < s.cfg.BatchRows && ctx.Err() == nil {
+			b, err := s.spool.Read(ctx)
+			if err == nil && len(b.Samples) == 0 {
+				break // caught up
+			}
+			queued = append(queued, readResult{b, err})
+			if err != nil && !errors.Is(err, ErrCorruptSegment) {
+				break
+			}
+			rows += len(b.Samples)
+		}
+		out <- queued
+	}()
+	return out
 }
 
 // waitForData waits for an append, the flush deadline of p, or ctx.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
@@ -17,6 +18,9 @@ const sampleColumns = "sample_id, host, gpu_uuid, gpu_model, mig_uuid, mig_profi
 
 // MaxInsertRows caps one INSERT; larger calls are split.
 const MaxInsertRows = 100_000
+
+// blockRows is the size of the data blocks one INSERT is streamed in.
+const blockRows = 10_000
 
 // InsertSamples writes samples in batches over the native protocol. Every
 // sample is validated first; one bad sample rejects the call and nothing is
@@ -42,35 +46,81 @@ func (s *Store) insertBatch(ctx context.Context, samples []collectors.Sample) er
 		return fmt.Errorf("prepare batch: %w", err)
 	}
 	// Column-wise append: one slice per column is several times faster than
-	// row-wise Append with its per-value reflection.
-	n := len(samples)
-	var (
-		ids                                       = make([]uint64, n)
-		hosts, gpus, models, migs, profiles, skus = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		tenants, depts, workloads                 = make([]string, n), make([]string, n), make([]string, n)
-		starts, ends                              = make([]time.Time, n), make([]time.Time, n)
-		gpuUS, smUS, memMiBs, memPeak, energy     = make([]uint64, n), make([]uint64, n), make([]uint64, n), make([]uint64, n), make([]uint64, n)
-		pcieTx, pcieRx, nvlTx, nvlRx              = make([]uint64, n), make([]uint64, n), make([]uint64, n), make([]uint64, n)
-	)
-	for i := range samples {
-		x := &samples[i]
-		ids[i] = x.ID
-		hosts[i], gpus[i], models[i], migs[i], profiles[i], skus[i] = x.Host, x.GPUUUID, x.GPUModel, x.MIGUUID, x.MIGProfile, x.SKU
-		tenants[i], depts[i], workloads[i] = x.Tenant, x.Department, x.Workload
-		starts[i], ends[i] = x.Start.UTC(), x.End.UTC()
-		gpuUS[i], smUS[i], memMiBs[i], memPeak[i], energy[i] = x.GPUMicroseconds, x.SMActiveMicroseconds, x.MemMiBSeconds, x.MemPeakBytes, x.EnergyMillijoules
-		pcieTx[i], pcieRx[i], nvlTx[i], nvlRx[i] = x.PCIeTxBytes, x.PCIeRxBytes, x.NVLinkTxBytes, x.NVLinkRxBytes
-	}
-	cols := []any{ids, hosts, gpus, models, migs, profiles, skus, tenants, depts, workloads, starts, ends,
-		gpuUS, smUS, memMiBs, memPeak, energy, pcieTx, pcieRx, nvlTx, nvlRx}
-	for i, col := range cols {
-		if err := batch.Column(i).Append(col); err != nil {
-			batch.Abort()
-			return fmt.Errorf("append column %d: %w", i, err)
+	// row-wise Append with its per-value reflection. The slices are reused
+	// from call to call (the driver copies out of them), which keeps the
+	// shipper's steady state from allocating and zeroing them anew.
+	cb := columnPool.Get().(*columnBuffers)
+	defer columnPool.Put(cb)
+	// Blocks of blockRows within the one INSERT: the server writes a block
+	// while the next one is built, instead of waiting for the whole batch.
+	// A broken connection may leave earlier blocks stored; the caller
+	// retries and reads deduplicate by sample_id.
+	for lo := 0; lo < len(samples); lo += blockRows {
+		if lo > 0 {
+			if err := batch.Flush(); err != nil {
+				batch.Abort()
+				return fmt.Errorf("send block at row %d: %w", lo, err)
+			}
+		}
+		cb.fill(samples[lo:min(lo+blockRows, len(samples))])
+		for i, col := range cb.columns() {
+			if err := batch.Column(i).Append(col); err != nil {
+				batch.Abort()
+				return fmt.Errorf("append column %d: %w", i, err)
+			}
 		}
 	}
 	if err := batch.Send(); err != nil {
-		return fmt.Errorf("send batch of %d rows: %w", n, err)
+		return fmt.Errorf("send batch of %d rows: %w", len(samples), err)
 	}
 	return nil
+}
+
+// columnBuffers hold one insert's columns, in sampleColumns order.
+type columnBuffers struct {
+	strs   [9][]string // host … workload
+	times  [2][]time.Time
+	counts [9][]uint64 // gpu_microseconds … nvlink_rx_bytes
+	ids    []uint64
+}
+
+var columnPool = sync.Pool{New: func() any { return new(columnBuffers) }}
+
+func (c *columnBuffers) fill(samples []collectors.Sample) {
+	c.ids = c.ids[:0]
+	for i := range c.strs {
+		c.strs[i] = c.strs[i][:0]
+	}
+	for i := range c.times {
+		c.times[i] = c.times[i][:0]
+	}
+	for i := range c.counts {
+		c.counts[i] = c.counts[i][:0]
+	}
+	for i := range samples {
+		x := &samples[i]
+		c.ids = append(c.ids, x.ID)
+		for j, v := range [9]string{x.Host, x.GPUUUID, x.GPUModel, x.MIGUUID, x.MIGProfile, x.SKU, x.Tenant, x.Department, x.Workload} {
+			c.strs[j] = append(c.strs[j], v)
+		}
+		c.times[0] = append(c.times[0], x.Start.UTC())
+		c.times[1] = append(c.times[1], x.End.UTC())
+		for j, v := range [9]uint64{x.GPUMicroseconds, x.SMActiveMicroseconds, x.MemMiBSeconds, x.MemPeakBytes, x.EnergyMillijoules,
+			x.PCIeTxBytes, x.PCIeRxBytes, x.NVLinkTxBytes, x.NVLinkRxBytes} {
+			c.counts[j] = append(c.counts[j], v)
+		}
+	}
+}
+
+func (c *columnBuffers) columns() []any {
+	cols := make([]any, 0, 21)
+	cols = append(cols, c.ids)
+	for i := range c.strs {
+		cols = append(cols, c.strs[i])
+	}
+	cols = append(cols, c.times[0], c.times[1])
+	for i := range c.counts {
+		cols = append(cols, c.counts[i])
+	}
+	return cols
 }

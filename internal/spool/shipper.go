@@ -244,7 +244,7 @@ func (s *Shipper) Run(ctx context.Context) error {
 	s.spool.Rewind()
 	defer s.setOldest(time.Time{})
 	var p pending
-	var carry *Batch // read, but it would overfill p
+	var carry *Batch       // read, but it would overfill p
 	var ahead []readResult // read ahead during the last send, not yet in p
 	for {
 		if ctx.Err() != nil {

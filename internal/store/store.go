@@ -85,15 +85,8 @@ func CreateDatabase(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("clickhouse config: %w", err)
 	}
-	admin := cfg
-	admin.Database = "default"
-	conn, err := clickhouse.Open(options(admin))
-	if err != nil {
-		return fmt.Errorf("open clickhouse: %w", err)
-	}
-	defer conn.Close()
 	// Identifiers cannot be bound; Validate restricted the name to [A-Za-z0-9_].
-	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+cfg.Database); err != nil {
+	if err := adminExec(ctx, cfg, "CREATE DATABASE IF NOT EXISTS "+cfg.Database); err != nil {
 		return fmt.Errorf("create database %s: %w", cfg.Database, err)
 	}
 	return nil
@@ -104,6 +97,15 @@ func DropDatabase(ctx context.Context, cfg Config, name string) error {
 	if !validIdentifier(name) || name == "default" || name == "system" {
 		return fmt.Errorf("drop database %q: refused", name)
 	}
+	if err := adminExec(ctx, cfg, "DROP DATABASE IF EXISTS "+name); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+// adminExec runs one statement through the server's default database, for
+// DDL on databases that may not exist yet.
+func adminExec(ctx context.Context, cfg Config, stmt string) error {
 	admin := cfg
 	admin.Database = "default"
 	conn, err := clickhouse.Open(options(admin))
@@ -111,10 +113,7 @@ func DropDatabase(ctx context.Context, cfg Config, name string) error {
 		return fmt.Errorf("open clickhouse: %w", err)
 	}
 	defer conn.Close()
-	if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
-	}
-	return nil
+	return conn.Exec(ctx, stmt)
 }
 
 // Close releases the connections.

@@ -82,8 +82,13 @@ ping() {
 	# The HTTP /ping answers "Ok." once the server accepts queries; the native
 	# port is then open as well.
 	local out
-	out=$(curl -fsS --max-time 2 "http://127.0.0.1:$http_port/ping" 2>/dev/null) || return 1
-	[ "$out" = "Ok." ]
+	if command -v curl >/dev/null 2>&1; then
+		out=$(curl -fsS --max-time 2 "http://127.0.0.1:$http_port/ping" 2>/dev/null) || return 1
+		[ "$out" = "Ok." ]
+	else
+		out=$(client --connect_timeout 2 -q "SELECT 1" 2>/dev/null) || return 1
+		[ "$out" = "1" ]
+	fi
 }
 
 write_config() {

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpumeter/gpumeter/internal/partition"
+	"github.com/gpumeter/gpumeter/internal/partition/nvmlapply"
 	"github.com/gpumeter/gpumeter/internal/store"
 )
 
@@ -163,7 +164,7 @@ func runMIGApply(ctx context.Context, g *globals, args []string, newNVML func(..
 	}
 	defer lib.Shutdown()
 
-	rep, err := partition.Apply(ctx, lib, plan, partition.ApplyOptions{Execute: *yes})
+	rep, err := nvmlapply.Apply(ctx, lib, plan, nvmlapply.ApplyOptions{Execute: *yes})
 	printApply(g.stdout, rep, err == nil)
 	return err
 }
@@ -253,7 +254,7 @@ func percent(a, b int) string {
 	return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
 }
 
-func printApply(w io.Writer, rep partition.ApplyReport, ok bool) {
+func printApply(w io.Writer, rep nvmlapply.ApplyReport, ok bool) {
 	for _, st := range rep.Steps {
 		state := "done"
 		switch {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/partition"
+	"github.com/gpumeter/gpumeter/internal/partition/nvmlapply"
 	"github.com/gpumeter/gpumeter/internal/store"
 )
 
@@ -216,7 +217,7 @@ func TestMIGApplyThroughMockNVML(t *testing.T) {
 	}
 
 	// The mock starts with MIG off: refused, nothing created.
-	if _, err := apply("--plan", path, "--yes"); !errors.Is(err, partition.ErrRefused) || !strings.Contains(err.Error(), "MIG mode is off") {
+	if _, err := apply("--plan", path, "--yes"); !errors.Is(err, nvmlapply.ErrRefused) || !strings.Contains(err.Error(), "MIG mode is off") {
 		t.Fatalf("apply with MIG off: %v", err)
 	}
 	dev.SetMigMode(nvml.DEVICE_MIG_ENABLE)

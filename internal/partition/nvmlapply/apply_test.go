@@ -1,4 +1,4 @@
-package partition
+package nvmlapply
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"github.com/gpumeter/gpumeter/internal/migprofile"
+	"github.com/gpumeter/gpumeter/internal/partition"
 )
 
 // smiProfileID is what real drivers report as GpuInstanceProfileInfo.Id (the
@@ -211,18 +212,18 @@ func fakeLib(devs ...*fakeGPU) *mock.Interface {
 
 // planFor runs the planner on a fleet read from the fakes, as an operator
 // would from a fleet file exported on the host.
-func planFor(t *testing.T, demand Demand, devs ...*fakeGPU) Plan {
+func planFor(t *testing.T, demand partition.Demand, devs ...*fakeGPU) partition.Plan {
 	t.Helper()
-	var fleet Fleet
+	var fleet partition.Fleet
 	for _, d := range devs {
-		g := GPU{Host: "node1", UUID: d.uuid, Model: d.model.Name}
+		g := partition.GPU{Host: "node1", UUID: d.uuid, Model: d.model.Name}
 		for _, gi := range d.gis {
 			busy := slices.ContainsFunc(d.procs, func(p nvml.ProcessInfo) bool { return p.GpuInstanceId == gi.id })
-			g.Instances = append(g.Instances, Instance{Profile: gi.prof.Name, Start: ptr(gi.start), UUID: fmt.Sprintf("MIG-%s-%d", d.uuid, gi.id), Busy: busy})
+			g.Instances = append(g.Instances, partition.Instance{Profile: gi.prof.Name, Start: ptr(gi.start), UUID: fmt.Sprintf("MIG-%s-%d", d.uuid, gi.id), Busy: busy})
 		}
 		fleet.GPUs = append(fleet.GPUs, g)
 	}
-	plan, err := Solve(fleet, demand)
+	plan, err := partition.Solve(fleet, demand)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestApplyCreatesThePlannedLayout(t *testing.T) {
 	dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
 	dev.withInstance("1g.10gb", 0) // idle, nobody wants it: in the way of the 4g
 	plan := planFor(t, oneTenant(migprofile.H100SXM5_80GB,
-		Request{Profile: "4g.40gb", Count: 1}, Request{Profile: "2g.20gb", Count: 1}, Request{Profile: "1g.10gb", Count: 1}), dev)
+		partition.Request{Profile: "4g.40gb", Count: 1}, partition.Request{Profile: "2g.20gb", Count: 1}, partition.Request{Profile: "1g.10gb", Count: 1}), dev)
 
 	rep, err := Apply(context.Background(), fakeLib(dev), plan, ApplyOptions{Execute: true})
 	if err != nil {
@@ -284,7 +285,7 @@ func TestApplyDestroysComputeInstancesFirst(t *testing.T) {
 	dev := newFakeGPU("GPU-a", "NVIDIA A100-SXM4-40GB", migprofile.A100SXM4_40GB)
 	dev.withInstance("3g.20gb", 0)
 	dev.withInstance("3g.20gb", 4)
-	plan := planFor(t, oneTenant(migprofile.A100SXM4_40GB, Request{Profile: "7g.40gb", Count: 1}), dev)
+	plan := planFor(t, oneTenant(migprofile.A100SXM4_40GB, partition.Request{Profile: "7g.40gb", Count: 1}), dev)
 	if _, err := Apply(context.Background(), fakeLib(dev), plan, ApplyOptions{Execute: true}); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
@@ -297,7 +298,7 @@ func TestApplyDestroysComputeInstancesFirst(t *testing.T) {
 func TestApplyDryRunChangesNothing(t *testing.T) {
 	dev := newFakeGPU("GPU-a", "NVIDIA H200", migprofile.H200SXM5_141GB)
 	dev.withInstance("7g.141gb", 0)
-	plan := planFor(t, oneTenant(migprofile.H200SXM5_141GB, Request{Profile: "1g.18gb", Count: 7}), dev)
+	plan := planFor(t, oneTenant(migprofile.H200SXM5_141GB, partition.Request{Profile: "1g.18gb", Count: 7}), dev)
 	rep, err := Apply(context.Background(), fakeLib(dev), plan, ApplyOptions{})
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
@@ -315,25 +316,25 @@ func TestApplyDryRunChangesNothing(t *testing.T) {
 func TestApplyRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		setup func(bad *fakeGPU, plan *Plan)
+		setup func(bad *fakeGPU, plan *partition.Plan)
 		want  string
 	}{
-		{"MIG mode off", func(bad *fakeGPU, _ *Plan) { bad.migMode = nvml.DEVICE_MIG_DISABLE }, "MIG mode is off"},
-		{"instance to remove has running processes", func(bad *fakeGPU, _ *Plan) {
+		{"MIG mode off", func(bad *fakeGPU, _ *partition.Plan) { bad.migMode = nvml.DEVICE_MIG_DISABLE }, "MIG mode is off"},
+		{"instance to remove has running processes", func(bad *fakeGPU, _ *partition.Plan) {
 			// The plan was made while it was idle; work started since.
 			bad.procs = []nvml.ProcessInfo{{Pid: 4242, GpuInstanceId: bad.gis[0].id}}
 		}, "has 1 running processes"},
-		{"device is another model", func(bad *fakeGPU, _ *Plan) { bad.name = "NVIDIA H200" }, `device is "NVIDIA H200", the plan is for H100-SXM5-80GB`},
-		{"device model unknown", func(bad *fakeGPU, _ *Plan) { bad.name = "NVIDIA H100 PCIe" }, "the plan is for H100-SXM5-80GB"},
-		{"device gained an instance the plan does not know", func(bad *fakeGPU, _ *Plan) { bad.withInstance("1g.10gb", 6) }, "the plan does not know"},
+		{"device is another model", func(bad *fakeGPU, _ *partition.Plan) { bad.name = "NVIDIA H200" }, `device is "NVIDIA H200", the plan is for H100-SXM5-80GB`},
+		{"device model unknown", func(bad *fakeGPU, _ *partition.Plan) { bad.name = "NVIDIA H100 PCIe" }, "the plan is for H100-SXM5-80GB"},
+		{"device gained an instance the plan does not know", func(bad *fakeGPU, _ *partition.Plan) { bad.withInstance("1g.10gb", 6) }, "the plan does not know"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			good := newFakeGPU("GPU-good", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
 			bad := newFakeGPU("GPU-bad", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
 			bad.withInstance("1g.10gb", 0) // idle now, in the way of a 3g
-			plan := planFor(t, Demand{Tenants: []TenantDemand{
-				{Tenant: "acme", Reserved: []Request{{Model: migprofile.H100SXM5_80GB, Profile: "3g.40gb", Count: 2}}},
-				{Tenant: "beta", Reserved: []Request{{Model: migprofile.H100SXM5_80GB, Profile: "3g.40gb", Count: 2}}},
+			plan := planFor(t, partition.Demand{Tenants: []partition.TenantDemand{
+				{Tenant: "acme", Reserved: []partition.Request{{Model: migprofile.H100SXM5_80GB, Profile: "3g.40gb", Count: 2}}},
+				{Tenant: "beta", Reserved: []partition.Request{{Model: migprofile.H100SXM5_80GB, Profile: "3g.40gb", Count: 2}}},
 			}}, good, bad)
 			if !plan.GPUs[0].Changed || !plan.GPUs[1].Changed || len(plan.GPUs[1].Remove) != 1 {
 				t.Fatalf("test setup: want both GPUs changed and the 1g removed, got %+v", plan.GPUs)
@@ -354,8 +355,8 @@ func TestApplyRefusals(t *testing.T) {
 func TestApplyRefusesWhenAKeptInstanceIsGone(t *testing.T) {
 	dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
 	dev.withInstance("3g.40gb", 4)
-	plan := planFor(t, oneTenant(migprofile.H100SXM5_80GB, Request{Profile: "3g.40gb", Count: 2}), dev)
-	if got := layoutOf(plan.GPUs[0]); !slices.Equal(got, []slot{{"3g.40gb", 0}, {"3g.40gb", 4}}) || plan.GPUs[0].Instances[1].Action != Keep {
+	plan := planFor(t, oneTenant(migprofile.H100SXM5_80GB, partition.Request{Profile: "3g.40gb", Count: 2}), dev)
+	if got := layoutOf(plan.GPUs[0]); !slices.Equal(got, []slot{{"3g.40gb", 0}, {"3g.40gb", 4}}) || plan.GPUs[0].Instances[1].Action != partition.Keep {
 		t.Fatalf("test setup: plan %+v", plan.GPUs[0])
 	}
 	// Someone destroys the kept instance between plan and apply.
@@ -371,8 +372,8 @@ func TestApplyRefusesWhenAKeptInstanceIsGone(t *testing.T) {
 
 func TestApplyRejectsAnInvalidPlan(t *testing.T) {
 	dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
-	plan := Plan{GPUs: []GPUPlan{{UUID: "GPU-a", Model: migprofile.H100SXM5_80GB, Changed: true, Instances: []PlannedInstance{
-		{Profile: "3g.40gb", Start: 2, Action: Create},
+	plan := partition.Plan{GPUs: []partition.GPUPlan{{UUID: "GPU-a", Model: migprofile.H100SXM5_80GB, Changed: true, Instances: []partition.PlannedInstance{
+		{Profile: "3g.40gb", Start: 2, Action: partition.Create},
 	}}}}
 	_, err := Apply(context.Background(), fakeLib(dev), plan, ApplyOptions{Execute: true})
 	if err == nil || !strings.Contains(err.Error(), "cannot start at slot 2") || len(dev.log) != 0 {
@@ -382,7 +383,7 @@ func TestApplyRejectsAnInvalidPlan(t *testing.T) {
 
 func TestApplyPlanForOtherHosts(t *testing.T) {
 	dev := newFakeGPU("GPU-here", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
-	plan := Plan{GPUs: []GPUPlan{{UUID: "GPU-elsewhere", Model: migprofile.H100SXM5_80GB}}}
+	plan := partition.Plan{GPUs: []partition.GPUPlan{{UUID: "GPU-elsewhere", Model: migprofile.H100SXM5_80GB}}}
 	_, err := Apply(context.Background(), fakeLib(dev), plan, ApplyOptions{})
 	if err == nil || !strings.Contains(err.Error(), "none of the plan's 1 GPUs is on this host") {
 		t.Errorf("Apply error %v", err)
@@ -391,7 +392,7 @@ func TestApplyPlanForOtherHosts(t *testing.T) {
 
 func TestApplyStopsAtTheFirstFailedCall(t *testing.T) {
 	dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
-	plan := planFor(t, oneTenant(migprofile.H100SXM5_80GB, Request{Profile: "3g.40gb", Count: 2}), dev)
+	plan := planFor(t, oneTenant(migprofile.H100SXM5_80GB, partition.Request{Profile: "3g.40gb", Count: 2}), dev)
 	dev.failCreate = true
 	rep, err := Apply(context.Background(), fakeLib(dev), plan, ApplyOptions{Execute: true})
 	if err == nil || !strings.Contains(err.Error(), "apply stopped after 0 of 2 steps") {
@@ -413,8 +414,8 @@ func TestApplyStopsAtTheFirstFailedCall(t *testing.T) {
 // them (first valid slot). Apply trusts the device: it matches the kept
 // instance wherever it really is and refuses creates that would collide.
 func TestApplyUsesDevicePlacementsForInferredInstances(t *testing.T) {
-	unknown := func(profile string) Fleet {
-		return Fleet{GPUs: []GPU{{Host: "h", UUID: "GPU-a", Model: migprofile.H100SXM5_80GB, Instances: []Instance{
+	unknown := func(profile string) partition.Fleet {
+		return partition.Fleet{GPUs: []partition.GPU{{Host: "h", UUID: "GPU-a", Model: migprofile.H100SXM5_80GB, Instances: []partition.Instance{
 			{Profile: profile, UUID: "MIG-x", Tenant: "x", Busy: true},
 		}}}}
 	}
@@ -422,7 +423,7 @@ func TestApplyUsesDevicePlacementsForInferredInstances(t *testing.T) {
 		dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
 		gi := dev.withInstance("1g.10gb", 6) // the planner will guess slot 0
 		dev.procs = []nvml.ProcessInfo{{Pid: 1, GpuInstanceId: gi.id}}
-		plan, err := Solve(unknown("1g.10gb"), oneTenant(migprofile.H100SXM5_80GB, Request{Profile: "2g.20gb", Count: 1}))
+		plan, err := partition.Solve(unknown("1g.10gb"), oneTenant(migprofile.H100SXM5_80GB, partition.Request{Profile: "2g.20gb", Count: 1}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -441,7 +442,7 @@ func TestApplyUsesDevicePlacementsForInferredInstances(t *testing.T) {
 		dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
 		gi := dev.withInstance("3g.40gb", 4) // the planner will guess slot 0
 		dev.procs = []nvml.ProcessInfo{{Pid: 1, GpuInstanceId: gi.id}}
-		plan, err := Solve(unknown("3g.40gb"), oneTenant(migprofile.H100SXM5_80GB, Request{Profile: "3g.40gb", Count: 1}))
+		plan, err := partition.Solve(unknown("3g.40gb"), oneTenant(migprofile.H100SXM5_80GB, partition.Request{Profile: "3g.40gb", Count: 1}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,3 +455,25 @@ func TestApplyUsesDevicePlacementsForInferredInstances(t *testing.T) {
 		}
 	})
 }
+
+type slot struct {
+	profile string
+	start   int
+}
+
+func layoutOf(g partition.GPUPlan) []slot {
+	var out []slot
+	for _, in := range g.Instances {
+		out = append(out, slot{in.Profile, in.Start})
+	}
+	return out
+}
+
+func oneTenant(model string, reqs ...partition.Request) partition.Demand {
+	for i := range reqs {
+		reqs[i].Model = model
+	}
+	return partition.Demand{Tenants: []partition.TenantDemand{{Tenant: "acme", Reserved: reqs}}}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,4 +1,6 @@
-package partition
+// Package nvmlapply makes a host's GPUs match a MIG partition plan through
+// NVML. It is the only part of the planner that touches hardware (and cgo).
+package nvmlapply
 
 import (
 	"cmp"
@@ -10,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpumeter/gpumeter/internal/migprofile"
+	"github.com/gpumeter/gpumeter/internal/partition"
 )
 
 // ErrRefused marks an apply that found a reason not to touch the devices:
@@ -26,10 +29,10 @@ type ApplyOptions struct {
 
 // Step is one change Apply makes (or would make) to a device.
 type Step struct {
-	GPU     string `json:"gpu"`
-	Action  Action `json:"action"` // create or destroy
-	Profile string `json:"profile"`
-	Start   int    `json:"start"`
+	GPU     string           `json:"gpu"`
+	Action  partition.Action `json:"action"` // create or destroy
+	Profile string           `json:"profile"`
+	Start   int              `json:"start"`
 	// GPUInstanceID is the NVML id of the GPU instance destroyed or created
 	// (unknown, 0, for a create in a dry run).
 	GPUInstanceID uint32 `json:"gpu_instance_id"`
@@ -58,10 +61,10 @@ type deviceGI struct {
 type gpuWork struct {
 	uuid    string
 	dev     nvml.Device
-	m       *modelIndex
+	m       *model
 	infos   map[int]nvml.GpuInstanceProfileInfo // by profile index
 	destroy []*deviceGI
-	create  []PlannedInstance
+	create  []partition.PlannedInstance
 }
 
 // Apply brings the devices of this host to the plan's layouts: it destroys
@@ -71,7 +74,7 @@ type gpuWork struct {
 // anything changes, and any failed check refuses the whole apply
 // (ErrRefused). A GPU already in its target layout needs nothing, so a
 // re-run after a partial failure finishes the job.
-func Apply(ctx context.Context, lib nvml.Interface, plan Plan, opts ApplyOptions) (ApplyReport, error) {
+func Apply(ctx context.Context, lib nvml.Interface, plan partition.Plan, opts ApplyOptions) (ApplyReport, error) {
 	rep := ApplyReport{DryRun: !opts.Execute}
 	if err := plan.Validate(); err != nil {
 		return rep, fmt.Errorf("apply: invalid plan: %w", err)
@@ -111,10 +114,10 @@ func Apply(ctx context.Context, lib nvml.Interface, plan Plan, opts ApplyOptions
 	}
 	for _, w := range work {
 		for _, d := range w.destroy {
-			rep.Steps = append(rep.Steps, Step{GPU: w.uuid, Action: Destroy, Profile: w.m.profiles[d.prof].Name, Start: d.start, GPUInstanceID: d.id})
+			rep.Steps = append(rep.Steps, Step{GPU: w.uuid, Action: partition.Destroy, Profile: w.m.profiles[d.prof].Name, Start: d.start, GPUInstanceID: d.id})
 		}
 		for _, c := range w.create {
-			rep.Steps = append(rep.Steps, Step{GPU: w.uuid, Action: Create, Profile: c.Profile, Start: c.Start})
+			rep.Steps = append(rep.Steps, Step{GPU: w.uuid, Action: partition.Create, Profile: c.Profile, Start: c.Start})
 		}
 	}
 	if !opts.Execute {
@@ -172,7 +175,7 @@ func localDevices(lib nvml.Interface) (map[string]nvml.Device, error) {
 // checkGPU compares one device with its plan and works out the changes. It
 // returns nil work when the device already has the target layout, and an
 // error for every reason to refuse.
-func checkGPU(dev nvml.Device, g GPUPlan) (*gpuWork, error) {
+func checkGPU(dev nvml.Device, g partition.GPUPlan) (*gpuWork, error) {
 	name, ret := dev.GetName()
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("device name: %v", ret)
@@ -191,6 +194,9 @@ func checkGPU(dev nvml.Device, g GPUPlan) (*gpuWork, error) {
 		return nil, errors.New("MIG mode is off (enabling it resets the GPU: do that first)")
 	}
 	m := modelByName(g.Model)
+	if m == nil {
+		return nil, fmt.Errorf("model %q: no MIG profile table", g.Model)
+	}
 	w := &gpuWork{dev: dev, m: m, infos: map[int]nvml.GpuInstanceProfileInfo{}}
 	w.uuid, _ = dev.GetUUID()
 	var errs []error
@@ -230,7 +236,7 @@ func checkGPU(dev nvml.Device, g GPUPlan) (*gpuWork, error) {
 
 	// match finds the device instance a planned one stands for: same
 	// profile and start, or for an inferred start any free one of the profile.
-	match := func(in PlannedInstance) *deviceGI {
+	match := func(in partition.PlannedInstance) *deviceGI {
 		p := m.byName[in.Profile]
 		for _, d := range gis {
 			if !d.matched && d.prof == p && d.start == in.Start {
@@ -248,7 +254,7 @@ func checkGPU(dev nvml.Device, g GPUPlan) (*gpuWork, error) {
 	}
 	var used uint8
 	for _, in := range g.Instances {
-		if in.Action != Keep {
+		if in.Action != partition.Keep {
 			continue
 		}
 		d := match(in)
@@ -266,9 +272,9 @@ func checkGPU(dev nvml.Device, g GPUPlan) (*gpuWork, error) {
 		}
 		// Already gone: an earlier apply got this far.
 	}
-	var creates []PlannedInstance
+	var creates []partition.PlannedInstance
 	for _, in := range g.Instances {
-		if in.Action != Create {
+		if in.Action != partition.Create {
 			continue
 		}
 		if d := match(in); d != nil {
@@ -313,7 +319,7 @@ func checkGPU(dev nvml.Device, g GPUPlan) (*gpuWork, error) {
 	// Largest first: NVIDIA's guide notes creation order matters for some
 	// geometries when placement is left to the driver; with explicit
 	// placements it is harmless and keeps the order predictable.
-	slices.SortStableFunc(creates, func(a, b PlannedInstance) int {
+	slices.SortStableFunc(creates, func(a, b partition.PlannedInstance) int {
 		pa, pb := m.profiles[m.byName[a.Profile]], m.profiles[m.byName[b.Profile]]
 		return cmp.Or(cmp.Compare(pb.MemorySlices, pa.MemorySlices), cmp.Compare(pb.ComputeSlices, pa.ComputeSlices), cmp.Compare(a.Start, b.Start))
 	})
@@ -369,7 +375,7 @@ func destroyGI(gi nvml.GpuInstance) error {
 	return nil
 }
 
-func createGI(w *gpuWork, c PlannedInstance) (uint32, error) {
+func createGI(w *gpuWork, c partition.PlannedInstance) (uint32, error) {
 	p := w.m.byName[c.Profile]
 	prof := w.m.profiles[p]
 	info := w.infos[p]
@@ -390,4 +396,33 @@ func createGI(w *gpuWork, c PlannedInstance) (uint32, error) {
 		return gii.Id, fmt.Errorf("create compute instance: %v", ret)
 	}
 	return gii.Id, nil
+}
+
+// model is one GPU model's profiles with an index by name.
+type model struct {
+	profiles []migprofile.Profile
+	byName   map[string]int
+}
+
+func modelByName(name string) *model {
+	mp, ok := migprofile.LookupModel(name)
+	if !ok {
+		return nil
+	}
+	m := &model{profiles: mp.Profiles, byName: map[string]int{}}
+	for i, p := range mp.Profiles {
+		m.byName[p.Name] = i
+	}
+	return m
+}
+
+// maskAt is the occupancy mask of profile p placed at start, 0 when the
+// placement is not one NVIDIA allows.
+func (m *model) maskAt(p, start int) uint8 {
+	for _, pl := range m.profiles[p].Placements {
+		if pl.Start == start {
+			return pl.Mask()
+		}
+	}
+	return 0
 }

@@ -27,7 +27,6 @@ import (
 	"github.com/gpumeter/gpumeter/collectors/attribution"
 	"github.com/gpumeter/gpumeter/collectors/nvml"
 	"github.com/gpumeter/gpumeter/collectors/sim"
-	"github.com/gpumeter/gpumeter/internal/spool"
 )
 
 // collectDeps are what tests replace: the NVML library and the registry.
@@ -85,12 +84,13 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	fs.StringVar(&f.sink, "sink", "clickhouse", "where samples go: clickhouse, jsonl (stdout, the import format) or discard")
 	fs.StringVar(&f.host, "host", "", "host name in samples (default: the machine's)")
 	fs.IntVar(&f.batchRows, "batch-rows", 0, "samples per ClickHouse insert (default: every poll; 20000 with --simulate)")
-	fs.StringVar(&f.spoolDir, "spool", "", "spool directory: samples are fsynced here before shipping (default /var/lib/gpumeter/spool; with --simulate one per DSN under $TMPDIR)")
-	fs.Int64Var(&f.spoolMaxBytes, "spool-max-bytes", spool.DefaultConfig("").MaxBytes, "bound on the spool's size")
-	fs.StringVar(&f.spoolOverflow, "spool-overflow", string(spool.DefaultConfig("").Overflow), "when the spool is full: drop_oldest or reject")
-	fs.IntVar(&f.shipRows, "ship-batch-rows", spool.DefaultShipperConfig().BatchRows, "rows per ClickHouse insert from the spool (10000-100000)")
-	fs.DurationVar(&f.shipFlush, "ship-flush", spool.DefaultShipperConfig().FlushInterval, "ship a smaller batch after this long")
-	fs.DurationVar(&f.shipBackoff, "ship-backoff-max", spool.DefaultShipperConfig().BackoffMax, "longest wait between retries while ClickHouse is down")
+	sc, shc := g.cfg.Collector.Spool, g.cfg.Collector.Shipper
+	fs.StringVar(&f.spoolDir, "spool", "", "spool directory: samples are fsynced here before shipping (default collector.spool.dir of the config, /var/lib/gpumeter/spool; with --simulate one per DSN under $TMPDIR)")
+	fs.Int64Var(&f.spoolMaxBytes, "spool-max-bytes", sc.MaxBytes, "bound on the spool's size")
+	fs.StringVar(&f.spoolOverflow, "spool-overflow", string(sc.Overflow), "when the spool is full: drop_oldest or reject")
+	fs.IntVar(&f.shipRows, "ship-batch-rows", shc.BatchRows, "rows per ClickHouse insert from the spool (10000-100000)")
+	fs.DurationVar(&f.shipFlush, "ship-flush", shc.FlushInterval, "ship a smaller batch after this long")
+	fs.DurationVar(&f.shipBackoff, "ship-backoff-max", shc.BackoffMax, "longest wait between retries while ClickHouse is down")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "at the end of a finite run, how long to wait for the spool to ship (it stays on disk either way)")
 	fs.BoolVar(&f.simulate, "simulate", false, "read a simulated DGX fleet instead of NVML")
 	fs.IntVar(&f.hosts, "hosts", 2, "simulated hosts")

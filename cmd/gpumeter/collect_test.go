@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gpumeter/gpumeter/collectors/sim"
+	"github.com/gpumeter/gpumeter/internal/config"
 	"github.com/gpumeter/gpumeter/internal/store"
 )
 
@@ -100,7 +101,7 @@ func microsOf(v any) (int64, error) {
 func TestCollectMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var stderr bytes.Buffer
-	g := &globals{stdout: io.Discard, stderr: &stderr, logger: slog.New(slog.NewTextHandler(&stderr, nil))}
+	g := &globals{stdout: io.Discard, stderr: &stderr, logger: slog.New(slog.NewTextHandler(&stderr, nil)), cfg: config.Default()}
 	err := collect(context.Background(), g, []string{"--simulate", "--hosts", "2", "--start", collectStart.Format(time.RFC3339),
 		"--duration", "10m", "--sink", "discard", "--listen", ""}, collectDeps{registry: reg})
 	if err != nil {
@@ -181,7 +182,7 @@ func TestCollectServesMetricsAndReadiness(t *testing.T) {
 
 func TestCollectWithoutTheNVMLLibraryFailsClearly(t *testing.T) {
 	var stderr bytes.Buffer
-	g := &globals{stdout: io.Discard, stderr: &stderr, logger: slog.New(slog.DiscardHandler)}
+	g := &globals{stdout: io.Discard, stderr: &stderr, logger: slog.New(slog.DiscardHandler), cfg: config.Default()}
 	lib := &mock.Interface{InitFunc: func() gonvml.Return { return gonvml.ERROR_LIBRARY_NOT_FOUND }}
 	err := collect(context.Background(), g, []string{"--sink", "discard", "--listen", ""},
 		collectDeps{newNVML: func() gonvml.Interface { return lib }, registry: prometheus.NewRegistry()})

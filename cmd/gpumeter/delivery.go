@@ -28,7 +28,7 @@ type delivery struct {
 func startDelivery(ctx context.Context, g *globals, f collectFlags, reg prometheus.Registerer, logger *slog.Logger) (*delivery, error) {
 	dir := f.spoolDir
 	if dir == "" {
-		dir = "/var/lib/gpumeter/spool"
+		dir = g.cfg.Collector.Spool.Dir
 		if f.simulate {
 			// A spool belongs to one destination: keep simulated runs
 			// against different databases apart.
@@ -36,12 +36,13 @@ func startDelivery(ctx context.Context, g *globals, f collectFlags, reg promethe
 			dir = filepath.Join(os.TempDir(), "gpumeter-sim-spool-"+hex.EncodeToString(sum[:6]))
 		}
 	}
-	scfg := spool.DefaultConfig(dir)
+	scfg := g.cfg.Collector.Spool
+	scfg.Dir = dir
 	scfg.MaxBytes, scfg.Overflow = f.spoolMaxBytes, spool.OverflowPolicy(f.spoolOverflow)
 	if err := scfg.Validate(); err != nil {
 		return nil, usageError{err}
 	}
-	shcfg := spool.DefaultShipperConfig()
+	shcfg := g.cfg.Collector.Shipper
 	shcfg.BatchRows, shcfg.FlushInterval, shcfg.BackoffMax = f.shipRows, f.shipFlush, f.shipBackoff
 	if shcfg.BackoffInitial > shcfg.BackoffMax {
 		shcfg.BackoffInitial = shcfg.BackoffMax

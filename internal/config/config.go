@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/server"
+	"github.com/gpumeter/gpumeter/internal/spool"
 )
 
 // Config is the whole file. Sections grow with the features that need them.
@@ -24,6 +25,13 @@ type Config struct {
 	Server     server.Config           `yaml:"server"`
 	Rollup     billing.RollupConfig    `yaml:"rollup"`
 	Retention  billing.RetentionConfig `yaml:"retention"`
+	Collector  Collector               `yaml:"collector"`
+}
+
+// Collector configures delivery on GPU hosts; collect's flags override it.
+type Collector struct {
+	Spool   spool.Config        `yaml:"spool"`
+	Shipper spool.ShipperConfig `yaml:"shipper"`
 }
 
 // ClickHouse says where usage is stored.
@@ -44,6 +52,10 @@ func Default() Config {
 		Server:     server.Config{Listen: "127.0.0.1:8080"},
 		Rollup:     billing.DefaultRollupConfig(),
 		Retention:  billing.DefaultRetentionConfig(),
+		Collector: Collector{
+			Spool:   spool.DefaultConfig("/var/lib/gpumeter/spool"),
+			Shipper: spool.DefaultShipperConfig(),
+		},
 	}
 }
 
@@ -80,10 +92,19 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log.level: %q: want debug, info, warn or error", c.Log.Level))
 	}
-	for _, err := range []error{c.Server.Validate(), c.Rollup.Validate(), c.Retention.Validate()} {
+	for _, err := range []error{c.Server.Validate(), c.Rollup.Validate(), c.Retention.Validate(),
+		prefixed("collector.spool", c.Collector.Spool.Validate()), prefixed("collector.shipper", c.Collector.Shipper.Validate())} {
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// prefixed names the config section of a package's validation error.
+func prefixed(section string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", section, err)
 }

@@ -60,3 +60,25 @@ func TestLoadRejects(t *testing.T) {
 		t.Fatalf("missing file error = %v", err)
 	}
 }
+
+// The README's example config must load: it is what operators copy.
+func TestREADMEExampleLoads(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("testdata/readme-example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), string(example)) {
+		t.Fatal("testdata/readme-example.yaml no longer matches the README's config example; copy it over")
+	}
+	cfg, err := Load("testdata/readme-example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Collector.Spool.MaxBytes != 1<<30 || cfg.Retention.RawDays != 90 {
+		t.Fatalf("example loaded as %+v", cfg)
+	}
+}

@@ -9,7 +9,7 @@ COPY . .
 RUN CGO_ENABLED=1 go build -o /out/gpumeter ./cmd/gpumeter
 
 FROM debian:bookworm-slim
-RUN useradd --system --no-create-home gpumeter
+RUN useradd --system --no-create-home gpumeter && mkdir -p /var/lib/gpumeter/spool && chown gpumeter /var/lib/gpumeter/spool
 COPY --from=build /out/gpumeter /usr/local/bin/gpumeter
 USER gpumeter
 ENTRYPOINT ["/usr/local/bin/gpumeter"]

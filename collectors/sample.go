@@ -95,6 +95,9 @@ func (s Sample) Validate() error {
 	}
 	if s.Start.IsZero() || s.End.IsZero() {
 		errs = append(errs, errors.New("start/end: missing"))
+	} else if !InStorableRange(s.Start) || !InStorableRange(s.End) {
+		errs = append(errs, fmt.Errorf("start/end: outside %s .. %s, the range stored times can take",
+			MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339)))
 	} else if !s.End.After(s.Start) {
 		errs = append(errs, fmt.Errorf("end: %s is not after start %s", s.End.UTC().Format(time.RFC3339), s.Start.UTC().Format(time.RFC3339)))
 	}
@@ -105,6 +108,16 @@ func (s Sample) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// MinTime and MaxTime bound the times a sample may carry: ClickHouse's
+// DateTime holds seconds since 1970 in 32 bits, and silently wraps outside.
+var (
+	MinTime = time.Unix(0, 0).UTC()
+	MaxTime = time.Date(2106, 2, 7, 6, 28, 15, 0, time.UTC)
+)
+
+// InStorableRange reports whether t lies within [MinTime, MaxTime].
+func InStorableRange(t time.Time) bool { return !t.Before(MinTime) && !t.After(MaxTime) }
 
 // UnattributedTenant is the tenant of usage that no attribution source
 // claimed. It is kept as its own row, never dropped.

@@ -29,3 +29,19 @@ func TestSampleIDIsStableAndDistinct(t *testing.T) {
 		t.Errorf("SampleID allocates %v times per call", allocs)
 	}
 }
+
+func TestValidateRejectsTimesClickHouseCannotStore(t *testing.T) {
+	s := Sample{ID: 1, Host: "h", GPUUUID: "G", SKU: "X",
+		Start: time.Date(1969, 12, 31, 23, 59, 50, 0, time.UTC), End: time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if err := s.Validate(); err == nil {
+		t.Fatal("a start before 1970 was accepted")
+	}
+	s.Start, s.End = time.Date(2106, 2, 7, 6, 28, 10, 0, time.UTC), time.Date(2106, 2, 7, 6, 28, 20, 0, time.UTC)
+	if err := s.Validate(); err == nil {
+		t.Fatal("an end past 2106-02-07 06:28:15 was accepted")
+	}
+	s.Start, s.End = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

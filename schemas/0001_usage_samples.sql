@@ -5,6 +5,8 @@
 -- Sorting key holds plain columns only: 18.16 breaks FINAL on expressions.
 -- Quantities are integers in fixed units so shares add up exactly:
 -- GPU-microseconds, MiB-seconds, millijoules, bytes.
+-- Times are DateTime('UTC') so that partitions (toYYYYMM) and hour/day
+-- buckets are UTC months and hours whatever the server's time zone.
 CREATE TABLE IF NOT EXISTS usage_samples (
     sample_id UInt64,
     host String,
@@ -16,8 +18,8 @@ CREATE TABLE IF NOT EXISTS usage_samples (
     tenant String,
     department String,
     workload String,
-    start DateTime,
-    end DateTime,
+    start DateTime('UTC'),
+    end DateTime('UTC'),
     gpu_microseconds UInt64,
     sm_active_microseconds UInt64,
     mem_mib_seconds UInt64,
@@ -27,7 +29,7 @@ CREATE TABLE IF NOT EXISTS usage_samples (
     pcie_rx_bytes UInt64,
     nvlink_tx_bytes UInt64,
     nvlink_rx_bytes UInt64,
-    inserted_at DateTime DEFAULT now()
+    inserted_at DateTime('UTC') DEFAULT now()
 ) ENGINE = ReplacingMergeTree()
 PARTITION BY toYYYYMM(start)
 ORDER BY (tenant, start, sample_id);

@@ -2,7 +2,7 @@
 -- INSERT ... SELECT ... FROM usage_samples FINAL. A re-run writes the same
 -- keys with a higher version, so reads with FINAL see the latest run.
 CREATE TABLE IF NOT EXISTS usage_hourly (
-    hour DateTime,
+    hour DateTime('UTC'),
     tenant String,
     department String,
     sku String,

@@ -4,8 +4,8 @@
 -- version is current.
 CREATE TABLE IF NOT EXISTS rollup_state (
     job String,
-    closed_through DateTime,
-    watermark DateTime,
+    closed_through DateTime('UTC'),
+    watermark DateTime('UTC'),
     version UInt64
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY job;

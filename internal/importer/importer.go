@@ -105,6 +105,9 @@ func columns() []column {
 			if err != nil {
 				return fmt.Errorf("bad timestamp %q: want RFC 3339, e.g. 2026-11-01T10:00:00Z", v)
 			}
+			if !collectors.InStorableRange(t) {
+				return fmt.Errorf("timestamp %q out of range: 1970-01-01 to 2106-02-07", v)
+			}
 			*f(s) = t.UTC()
 			return nil
 		}

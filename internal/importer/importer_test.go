@@ -84,6 +84,7 @@ func TestBadRowsNameLineAndField(t *testing.T) {
 		field string
 	}{
 		{"bad timestamp", header + good + "h,G,H100-SXM5-80GB,acme,j,yesterday,2026-11-01T10:00:10Z,10,1\n", 3, "start"},
+		{"timestamp before 1970 would wrap in ClickHouse", header + "h,G,H100-SXM5-80GB,acme,j,1969-12-31T23:00:00Z,1969-12-31T23:00:10Z,10,1\n", 2, "start"},
 		{"end before start", header + good + good + "h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:10Z,2026-11-01T10:00:00Z,0,1\n", 4, "end"},
 		{"negative quantity", header + "h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10,-5\n", 2, "energy_joules"},
 		{"unknown column", "host,gpu_uuid,gpu_model,start,end,gpu_seconds,colour\n", 1, "colour"},

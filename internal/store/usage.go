@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/gpumeter/gpumeter/collectors"
 )
 
 // Dimension is a column usage can be grouped by.
@@ -97,6 +99,8 @@ func (q UsageQuery) Validate() error {
 		errs = append(errs, errors.New("from/to: both required"))
 	} else if !q.To.After(q.From) {
 		errs = append(errs, errors.New("to: must be after from"))
+	} else if !collectors.InStorableRange(q.From) || !collectors.InStorableRange(q.To) {
+		errs = append(errs, errors.New("from/to: outside 1970-01-01 .. 2106-02-07"))
 	}
 	seen := map[Dimension]bool{}
 	for _, d := range q.GroupBy {

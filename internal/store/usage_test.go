@@ -67,6 +67,8 @@ func TestUsageQueryValidate(t *testing.T) {
 		"duplicate dimension": {From: from, To: from.Add(time.Hour), GroupBy: []Dimension{DimSKU, DimSKU}},
 		"unknown bucket":      {From: from, To: from.Add(time.Hour), Bucket: "week"},
 		"unknown source":      {From: from, To: from.Add(time.Hour), Source: "cache"},
+		"to past DateTime":    {From: from, To: time.Date(2106, 3, 1, 0, 0, 0, 0, time.UTC)},
+		"from before 1970":    {From: time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC), To: from},
 	}
 	for name, q := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -60,6 +60,14 @@ func runImport(ctx context.Context, g *globals, args []string) error {
 		defer s.Close()
 		sink = s
 	}
+	if len(jobs) > 1 && !*dryRun {
+		// All files or none: validate every file before storing any.
+		for _, j := range jobs {
+			if _, err := importer.ImportFile(ctx, j.path, importer.Options{Format: j.format, DryRun: true}, nil); err != nil {
+				return fmt.Errorf("%w (no file was imported)", err)
+			}
+		}
+	}
 	for _, j := range jobs {
 		started := time.Now()
 		opts := importer.Options{Format: j.format, BatchSize: *batch, DryRun: *dryRun}

@@ -2,8 +2,10 @@ package importer
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"sync/atomic"
@@ -73,13 +75,33 @@ func ImportFile(ctx context.Context, path string, opts Options, sink Sink) (Resu
 			opts.Progress(Progress{Phase: phase, Bytes: cr.n.Load(), TotalBytes: total, Rows: rows})
 		}
 	}
-	err = Read(cr, opts.Format, func(collectors.Sample) error {
+	// Two rows with one sample_id but different data would collapse into
+	// one in ClickHouse and lose usage: typically rows told apart only by a
+	// column the id does not hash (no workload column, say). Identical
+	// repeats are fine: they are replays.
+	type seenRow struct {
+		line   int
+		digest uint64
+	}
+	seen := map[uint64]seenRow{}
+	var dups problems
+	err = readLines(cr, opts.Format, func(line int, s collectors.Sample) error {
 		rows++
 		if rows%ProgressEvery == 0 {
 			report("validate")
 		}
+		d := digest(s)
+		if prev, ok := seen[s.ID]; ok && prev.digest != d {
+			dups.add(Problem{line, "sample_id", fmt.Sprintf(
+				"same id as line %d (host, device, tenant, workload and start) but different data: add a workload or sample_id column to tell them apart", prev.line)})
+		} else if !ok {
+			seen[s.ID] = seenRow{line, d}
+		}
 		return ctx.Err()
 	})
+	if err == nil {
+		err = dups.err()
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("import %s: %w", path, err)
 	}
@@ -137,4 +159,21 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
 	return n, err
+}
+
+// digest hashes everything a sample carries, to tell a replayed row from a
+// different row with the same id.
+func digest(s collectors.Sample) uint64 {
+	h := fnv.New64a()
+	for _, v := range []string{s.Host, s.GPUUUID, s.GPUModel, s.MIGUUID, s.MIGProfile, s.SKU, s.Tenant, s.Department, s.Workload} {
+		h.Write([]byte(v))
+		h.Write([]byte{0})
+	}
+	var b [8]byte
+	for _, v := range []uint64{uint64(s.Start.UnixNano()), uint64(s.End.UnixNano()), s.GPUMicroseconds, s.SMActiveMicroseconds,
+		s.MemMiBSeconds, s.MemPeakBytes, s.EnergyMillijoules, s.PCIeTxBytes, s.PCIeRxBytes, s.NVLinkTxBytes, s.NVLinkRxBytes} {
+		binary.LittleEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+	return h.Sum64()
 }

@@ -92,3 +92,25 @@ func TestImportWithBadRowStoresNothing(t *testing.T) {
 		t.Fatalf("rows stored from a bad file: %+v", got)
 	}
 }
+
+func TestImportRefusesRowsThatWouldCollapseIntoOne(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	path := filepath.Join(t.TempDir(), "jobs.csv")
+	// No workload column: two jobs of one tenant on one GPU in one interval
+	// would get the same derived id. A verbatim repeat is a replay: fine.
+	body := "host,gpu_uuid,gpu_model,tenant,start,end,gpu_seconds\n" +
+		"h,G,H100-SXM5-80GB,acme,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10\n" +
+		"h,G,H100-SXM5-80GB,acme,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10\n" +
+		"h,G,H100-SXM5-80GB,acme,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,5\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := importer.ImportFile(ctx, path, importer.Options{Format: importer.FormatCSV}, s)
+	if err == nil || !strings.Contains(err.Error(), "line 4: sample_id: same id as line 2") {
+		t.Fatalf("error = %v, want line 4 named as colliding with line 2", err)
+	}
+	if got := totals(t, s); len(got) != 0 {
+		t.Fatalf("stored %+v from a refused file", got)
+	}
+}

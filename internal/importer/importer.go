@@ -228,6 +228,11 @@ func finish(s *collectors.Sample, line int, add func(Problem)) {
 // called for the valid rows of a file with bad rows, so callers that must
 // store nothing on error validate the whole file first (see Import).
 func Read(r io.Reader, format Format, emit func(collectors.Sample) error) error {
+	return readLines(r, format, func(_ int, s collectors.Sample) error { return emit(s) })
+}
+
+// readLines is Read with the line number of each sample.
+func readLines(r io.Reader, format Format, emit func(line int, s collectors.Sample) error) error {
 	switch format {
 	case FormatCSV:
 		return readCSV(r, emit)
@@ -255,7 +260,7 @@ func (p *problems) err() error {
 	return &e
 }
 
-func readCSV(r io.Reader, emit func(collectors.Sample) error) error {
+func readCSV(r io.Reader, emit func(int, collectors.Sample) error) error {
 	cr := csv.NewReader(r)
 	cr.ReuseRecord = true
 	header, err := cr.Read()
@@ -322,7 +327,7 @@ func readCSV(r io.Reader, emit func(collectors.Sample) error) error {
 		requireFields(&s, line, ps.add)
 		finish(&s, line, ps.add)
 		if len(ps.Problems) == before && !ps.Truncated {
-			if err := emit(s); err != nil {
+			if err := emit(line, s); err != nil {
 				return err
 			}
 		}
@@ -342,7 +347,7 @@ func requireFields(s *collectors.Sample, line int, add func(Problem)) {
 	}
 }
 
-func readJSONL(r io.Reader, emit func(collectors.Sample) error) error {
+func readJSONL(r io.Reader, emit func(int, collectors.Sample) error) error {
 	known := map[string]column{}
 	for _, c := range columns() {
 		known[c.name] = c
@@ -385,7 +390,7 @@ func readJSONL(r io.Reader, emit func(collectors.Sample) error) error {
 		}
 		finish(&s, line, ps.add)
 		if len(ps.Problems) == before && !ps.Truncated {
-			if err := emit(s); err != nil {
+			if err := emit(line, s); err != nil {
 				return err
 			}
 		}

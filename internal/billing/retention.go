@@ -34,15 +34,20 @@ func (c RetentionConfig) Validate() error {
 
 // MonthsToDrop picks the raw-sample months (partitions, given by their first
 // day) that may be dropped: the whole month is older than the retention
-// window, it has been invoiced (closed), and its hours have been rolled up.
+// window, it has been invoiced (closed), its hours have been rolled up, and
+// no late sample in it is still waiting for the next rollup run.
 // ClickHouse 18.16 has no TTL, so retention drops whole partitions.
-func MonthsToDrop(months []time.Time, closed map[time.Time]bool, rolledThrough, now time.Time, rawDays int) []time.Time {
+func MonthsToDrop(months []time.Time, closed map[time.Time]bool, rolledThrough, now time.Time, rawDays int, pendingLate []time.Time) []time.Time {
+	waiting := map[time.Time]bool{}
+	for _, h := range pendingLate {
+		waiting[time.Date(h.Year(), h.Month(), 1, 0, 0, 0, 0, time.UTC)] = true
+	}
 	cutoff := now.UTC().AddDate(0, 0, -rawDays)
 	var out []time.Time
 	for _, m := range months {
 		m = time.Date(m.Year(), m.Month(), 1, 0, 0, 0, 0, time.UTC)
 		end := m.AddDate(0, 1, 0)
-		if end.After(cutoff) || end.After(rolledThrough) || !closed[m] {
+		if end.After(cutoff) || end.After(rolledThrough) || !closed[m] || waiting[m] {
 			continue
 		}
 		out = append(out, m)
@@ -55,7 +60,10 @@ type RetentionStore interface {
 	RawMonths(ctx context.Context) ([]time.Time, error)
 	ClosedPeriods(ctx context.Context) ([]time.Time, error)
 	LoadRollupState(ctx context.Context, job string) (RollupState, bool, error)
+	HoursInsertedSince(ctx context.Context, since, before time.Time) ([]time.Time, error)
 	DropRawMonth(ctx context.Context, month time.Time) error
+	RawDroppedBefore(ctx context.Context) (time.Time, error)
+	SetRawDroppedBefore(ctx context.Context, t time.Time, version uint64) error
 }
 
 // Retention drops raw-sample months past the retention window.
@@ -92,8 +100,27 @@ func (r *Retention) Run(ctx context.Context) ([]time.Time, error) {
 	if !ok {
 		return nil, nil // nothing rolled up yet: keep everything
 	}
+	// Samples inserted after the last rollup run started are not in
+	// usage_hourly yet; that run started InsertSlack after its watermark
+	// (the second it started is left to the run, which scanned it).
+	late, err := r.store.HoursInsertedSince(ctx, st.Watermark.Add(InsertSlack+time.Second), st.ClosedThrough)
+	if err != nil {
+		return nil, err
+	}
+	floor, err := r.store.RawDroppedBefore(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var dropped []time.Time
-	for _, m := range MonthsToDrop(months, closed, st.ClosedThrough, r.now(), r.cfg.RawDays) {
+	for _, m := range MonthsToDrop(months, closed, st.ClosedThrough, r.now(), r.cfg.RawDays, late) {
+		// Raise the floor first: the rollup must never recompute an hour
+		// whose raw samples may be gone, even if the drop fails half-way.
+		if end := m.AddDate(0, 1, 0); end.After(floor) {
+			if err := r.store.SetRawDroppedBefore(ctx, end, uint64(r.now().UnixNano())); err != nil {
+				return dropped, err
+			}
+			floor = end
+		}
 		if err := r.store.DropRawMonth(ctx, m); err != nil {
 			return dropped, err
 		}

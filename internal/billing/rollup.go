@@ -27,7 +27,10 @@ type HourRange struct{ From, To time.Time }
 type RollupPlan struct {
 	Closing []HourRange // hours that closed since the last run
 	Late    []time.Time // closed hours that received samples since the last run
-	Next    RollupState
+	// BelowFloor: late hours whose raw month retention already dropped;
+	// left alone (billing takes such samples as adjustments).
+	BelowFloor []time.Time
+	Next       RollupState
 }
 
 // InsertSlack is how far the watermark trails the server clock: an insert
@@ -37,11 +40,14 @@ const InsertSlack = 5 * time.Minute
 
 // PlanRollup decides which hours a run rolls up. It is pure.
 //
+// Hours before floor (where retention dropped the raw samples) are never
+// recomputed: a late sample there would replace the whole hour with itself.
+//
 // An hour H closes once serverNow >= H + 1h + grace. Closed hours are rolled
 // up once when they close; afterwards only late samples (inserted since the
 // watermark) reopen their hour, which the next run recomputes. Open hours
 // are never rolled up: the API reads them from raw samples.
-func PlanRollup(prev RollupState, hasPrev bool, earliest, serverNow time.Time, grace time.Duration, late []time.Time) RollupPlan {
+func PlanRollup(prev RollupState, hasPrev bool, earliest, serverNow time.Time, grace time.Duration, late []time.Time, floor time.Time) RollupPlan {
 	closeBefore := serverNow.Add(-grace).UTC().Truncate(time.Hour)
 	start := prev.ClosedThrough
 	if !hasPrev {
@@ -65,6 +71,11 @@ func PlanRollup(prev RollupState, hasPrev bool, earliest, serverNow time.Time, g
 		if !h.Before(start) || seen[h] {
 			continue
 		}
+		if h.Before(floor) {
+			plan.BelowFloor = append(plan.BelowFloor, h)
+			seen[h] = true
+			continue
+		}
 		seen[h] = true
 		plan.Late = append(plan.Late, h)
 	}
@@ -80,6 +91,8 @@ type RollupStore interface {
 	HoursInsertedSince(ctx context.Context, since, before time.Time) ([]time.Time, error)
 	RollupRange(ctx context.Context, from, to time.Time, version uint64) error
 	RollupHours(ctx context.Context, hours []time.Time, version uint64) error
+	MaxRollupVersion(ctx context.Context) (uint64, error)
+	RawDroppedBefore(ctx context.Context) (time.Time, error)
 }
 
 // RollupConfig tunes the hourly rollup.
@@ -125,14 +138,17 @@ func NewRollup(st RollupStore, cfg RollupConfig, now func() time.Time, logger *s
 	return &Rollup{store: st, cfg: cfg, now: now, logger: logger.With("component", "rollup")}
 }
 
-// version grows strictly from run to run, even within one clock tick.
-func (r *Rollup) version() uint64 {
-	v := uint64(r.now().UnixNano())
-	if v <= r.last {
-		v = r.last + 1
+// version is above every version in usage_hourly and grows from run to
+// run: the highest version wins in ClickHouse, so a version taken from a
+// clock that lags another machine's would hide this run's results.
+func (r *Rollup) version(ctx context.Context) (uint64, error) {
+	stored, err := r.store.MaxRollupVersion(ctx)
+	if err != nil {
+		return 0, err
 	}
+	v := max(uint64(r.now().UnixNano()), stored+1, r.last+1)
 	r.last = v
-	return v
+	return v, nil
 }
 
 // RunResult says what a run did.
@@ -142,13 +158,19 @@ type RunResult struct {
 }
 
 // Run rolls up newly closed hours and hours reopened by late samples. It is
-// safe to run at any time and to run twice.
+// safe to run at any time and to run twice. Newly closed hours go a day at
+// a time, the state saved after each, so a long backlog (a first run, a
+// large backfill) makes progress even when one run cannot finish it.
 func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
 	serverNow, err := r.store.ServerNow(ctx)
 	if err != nil {
 		return RunResult{}, err
 	}
 	prev, hasPrev, err := r.store.LoadRollupState(ctx, rollupJob)
+	if err != nil {
+		return RunResult{}, err
+	}
+	floor, err := r.store.RawDroppedBefore(ctx)
 	if err != nil {
 		return RunResult{}, err
 	}
@@ -162,18 +184,39 @@ func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
 	if err != nil {
 		return RunResult{}, err
 	}
-	plan := PlanRollup(prev, hasPrev, earliest, serverNow, r.cfg.Grace, late)
-	v := r.version()
-	for _, hr := range plan.Closing {
-		if err := r.store.RollupRange(ctx, hr.From, hr.To, v); err != nil {
-			return RunResult{}, err
-		}
+	plan := PlanRollup(prev, hasPrev, earliest, serverNow, r.cfg.Grace, late, floor)
+	if len(plan.BelowFloor) > 0 {
+		r.logger.Warn("late samples for hours whose raw data retention dropped; hourly rollups keep their earlier totals",
+			"hours", len(plan.BelowFloor), "first", plan.BelowFloor[0], "floor", floor)
+	}
+	v, err := r.version(ctx)
+	if err != nil {
+		return RunResult{}, err
 	}
 	if err := r.store.RollupHours(ctx, plan.Late, v); err != nil {
 		return RunResult{}, err
 	}
-	// The state moves only after every rollup succeeded: a failed run is
-	// simply repeated in full by the next one.
+	// Until the last chunk is done the watermark stays where it was, so a
+	// run cut short loses no late sample.
+	progress := RollupState{Watermark: prev.Watermark}
+	for _, hr := range plan.Closing {
+		for from := hr.From; from.Before(hr.To); {
+			to := from.Add(24 * time.Hour)
+			if to.After(hr.To) {
+				to = hr.To
+			}
+			if err := r.store.RollupRange(ctx, from, to, v); err != nil {
+				return RunResult{}, err
+			}
+			progress.ClosedThrough = to
+			if to.Before(hr.To) {
+				if err := r.store.SaveRollupState(ctx, rollupJob, progress, v); err != nil {
+					return RunResult{}, err
+				}
+			}
+			from = to
+		}
+	}
 	if err := r.store.SaveRollupState(ctx, rollupJob, plan.Next, v); err != nil {
 		return RunResult{}, err
 	}
@@ -193,5 +236,14 @@ func (r *Rollup) RollupRange(ctx context.Context, from, to time.Time) error {
 	if !to.After(from) {
 		return fmt.Errorf("rollup range: to must be after from")
 	}
-	return r.store.RollupRange(ctx, from, to, r.version())
+	if floor, err := r.store.RawDroppedBefore(ctx); err != nil {
+		return err
+	} else if from.Before(floor) {
+		return fmt.Errorf("rollup range: raw samples before %s were dropped by retention; recomputing would lose those hours", floor.Format(time.RFC3339))
+	}
+	v, err := r.version(ctx)
+	if err != nil {
+		return err
+	}
+	return r.store.RollupRange(ctx, from, to, v)
 }

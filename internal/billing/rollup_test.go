@@ -58,7 +58,7 @@ func TestPlanRollup(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := PlanRollup(tc.prev, tc.hasPrev, tc.earliest, tc.now, grace, tc.late)
+			p := PlanRollup(tc.prev, tc.hasPrev, tc.earliest, tc.now, grace, tc.late, time.Time{})
 			if len(p.Closing) == 0 {
 				p.Closing = []HourRange{}
 			}
@@ -80,7 +80,7 @@ func TestPlanRollup(t *testing.T) {
 
 func TestPlanRollupWatermarkNeverMovesBack(t *testing.T) {
 	prev := RollupState{ClosedThrough: hr("2026-11-01T09"), Watermark: hr("2026-11-01T12")}
-	p := PlanRollup(prev, true, time.Time{}, hr("2026-11-01T10"), 0, nil)
+	p := PlanRollup(prev, true, time.Time{}, hr("2026-11-01T10"), 0, nil, time.Time{})
 	if !p.Next.Watermark.Equal(prev.Watermark) {
 		t.Fatalf("watermark moved back to %v", p.Next.Watermark)
 	}
@@ -94,19 +94,34 @@ func TestMonthsToDrop(t *testing.T) {
 		closed  map[time.Time]bool
 		rolled  time.Time
 		rawDays int
+		late    []time.Time
 		want    []time.Time
 	}{
-		{"invoiced months past the window go", map[time.Time]bool{sep: true, oct: true, nov: true}, now, 30, []time.Time{sep, oct}},
-		{"a month not invoiced stays", map[time.Time]bool{sep: true}, now, 30, []time.Time{sep}},
-		{"a month not fully rolled up stays", map[time.Time]bool{sep: true, oct: true}, hr("2026-10-31T23"), 30, []time.Time{sep}},
-		{"a month inside the window stays", map[time.Time]bool{sep: true, oct: true}, now, 40, []time.Time{sep}},
+		{"invoiced months past the window go", map[time.Time]bool{sep: true, oct: true, nov: true}, now, 30, nil, []time.Time{sep, oct}},
+		{"a month not invoiced stays", map[time.Time]bool{sep: true}, now, 30, nil, []time.Time{sep}},
+		{"a month not fully rolled up stays", map[time.Time]bool{sep: true, oct: true}, hr("2026-10-31T23"), 30, nil, []time.Time{sep}},
+		{"a month inside the window stays", map[time.Time]bool{sep: true, oct: true}, now, 40, nil, []time.Time{sep}},
+		{"a month with late samples not yet rolled up stays", map[time.Time]bool{sep: true, oct: true}, now, 30, []time.Time{hr("2026-10-17T05")}, []time.Time{sep}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := MonthsToDrop([]time.Time{sep, oct, nov}, tc.closed, tc.rolled, now, tc.rawDays)
+			got := MonthsToDrop([]time.Time{sep, oct, nov}, tc.closed, tc.rolled, now, tc.rawDays, tc.late)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestPlanRollupLeavesHoursBelowTheRetentionFloor(t *testing.T) {
+	prev := RollupState{ClosedThrough: hr("2026-12-01T00"), Watermark: hr("2026-11-30T00")}
+	floor := hr("2026-10-01T00")
+	late := []time.Time{hr("2026-09-12T04"), hr("2026-10-02T07")}
+	p := PlanRollup(prev, true, time.Time{}, hr("2026-11-30T23"), 15*time.Minute, late, floor)
+	if !reflect.DeepEqual(p.Late, []time.Time{hr("2026-10-02T07")}) {
+		t.Errorf("late = %v, want only the hour above the floor", p.Late)
+	}
+	if !reflect.DeepEqual(p.BelowFloor, []time.Time{hr("2026-09-12T04")}) {
+		t.Errorf("below floor = %v", p.BelowFloor)
 	}
 }

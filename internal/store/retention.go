@@ -89,3 +89,36 @@ func (s *Store) MarkPeriodClosed(ctx context.Context, periodStart, closedAt time
 	}
 	return nil
 }
+
+// RawDroppedBefore is the end of the newest month retention dropped, zero
+// when nothing has been dropped.
+func (s *Store) RawDroppedBefore(ctx context.Context) (time.Time, error) {
+	rows, err := s.conn.Query(ctx, "SELECT dropped_before FROM raw_retention FINAL WHERE table_name = 'usage_samples'")
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read retention floor: %w", err)
+	}
+	defer rows.Close()
+	var t time.Time
+	for rows.Next() {
+		if err := rows.Scan(&t); err != nil {
+			return time.Time{}, fmt.Errorf("read retention floor: %w", err)
+		}
+	}
+	return t.UTC(), rows.Err()
+}
+
+// SetRawDroppedBefore records the retention floor; version must grow.
+func (s *Store) SetRawDroppedBefore(ctx context.Context, t time.Time, version uint64) error {
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO raw_retention (table_name, dropped_before, version)")
+	if err != nil {
+		return fmt.Errorf("record retention floor: %w", err)
+	}
+	if err := batch.Append("usage_samples", t.UTC(), version); err != nil {
+		batch.Abort()
+		return fmt.Errorf("record retention floor: %w", err)
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("record retention floor: %w", err)
+	}
+	return nil
+}

@@ -149,3 +149,14 @@ func (s *Store) SaveRollupState(ctx context.Context, job string, st billing.Roll
 	}
 	return nil
 }
+
+// MaxRollupVersion is the highest version in usage_hourly (0 when empty).
+// New runs write above it, so a recompute is never hidden behind rows a
+// machine with a faster clock wrote earlier.
+func (s *Store) MaxRollupVersion(ctx context.Context) (uint64, error) {
+	var v uint64
+	if err := s.conn.QueryRow(ctx, "SELECT max(version) FROM usage_hourly").Scan(&v); err != nil {
+		return 0, fmt.Errorf("max rollup version: %w", err)
+	}
+	return v, nil
+}

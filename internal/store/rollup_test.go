@@ -126,4 +126,45 @@ func TestRetentionDropsOnlyInvoicedRolledUpMonths(t *testing.T) {
 	if err != nil || rows[0].Samples != 8*36 {
 		t.Fatalf("hourly October after dropping raw: %+v (%v)", rows, err)
 	}
+
+	// A late sample for October, whose raw month is gone, must not make the
+	// rollup replace October's hour with that one sample.
+	if err := s.InsertSamples(ctx, testSamples(oct.Add(30*time.Second), 1, "acme")); err != nil {
+		t.Fatal(err)
+	}
+	job := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger)
+	if _, err := job.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = s.Usage(ctx, store.UsageQuery{From: oct, To: nov, Source: store.SourceHourly})
+	if err != nil || rows[0].Samples != 8*36 {
+		t.Fatalf("hourly October after a late sample below the retention floor: %+v (%v)", rows, err)
+	}
+	if err := job.RollupRange(ctx, oct, nov); err == nil {
+		t.Fatal("a manual rollup of a dropped month was accepted")
+	}
+}
+
+// A rollup whose clock lags the one that wrote before it must still win:
+// versions are anchored above what usage_hourly holds.
+func TestRollupFromALaggingClockStillReplacesOlderRows(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	logger := slog.New(slog.DiscardHandler)
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.InsertSamples(ctx, testSamples(start, 8*360, "acme")); err != nil {
+		t.Fatal(err)
+	}
+	future := func() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }
+	if err := billing.NewRollup(s, billing.DefaultRollupConfig(), future, logger).RollupRange(ctx, start, start.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InsertSamples(ctx, testSamples(start, 8, "globex")); err != nil {
+		t.Fatal(err)
+	}
+	past := func() time.Time { return time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC) }
+	if err := billing.NewRollup(s, billing.DefaultRollupConfig(), past, logger).RollupRange(ctx, start, start.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	assertHourlyMatchesRaw(t, s, start, start.Add(time.Hour))
 }

@@ -124,8 +124,8 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	default:
 		errs = append(errs, fmt.Errorf("--sink: %q is not clickhouse, jsonl or discard", f.sink))
 	}
-	if f.drainTimeout < 0 {
-		errs = append(errs, fmt.Errorf("--drain-timeout: %s is negative", f.drainTimeout))
+	if f.drainTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--drain-timeout: %s: must be positive", f.drainTimeout))
 	}
 	if f.batchRows < 0 {
 		errs = append(errs, fmt.Errorf("--batch-rows: %d is negative", f.batchRows))

@@ -18,6 +18,11 @@ var (
 	// not fit in one segment.
 	ErrBatchTooLarge = errors.New("batch larger than a segment")
 
+	// ErrInvalidSample is returned by Append for a batch holding a sample
+	// that fails collectors.Sample.Validate; nothing of the batch is written,
+	// so no sample the store would refuse can block the shipper.
+	ErrInvalidSample = errors.New("invalid sample")
+
 	// ErrClosed is returned by every method after Close.
 	ErrClosed = errors.New("spool closed")
 )

@@ -135,6 +135,7 @@ type shipperMetrics struct {
 	sendErrors   prometheus.Counter
 	commitErrors prometheus.Counter
 	readErrors   prometheus.Counter
+	invalidRows  prometheus.Counter
 	sendSeconds  prometheus.Histogram
 }
 
@@ -164,6 +165,7 @@ func newShipper(sp *Spool, sink Sink, cfg ShipperConfig, logger *slog.Logger, re
 		sendErrors:   c("send_errors_total", "Inserts the sink failed; each is retried after a backoff."),
 		commitErrors: c("commit_errors_total", "Cursor commits that failed; retried after a backoff."),
 		readErrors:   c("read_errors_total", "Spool reads that failed with an I/O error (corrupt regions are counted by the spool)."),
+		invalidRows:  c("invalid_rows_total", "Spooled samples the store would never accept (they fail validation), dropped so they cannot block delivery."),
 		sendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "gpumeter", Subsystem: "shipper", Name: "send_duration_seconds",
 			Help:    "Time the sink took per insert, failed ones included.",
@@ -174,7 +176,7 @@ func newShipper(sp *Spool, sink Sink, cfg ShipperConfig, logger *slog.Logger, re
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "gpumeter", Subsystem: "shipper", Name: name, Help: help}, f)
 	}
 	cs := []prometheus.Collector{
-		s.m.batches, s.m.rows, s.m.sendErrors, s.m.commitErrors, s.m.readErrors, s.m.sendSeconds,
+		s.m.batches, s.m.rows, s.m.sendErrors, s.m.commitErrors, s.m.readErrors, s.m.invalidRows, s.m.sendSeconds,
 		gauge("lag_rows", "Spooled samples not yet behind the committed cursor.", func() float64 { r, _ := sp.Backlog(); return float64(r) }),
 		gauge("lag_bytes", "Spooled record bytes not yet behind the committed cursor.", func() float64 { _, b := sp.Backlog(); return float64(b) }),
 		gauge("lag_seconds", "Age (since its end) of the oldest sample read and not yet acknowledged; 0 when caught up.", s.lagSeconds),
@@ -246,6 +248,7 @@ func (s *Shipper) Run(ctx context.Context) error {
 	var p pending
 	var carry *Batch       // read, but it would overfill p
 	var ahead []readResult // read ahead during the last send, not yet in p
+	readAttempt := 0
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -258,12 +261,14 @@ func (s *Shipper) Run(ctx context.Context) error {
 				return fmt.Errorf("ship: %w", err)
 			}
 			s.m.readErrors.Inc()
-			s.log.Error("shipper cannot read the spool", "err", err)
-			if !s.wait(ctx, backoffDelay(0, s.cfg.BackoffInitial, s.cfg.BackoffMax, s.hooks.jitter())) {
+			s.log.Error("shipper cannot read the spool", "err", err, "attempt", readAttempt+1)
+			if !s.wait(ctx, backoffDelay(readAttempt, s.cfg.BackoffInitial, s.cfg.BackoffMax, s.hooks.jitter())) {
 				return nil
 			}
+			readAttempt++
 			continue
 		}
+		readAttempt = 0
 		oldest := p.oldest
 		if carry != nil {
 			oldest = earliest(oldest, oldestEnd(carry.Samples))
@@ -316,6 +321,7 @@ func (s *Shipper) fill(ctx context.Context, p *pending, carry **Batch, ahead *[]
 		var err error
 		if len(*ahead) > 0 {
 			b, err = (*ahead)[0].batch, (*ahead)[0].err
+			(*ahead)[0] = readResult{} // let the samples go once p holds them
 			*ahead = (*ahead)[1:]
 		} else {
 			b, err = s.spool.Read(ctx)
@@ -413,6 +419,10 @@ func (s *Shipper) send(ctx context.Context, p *pending) bool {
 		if ctx.Err() != nil {
 			return false
 		}
+		if n := s.dropInvalid(p, chunk); n > 0 {
+			// Retrying would fail forever; what is left is sent at once.
+			continue
+		}
 		s.m.sendErrors.Inc()
 		delay := backoffDelay(attempt, s.cfg.BackoffInitial, s.cfg.BackoffMax, s.hooks.jitter())
 		// Warn, not Error: the rows are safe in the spool while we retry.
@@ -423,6 +433,29 @@ func (s *Shipper) send(ctx context.Context, p *pending) bool {
 		}
 	}
 	return true
+}
+
+// dropInvalid removes from p the samples of chunk that fail validation
+// (spools written before Append validated could hold some), logging and
+// counting them, and returns how many it removed.
+func (s *Shipper) dropInvalid(p *pending, chunk []collectors.Sample) int {
+	kept := p.samples[:p.sent]
+	dropped := 0
+	for i := range chunk {
+		if err := chunk[i].Validate(); err != nil {
+			s.log.Error("shipper drops a spooled sample the store cannot accept", "sample_id", chunk[i].ID, "err", err)
+			dropped++
+			continue
+		}
+		kept = append(kept, chunk[i])
+	}
+	if dropped == 0 {
+		return 0
+	}
+	kept = append(kept, p.samples[p.sent+len(chunk):]...)
+	p.samples = kept
+	s.m.invalidRows.Add(float64(dropped))
+	return dropped
 }
 
 // commit moves the cursor to pos, retrying after a backoff on failure. It

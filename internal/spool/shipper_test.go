@@ -3,6 +3,7 @@ package spool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -494,5 +495,44 @@ func TestShipperConfigValidate(t *testing.T) {
 	sp := openSpool(t, testConfig(t.TempDir()))
 	if _, err := NewShipper(sp.Spool, &fakeSink{}, ShipperConfig{}, slog.New(slog.DiscardHandler), nil); err == nil {
 		t.Fatal("NewShipper accepted an invalid config")
+	}
+}
+
+// A spool written before Append validated could hold a sample the store
+// refuses forever: the shipper drops it (counted) and delivers the rest.
+func TestShipperDropsSpooledSamplesTheStoreCannotAccept(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var got []collectors.Sample
+	sink := &fakeSink{onInsert: func(_ context.Context, samples []collectors.Sample) error {
+		for i := range samples {
+			if err := samples[i].Validate(); err != nil {
+				return fmt.Errorf("insert samples: sample %d: %w", i, err)
+			}
+		}
+		got = append(got, samples...)
+		return nil
+	}}
+	o := openSpool(t, testConfig(t.TempDir()))
+	sh, err := newShipper(o.Spool, sink, testShipperConfig(), discardLogger(), reg, shipperHooks{clock: newFakeClock(true), jitter: func() float64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := testBatch(0, 10)
+	batch[3].Host = "" // invalid
+	batch[8].End = batch[8].Start
+	p := pending{samples: append([]collectors.Sample(nil), batch...)}
+	if !sh.send(context.Background(), &p) {
+		t.Fatal("send gave up")
+	}
+	if len(got) != 8 || p.sent != 8 {
+		t.Fatalf("delivered %d samples (sent %d), want the 8 valid ones", len(got), p.sent)
+	}
+	for _, s := range got {
+		if s.ID == batch[3].ID || s.ID == batch[8].ID {
+			t.Fatalf("an invalid sample was delivered: %+v", s)
+		}
+	}
+	if n := metric(t, reg, "gpumeter_shipper_invalid_rows_total"); n != 2 {
+		t.Fatalf("invalid_rows_total = %v, want 2", n)
 	}
 }

@@ -302,6 +302,11 @@ func (s *Spool) Append(ctx context.Context, samples []collectors.Sample) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("append %d samples: %w", len(samples), err)
 	}
+	for i := range samples {
+		if err := samples[i].Validate(); err != nil {
+			return fmt.Errorf("append %d samples: sample %d (id %d): %w: %w", len(samples), i, samples[i].ID, ErrInvalidSample, err)
+		}
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 

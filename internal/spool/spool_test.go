@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,15 +30,37 @@ func TestRoundTrip(t *testing.T) {
 	zeroTimes := odd
 	zeroTimes.Start, zeroTimes.End = time.Time{}, time.Time{}
 
+	// The format carries any value: samples Append would refuse (zero or
+	// extreme times, empty strings) go through the encoder directly.
+	for name, batch := range map[string][]collectors.Sample{
+		"empty strings, non-UTC zone, nanoseconds": {odd},
+		"extreme ids, quantities and times":        {extreme},
+		"zero times stay zero":                     {zeroTimes},
+	} {
+		t.Run("format: "+name, func(t *testing.T) {
+			var e encoder
+			rec, err := e.encode(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rh, err := parseRecordHeader(rec[:recHeaderLen])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := decodeBatch(rec[recHeaderLen:], rh.rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			equalSamples(t, got, batch)
+		})
+	}
+
 	tests := []struct {
 		name  string
 		batch []collectors.Sample
 	}{
 		{"one sample", testBatch(1, 1)},
 		{"1000 samples sharing strings", testBatch(2, 1000)},
-		{"empty strings, non-UTC zone, nanoseconds", []collectors.Sample{odd}},
-		{"extreme ids, quantities and times", []collectors.Sample{extreme}},
-		{"zero times stay zero", []collectors.Sample{zeroTimes}},
 	}
 	cfg := testConfig(t.TempDir())
 	cfg.SegmentBytes = 1 << 20
@@ -57,8 +80,8 @@ func TestRoundTrip(t *testing.T) {
 			}
 		})
 	}
-	if rows := metric(t, sp.reg, "gpumeter_spool_appended_rows_total"); rows != 1004 {
-		t.Errorf("appended_rows_total = %v, want 1004", rows)
+	if rows := metric(t, sp.reg, "gpumeter_spool_appended_rows_total"); rows != 1001 {
+		t.Errorf("appended_rows_total = %v, want 1001", rows)
 	}
 }
 
@@ -764,5 +787,18 @@ func TestSegmentHeaderRoundTrip(t *testing.T) {
 		if _, err := parseSegmentHeader(bad); !errors.Is(err, ErrCorruptSegment) {
 			t.Fatalf("flipped header byte %d: %v", i, err)
 		}
+	}
+}
+
+func TestAppendRefusesInvalidSamplesAndWritesNothing(t *testing.T) {
+	o := openSpool(t, testConfig(t.TempDir()))
+	batch := testBatch(0, 10)
+	batch[7].End = batch[7].Start // end not after start
+	err := o.Append(context.Background(), batch)
+	if !errors.Is(err, ErrInvalidSample) || !strings.Contains(err.Error(), "sample 7") {
+		t.Fatalf("Append error = %v, want ErrInvalidSample naming sample 7", err)
+	}
+	if rows, _ := o.Backlog(); rows != 0 {
+		t.Fatalf("backlog %d rows after a refused append", rows)
 	}
 }

@@ -41,6 +41,11 @@ func (s *Store) InsertSamples(ctx context.Context, samples []collectors.Sample) 
 }
 
 func (s *Store) insertBatch(ctx context.Context, samples []collectors.Sample) error {
+	// Bound the whole insert: streaming blocks (Flush) is not covered by the
+	// driver's per-query watchdog, and a stalled peer must not hold the
+	// shipper (or a shutdown) forever.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
+	defer cancel()
 	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO usage_samples ("+sampleColumns+")")
 	if err != nil {
 		return fmt.Errorf("prepare batch: %w", err)

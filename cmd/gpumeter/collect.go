@@ -63,6 +63,9 @@ type collectFlags struct {
 	speed    float64
 
 	kubeletSocket     string
+	podsURL           string
+	podsTokenFile     string
+	podsInsecure      bool
 	procRoot          string
 	podLogDir         string
 	mapFile           string
@@ -99,6 +102,10 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	fs.StringVar(&f.start, "start", "", "simulated start time, RFC 3339 (default: --duration before the last full hour, or now)")
 	fs.Float64Var(&f.speed, "speed", 0, "simulated seconds per wall second; 0 runs as fast as possible (needs --duration)")
 	fs.StringVar(&f.kubeletSocket, "kubelet-socket", kube.Socket, "kubelet pod-resources socket; empty disables")
+	pl := attribution.DefaultPodLabelsConfig()
+	fs.StringVar(&f.podsURL, "kubelet-pods-url", "", "kubelet pod list for label → tenant rules, e.g. https://127.0.0.1:10250/pods; empty disables")
+	fs.StringVar(&f.podsTokenFile, "kubelet-token-file", pl.TokenFile, "bearer token for --kubelet-pods-url")
+	fs.BoolVar(&f.podsInsecure, "kubelet-insecure-tls", false, "do not verify the kubelet's serving certificate")
 	fs.StringVar(&f.procRoot, "proc-root", cg.ProcRoot, "procfs, for PID → pod or Slurm job")
 	fs.StringVar(&f.podLogDir, "pod-log-dir", cg.PodLogDir, "kubelet pod log directory, for pod UID → namespace/name")
 	fs.StringVar(&f.mapFile, "map-file", "", "attribution map: device, namespace and account → tenant (docs/collector.md)")
@@ -123,6 +130,16 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	case "clickhouse", "jsonl", "discard":
 	default:
 		errs = append(errs, fmt.Errorf("--sink: %q is not clickhouse, jsonl or discard", f.sink))
+	}
+	if f.podsURL != "" {
+		pcfg := attribution.DefaultPodLabelsConfig()
+		pcfg.URL = f.podsURL
+		if err := pcfg.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("--kubelet-pods-url: %w", err))
+		}
+		if f.simulate {
+			errs = append(errs, errors.New("--kubelet-pods-url: the simulated fleet has no kubelet"))
+		}
 	}
 	if f.drainTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--drain-timeout: %s: must be positive", f.drainTimeout))
@@ -290,6 +307,17 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) (
 			}
 		}
 		tenancy := attribution.Tenancy{Mapping: mapping, NamespaceIsTenant: f.namespaceIsTenant, AccountIsTenant: f.accountIsTenant}
+		if f.podsURL != "" {
+			pcfg := attribution.DefaultPodLabelsConfig()
+			pcfg.URL, pcfg.TokenFile, pcfg.InsecureSkipVerify = f.podsURL, f.podsTokenFile, f.podsInsecure
+			pods, err := attribution.NewKubeletPods(pcfg, logger)
+			if err != nil {
+				return usageError{err}
+			}
+			tenancy.Pods = pods
+		} else if len(mapping.Labels) > 0 {
+			logger.Warn("the map file has label rules but no --kubelet-pods-url: pods resolve by namespace only")
+		}
 		var steps []attribution.Step
 		if f.kubeletSocket != "" {
 			kcfg := attribution.DefaultKubeletConfig()

@@ -205,6 +205,7 @@ func TestCollectRejectsBadFlags(t *testing.T) {
 		{"map file with the simulation", []string{"--simulate", "--duration", "1h", "--map-file", "x.map"}, "--map-file"},
 		{"too many hosts", []string{"--simulate", "--duration", "1h", "--hosts", "1000", "--sink", "discard", "--listen", ""}, "hosts"},
 		{"stray argument", []string{"now"}, "unexpected arguments"},
+		{"bad kubelet pods url", []string{"--kubelet-pods-url", "unix:///x", "--sink", "discard"}, "pod labels url"},
 		{"zero drain timeout", []string{"--drain-timeout", "0s"}, "--drain-timeout"},
 		{"unknown overflow policy", []string{"--simulate", "--duration", "1h", "--spool-overflow", "block", "--spool", "x", "--listen", ""}, "overflow"},
 		{"ship batch too small", []string{"--simulate", "--duration", "1h", "--ship-batch-rows", "10", "--spool", "x", "--listen", ""}, "batch_rows"},

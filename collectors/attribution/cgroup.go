@@ -121,7 +121,7 @@ func (c *Cgroup) lookup(pid uint32, scanned *bool) (owner collectors.Owner, retr
 			return collectors.Owner{Workload: "pod/" + ref.PodUID}, true
 		}
 		workload := pod.namespace + "/" + pod.name
-		if t, ok := c.tenancy.Namespace(pod.namespace); ok {
+		if t, ok := c.tenancy.Pod(pod.namespace, pod.name); ok {
 			return t.owner(workload), false
 		}
 		return collectors.Owner{Workload: workload}, false

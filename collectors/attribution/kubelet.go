@@ -123,7 +123,7 @@ func (k *Kubelet) index(resp *podresources.ListPodResourcesResponse) map[string]
 	for _, pod := range resp.GetPodResources() {
 		workload := pod.GetNamespace() + "/" + pod.GetName()
 		owner := collectors.Owner{Workload: workload}
-		if t, ok := k.tenancy.Namespace(pod.GetNamespace()); ok {
+		if t, ok := k.tenancy.Pod(pod.GetNamespace(), pod.GetName()); ok {
 			owner = t.owner(workload)
 		}
 		for _, c := range pod.GetContainers() {

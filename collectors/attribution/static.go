@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -25,11 +26,23 @@ type Mapping struct {
 	Devices    map[string]Tenant // GPU or MIG UUID
 	Namespaces map[string]Tenant
 	Accounts   map[string]Tenant
+	// Labels map a pod label to a tenant, in file order: the first rule
+	// a pod's labels match wins, before its namespace is looked at.
+	Labels []LabelRule
 }
 
-// Tenancy resolves namespaces and accounts to tenants.
+// LabelRule maps pods carrying label Key=Value to a tenant.
+type LabelRule struct {
+	Key, Value string
+	Tenant     Tenant
+}
+
+// Tenancy resolves pods, namespaces and accounts to tenants.
 type Tenancy struct {
 	Mapping Mapping
+	// Pods looks up a pod's labels for the label rules; nil when no source
+	// of labels is configured (PodResources carries none).
+	Pods PodLabeler
 	// NamespaceIsTenant makes an unmapped namespace its own tenant;
 	// otherwise its pods' usage is unattributed (workload kept).
 	NamespaceIsTenant bool
@@ -46,6 +59,26 @@ func (t Tenancy) Namespace(ns string) (Tenant, bool) {
 		return Tenant{Name: ns}, true
 	}
 	return Tenant{}, false
+}
+
+// PodLabeler gives the labels of a pod, ok false when it does not know it.
+type PodLabeler interface {
+	PodLabels(namespace, name string) (map[string]string, bool)
+}
+
+// Pod resolves a Kubernetes pod: the first label rule its labels match,
+// else its namespace.
+func (t Tenancy) Pod(namespace, name string) (Tenant, bool) {
+	if len(t.Mapping.Labels) > 0 && t.Pods != nil {
+		if labels, ok := t.Pods.PodLabels(namespace, name); ok {
+			for _, r := range t.Mapping.Labels {
+				if v, has := labels[r.Key]; has && v == r.Value {
+					return r.Tenant, true
+				}
+			}
+		}
+	}
+	return t.Namespace(namespace)
 }
 
 // Account resolves a Slurm account.
@@ -81,8 +114,9 @@ func LoadMapping(path string) (Mapping, error) {
 //
 //	<kind> <key> <tenant> [department]
 //
-// where kind is device (a GPU or MIG UUID), namespace or account; fields
-// are separated by blanks and '#' starts a comment. Every problem is
+// where kind is device (a GPU or MIG UUID), namespace, account or label
+// (key=value of a pod label; rules apply in file order, before namespace
+// entries); fields are separated by blanks and '#' starts a comment. Every problem is
 // reported with its line number; a file with any problem changes nothing.
 func ParseMapping(r io.Reader) (Mapping, error) {
 	m := Mapping{Devices: map[string]Tenant{}, Namespaces: map[string]Tenant{}, Accounts: map[string]Tenant{}}
@@ -112,6 +146,18 @@ func ParseMapping(r io.Reader) (Mapping, error) {
 		}
 		var dst map[string]Tenant
 		switch f[0] {
+		case "label":
+			k, v, ok := strings.Cut(f[1], "=")
+			if !ok || k == "" {
+				errs = append(errs, fmt.Errorf("line %d: label %q: want key=value", line, f[1]))
+				continue
+			}
+			if slices.ContainsFunc(m.Labels, func(r LabelRule) bool { return r.Key == k && r.Value == v }) {
+				errs = append(errs, fmt.Errorf("line %d: label %q mapped twice", line, f[1]))
+				continue
+			}
+			m.Labels = append(m.Labels, LabelRule{Key: k, Value: v, Tenant: t})
+			continue
 		case "device":
 			dst = m.Devices
 		case "namespace":
@@ -119,7 +165,7 @@ func ParseMapping(r io.Reader) (Mapping, error) {
 		case "account":
 			dst = m.Accounts
 		default:
-			errs = append(errs, fmt.Errorf("line %d: unknown kind %q (want device, namespace or account)", line, f[0]))
+			errs = append(errs, fmt.Errorf("line %d: unknown kind %q (want device, namespace, account or label)", line, f[0]))
 			continue
 		}
 		if _, dup := dst[f[1]]; dup {
@@ -151,6 +197,16 @@ func (m Mapping) Validate() error {
 			case strings.ContainsFunc(key+t.Name+t.Department, unicode.IsSpace):
 				errs = append(errs, fmt.Errorf("%s %q: names may not hold blanks", kind, key))
 			}
+		}
+	}
+	for _, r := range m.Labels {
+		switch {
+		case r.Key == "" || r.Tenant.Name == "":
+			errs = append(errs, fmt.Errorf("label %q: key and tenant are required", r.Key+"="+r.Value))
+		case r.Tenant.Name == collectors.UnattributedTenant:
+			errs = append(errs, fmt.Errorf("label %q: tenant %q is reserved", r.Key+"="+r.Value, r.Tenant.Name))
+		case strings.ContainsFunc(r.Key+r.Value+r.Tenant.Name+r.Tenant.Department, unicode.IsSpace):
+			errs = append(errs, fmt.Errorf("label %q: names may not hold blanks", r.Key+"="+r.Value))
 		}
 	}
 	return errors.Join(errs...)

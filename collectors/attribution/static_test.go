@@ -2,6 +2,7 @@ package attribution
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -35,7 +36,10 @@ func TestParseMappingRejects(t *testing.T) {
 		name, input string
 		want        []string
 	}{
-		{"unknown kind", "label team=a acme\n", []string{"line 1: unknown kind \"label\""}},
+		{"unknown kind", "pool gpu-a acme\n", []string{"line 1: unknown kind \"pool\""}},
+		{"label without =", "label team acme\n", []string{"line 1: label \"team\": want key=value"}},
+		{"label with empty key", "label =a acme\n", []string{"want key=value"}},
+		{"a label mapped twice", "label team=a t1\nlabel team=a t2\n", []string{"line 2: label \"team=a\" mapped twice"}},
 		{"too few fields", "device GPU-1\n", []string{"line 1: want <kind> <key> <tenant> [department], got 2 fields"}},
 		{"too many fields", "device GPU-1 acme dept extra\n", []string{"got 5 fields"}},
 		{"a key mapped twice", "namespace a t1\nnamespace a t2\n", []string{"line 2: namespace \"a\" mapped twice"}},
@@ -153,5 +157,66 @@ func TestStaticAttribution(t *testing.T) {
 	}
 	if len(gpus[3].Claims) != 0 || !gpus[3].Processes[0].Owner.IsZero() {
 		t.Errorf("unmapped gpu touched: %+v", gpus[3])
+	}
+}
+
+type fakeLabels map[string]map[string]string
+
+func (f fakeLabels) PodLabels(ns, name string) (map[string]string, bool) {
+	l, ok := f[ns+"/"+name]
+	return l, ok
+}
+
+func TestTenancyPodLabelRulesComeFirstInFileOrder(t *testing.T) {
+	m, err := ParseMapping(strings.NewReader(
+		"label gpumeter.io/tenant=acme acme research\n" +
+			"label team=ml mlteam\n" +
+			"namespace shared shared-tenant ops\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ty := Tenancy{Mapping: m, NamespaceIsTenant: true, Pods: fakeLabels{
+		"shared/train": {"gpumeter.io/tenant": "acme", "team": "ml"}, // both rules match: the first wins
+		"shared/infer": {"team": "ml"},
+		"shared/plain": {"app": "x"},
+		"other/job":    {"team": "web"},
+	}}
+	cases := []struct {
+		ns, pod string
+		want    Tenant
+	}{
+		{"shared", "train", Tenant{Name: "acme", Department: "research"}},
+		{"shared", "infer", Tenant{Name: "mlteam"}},
+		{"shared", "plain", Tenant{Name: "shared-tenant", Department: "ops"}},
+		{"shared", "unknown-pod", Tenant{Name: "shared-tenant", Department: "ops"}},
+		{"other", "job", Tenant{Name: "other"}},
+	}
+	for _, tc := range cases {
+		if got, ok := ty.Pod(tc.ns, tc.pod); !ok || got != tc.want {
+			t.Errorf("Pod(%s, %s) = %+v, %v; want %+v", tc.ns, tc.pod, got, ok, tc.want)
+		}
+	}
+	ty.Pods = nil // no label source: namespaces only
+	if got, _ := ty.Pod("shared", "train"); got.Name != "shared-tenant" {
+		t.Errorf("without a label source: %+v", got)
+	}
+}
+
+func TestDocumentedMapFileExampleParses(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/collector.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "# <kind>")
+	if !ok {
+		t.Fatal("docs/collector.md lost its map file example")
+	}
+	example, _, _ := strings.Cut(rest, "```")
+	m, err := ParseMapping(strings.NewReader("# <kind>" + example))
+	if err != nil {
+		t.Fatalf("documented example: %v", err)
+	}
+	if len(m.Labels) != 1 || m.Labels[0].Key != "gpumeter.io/tenant" || m.Labels[0].Tenant.Name != "globex" {
+		t.Fatalf("label rule = %+v", m.Labels)
 	}
 }

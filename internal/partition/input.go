@@ -74,15 +74,9 @@ func (f Fleet) Validate() error {
 	var errs []error
 	seen := make(map[string]int, len(f.GPUs))
 	for i, g := range f.GPUs {
-		where := fmt.Sprintf("gpus[%d]", i)
-		if g.UUID == "" {
-			errs = append(errs, fmt.Errorf("%s: uuid is empty", where))
-		} else {
-			where = fmt.Sprintf("gpus[%d] (%s)", i, g.UUID)
-			if j, dup := seen[g.UUID]; dup {
-				errs = append(errs, fmt.Errorf("%s: uuid repeats gpus[%d]", where, j))
-			}
-			seen[g.UUID] = i
+		where, err := gpuWhere(i, g.UUID, seen)
+		if err != nil {
+			errs = append(errs, err)
 		}
 		if g.Index != nil && *g.Index < 0 {
 			errs = append(errs, fmt.Errorf("%s: index %d is negative", where, *g.Index))
@@ -162,3 +156,18 @@ const (
 	Reserved Class = "reserved"
 	Pending  Class = "pending"
 )
+
+// gpuWhere names gpus[i] for messages and reports an empty or repeated
+// UUID, recording it in seen.
+func gpuWhere(i int, uuid string, seen map[string]int) (string, error) {
+	if uuid == "" {
+		where := fmt.Sprintf("gpus[%d]", i)
+		return where, fmt.Errorf("%s: uuid is empty", where)
+	}
+	where := fmt.Sprintf("gpus[%d] (%s)", i, uuid)
+	if j, dup := seen[uuid]; dup {
+		return where, fmt.Errorf("%s: uuid repeats gpus[%d]", where, j)
+	}
+	seen[uuid] = i
+	return where, nil
+}

@@ -87,15 +87,9 @@ func (p Plan) Validate() error {
 	var errs []error
 	seen := map[string]int{}
 	for i, g := range p.GPUs {
-		where := fmt.Sprintf("gpus[%d]", i)
-		if g.UUID == "" {
-			errs = append(errs, fmt.Errorf("%s: uuid is empty", where))
-		} else {
-			where = fmt.Sprintf("gpus[%d] (%s)", i, g.UUID)
-			if j, dup := seen[g.UUID]; dup {
-				errs = append(errs, fmt.Errorf("%s: uuid repeats gpus[%d]", where, j))
-			}
-			seen[g.UUID] = i
+		where, err := gpuWhere(i, g.UUID, seen)
+		if err != nil {
+			errs = append(errs, err)
 		}
 		m := modelByName(g.Model)
 		if m == nil {

@@ -23,7 +23,9 @@ func TestServeAnswersHealthReadinessAndMetrics(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var stderr bytes.Buffer
-	go func() { done <- run(ctx, []string{"--clickhouse", dsn, "serve", "--listen", addr}, io.Discard, &stderr) }()
+	go func() {
+		done <- run(ctx, []string{"--clickhouse", dsn, "serve", "--listen", addr}, io.Discard, &stderr)
+	}()
 
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr + path)

@@ -151,6 +151,10 @@ start() {
 			return 0
 		fi
 	fi
+	if ping; then
+		log "port $tcp_port (HTTP $http_port) already answers, but not with this data directory's server; stop that one or pick other ports"
+		return 1
+	fi
 	find_server
 	write_config
 	local runas=()
@@ -172,8 +176,17 @@ start() {
 	(cd "$dir" && exec "${runas[@]}" "${server_cmd[@]}" --config-file="$dir/config.xml") \
 		>"$dir/log/stdout.log" 2>&1 </dev/null &
 	echo $! >"$pidfile"
-	local i
+	local i pid
+	pid=$(cat "$pidfile")
 	for i in $(seq 1 120); do
+		# Our own process must be the one answering: a server of another
+		# data directory on the same port would answer the ping too.
+		if ! kill -0 "$pid" 2>/dev/null; then
+			log "server exited during start (port $tcp_port taken?); last log lines:"
+			tail -n 20 "$dir/log/clickhouse-server.err.log" "$dir/log/stdout.log" >&2 2>/dev/null || true
+			rm -f "$pidfile"
+			return 1
+		fi
 		if ping; then
 			log "ready on 127.0.0.1:$tcp_port"
 			return 0

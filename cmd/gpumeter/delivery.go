@@ -102,8 +102,11 @@ func (d *delivery) drain(ctx context.Context) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		rows, _ := d.spool.Backlog()
-		if rows == 0 {
+		// Bytes, not rows: the byte backlog is the cursor's distance to the
+		// end of the spool, exact even when a corrupt region was skipped
+		// (whose rows the reader cannot count).
+		rows, bytes := d.spool.Backlog()
+		if bytes == 0 {
 			return nil
 		}
 		select {

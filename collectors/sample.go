@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -50,6 +52,66 @@ type Sample struct {
 	PCIeRxBytes          uint64
 	NVLinkTxBytes        uint64
 	NVLinkRxBytes        uint64
+
+	// Unmeasured says which meters the hardware did not report for this
+	// interval: their quantities above are 0 because nothing was measured,
+	// not because nothing was used ("not supported is not zero").
+	Unmeasured Unmeasured
+}
+
+// Unmeasured is a set of meters a sample has no measurement for.
+type Unmeasured uint8
+
+const (
+	UnmeasuredSMActive Unmeasured = 1 << iota
+	UnmeasuredEnergy
+	UnmeasuredPCIe
+	UnmeasuredNVLink
+
+	// UnmeasuredAll is every flag defined so far.
+	UnmeasuredAll = UnmeasuredSMActive | UnmeasuredEnergy | UnmeasuredPCIe | UnmeasuredNVLink
+)
+
+// Has reports whether every meter of m is unmeasured.
+func (u Unmeasured) Has(m Unmeasured) bool { return u&m == m }
+
+var unmeasuredNames = []struct {
+	flag Unmeasured
+	name string
+}{{UnmeasuredSMActive, "sm_active"}, {UnmeasuredEnergy, "energy"}, {UnmeasuredPCIe, "pcie"}, {UnmeasuredNVLink, "nvlink"}}
+
+// String lists the meters, e.g. "energy;nvlink" (the import format).
+func (u Unmeasured) String() string {
+	var parts []string
+	for _, n := range unmeasuredNames {
+		if u.Has(n.flag) {
+			parts = append(parts, n.name)
+		}
+	}
+	return strings.Join(parts, ";")
+}
+
+// ParseUnmeasured reads a ';'-separated list of sm_active, energy, pcie and
+// nvlink; an empty string is none.
+func ParseUnmeasured(s string) (Unmeasured, error) {
+	var u Unmeasured
+	for _, part := range strings.Split(s, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		i := slices.IndexFunc(unmeasuredNames, func(n struct {
+			flag Unmeasured
+			name string
+		}) bool {
+			return n.name == part
+		})
+		if i < 0 {
+			return 0, fmt.Errorf("unknown meter %q (want sm_active, energy, pcie or nvlink, separated by ';')", part)
+		}
+		u |= unmeasuredNames[i].flag
+	}
+	return u, nil
 }
 
 // SKUFor names the price-book SKU of a GPU model and an optional MIG profile.
@@ -100,6 +162,9 @@ func (s Sample) Validate() error {
 			MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339)))
 	} else if !s.End.After(s.Start) {
 		errs = append(errs, fmt.Errorf("end: %s is not after start %s", s.End.UTC().Format(time.RFC3339), s.Start.UTC().Format(time.RFC3339)))
+	}
+	if s.Unmeasured&^UnmeasuredAll != 0 {
+		errs = append(errs, fmt.Errorf("unmeasured: unknown flags %#x", uint8(s.Unmeasured&^UnmeasuredAll)))
 	}
 	if s.Tenant == "" && s.Workload != "" {
 		// Idle rows have neither; a workload nothing attributed keeps its

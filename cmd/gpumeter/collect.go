@@ -427,6 +427,7 @@ func jsonlSink(w io.Writer) collectors.Appender {
 				"energy_joules": json.Number(fmt.Sprintf("%d.%03d", s.EnergyMillijoules/1000, s.EnergyMillijoules%1000)),
 				"pcie_tx_bytes": s.PCIeTxBytes, "pcie_rx_bytes": s.PCIeRxBytes,
 				"nvlink_tx_bytes": s.NVLinkTxBytes, "nvlink_rx_bytes": s.NVLinkRxBytes,
+				"unmeasured": s.Unmeasured.String(),
 			}
 			if err := enc.Encode(rec); err != nil {
 				return fmt.Errorf("write jsonl: %w", err)

@@ -90,6 +90,8 @@ type usageJSON struct {
 	EnergyKWh      string     `json:"energy_kwh"`
 	PCIeGiB        string     `json:"pcie_gib"`
 	NVLinkGiB      string     `json:"nvlink_gib"`
+	// Unmeasured: GPU-hours whose samples had no measurement of a meter.
+	Unmeasured map[string]string `json:"unmeasured_gpu_hours,omitempty"`
 }
 
 func writeUsageJSON(w io.Writer, rows []store.UsageRow) error {
@@ -99,6 +101,15 @@ func writeUsageJSON(w io.Writer, rows []store.UsageRow) error {
 			GPUHours: r.GPUHours().String(), SMActiveHours: r.SMActiveHours().String(),
 			MemoryGiBHours: r.MemoryGiBHours().String(), EnergyKWh: r.EnergyKWh().String(),
 			PCIeGiB: r.PCIeGiB().String(), NVLinkGiB: r.NVLinkGiB().String()}
+		for name, us := range map[string]uint64{"sm_active": r.Unmeasured.SMActive, "energy": r.Unmeasured.Energy,
+			"pcie": r.Unmeasured.PCIe, "nvlink": r.Unmeasured.NVLink} {
+			if us > 0 {
+				if j.Unmeasured == nil {
+					j.Unmeasured = map[string]string{}
+				}
+				j.Unmeasured[name] = store.Meters{GPUMicroseconds: us}.GPUHours().String()
+			}
+		}
 		if !r.Bucket.IsZero() {
 			b := r.Bucket
 			j.Bucket = &b

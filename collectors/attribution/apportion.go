@@ -368,7 +368,13 @@ func (a *apportioner) emit(dst []collectors.Sample, host string, start, end time
 		if r.mig != nil {
 			s.MIGUUID = r.mig.UUID
 			s.MIGProfile = r.mig.Profile
+			if !r.mig.SMActive.OK {
+				s.Unmeasured |= collectors.UnmeasuredSMActive
+			}
+		} else if !g.ProcessUtilization && !g.SMActive.OK {
+			s.Unmeasured |= collectors.UnmeasuredSMActive
 		}
+		s.Unmeasured |= gpuUnmeasured(g)
 		s.SKU = collectors.SKUFor(s.GPUModel, s.MIGProfile)
 		s.ID = collectors.SampleID(host, r.device, s.Tenant, s.Workload, start)
 		dst = append(dst, s)
@@ -484,4 +490,19 @@ func (a *apportioner) unionMicros(procs []*collectors.Process, start, end time.T
 	}
 	total += curTo.Sub(curFrom)
 	return min(uint64(total/time.Microsecond), interval)
+}
+
+// gpuUnmeasured is what the GPU-level counters did not report this interval.
+func gpuUnmeasured(g *collectors.GPUReading) collectors.Unmeasured {
+	var u collectors.Unmeasured
+	if !g.EnergyMillijoules.OK {
+		u |= collectors.UnmeasuredEnergy
+	}
+	if !g.PCIeTxBytes.OK || !g.PCIeRxBytes.OK {
+		u |= collectors.UnmeasuredPCIe
+	}
+	if !g.NVLinkTxBytes.OK || !g.NVLinkRxBytes.OK {
+		u |= collectors.UnmeasuredNVLink
+	}
+	return u
 }

@@ -410,3 +410,44 @@ func TestApportionMakesNothingForFailedGPUsOrEmptyIntervals(t *testing.T) {
 		t.Fatalf("nil reading made %d samples", len(got))
 	}
 }
+
+// "Not supported is not zero": a meter the GPU did not report is flagged
+// unmeasured on every row of that GPU, not passed off as zero usage.
+func TestApportionFlagsUnmeasuredMeters(t *testing.T) {
+	cases := []struct {
+		name string
+		gpu  collectors.GPUReading
+		want collectors.Unmeasured
+	}{
+		// wholeGPU reports energy and PCIe, but no NVLink (a PCIe board).
+		{"whole GPU without NVLink", wholeGPU(proc(1, "", 0, 10, 60, 4, owner("alpha", "ns/a"))), collectors.UnmeasuredNVLink},
+		{"whole GPU without per-process or device SM activity", func() collectors.GPUReading {
+			g := wholeGPU(proc(1, "", 0, 10, 60, 4, owner("alpha", "ns/a")))
+			g.ProcessUtilization = false
+			g.NVLinkTxBytes, g.NVLinkRxBytes = collectors.Delta{OK: true}, collectors.Delta{OK: true}
+			return g
+		}(), collectors.UnmeasuredSMActive},
+		// migGPU reports energy and NVLink TX only; its instances have no GPM.
+		{"MIG GPU without GPM, PCIe or NVLink RX", migGPU([]collectors.MIGInstance{inst("MIG-a", "3g.40gb", 3, owner("alpha", "ns/a"))}),
+			collectors.UnmeasuredSMActive | collectors.UnmeasuredPCIe | collectors.UnmeasuredNVLink},
+		{"first interval: no energy baseline yet", func() collectors.GPUReading {
+			g := wholeGPU(proc(1, "", 0, 10, 60, 4, owner("alpha", "ns/a")))
+			g.EnergyMillijoules = collectors.Delta{}
+			g.NVLinkTxBytes, g.NVLinkRxBytes = collectors.Delta{OK: true}, collectors.Delta{OK: true}
+			return g
+		}(), collectors.UnmeasuredEnergy},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Apportion(nil, "h", start, end, &tc.gpu)
+			if len(got) == 0 {
+				t.Fatal("no samples")
+			}
+			for _, s := range got {
+				if s.Unmeasured != tc.want {
+					t.Errorf("row %s/%s: unmeasured %04b, want %04b", s.Tenant, s.MIGUUID, s.Unmeasured, tc.want)
+				}
+			}
+		})
+	}
+}

@@ -171,7 +171,8 @@ func digest(s collectors.Sample) uint64 {
 	}
 	var b [8]byte
 	for _, v := range []uint64{uint64(s.Start.UnixNano()), uint64(s.End.UnixNano()), s.GPUMicroseconds, s.SMActiveMicroseconds,
-		s.MemMiBSeconds, s.MemPeakBytes, s.EnergyMillijoules, s.PCIeTxBytes, s.PCIeRxBytes, s.NVLinkTxBytes, s.NVLinkRxBytes} {
+		s.MemMiBSeconds, s.MemPeakBytes, s.EnergyMillijoules, s.PCIeTxBytes, s.PCIeRxBytes, s.NVLinkTxBytes, s.NVLinkRxBytes,
+		uint64(s.Unmeasured)} {
 		binary.LittleEndian.PutUint64(b[:], v)
 		h.Write(b[:])
 	}

@@ -141,6 +141,14 @@ func columns() []column {
 		{"pcie_rx_bytes", fixed(0, func(s *collectors.Sample) *uint64 { return &s.PCIeRxBytes })},
 		{"nvlink_tx_bytes", fixed(0, func(s *collectors.Sample) *uint64 { return &s.NVLinkTxBytes })},
 		{"nvlink_rx_bytes", fixed(0, func(s *collectors.Sample) *uint64 { return &s.NVLinkRxBytes })},
+		{"unmeasured", func(s *collectors.Sample, v string) error {
+			u, err := collectors.ParseUnmeasured(v)
+			if err != nil {
+				return err
+			}
+			s.Unmeasured = u
+			return nil
+		}},
 	}
 }
 

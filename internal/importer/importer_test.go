@@ -63,6 +63,9 @@ func TestCSVAndJSONLReadTheSameSamples(t *testing.T) {
 	if first.GPUMicroseconds != 10_000_000 || first.SMActiveMicroseconds != 7_500_000 || first.EnergyMillijoules != 3_500_125 {
 		t.Errorf("units converted wrongly: %+v", first)
 	}
+	if csvRows[1].Unmeasured != collectors.UnmeasuredSMActive|collectors.UnmeasuredNVLink || csvRows[0].Unmeasured != 0 {
+		t.Errorf("unmeasured = %v, %v", csvRows[0].Unmeasured, csvRows[1].Unmeasured)
+	}
 	if csvRows[1].SKU != "H100-SXM5-80GB/3g.40gb" || csvRows[0].SKU != "H100-SXM5-80GB" {
 		t.Errorf("derived SKUs = %q, %q", csvRows[0].SKU, csvRows[1].SKU)
 	}
@@ -91,6 +94,8 @@ func TestBadRowsNameLineAndField(t *testing.T) {
 		{"missing tenant on a non-idle row", header + "h,G,H100-SXM5-80GB,,job-9,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10,1\n", 2, "tenant"},
 		{"more gpu time than the interval", header + "h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,11,1\n", 2, "gpu_seconds"},
 		{"required column missing", "host,gpu_uuid,start,end,gpu_seconds\n", 1, "gpu_model"},
+		{"unknown unmeasured meter", "host,gpu_uuid,gpu_model,tenant,workload,start,end,gpu_seconds,unmeasured\n" +
+			"h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10,temperature\n", 2, "unmeasured"},
 		{"wrong field count", header + "h,G\n", 2, ""},
 	}
 	for _, tc := range cases {

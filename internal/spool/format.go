@@ -10,8 +10,9 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 )
 
-// On-disk format, version 1 (docs/delivery.md has the picture). All
-// integers little-endian.
+// On-disk format (docs/delivery.md has the picture). All integers
+// little-endian. Payload version 2 appends the unmeasured flags to each
+// sample; version 1 payloads (without them) still decode.
 //
 //	segment  = header record*
 //	header   = "GMSG" version:u16 flags:u16 seq:u64 crc:u32        (20 bytes)
@@ -19,6 +20,7 @@ import (
 //	payload  = version:u8 nstrings:uvarint (len:uvarint bytes)*
 //	           nsamples:uvarint sample*
 //	sample   = id:u64 9×string-index:uvarint start end 9×quantity:uvarint
+//	           unmeasured:uvarint                                  (v2 only)
 //	start    = seconds:zigzag-varint nanos:uvarint
 //	end      = seconds-after-start:zigzag-varint nanos:uvarint
 //
@@ -32,6 +34,7 @@ const (
 	recMagic      = "GMRC"
 	recHeaderLen  = 16
 	payloadV1     = 1
+	payloadV2     = 2
 	segFileSuffix = ".seg"
 
 	// maxPayloadBytes caps one record whatever a header claims, so a
@@ -142,12 +145,13 @@ func (e *encoder) encode(samples []collectors.Sample) ([]byte, error) {
 		for _, q := range [...]uint64{s.GPUMicroseconds, s.SMActiveMicroseconds, s.MemMiBSeconds, s.MemPeakBytes, s.EnergyMillijoules, s.PCIeTxBytes, s.PCIeRxBytes, s.NVLinkTxBytes, s.NVLinkRxBytes} {
 			b = binary.AppendUvarint(b, q)
 		}
+		b = binary.AppendUvarint(b, uint64(s.Unmeasured))
 	}
 	e.body = b
 
 	var header [recHeaderLen]byte // filled in once the payload length is known
 	out := append(e.out[:0], header[:]...)
-	out = append(out, payloadV1)
+	out = append(out, payloadV2)
 	out = binary.AppendUvarint(out, uint64(len(e.strs)))
 	for _, str := range e.strs {
 		out = binary.AppendUvarint(out, uint64(len(str)))
@@ -181,13 +185,14 @@ func (e *encoder) intern(s string) uint64 {
 }
 
 // decodeBatch decodes a payload whose CRC already matched. A payload that
-// is not a whole, canonical v1 batch of exactly rows samples is an error
+// is not a whole, canonical v1 or v2 batch of exactly rows samples is an error
 // wrapping ErrCorruptSegment; it never panics and never allocates more
 // than the payload can justify.
 func decodeBatch(payload []byte, rows uint32) ([]collectors.Sample, error) {
 	d := decoder{b: payload}
-	if v := d.byte(); d.err == nil && v != payloadV1 {
-		return nil, fmt.Errorf("decode batch: payload version %d, this build reads %d: %w", v, payloadV1, ErrCorruptSegment)
+	version := d.byte()
+	if d.err == nil && version != payloadV1 && version != payloadV2 {
+		return nil, fmt.Errorf("decode batch: payload version %d, this build reads %d and %d: %w", version, payloadV1, payloadV2, ErrCorruptSegment)
 	}
 	nstr := d.count(1)
 	strs := make([]string, 0, nstr)
@@ -213,6 +218,13 @@ func decodeBatch(payload []byte, rows uint32) ([]collectors.Sample, error) {
 		s.End = time.Unix(endSec, endNsec).UTC()
 		for _, p := range [...]*uint64{&s.GPUMicroseconds, &s.SMActiveMicroseconds, &s.MemMiBSeconds, &s.MemPeakBytes, &s.EnergyMillijoules, &s.PCIeTxBytes, &s.PCIeRxBytes, &s.NVLinkTxBytes, &s.NVLinkRxBytes} {
 			*p = d.uvarint()
+		}
+		if version >= payloadV2 {
+			u := d.uvarint()
+			if u > uint64(collectors.UnmeasuredAll) && d.err == nil {
+				d.fail(fmt.Sprintf("unmeasured flags %#x", u))
+			}
+			s.Unmeasured = collectors.Unmeasured(u)
 		}
 		out = append(out, s)
 	}

@@ -802,3 +802,34 @@ func TestAppendRefusesInvalidSamplesAndWritesNothing(t *testing.T) {
 		t.Fatalf("backlog %d rows after a refused append", rows)
 	}
 }
+
+// Spools written before payload version 2 (no unmeasured flags) still read.
+func TestDecodeReadsVersion1Payloads(t *testing.T) {
+	batch := testBatch(3, 1)
+	batch[0].Unmeasured = 0
+	var e encoder
+	rec, err := e.encode(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := append([]byte(nil), rec[recHeaderLen:]...)
+	if payload[0] != payloadV2 || payload[len(payload)-1] != 0 {
+		t.Fatalf("unexpected v2 layout: version %d, last byte %d", payload[0], payload[len(payload)-1])
+	}
+	v1 := append([]byte{payloadV1}, payload[1:len(payload)-1]...)
+	got, err := decodeBatch(v1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalSamples(t, got, batch)
+
+	batch[0].Unmeasured = collectors.UnmeasuredNVLink | collectors.UnmeasuredEnergy
+	rec, err = e.encode(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = decodeBatch(rec[recHeaderLen:], 1)
+	if err != nil || got[0].Unmeasured != batch[0].Unmeasured {
+		t.Fatalf("v2 round trip: %+v, %v", got, err)
+	}
+}

@@ -86,7 +86,7 @@ func BenchmarkInsertSamples(b *testing.B) {
 const sampleColumnsForBench = "sample_id, host, gpu_uuid, gpu_model, mig_uuid, mig_profile, sku, " +
 	"tenant, department, workload, start, end, " +
 	"gpu_microseconds, sm_active_microseconds, mem_mib_seconds, mem_peak_bytes, energy_millijoules, " +
-	"pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes"
+	"pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes, unmeasured"
 
 func writeTSV(path string, samples []collectors.Sample) error {
 	f, err := os.Create(path)
@@ -95,11 +95,11 @@ func writeTSV(path string, samples []collectors.Sample) error {
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	for _, x := range samples {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n",
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n",
 			x.ID, x.Host, x.GPUUUID, x.GPUModel, x.MIGUUID, x.MIGProfile, x.SKU, x.Tenant, x.Department, x.Workload,
 			x.Start.UTC().Format(time.DateTime), x.End.UTC().Format(time.DateTime),
 			x.GPUMicroseconds, x.SMActiveMicroseconds, x.MemMiBSeconds, x.MemPeakBytes, x.EnergyMillijoules,
-			x.PCIeTxBytes, x.PCIeRxBytes, x.NVLinkTxBytes, x.NVLinkRxBytes)
+			x.PCIeTxBytes, x.PCIeRxBytes, x.NVLinkTxBytes, x.NVLinkRxBytes, x.Unmeasured)
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()

@@ -16,10 +16,13 @@ var _ billing.RollupStore = (*Store)(nil)
 // version and reads with FINAL see exactly one row per key.
 const rollupSQL = `INSERT INTO usage_hourly (hour, tenant, department, sku, samples,
     gpu_microseconds, sm_active_microseconds, mem_mib_seconds, mem_peak_bytes, energy_millijoules,
-    pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes, version)
+    pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes,
+    sm_unmeasured_microseconds, energy_unmeasured_microseconds, pcie_unmeasured_microseconds, nvlink_unmeasured_microseconds,
+    version)
 SELECT toStartOfHour(start) AS hour, tenant, department, sku, count(),
     sum(gpu_microseconds), sum(sm_active_microseconds), sum(mem_mib_seconds), max(mem_peak_bytes), sum(energy_millijoules),
-    sum(pcie_tx_bytes), sum(pcie_rx_bytes), sum(nvlink_tx_bytes), sum(nvlink_rx_bytes), ?
+    sum(pcie_tx_bytes), sum(pcie_rx_bytes), sum(nvlink_tx_bytes), sum(nvlink_rx_bytes),
+    ` + unmeasuredSums + `, ?
 FROM usage_samples FINAL
 WHERE start >= ? AND start < ?
 GROUP BY hour, tenant, department, sku`

@@ -14,7 +14,7 @@ import (
 const sampleColumns = "sample_id, host, gpu_uuid, gpu_model, mig_uuid, mig_profile, sku, " +
 	"tenant, department, workload, start, end, " +
 	"gpu_microseconds, sm_active_microseconds, mem_mib_seconds, mem_peak_bytes, energy_millijoules, " +
-	"pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes"
+	"pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes, unmeasured"
 
 // MaxInsertRows caps one INSERT; larger calls are split.
 const MaxInsertRows = 100_000
@@ -87,12 +87,14 @@ type columnBuffers struct {
 	times  [2][]time.Time
 	counts [9][]uint64 // gpu_microseconds … nvlink_rx_bytes
 	ids    []uint64
+	flags  []uint8 // unmeasured
 }
 
 var columnPool = sync.Pool{New: func() any { return new(columnBuffers) }}
 
 func (c *columnBuffers) fill(samples []collectors.Sample) {
 	c.ids = c.ids[:0]
+	c.flags = c.flags[:0]
 	for i := range c.strs {
 		c.strs[i] = c.strs[i][:0]
 	}
@@ -114,11 +116,12 @@ func (c *columnBuffers) fill(samples []collectors.Sample) {
 			x.PCIeTxBytes, x.PCIeRxBytes, x.NVLinkTxBytes, x.NVLinkRxBytes} {
 			c.counts[j] = append(c.counts[j], v)
 		}
+		c.flags = append(c.flags, uint8(x.Unmeasured))
 	}
 }
 
 func (c *columnBuffers) columns() []any {
-	cols := make([]any, 0, 21)
+	cols := make([]any, 0, 22)
 	cols = append(cols, c.ids)
 	for i := range c.strs {
 		cols = append(cols, c.strs[i])
@@ -127,5 +130,5 @@ func (c *columnBuffers) columns() []any {
 	for i := range c.counts {
 		cols = append(cols, c.counts[i])
 	}
-	return cols
+	return append(cols, c.flags)
 }

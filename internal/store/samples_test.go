@@ -27,6 +27,14 @@ func testSamples(start time.Time, n int, tenants ...string) []collectors.Sample 
 			MemMiBSeconds: 40960 * 10, MemPeakBytes: uint64(i) << 20, EnergyMillijoules: 3_500_000 + uint64(i),
 			PCIeTxBytes: uint64(i) * 1000, PCIeRxBytes: uint64(i) * 2000, NVLinkTxBytes: uint64(i) * 3000, NVLinkRxBytes: uint64(i) * 4000,
 		}
+		// Every fifth GPU is a PCIe board without NVLink; every seventh
+		// sample is a first interval without an energy baseline.
+		if i%5 == 0 {
+			s.Unmeasured |= collectors.UnmeasuredNVLink
+		}
+		if i%7 == 0 {
+			s.Unmeasured |= collectors.UnmeasuredEnergy
+		}
 		s.ID = collectors.SampleID(s.Host, s.GPUUUID, s.Tenant, s.Workload, s.Start)
 		out = append(out, s)
 	}
@@ -40,6 +48,10 @@ func sumByTenant(samples []collectors.Sample) map[string]store.Meters {
 			GPUMicroseconds: s.GPUMicroseconds, SMActiveMicroseconds: s.SMActiveMicroseconds,
 			MemMiBSeconds: s.MemMiBSeconds, MemPeakBytes: s.MemPeakBytes, EnergyMillijoules: s.EnergyMillijoules,
 			PCIeTxBytes: s.PCIeTxBytes, PCIeRxBytes: s.PCIeRxBytes, NVLinkTxBytes: s.NVLinkTxBytes, NVLinkRxBytes: s.NVLinkRxBytes,
+			Unmeasured: store.UnmeasuredMicroseconds{
+				SMActive: gpuIf(s, collectors.UnmeasuredSMActive), Energy: gpuIf(s, collectors.UnmeasuredEnergy),
+				PCIe: gpuIf(s, collectors.UnmeasuredPCIe), NVLink: gpuIf(s, collectors.UnmeasuredNVLink),
+			},
 		})
 	}
 	return out
@@ -147,4 +159,11 @@ func TestInsertRejectsInvalidBatchAndStoresNothing(t *testing.T) {
 	if len(rows) != 1 || rows[0].Samples != 0 {
 		t.Fatalf("rows after a rejected batch: %+v", rows)
 	}
+}
+
+func gpuIf(s collectors.Sample, m collectors.Unmeasured) uint64 {
+	if s.Unmeasured.Has(m) {
+		return s.GPUMicroseconds
+	}
+	return 0
 }

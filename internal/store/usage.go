@@ -52,6 +52,15 @@ type Meters struct {
 	PCIeRxBytes          uint64
 	NVLinkTxBytes        uint64
 	NVLinkRxBytes        uint64
+
+	// Unmeasured is, per meter, the GPU time whose samples had no
+	// measurement of it: the meter's total covers the rest only.
+	Unmeasured UnmeasuredMicroseconds
+}
+
+// UnmeasuredMicroseconds is GPU-microseconds without a measurement, per meter.
+type UnmeasuredMicroseconds struct {
+	SMActive, Energy, PCIe, NVLink uint64
 }
 
 // Add sums two meter sets (peak by maximum).
@@ -66,6 +75,12 @@ func (m Meters) Add(o Meters) Meters {
 		PCIeRxBytes:          m.PCIeRxBytes + o.PCIeRxBytes,
 		NVLinkTxBytes:        m.NVLinkTxBytes + o.NVLinkTxBytes,
 		NVLinkRxBytes:        m.NVLinkRxBytes + o.NVLinkRxBytes,
+		Unmeasured: UnmeasuredMicroseconds{
+			SMActive: m.Unmeasured.SMActive + o.Unmeasured.SMActive,
+			Energy:   m.Unmeasured.Energy + o.Unmeasured.Energy,
+			PCIe:     m.Unmeasured.PCIe + o.Unmeasured.PCIe,
+			NVLink:   m.Unmeasured.NVLink + o.Unmeasured.NVLink,
+		},
 	}
 }
 
@@ -127,6 +142,11 @@ func (q UsageQuery) Validate() error {
 	return errors.Join(errs...)
 }
 
+// unmeasuredSums are the GPU-microseconds of raw samples lacking each
+// meter, by the bits of collectors.Unmeasured (shared with the rollup).
+const unmeasuredSums = "sumIf(gpu_microseconds, bitAnd(unmeasured, 1) != 0), sumIf(gpu_microseconds, bitAnd(unmeasured, 2) != 0), " +
+	"sumIf(gpu_microseconds, bitAnd(unmeasured, 4) != 0), sumIf(gpu_microseconds, bitAnd(unmeasured, 8) != 0)"
+
 // toSQL builds the statement and its arguments. Identifiers come only from
 // the closed enums above; every value is a bind parameter.
 func (q UsageQuery) toSQL() (string, []any) {
@@ -168,6 +188,12 @@ func (q UsageQuery) toSQL() (string, []any) {
 	sel = append(sel, count+" AS samples",
 		"sum(gpu_microseconds)", "sum(sm_active_microseconds)", "sum(mem_mib_seconds)", "max(mem_peak_bytes)",
 		"sum(energy_millijoules)", "sum(pcie_tx_bytes)", "sum(pcie_rx_bytes)", "sum(nvlink_tx_bytes)", "sum(nvlink_rx_bytes)")
+	if q.Source == SourceHourly {
+		sel = append(sel, "sum(sm_unmeasured_microseconds)", "sum(energy_unmeasured_microseconds)",
+			"sum(pcie_unmeasured_microseconds)", "sum(nvlink_unmeasured_microseconds)")
+	} else {
+		sel = append(sel, unmeasuredSums)
+	}
 
 	where := []string{timeCol + " >= ?", timeCol + " < ?"}
 	args := []any{q.From.UTC(), q.To.UTC()}
@@ -208,7 +234,8 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error) {
 		var r UsageRow
 		if err := rows.Scan(&r.Bucket, &r.Tenant, &r.Department, &r.SKU, &r.Samples,
 			&r.GPUMicroseconds, &r.SMActiveMicroseconds, &r.MemMiBSeconds, &r.MemPeakBytes,
-			&r.EnergyMillijoules, &r.PCIeTxBytes, &r.PCIeRxBytes, &r.NVLinkTxBytes, &r.NVLinkRxBytes); err != nil {
+			&r.EnergyMillijoules, &r.PCIeTxBytes, &r.PCIeRxBytes, &r.NVLinkTxBytes, &r.NVLinkRxBytes,
+			&r.Unmeasured.SMActive, &r.Unmeasured.Energy, &r.Unmeasured.PCIe, &r.Unmeasured.NVLink); err != nil {
 			return nil, fmt.Errorf("usage query: scan: %w", err)
 		}
 		if q.Bucket == BucketNone {

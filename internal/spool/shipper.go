@@ -298,8 +298,8 @@ func (s *Shipper) Run(ctx context.Context) error {
 			continue
 		}
 		committed := p.next
-		if !s.commit(ctx, committed) {
-			return nil
+		if ok, err := s.commit(ctx, committed); !ok {
+			return err
 		}
 		p.reset()
 		if carry != nil {
@@ -459,22 +459,26 @@ func (s *Shipper) dropInvalid(p *pending, chunk []collectors.Sample) int {
 }
 
 // commit moves the cursor to pos, retrying after a backoff on failure. It
-// returns false when ctx ended first; the rows are then sent again by the
-// next run, which the store's dedup by sample_id absorbs.
-func (s *Shipper) commit(ctx context.Context, pos Position) bool {
+// returns false when ctx ended first (err nil: the rows are then sent again
+// by the next run, which the store's dedup by sample_id absorbs) or when the
+// spool was closed (err says so).
+func (s *Shipper) commit(ctx context.Context, pos Position) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		err := s.spool.Commit(ctx, pos)
 		if err == nil {
-			return true
+			return true, nil
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
-			return false
+		if errors.Is(err, ErrClosed) {
+			return false, fmt.Errorf("ship: %w", err)
+		}
+		if ctx.Err() != nil {
+			return false, nil
 		}
 		s.m.commitErrors.Inc()
 		delay := backoffDelay(attempt, s.cfg.BackoffInitial, s.cfg.BackoffMax, s.hooks.jitter())
 		s.log.Error("shipper cannot commit the spool cursor, shipped rows will be sent again after a restart", "cursor", pos.String(), "attempt", attempt+1, "retry_in", delay, "err", err)
 		if !s.wait(ctx, delay) {
-			return false
+			return false, nil
 		}
 	}
 }

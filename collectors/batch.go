@@ -7,6 +7,11 @@ import (
 	"sync"
 )
 
+// ErrBatchTooLarge is returned (wrapped) by an Appender that cannot take
+// so many samples in one call, such as a spool whose segment is smaller
+// than the batch's encoding. A Batch then splits what it forwards.
+var ErrBatchTooLarge = errors.New("batch too large for one append")
+
 // BatchConfig configures a Batch.
 type BatchConfig struct {
 	// FlushRows: Append forwards once this many samples are buffered (1:
@@ -38,9 +43,10 @@ type Batch struct {
 	cfg BatchConfig
 	out Appender
 
-	mu      sync.Mutex
-	buf     []Sample
-	dropped uint64
+	mu        sync.Mutex
+	buf       []Sample
+	dropped   uint64
+	chunkRows int // most samples per downstream Append; 0 until one was too large
 }
 
 // NewBatch returns a Batch in front of out.
@@ -80,11 +86,47 @@ func (b *Batch) flushLocked(ctx context.Context) error {
 	if len(b.buf) == 0 {
 		return nil
 	}
-	if err := b.out.Append(ctx, b.buf); err != nil {
-		return fmt.Errorf("flush %d samples (kept for retry): %w", len(b.buf), err)
+	n := len(b.buf)
+	sent, err := b.forward(ctx, b.buf)
+	// What went out is gone from the buffer, so a retry never sends it
+	// again; what did not stays, in order.
+	b.buf = append(b.buf[:0], b.buf[sent:]...)
+	if err != nil {
+		return fmt.Errorf("flush %d samples (%d kept for retry): %w", n, len(b.buf), err)
 	}
-	b.buf = b.buf[:0]
 	return nil
+}
+
+// forward appends samples in chunks the appender takes and returns how
+// many leading samples were sent (or dropped as too large alone). A chunk
+// refused with ErrBatchTooLarge is halved, and the size that worked is
+// kept for later flushes so that the appender is not probed every time.
+func (b *Batch) forward(ctx context.Context, samples []Sample) (int, error) {
+	var tooLarge error
+	sent := 0
+	for sent < len(samples) {
+		chunk := len(samples) - sent
+		if b.chunkRows > 0 {
+			chunk = min(chunk, b.chunkRows)
+		}
+		err := b.out.Append(ctx, samples[sent:sent+chunk])
+		switch {
+		case err == nil:
+			sent += chunk
+		case errors.Is(err, ErrBatchTooLarge) && chunk > 1:
+			b.chunkRows = chunk / 2
+		case errors.Is(err, ErrBatchTooLarge):
+			// One sample the appender can never take: keeping it would stop
+			// everything behind it for good. It is dropped and counted, and
+			// the error reaches the caller, which logs it.
+			b.dropped++
+			sent++
+			tooLarge = fmt.Errorf("sample %d dropped: %w", samples[sent-1].ID, err)
+		default:
+			return sent, err
+		}
+	}
+	return sent, tooLarge
 }
 
 // Pending is the number of buffered samples.
@@ -94,7 +136,8 @@ func (b *Batch) Pending() int {
 	return len(b.buf)
 }
 
-// Dropped is the number of samples dropped because MaxRows was reached.
+// Dropped is the number of samples dropped because MaxRows was reached,
+// or because the appender refused one sample even alone.
 func (b *Batch) Dropped() uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -188,6 +188,7 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) (
 	var out collectors.Appender
 	var written atomic.Uint64
 	drain := func(context.Context) error { return nil }
+	checkPoll := func(int) error { return nil }
 	switch f.sink {
 	case "clickhouse":
 		// Samples go to the on-disk spool first; the shipper delivers them
@@ -198,6 +199,12 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) (
 		}
 		defer d.stop()
 		drain = d.drain
+		checkPoll = func(gpus int) error {
+			if err := d.cfg.CheckPoll(gpus); err != nil {
+				return usageErrorf("collector.spool.%v", err)
+			}
+			return nil
+		}
 		out = d.spool
 	case "jsonl":
 		out = jsonlSink(g.stdout)
@@ -265,6 +272,9 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) (
 		if err != nil {
 			return fmt.Errorf("simulated fleet map: %w", err)
 		}
+		if err := checkPoll(f.hosts * f.gpus); err != nil {
+			return err
+		}
 		tenancy := attribution.Tenancy{Mapping: mapping, NamespaceIsTenant: f.namespaceIsTenant, AccountIsTenant: f.accountIsTenant}
 		for _, h := range fleet.Hosts() {
 			src, err := nvml.New(h.NVML(), nvmlCfg, logger.With("host", h.Name()), metrics)
@@ -297,6 +307,9 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) (
 			return err
 		}
 		closers = append(closers, src.Close)
+		if err := checkPoll(len(src.GPUs())); err != nil {
+			return err
+		}
 		for _, gpu := range src.GPUs() {
 			logger.Info("gpu", "gpu_index", gpu.Index, "gpu_uuid", gpu.UUID, "model", gpu.Model, "name", gpu.Name, "pci_bus_id", gpu.PCIBusID)
 		}

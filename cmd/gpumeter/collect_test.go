@@ -11,6 +11,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -316,5 +318,37 @@ func assertStoredMatchesSimulator(t *testing.T, dsn string, seed int64, hosts in
 	}())
 	if storedEnergy != ledger.TotalEnergyMillijoules {
 		t.Errorf("stored energy %d mJ, simulator's counters %d mJ", storedEnergy, ledger.TotalEnergyMillijoules)
+	}
+}
+
+// Spool segments smaller than the collector's in-memory batch (20,000
+// simulated rows, about 1.6 MB encoded, against 1 MiB segments): every
+// sample is stored. Before the fix the batch was offered whole, refused
+// as too large for a segment on every try, and nothing was stored.
+func TestCollectSmallSegmentsStoreEverySample(t *testing.T) {
+	dsn := testDSN(t)
+	conf := filepath.Join(t.TempDir(), "gpumeter.yaml")
+	if err := os.WriteFile(conf, []byte("collector:\n  spool:\n    segment_bytes: 1048576\n    max_bytes: 67108864\n    overflow: reject\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cli(t, "--config", conf, "--clickhouse", dsn, "collect", "--simulate", "--spool", t.TempDir(),
+		"--hosts", "2", "--seed", "3", "--start", collectStart.Format(time.RFC3339), "--duration", "6h", "--listen", "")
+	if code != 0 {
+		t.Fatalf("collect exit %d\n%s", code, stderr)
+	}
+	assertStoredMatchesSimulator(t, dsn, 3, 2, collectStart, 6*time.Hour)
+}
+
+// A segment that cannot take one poll of the host is refused before
+// anything is collected, with exit code 2 and the field named.
+func TestCollectRefusesSegmentSmallerThanAPoll(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "gpumeter.yaml")
+	if err := os.WriteFile(conf, []byte("collector:\n  spool:\n    segment_bytes: 4096\n    max_bytes: 8192\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cli(t, "--config", conf, "--clickhouse", "clickhouse://127.0.0.1:1/none", "collect", "--simulate",
+		"--spool", t.TempDir(), "--hosts", "2", "--duration", "1m", "--listen", "")
+	if code != 2 || !strings.Contains(stderr, "segment_bytes") || !strings.Contains(stderr, "16 GPUs") {
+		t.Fatalf("exit %d, want 2 naming segment_bytes and the 16 GPUs:\n%s", code, stderr)
 	}
 }

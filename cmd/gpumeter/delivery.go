@@ -20,6 +20,7 @@ import (
 // delivery is the spool, the shipper goroutine and the store behind it.
 type delivery struct {
 	spool *spool.Spool
+	cfg   spool.Config
 	stop  func()
 }
 
@@ -84,7 +85,7 @@ func startDelivery(ctx context.Context, g *globals, f collectFlags, reg promethe
 		}
 	}()
 	stopShip := context.AfterFunc(ctx, cancel) // an interrupt stops shipping at once
-	d := &delivery{spool: sp}
+	d := &delivery{spool: sp, cfg: scfg}
 	d.stop = func() {
 		stopShip()
 		cancel()

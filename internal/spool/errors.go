@@ -1,6 +1,10 @@
 package spool
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/gpumeter/gpumeter/collectors"
+)
 
 // Sentinels, checked with errors.Is: callers branch on them, so every error
 // that carries one wraps it with the operation that met it.
@@ -15,8 +19,10 @@ var (
 	ErrCorruptSegment = errors.New("corrupt spool segment")
 
 	// ErrBatchTooLarge is returned by Append for a batch whose encoding does
-	// not fit in one segment.
-	ErrBatchTooLarge = errors.New("batch larger than a segment")
+	// not fit in one segment. It is collectors.ErrBatchTooLarge, so a
+	// collectors.Batch in front of the spool splits the batch instead of
+	// retrying it whole forever.
+	ErrBatchTooLarge = collectors.ErrBatchTooLarge
 
 	// ErrInvalidSample is returned by Append for a batch holding a sample
 	// that fails collectors.Sample.Validate; nothing of the batch is written,

@@ -59,6 +59,8 @@ func TestBookValidationNamesThePlace(t *testing.T) {
 		{"unknown rounding mode", "mode: half_away_from_zero", "mode: half_up", "currency.rounding.mode", 6, `unknown rounding mode "half_up"`},
 		{"minor units beyond storage precision", "minor_units: 2", "minor_units: 12", "currency.rounding.minor_units", 5, "between 0 and 9"},
 		{"currency code", "code: USD", "code: dollars", "currency.code", 3, "three-letter"},
+		// Before the fix any three capital letters passed.
+		{"currency code not in ISO 4217", "code: USD", "code: XYZ", "currency.code", 3, `"XYZ" is not an ISO 4217 currency code`},
 		{"missing version", "version: test\n", "", "version", 0, "required"},
 		{"tiers without mode", "        mode: graduated\n", "", "skus.H100.meters.gpu_hours.mode", 11, "required with tiers"},
 		{"unknown tier mode", "mode: graduated", "mode: tiered", "skus.H100.meters.gpu_hours.mode", 12, `unknown mode "tiered"`},

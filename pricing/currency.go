@@ -20,6 +20,16 @@ const (
 // money as Decimal(38, 9).
 const StoragePlaces = 9
 
+// storageIntDigits is what Decimal(38, StoragePlaces) leaves for the
+// integer part of an amount.
+const storageIntDigits = 38 - StoragePlaces
+
+// fitsStorage reports whether d fits Decimal(38, StoragePlaces) once
+// rounded to StoragePlaces.
+func fitsStorage(d decimal.Decimal) bool {
+	return d.Abs().LessThan(decimal.New(1, storageIntDigits))
+}
+
 // Currency is a book's currency and its rounding rule.
 type Currency struct {
 	Code       string       `json:"code"`        // ISO 4217, e.g. "USD"
@@ -46,8 +56,11 @@ func (c Currency) Allocate(total decimal.Decimal, weights []decimal.Decimal) ([]
 }
 
 func (c Currency) validate(ps *problems, p path) {
-	if !isCurrencyCode(c.Code) {
+	switch {
+	case !isThreeLetters(c.Code):
 		ps.add(p.key("code"), "want a three-letter ISO 4217 code such as USD, got %q", c.Code)
+	case !isCurrencyCode(c.Code):
+		ps.add(p.key("code"), "%q is not an ISO 4217 currency code (such as USD, EUR or JPY)", c.Code)
 	}
 	if c.MinorUnits < 0 || c.MinorUnits > StoragePlaces {
 		ps.add(p.key("rounding").key("minor_units"), "must be between 0 and %d, got %d", StoragePlaces, c.MinorUnits)
@@ -59,7 +72,17 @@ func (c Currency) validate(ps *problems, p path) {
 	}
 }
 
-func isCurrencyCode(s string) bool {
+// isoCurrencies are ISO 4217's active currency codes (2025), without the
+// precious metals, funds and testing codes: a book prices in money.
+const isoCurrencies = "AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL " +
+	"BSD BTN BWP BYN BZD CAD CDF CHF CLP CNY COP CRC CUC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR FJD " +
+	"FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD JOD JPY KES KGS KHR " +
+	"KMF KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MYR " +
+	"MZN NAD NGN NIO NOK NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR RON RSD RUB RWF SAR SBD SCR SDG SEK " +
+	"SGD SHP SLE SLL SOS SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP TRY TTD TWD TZS UAH UGX USD UYU UZS " +
+	"VED VES VND VUV WST XAF XCD XCG XOF XPF YER ZAR ZMW ZWG"
+
+func isThreeLetters(s string) bool {
 	if len(s) != 3 {
 		return false
 	}
@@ -69,4 +92,18 @@ func isCurrencyCode(s string) bool {
 		}
 	}
 	return true
+}
+
+func isCurrencyCode(s string) bool {
+	if !isThreeLetters(s) {
+		return false
+	}
+	// Every code is three letters and a space apart, so a match on a
+	// multiple of four is a whole code.
+	for i := 0; i+3 <= len(isoCurrencies); i += 4 {
+		if isoCurrencies[i:i+3] == s {
+			return true
+		}
+	}
+	return false
 }

@@ -367,6 +367,17 @@ func Price(in Input) (Result, error) {
 	for _, l := range res.Lines {
 		res.Total = res.Total.Add(l.AmountRounded)
 	}
+	// Invoices store amounts as Decimal(38, 9): an amount with more integer
+	// digits cannot be stored, so it is refused here rather than truncated
+	// there.
+	for i, l := range res.Lines {
+		if !fitsStorage(l.Amount) {
+			return Result{}, fmt.Errorf("line %d (%s %s): amount %s has more than %d integer digits, beyond what invoices store", i, l.SKU, l.Meter, l.Amount, storageIntDigits)
+		}
+	}
+	if !fitsStorage(res.Total) {
+		return Result{}, fmt.Errorf("total %s has more than %d integer digits, beyond what invoices store", res.Total, storageIntDigits)
+	}
 	return res, nil
 }
 

@@ -530,3 +530,17 @@ func TestManySKUsInterleaved(t *testing.T) {
 		}
 	}
 }
+
+// An amount that Decimal(38, 9) cannot hold is refused: before the fix a
+// price and a quantity each within bounds gave a 30-digit amount that no
+// invoice could store.
+func TestAmountBeyondStorageIsRefused(t *testing.T) {
+	b := bookWith(t, `unit_price: "999999999999999"`)
+	_, err := pricing.Price(pricing.Input{Book: b, Start: march, End: march.AddDate(0, 1, 0), Usage: usageOf("H100", pricing.GPUHours, "999999999999999")})
+	if err == nil || !strings.Contains(err.Error(), "beyond what invoices store") {
+		t.Fatalf("err = %v, want a refusal of the unstorable amount", err)
+	}
+	// The largest storable amounts still price.
+	b = bookWith(t, `unit_price: "99999999999999"`)
+	mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.GPUHours, "999999999999999")})
+}

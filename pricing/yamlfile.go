@@ -98,17 +98,55 @@ const (
 	maxIntDigits = 15
 )
 
+// ParseQuantity reads a usage quantity as quote and invoices take it:
+// plain decimal notation ("720", "0.25"), not negative, within the engine's
+// bounds. Exponent forms ("1e3") are refused everywhere, so a file and a
+// flag accept the same texts.
+func ParseQuantity(s string) (decimal.Decimal, error) {
+	d, err := parseDecimal(s)
+	if err != nil {
+		return decimal.Decimal{}, err
+	}
+	if d.Sign() < 0 {
+		return decimal.Decimal{}, fmt.Errorf("negative quantity %s", d)
+	}
+	return d, nil
+}
+
 // parseDecimal reads a decimal from its text, never through a float.
 func parseDecimal(s string) (decimal.Decimal, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return decimal.Decimal{}, errors.New("empty number")
 	}
+	if !plainDecimal(s) {
+		return decimal.Decimal{}, fmt.Errorf("%q is not a decimal number (digits and an optional point, no exponent)", s)
+	}
 	d, err := decimal.NewFromString(s)
 	if err != nil {
 		return decimal.Decimal{}, fmt.Errorf("%q is not a decimal number", s)
 	}
 	return checkBounds(d)
+}
+
+// plainDecimal reports whether s is an optional sign, digits and at most
+// one point with digits on at least one side.
+func plainDecimal(s string) bool {
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		s = s[1:]
+	}
+	digits, point := 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.' && !point:
+			point = true
+		default:
+			return false
+		}
+	}
+	return digits > 0
 }
 
 // checkBounds rejects values beyond maxPlaces decimal places or

@@ -50,6 +50,9 @@ func TestCLIRejectsBadInvocations(t *testing.T) {
 		{"rollup bad date", []string{"rollup", "--from", "yesterday", "--to", "2026-11-01"}, "--from"},
 		{"retention zero days", []string{"retention", "--raw-days", "0"}, "raw_days"},
 		{"serve bad listen", []string{"serve", "--listen", "nowhere"}, "listen"},
+		// Before the fix an empty --clickhouse silently meant the local default.
+		{"empty clickhouse dsn", []string{"--clickhouse", "", "usage", "--from", "2026-11-01"}, "--clickhouse: empty value"},
+		{"empty config path", []string{"--config=", "migrate"}, "--config: empty value"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -27,6 +27,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors/attribution"
 	"github.com/gpumeter/gpumeter/collectors/nvml"
 	"github.com/gpumeter/gpumeter/collectors/sim"
+	"github.com/gpumeter/gpumeter/internal/server"
 )
 
 // collectDeps are what tests replace: the NVML library and the registry.
@@ -468,7 +469,7 @@ func serveMetrics(addr string, reg *prometheus.Registry, m *collectorMetrics, lo
 		}
 		io.WriteString(w, "ok\n")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := server.DefaultConfig().HTTPServer(mux)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
 	logger.Info("metrics listening", "addr", lis.Addr().String())

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/gpumeter/gpumeter/internal/config"
@@ -67,6 +68,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	// An explicitly empty global flag is a mistake (an unset shell
+	// variable, say), never a silent "use the default".
+	var empty []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Value.String() == "" {
+			empty = append(empty, "--"+f.Name)
+		}
+	})
+	if len(empty) > 0 {
+		fmt.Fprintf(stderr, "gpumeter: %s: empty value (leave the flag out for the default)\n", strings.Join(empty, ", "))
 		return 2
 	}
 	// Precedence: config file, then environment, then flags (the flag

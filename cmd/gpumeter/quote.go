@@ -213,15 +213,9 @@ func spreadQuantity(s string, from, to time.Time) ([]pricing.Usage, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := decimal.NewFromString(strings.TrimSpace(value))
+	q, err := pricing.ParseQuantity(value)
 	if err != nil {
-		return nil, fmt.Errorf("%q is not a decimal number", value)
-	}
-	if q.Sign() < 0 {
-		return nil, fmt.Errorf("negative quantity %s", q)
-	}
-	if q.Exponent() < -18 {
-		return nil, fmt.Errorf("%s has more than 18 decimal places", q)
+		return nil, err
 	}
 	first := from.Truncate(time.Hour)
 	if first.Before(from) {
@@ -283,7 +277,12 @@ func parseUsageJSON(data []byte) ([]pricing.Usage, error) {
 	}
 	rows := make([]pricing.Usage, 0, len(raw))
 	for i, r := range raw {
-		q := strings.Trim(string(r.Quantity), `"`)
+		// A JSON number or a string holding one; the text is parsed as a
+		// decimal, never through a float.
+		var q string
+		if err := json.Unmarshal(r.Quantity, &q); err != nil {
+			q = string(r.Quantity)
+		}
 		row, err := usageRow(r.Hour, r.SKU, r.Meter, q)
 		if err != nil {
 			return nil, fmt.Errorf("row %d: %w", i, err)
@@ -339,9 +338,9 @@ func usageRow(hour, sku, meter, quantity string) (pricing.Usage, error) {
 	if err != nil {
 		return pricing.Usage{}, err
 	}
-	q, err := decimal.NewFromString(strings.TrimSpace(quantity))
+	q, err := pricing.ParseQuantity(quantity)
 	if err != nil {
-		return pricing.Usage{}, fmt.Errorf("quantity %q is not a decimal number", quantity)
+		return pricing.Usage{}, fmt.Errorf("quantity: %w", err)
 	}
 	return pricing.Usage{Hour: h, SKU: strings.TrimSpace(sku), Meter: m, Quantity: q}, nil
 }

@@ -193,6 +193,8 @@ func TestQuoteRejectsBadInput(t *testing.T) {
 	offHour := writeFile(t, dir, "off.csv", "hour,sku,meter,quantity\n2026-03-01T00:30:00Z,H100-SXM5-80GB,gpu_hours,1\n")
 	empty := writeFile(t, dir, "empty.csv", "hour,sku,meter,quantity\n")
 	badJSON := writeFile(t, dir, "bad.json", `[{"hour":"2026-03-01T00:00:00Z","sku":"H100-SXM5-80GB","meter":"gpu_hours","quantity":"1","extra":1}]`)
+	expJSON := writeFile(t, dir, "exp.json", `[{"hour":"2026-03-01T00:00:00Z","sku":"H100-SXM5-80GB","meter":"gpu_hours","quantity":1e3}]`)
+	nullJSON := writeFile(t, dir, "null.json", `[{"hour":"2026-03-01T00:00:00Z","sku":"H100-SXM5-80GB","meter":"gpu_hours","quantity":null}]`)
 	q := "H100-SXM5-80GB:gpu_hours=1"
 
 	cases := []struct {
@@ -208,14 +210,18 @@ func TestQuoteRejectsBadInput(t *testing.T) {
 		{"a quantity of an unknown meter", []string{"--book", book, "--quantity", "H100-SXM5-80GB:gpu_minutes=1"}, `unknown meter "gpu_minutes"`},
 		{"a quantity that is not a number", []string{"--book", book, "--quantity", "H100-SXM5-80GB:gpu_hours=1,5"}, "not a decimal number"},
 		{"a negative quantity", []string{"--book", book, "--quantity", "H100-SXM5-80GB:gpu_hours=-1"}, "negative quantity"},
-		{"a quantity finer than 18 places", []string{"--book", book, "--quantity", "H100-SXM5-80GB:gpu_hours=1e-30"}, "more than 18 decimal places"},
+		{"a quantity finer than 18 places", []string{"--book", book, "--quantity", "H100-SXM5-80GB:gpu_hours=0.0000000000000000001"}, "more than 18 decimal places"},
+		// Before the fix exponent forms were read in JSON files and flags alike.
+		{"a quantity in exponent form", []string{"--book", book, "--quantity", "H100-SXM5-80GB:gpu_hours=1e3"}, "not a decimal number"},
+		{"a JSON quantity in exponent form", []string{"--book", book, "--usage", expJSON}, `row 0: quantity: "1e3" is not a decimal number`},
+		{"a JSON quantity of null", []string{"--book", book, "--usage", nullJSON}, "row 0: quantity: empty number"},
 		{"a quantity of an unknown SKU", []string{"--book", book, "--quantity", "B200:gpu_hours=1", "--from", "2026-03-01"}, `usage[0].sku: unknown SKU "B200"`},
 		{"a missing book file", []string{"--book", filepath.Join(dir, "nope.yaml"), "--quantity", q}, "read book"},
 		{"an invalid book names the place", []string{"--book", badBook, "--quantity", q}, `skus["H100-SXM5-80GB"].meters.gpu_hours.tiers[1].up_to: 4 is not above the previous tier's up_to 5`},
 		{"contract dates out of order", []string{"--book", book, "--contract", badContract, "--quantity", q}, "end: 2026-04-01T00:00:00Z is not after start"},
 		{"a contract naming a SKU the book lacks", []string{"--book", book, "--contract", otherSKU, "--quantity", q, "--from", "2026-03-01"}, `reservations[0].sku: unknown SKU "B200"`},
 		{"a CSV without header", []string{"--book", book, "--usage", noHeader}, `CSV header lacks "hour"`},
-		{"a CSV quantity that is not a number", []string{"--book", book, "--usage", badQty}, `line 3: quantity "lots" is not a decimal number`},
+		{"a CSV quantity that is not a number", []string{"--book", book, "--usage", badQty}, `line 3: quantity: "lots" is not a decimal number`},
 		{"a CSV row with missing fields", []string{"--book", book, "--usage", shortRow}, "line 2: 2 fields, the header has 4"},
 		{"a CSV hour that is not a time", []string{"--book", book, "--usage", badHour}, `line 2: hour: "yesterday" is not a time`},
 		{"a usage row of an unknown SKU", []string{"--book", book, "--usage", unknownSKU}, `usage[0].sku: unknown SKU "B200"`},

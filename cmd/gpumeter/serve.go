@@ -26,7 +26,8 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected arguments %v", fs.Args())
 	}
-	srvCfg := server.Config{Listen: *listen}
+	srvCfg := g.cfg.Server
+	srvCfg.Listen = *listen
 	if err := srvCfg.Validate(); err != nil {
 		return usageError{err}
 	}
@@ -68,7 +69,7 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		serveErr = server.New(s, reg, g.logger).Serve(ctx, ln)
+		serveErr = server.New(srvCfg, s, reg, g.logger).Serve(ctx, ln)
 	}()
 	wg.Wait()
 	sched.Stop()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -54,6 +55,9 @@ func runUsage(ctx context.Context, g *globals, args []string) error {
 	}
 	defer s.Close()
 	rows, err := s.Usage(ctx, q)
+	if errors.Is(err, store.ErrTimeOutOfRange) {
+		return usageError{err}
+	}
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func Default() Config {
 	return Config{
 		ClickHouse: ClickHouse{DSN: "clickhouse://127.0.0.1:9000/default"},
 		Log:        Log{Level: "info"},
-		Server:     server.Config{Listen: "127.0.0.1:8080"},
+		Server:     server.DefaultConfig(),
 		Rollup:     billing.DefaultRollupConfig(),
 		Retention:  billing.DefaultRetentionConfig(),
 		Collector: Collector{
@@ -73,6 +73,14 @@ func Load(path string) (Config, error) {
 	dec.KnownFields(true)
 	// An empty file (io.EOF) means all defaults.
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("parse config %s: %w", path, err)
+	}
+	// A second document would be ignored silently: refuse it.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err == nil {
+			return Config{}, fmt.Errorf("parse config %s: line %d: a second YAML document; the config is one document", path, extra.Line)
+		}
 		return Config{}, fmt.Errorf("parse config %s: %w", path, err)
 	}
 	if err := cfg.Validate(); err != nil {

@@ -48,6 +48,9 @@ func TestLoadRejects(t *testing.T) {
 		"empty dsn":   "clickhouse:\n  dsn: \"\"\n",
 		"not yaml":    "clickhouse: [\n",
 		"wrong type":  "clickhouse: 5\n",
+		// Before the fix the second document was ignored silently.
+		"two documents":     "log:\n  level: info\n---\nlog:\n  level: debug\n",
+		"zero idle timeout": "server:\n  idle_timeout: 0s\n",
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -22,27 +22,59 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Config of the HTTP listener.
+// Config of the HTTP listener. The timeouts bound what one client can hold:
+// without IdleTimeout, idle keep-alive connections stay open forever.
 type Config struct {
-	Listen string `yaml:"listen"`
+	Listen            string        `yaml:"listen"`
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	ReadTimeout       time.Duration `yaml:"read_timeout"`
+	WriteTimeout      time.Duration `yaml:"write_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+}
+
+// DefaultConfig listens on loopback port 8080.
+func DefaultConfig() Config {
+	return Config{
+		Listen:            "127.0.0.1:8080",
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
 }
 
 // Validate reports every problem.
 func (c Config) Validate() error {
+	var errs []error
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("server.listen %q: %w", c.Listen, err)
+		errs = append(errs, fmt.Errorf("server.listen %q: %w", c.Listen, err))
 	}
-	return nil
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"read_header_timeout", c.ReadHeaderTimeout}, {"read_timeout", c.ReadTimeout}, {"write_timeout", c.WriteTimeout}, {"idle_timeout", c.IdleTimeout}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("server.%s: %s: must be positive", d.name, d.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// HTTPServer is an http.Server for h with the config's timeouts.
+func (c Config) HTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout,
+		WriteTimeout: c.WriteTimeout, IdleTimeout: c.IdleTimeout}
 }
 
 // Server serves HTTP.
 type Server struct {
+	cfg    Config
 	engine *gin.Engine
 	logger *slog.Logger
 }
 
 // New builds the routes. gather is the registry /metrics exposes.
-func New(ready Pinger, gather prometheus.Gatherer, logger *slog.Logger) *Server {
+func New(cfg Config, ready Pinger, gather prometheus.Gatherer, logger *slog.Logger) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	logger = logger.With("component", "server")
@@ -60,7 +92,7 @@ func New(ready Pinger, gather prometheus.Gatherer, logger *slog.Logger) *Server 
 	})
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(gather, promhttp.HandlerOpts{})))
 	e.NoRoute(func(c *gin.Context) { c.JSON(http.StatusNotFound, gin.H{"error": "not found"}) })
-	return &Server{engine: e, logger: logger}
+	return &Server{cfg: cfg, engine: e, logger: logger}
 }
 
 // Handler exposes the routes (tests use httptest).
@@ -68,7 +100,7 @@ func (s *Server) Handler() http.Handler { return s.engine }
 
 // Serve listens on ln until ctx ends, then shuts down gracefully.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second}
+	srv := s.cfg.HTTPServer(s.engine)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -1,13 +1,17 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -36,12 +40,64 @@ func TestHealthReadinessMetrics(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := New(tc.pinger, reg, slog.New(slog.DiscardHandler))
+			s := New(DefaultConfig(), tc.pinger, reg, slog.New(slog.DiscardHandler))
 			rec := httptest.NewRecorder()
 			s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
 			if rec.Code != tc.want || !strings.Contains(rec.Body.String(), tc.contains) {
 				t.Fatalf("GET %s = %d %q, want %d containing %q", tc.path, rec.Code, rec.Body.String(), tc.want, tc.contains)
 			}
 		})
+	}
+}
+
+// An idle keep-alive connection is closed by the server after
+// IdleTimeout; before the fix serve set none and such connections stayed
+// open forever.
+func TestIdleKeepAliveConnectionsAreClosed(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.IdleTimeout = 100 * time.Millisecond
+	s := New(cfg, fakePinger{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	// The connection is now idle; the server must close it. The deadline
+	// only bounds a failing test.
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := r.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle connection still open (read: %v), want EOF from the server", err)
+	}
+}
+
+func TestConfigValidateTimeouts(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.IdleTimeout = 0
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "idle_timeout") {
+		t.Fatalf("zero idle timeout: %v", err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -21,6 +23,9 @@ type Store struct {
 	conn   driver.Conn
 	cfg    Config
 	logger *slog.Logger
+
+	maxTimeMu sync.Mutex
+	maxTime   time.Time // see MaxTime; zero until probed
 }
 
 // Open connects and checks the server answers.

@@ -223,6 +223,10 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error) {
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("usage query: %w", err)
 	}
+	// A To of exactly the limit's next second is fine: the range is [from, to).
+	if err := s.checkTimes(ctx, "usage query", q.From, q.To.Add(-time.Second)); err != nil {
+		return nil, err
+	}
 	sql, args := q.toSQL()
 	rows, err := s.conn.Query(ctx, sql, args...)
 	if err != nil {

@@ -99,7 +99,8 @@ func runMIGPlan(ctx context.Context, g *globals, args []string) error {
 		}
 	}
 
-	plan, err := partition.Solve(fleet, demand)
+	// ctx is main's signal.NotifyContext: SIGINT or SIGTERM stops the search.
+	plan, err := partition.SolveContext(ctx, fleet, demand)
 	if err != nil {
 		return err
 	}

@@ -83,6 +83,20 @@ func TestMIGRejectsBadInvocations(t *testing.T) {
 		{"fleet with a wrong type", []string{"mig", "plan", "--fleet", bad("f.yaml", "gpus:\n  - {uuid: g, model: H100-SXM5-80GB, index: first}\n"), "--demand", demand}, "--fleet"},
 		{"demand with a bad count", []string{"mig", "plan", "--fleet", fleet, "--demand",
 			bad("d.yaml", "tenants:\n  - {tenant: a, reserved: [{profile: 3g.40gb, count: -1}]}\n")}, "count -1 is not positive"},
+		{"demand with a count that is not an integer", []string{"mig", "plan", "--fleet", fleet, "--demand",
+			bad("d.yaml", "tenants:\n  - {tenant: a, reserved: [{profile: 3g.40gb, count: 1.5}]}\n")}, "d.yaml: tenants[0] (a): reserved[0]: count 1.5 is not an integer"},
+		{"demand with a count past the limit", []string{"mig", "plan", "--fleet", fleet, "--demand",
+			bad("d.yaml", "tenants:\n  - {tenant: a, pending: [{profile: 3g.40gb, count: 10000000}]}\n")}, "pending[0]: count 10000000 exceeds the limit of 1000000 per line"},
+		{"demand with counts whose sum wraps", []string{"mig", "plan", "--fleet", fleet, "--demand",
+			bad("d.yaml", "tenants:\n  - {tenant: a, pending: [{profile: 3g.40gb, count: 4611686018427387904}, {profile: 3g.40gb, count: 4611686018427387904}]}\n")},
+			"pending[1]: count 4611686018427387904 exceeds the limit"},
+		{"fleet with an index twice on a host", []string{"mig", "plan", "--demand", demand, "--fleet",
+			bad("f.yaml", "gpus:\n  - {host: n1, uuid: g1, model: H100-SXM5-80GB, index: 0}\n  - {host: n1, uuid: g2, model: H100-SXM5-80GB, index: 0}\n")},
+			`f.yaml: gpus[1] (g2): index 0 on host "n1" repeats gpus[0]`},
+		{"fleet with a MIG UUID on two GPUs", []string{"mig", "plan", "--demand", demand, "--fleet",
+			bad("f.yaml", "gpus:\n  - {uuid: g1, model: H100-SXM5-80GB, instances: [{profile: 7g.80gb, start: 0, uuid: MIG-1}]}\n"+
+				"  - {uuid: g2, model: H100-SXM5-80GB, instances: [{profile: 7g.80gb, start: 0, uuid: MIG-1}]}\n")},
+			"gpus[1] (g2): instances[0]: uuid MIG-1 repeats gpus[0] instances[0]"},
 		{"demand with an unknown profile", []string{"mig", "plan", "--fleet", fleet, "--demand",
 			bad("d.yaml", "tenants:\n  - {tenant: a, pending: [{profile: 5g.50gb, count: 1}]}\n")}, `no model has profile "5g.50gb"`},
 		{"demand not a mapping", []string{"mig", "plan", "--fleet", fleet, "--demand", bad("d.yaml", "- just\n- a list\n")}, "--demand"},
@@ -142,6 +156,26 @@ func TestMIGPlanWritesPlanAndMIGPartedConfig(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `3g.40gb: 2`) || !strings.Contains(string(b), `mig-enabled: false`) {
 		t.Errorf("mig-parted config lacks the layouts:\n%s", b)
+	}
+}
+
+// A signal cancels the root context (main.go); mig plan stops planning,
+// writes nothing and fails.
+func TestMIGPlanStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out := filepath.Join(t.TempDir(), "plan.yaml")
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"mig", "plan", "--fleet", writeTemp(t, "fleet.yaml", migFleetYAML),
+		"--demand", writeTemp(t, "demand.yaml", migDemandYAML), "--out", out}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), context.Canceled.Error()) {
+		t.Fatalf("exit %d, stderr %q; want 1 with %q", code, stderr.String(), context.Canceled)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a cancelled plan wrote %s: %v", out, err)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("a cancelled plan printed:\n%s", stdout.String())
 	}
 }
 

@@ -9,8 +9,21 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/gpumeter/gpumeter/internal/migprofile"
+)
+
+// Demand counts are bounded so that no sum the planner forms can wrap and a
+// typo cannot ask it for unbounded work. No fleet comes near either limit:
+// the planner never expands demand beyond what the fleet could hold, so a
+// count past capacity costs nothing; the limits only guard the arithmetic.
+const (
+	// MaxCount is the most instances one demand line may ask for.
+	MaxCount = 1_000_000
+	// MaxTotalCount is the most instances a whole demand may ask for.
+	MaxTotalCount = 1_000_000_000
 )
 
 // Fleet is the current state of the GPUs the planner may use.
@@ -64,22 +77,83 @@ type TenantDemand struct {
 type Request struct {
 	Model   string `yaml:"model,omitempty" json:"model,omitempty"`
 	Profile string `yaml:"profile" json:"profile"`
-	Count   int    `yaml:"count" json:"count"`
+	// Count is between 1 and MaxCount, and an integer in the file: YAML
+	// decoders truncate count: 1.5 to 1, so UnmarshalYAML keeps the text of
+	// a count that is not an integer literal for Validate to refuse.
+	Count int `yaml:"count" json:"count"`
+
+	notInteger string // the count as written, when it is not an integer
+}
+
+// UnmarshalYAML decodes a request as usual (strictness included) and
+// records a count written as something other than an integer literal. The
+// signature is the parser-neutral one (yaml.v2 and v3, goccy/go-yaml), so
+// the package needs no YAML import. JSON needs nothing: encoding/json
+// refuses 1.5 for an int.
+func (r *Request) UnmarshalYAML(unmarshal func(any) error) error {
+	type plain Request
+	if err := unmarshal((*plain)(r)); err != nil {
+		return err
+	}
+	// Every field is a scalar, so the mapping decodes as text as written.
+	var text map[string]string
+	if err := unmarshal(&text); err != nil {
+		return err
+	}
+	r.notInteger = ""
+	if c, ok := text["count"]; ok && !isIntegerLiteral(c) {
+		r.notInteger = c
+	}
+	return nil
+}
+
+// isIntegerLiteral reports whether s is an integer as YAML resolves plain
+// scalars (decimal, 0x, 0o or 0b, with _ separators), not a float.
+func isIntegerLiteral(s string) bool {
+	_, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 0, 64)
+	return err == nil
 }
 
 // Validate reports every problem of the fleet: unknown models or profiles,
-// duplicate UUIDs, invalid or overlapping placements, too many instances of
-// a profile, and instances of unknown placement that fit no valid layout.
+// duplicate GPU UUIDs, an NVML index twice on one host, a MIG UUID twice
+// anywhere in the fleet, invalid or overlapping placements, too many
+// instances of a profile, and instances of unknown placement that fit no
+// valid layout. Fleets read from ClickHouse pass through it too.
 func (f Fleet) Validate() error {
+	type hostIndex struct {
+		host  string
+		index int
+	}
+	type migAt struct{ gpu, inst int }
 	var errs []error
 	seen := make(map[string]int, len(f.GPUs))
+	indexes := make(map[hostIndex]int, len(f.GPUs))
+	migs := map[string]migAt{}
 	for i, g := range f.GPUs {
 		where, err := gpuWhere(i, g.UUID, seen)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if g.Index != nil && *g.Index < 0 {
-			errs = append(errs, fmt.Errorf("%s: index %d is negative", where, *g.Index))
+		if g.Index != nil {
+			k := hostIndex{g.Host, *g.Index}
+			switch j, dup := indexes[k]; {
+			case *g.Index < 0:
+				errs = append(errs, fmt.Errorf("%s: index %d is negative", where, *g.Index))
+			case dup:
+				errs = append(errs, fmt.Errorf("%s: index %d on host %q repeats gpus[%d]", where, *g.Index, g.Host, j))
+			default:
+				indexes[k] = i
+			}
+		}
+		for k, in := range g.Instances {
+			if in.UUID == "" {
+				continue
+			}
+			if at, dup := migs[in.UUID]; dup {
+				errs = append(errs, fmt.Errorf("%s: instances[%d]: uuid %s repeats gpus[%d] instances[%d]", where, k, in.UUID, at.gpu, at.inst))
+				continue
+			}
+			migs[in.UUID] = migAt{i, k}
 		}
 		m := modelByName(g.Model)
 		if m == nil {
@@ -98,10 +172,12 @@ func (f Fleet) Validate() error {
 }
 
 // Validate reports every problem of the demand: empty or repeated tenants,
-// unknown models or profiles, and counts that are not positive.
+// unknown models or profiles, and counts that are not integers, not
+// positive, above MaxCount, or that add up to more than MaxTotalCount.
 func (d Demand) Validate() error {
 	var errs []error
 	seen := make(map[string]int, len(d.Tenants))
+	total := 0 // of valid lines, each at most MaxCount: it stops short of wrapping
 	for i, t := range d.Tenants {
 		where := fmt.Sprintf("tenants[%d]", i)
 		if t.Tenant == "" {
@@ -120,17 +196,27 @@ func (d Demand) Validate() error {
 			for k, r := range c.reqs {
 				if err := r.validate(); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %s[%d]: %w", where, c.class, k, err))
+				} else if total <= MaxTotalCount {
+					total += r.Count
 				}
 			}
 		}
+	}
+	if total > MaxTotalCount {
+		errs = append(errs, fmt.Errorf("demand asks for more than %d instances in all", MaxTotalCount))
 	}
 	return errors.Join(errs...)
 }
 
 func (r Request) validate() error {
 	var errs []error
-	if r.Count <= 0 {
+	switch {
+	case r.notInteger != "":
+		errs = append(errs, fmt.Errorf("count %s is not an integer", r.notInteger))
+	case r.Count <= 0:
 		errs = append(errs, fmt.Errorf("count %d is not positive", r.Count))
+	case r.Count > MaxCount:
+		errs = append(errs, fmt.Errorf("count %d exceeds the limit of %d per line", r.Count, MaxCount))
 	}
 	switch {
 	case r.Profile == "":

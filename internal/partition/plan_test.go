@@ -129,6 +129,10 @@ func FuzzSolve(f *testing.F) {
 				model := models[next()%len(models)]
 				m, _ := migprofile.LookupModel(model)
 				r := Request{Model: model, Profile: m.Profiles[next()%len(m.Profiles)].Name, Count: next()%4 - 1}
+				if r.Count < 0 && next()%2 == 0 {
+					// Far past any fleet, at and past the limit.
+					r.Count = []int{MaxCount, MaxCount + 1, 1 << 62}[next()%3]
+				}
 				if next()%4 == 0 {
 					r.Model = ""
 				}

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -38,10 +39,30 @@ const maxImprovePasses = 10
 //     instances in place and leave the most usable free space; then tenants
 //     are matched to instances, an instance's previous tenant first.
 //
-// Invalid input returns an error and no plan.
+// Invalid input returns an error and no plan. Work and memory are bounded
+// by the fleet: demand beyond what the fleet could hold of a profile is
+// reported unmet without being expanded into instances to place.
 func Solve(fleet Fleet, demand Demand) (Plan, error) {
+	return SolveContext(context.Background(), fleet, demand)
+}
+
+// SolveContext is Solve that gives up when ctx is done: the search checks
+// ctx before each new instance it places and each GPU it revisits, and then
+// returns ctx.Err() (wrapped) and no plan. Invalid input is reported first.
+func SolveContext(ctx context.Context, fleet Fleet, demand Demand) (Plan, error) {
 	if err := errors.Join(fleet.Validate(), demand.Validate()); err != nil {
 		return Plan{}, fmt.Errorf("plan mig layouts: %w", err)
+	}
+	plan, err := search(ctx, fleet, demand)
+	if err != nil {
+		return Plan{}, fmt.Errorf("plan mig layouts: %w", err)
+	}
+	return plan, nil
+}
+
+func search(ctx context.Context, fleet Fleet, demand Demand) (Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return Plan{}, err
 	}
 	// Two ways to pick a GPU to open for new instances: the tightest fit,
 	// which wastes the least space, and the emptiest, which lets the next
@@ -53,10 +74,20 @@ func Solve(fleet Fleet, demand Demand) (Plan, error) {
 		s.fill = fill
 		s.holdBusy()
 		s.aggregate()
-		s.placeNew()
-		s.improve()
-		if s.consolidate() {
-			s.improve()
+		if err := s.placeNew(ctx); err != nil {
+			return Plan{}, err
+		}
+		if err := s.improve(ctx); err != nil {
+			return Plan{}, err
+		}
+		moved, err := s.consolidate(ctx)
+		if err != nil {
+			return Plan{}, err
+		}
+		if moved {
+			if err := s.improve(ctx); err != nil {
+				return Plan{}, err
+			}
 		}
 		if p := s.result(); i == 0 || better(p.Summary, best.Summary) {
 			best = p
@@ -353,14 +384,27 @@ type unit struct {
 	nd    *nameDemand
 }
 
-// placeNew turns demand the current instances leave unmet into new
-// instances, best-fit decreasing, without destroying anything (step 2).
-func (s *solver) placeNew() {
+// newUnits lists the new instances placeNew tries to place: demand the
+// current instances leave unmet, one unit per instance, in order of
+// placement. A run of one class, profile and model is cut at what the fleet
+// could hold beside its current instances (room), since the units of a run
+// are placed in turn and one that finds no GPU leaves the next nowhere to
+// go either: the plan is the same as with every unit, and memory and time
+// do not grow with the count asked for.
+func (s *solver) newUnits() []unit {
+	room := s.room()
 	var units []unit
+	emit := func(n, limit int, u unit) {
+		for range min(n, limit) {
+			units = append(units, u)
+		}
+	}
 	for _, nd := range s.names {
 		left := map[int]int{}
+		anyRoom := 0
 		for _, pr := range nd.pairs {
 			left[pr.m] = s.supply[pr.m][pr.p]
+			anyRoom += room[pr.m][pr.p]
 		}
 		// The same order of service as value(): explicit reserved, any
 		// reserved, explicit pending, any pending.
@@ -375,23 +419,15 @@ func (s *solver) placeNew() {
 		for _, pr := range nd.pairs {
 			take := min(left[pr.m], s.er[pr.m][pr.p])
 			left[pr.m] -= take
-			for range s.er[pr.m][pr.p] - take {
-				units = append(units, unit{Reserved, pr.m, nd})
-			}
+			emit(s.er[pr.m][pr.p]-take, room[pr.m][pr.p], unit{Reserved, pr.m, nd})
 		}
-		for range unmetAny(nd.ar) {
-			units = append(units, unit{Reserved, -1, nd})
-		}
+		emit(unmetAny(nd.ar), anyRoom, unit{Reserved, -1, nd})
 		for _, pr := range nd.pairs {
 			take := min(left[pr.m], s.ep[pr.m][pr.p])
 			left[pr.m] -= take
-			for range s.ep[pr.m][pr.p] - take {
-				units = append(units, unit{Pending, pr.m, nd})
-			}
+			emit(s.ep[pr.m][pr.p]-take, room[pr.m][pr.p], unit{Pending, pr.m, nd})
 		}
-		for range unmetAny(nd.ap) {
-			units = append(units, unit{Pending, -1, nd})
-		}
+		emit(unmetAny(nd.ap), anyRoom, unit{Pending, -1, nd})
 	}
 	classRank := map[Class]int{Reserved: 0, Pending: 1}
 	slices.SortStableFunc(units, func(a, b unit) int {
@@ -403,7 +439,31 @@ func (s *solver) placeNew() {
 			cmp.Compare(a.model, b.model),
 		)
 	})
+	return units
+}
 
+// room counts, per model position and profile, the instances placeNew could
+// add to the fleet at most: on each GPU with MIG on, the profile's instance
+// limit less the instances of it there already. placeNew destroys nothing,
+// so no run of units places more.
+func (s *solver) room() [][maxProfiles]int {
+	room := make([][maxProfiles]int, len(modelIndexes))
+	for _, g := range s.gpus {
+		if g.g.MIGDisabled {
+			continue
+		}
+		for p, prof := range g.m.profiles {
+			room[g.m.pos][p] += max(0, prof.MaxInstances-int(g.busyN[p])-int(g.current[p]))
+		}
+	}
+	return room
+}
+
+// placeNew turns demand the current instances leave unmet into new
+// instances, best-fit decreasing, without destroying anything (step 2).
+// It checks ctx before each unit.
+func (s *solver) placeNew(ctx context.Context) error {
+	units := s.newUnits()
 	buckets := make([]map[bucketKey]*bucket, len(modelIndexes))
 	added := make([]counts, len(s.gpus))
 	for i := range buckets {
@@ -415,6 +475,9 @@ func (s *solver) placeNew() {
 		}
 	}
 	for _, u := range units {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		var (
 			best      *bucket
 			bestScore [3]int
@@ -446,6 +509,7 @@ func (s *solver) placeNew() {
 		s.supply[g.m.pos][p]++
 		s.addToBucket(buckets, g, added[g.idx])
 	}
+	return nil
 }
 
 func less(a, b []int) bool {
@@ -527,8 +591,9 @@ func (s *solver) removeFromBucket(buckets []map[bucketKey]*bucket, b *bucket) {
 }
 
 // improve is the local search (step 3): every GPU in turn takes its best
-// layout given the others, until a pass changes nothing.
-func (s *solver) improve() {
+// layout given the others, until a pass changes nothing. It checks ctx
+// before each GPU.
+func (s *solver) improve(ctx context.Context) error {
 	for _, g := range s.gpus {
 		if !g.g.MIGDisabled {
 			s.setAddable(g)
@@ -537,14 +602,18 @@ func (s *solver) improve() {
 	for range maxImprovePasses {
 		moved := false
 		for _, g := range s.gpus {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			if !g.g.MIGDisabled && s.bestResponse(g) {
 				moved = true
 			}
 		}
 		if !moved {
-			return
+			return nil
 		}
 	}
+	return nil
 }
 
 // bestResponse replaces a GPU's target with the best one: most reserved
@@ -660,10 +729,13 @@ func (s *solver) setTarget(g *gpuState, c counts) {
 // consolidate tries to leave changed GPUs as they are: it puts a GPU back
 // to its current layout and moves the instances that were new on it to
 // other changed GPUs with room, keeping the result when no demand is lost.
-// It reports whether anything moved.
-func (s *solver) consolidate() bool {
+// It reports whether anything moved, and checks ctx before each GPU.
+func (s *solver) consolidate(ctx context.Context) (bool, error) {
 	moved := false
 	for _, g := range s.gpus {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
 		if g.g.MIGDisabled || !g.changed {
 			continue
 		}
@@ -692,7 +764,7 @@ func (s *solver) consolidate() bool {
 		}
 		moved = true
 	}
-	return moved
+	return moved, nil
 }
 
 // setAddable records which demanded profiles a GPU could take one more of

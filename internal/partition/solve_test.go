@@ -1,12 +1,17 @@
 package partition
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpumeter/gpumeter/internal/migprofile"
 )
@@ -461,5 +466,185 @@ func TestSolvePropertiesOnRandomFleets(t *testing.T) {
 				t.Error("Solve is not deterministic")
 			}
 		})
+	}
+}
+
+// allocatedBytes is what f allocates, the least of a few runs (the heap
+// counter is process-wide, so a run can only read high, never low).
+func allocatedBytes(f func()) uint64 {
+	var least uint64
+	for i := range 3 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; i == 0 || n < least {
+			least = n
+		}
+	}
+	return least
+}
+
+// Demand beyond what the fleet could ever hold costs nothing: asking for a
+// million instances plans with the memory of asking for what fits, and the
+// unmet part is reported exactly.
+func TestSolveCostDoesNotGrowWithDemandBeyondCapacity(t *testing.T) {
+	h100 := migprofile.H100SXM5_80GB
+	fleet := Fleet{GPUs: []GPU{
+		{Host: "n1", UUID: "GPU-0", Model: h100},
+		{Host: "n1", UUID: "GPU-1", Model: h100},
+		{Host: "n1", UUID: "GPU-2", Model: migprofile.A100SXM4_80GB},
+	}}
+	const huge = 1_000_000
+	for _, tc := range []struct {
+		name  string
+		class Class
+		req   Request
+		fits  int // instances the fleet holds of the request
+	}{
+		// 1g.10gb: at most 7 per H100.
+		{"explicit reserved", Reserved, Request{Model: h100, Profile: "1g.10gb"}, 14},
+		{"explicit pending", Pending, Request{Model: h100, Profile: "1g.10gb"}, 14},
+		// 3g.40gb: 2 per GPU on the H100s and the A100 80GB.
+		{"any-model reserved", Reserved, Request{Profile: "3g.40gb"}, 6},
+		{"any-model pending", Pending, Request{Profile: "3g.40gb"}, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			demand := func(n int) Demand {
+				r := tc.req
+				r.Count = n
+				td := TenantDemand{Tenant: "acme"}
+				if tc.class == Reserved {
+					td.Reserved = []Request{r}
+				} else {
+					td.Pending = []Request{r}
+				}
+				return Demand{Tenants: []TenantDemand{td}}
+			}
+			var small, big Plan
+			smallBytes := allocatedBytes(func() { small, _ = Solve(fleet, demand(tc.fits)) })
+			bigBytes := allocatedBytes(func() { big, _ = Solve(fleet, demand(huge)) })
+			if bigBytes > 2*smallBytes+64<<10 {
+				t.Errorf("asking for %d allocates %d bytes, asking for the %d that fit %d", huge, bigBytes, tc.fits, smallBytes)
+			}
+			if len(small.Unmet) != 0 {
+				t.Fatalf("demand that fits left unmet %+v", small.Unmet)
+			}
+			if len(big.Unmet) != 1 || big.Unmet[0].Count != huge-tc.fits || big.Summary.UnmetInstanceCount != huge-tc.fits {
+				t.Fatalf("unmet %+v, summary %+v; want %d unmet", big.Unmet, big.Summary, huge-tc.fits)
+			}
+			if !reflect.DeepEqual(big.GPUs, small.GPUs) {
+				t.Errorf("layouts differ from those for the demand that fits:\n%+v\n%+v", big.GPUs, small.GPUs)
+			}
+			checkPlan(t, fleet, demand(huge), big)
+		})
+	}
+}
+
+// countdownContext reports cancellation from its (left+1)th Err call on, so
+// a test can cancel the planner at any one of its checks without a clock.
+type countdownContext struct {
+	context.Context
+	left, calls int
+	done        chan struct{}
+}
+
+func newCountdown(left int) *countdownContext {
+	return &countdownContext{Context: context.Background(), left: left, done: make(chan struct{})}
+}
+
+func (c *countdownContext) Done() <-chan struct{} { return c.done }
+
+func (c *countdownContext) Err() error {
+	c.calls++
+	if c.left == 0 {
+		select {
+		case <-c.done:
+		default:
+			close(c.done)
+		}
+		return context.Canceled
+	}
+	c.left--
+	return nil
+}
+
+func TestSolveContextStopsWhenCancelled(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	cfg := genConfig{gpus: 60, tenants: 20, models: migprofile.Models(), busyPct: 30, unknownStartPct: 10,
+		maxExisting: 5, maxRequests: 3, maxCount: 4, anyModelPct: 20, disabledPct: 2}
+	fleet, demand := genFleet(r, cfg), genDemand(r, cfg)
+
+	never := newCountdown(math.MaxInt)
+	want, err := SolveContext(never, fleet, demand)
+	if err != nil {
+		t.Fatalf("SolveContext: %v", err)
+	}
+	if got, _ := Solve(fleet, demand); !reflect.DeepEqual(got, want) {
+		t.Error("Solve and SolveContext plan differently")
+	}
+	checks := never.calls
+	// Both searches look at every GPU at least once in each phase.
+	if checks < 2*len(fleet.GPUs) {
+		t.Fatalf("%d context checks for %d GPUs", checks, len(fleet.GPUs))
+	}
+	for _, k := range []int{0, 1, checks / 4, checks / 2, checks - 1} {
+		ctx := newCountdown(k)
+		plan, err := SolveContext(ctx, fleet, demand)
+		if !errors.Is(err, context.Canceled) || !reflect.DeepEqual(plan, Plan{}) {
+			t.Errorf("cancelled at check %d of %d: %v, plan %+v", k+1, checks, err, plan.Summary)
+		}
+		if ctx.calls != k+1 {
+			t.Errorf("cancelled at check %d: %d checks, want it to stop at the first that saw it", k+1, ctx.calls)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := SolveContext(ctx, fleet, demand); !errors.Is(err, context.Canceled) {
+		t.Errorf("pre-cancelled context: %v", err)
+	}
+	ctx, cancel = context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel()
+	if _, err := SolveContext(ctx, fleet, demand); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("expired context: %v", err)
+	}
+	// Invalid input is reported as such, whatever the context says.
+	bad := Demand{Tenants: []TenantDemand{{Tenant: "a", Pending: []Request{{Profile: "3g.40gb", Count: 1.5e6}}}}}
+	if _, err := SolveContext(ctx, fleet, bad); err == nil || !strings.Contains(err.Error(), "exceeds the limit") {
+		t.Errorf("invalid demand under an expired context: %v", err)
+	}
+}
+
+// The planner turns demand into at most as many new-instance units as the
+// fleet could hold of each profile, whatever the count (Validate bounds
+// counts; this holds without it).
+func TestSolveExpandsUnitsUpToCapacity(t *testing.T) {
+	h100, a100 := migprofile.H100SXM5_80GB, migprofile.A100SXM4_80GB
+	fleet := Fleet{GPUs: []GPU{
+		{UUID: "GPU-0", Model: h100},
+		{UUID: "GPU-1", Model: h100, Instances: []Instance{{Profile: "1g.10gb", Start: ptr(0)}}},
+		{UUID: "GPU-2", Model: a100},
+		{UUID: "GPU-3", Model: h100, MIGDisabled: true},
+	}}
+	for _, n := range []int{15, 10_000_000, 1 << 62, math.MaxInt} {
+		demand := Demand{Tenants: []TenantDemand{
+			{Tenant: "a", Reserved: []Request{{Model: h100, Profile: "1g.10gb", Count: n}}, Pending: []Request{{Profile: "3g.40gb", Count: n}}},
+			{Tenant: "b", Pending: []Request{{Model: a100, Profile: "1g.10gb", Count: n}}},
+		}}
+		s := newSolver(fleet, demand)
+		s.holdBusy()
+		s.aggregate()
+		got := map[unit]int{}
+		for _, u := range s.newUnits() {
+			got[unit{u.class, u.model, nil}]++
+		}
+		// Two H100s with MIG on hold 14 1g.10gb, one of them there already;
+		// the A100 holds 7 more; 3g.40gb fits twice on each of the three.
+		hp, ap := modelByName(h100).pos, modelByName(a100).pos
+		want := map[unit]int{{Reserved, hp, nil}: 13, {Pending, ap, nil}: 7, {Pending, -1, nil}: 6}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("count %d: units %v, want %v", n, got, want)
+		}
 	}
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Local ClickHouse for development, tests and the demo.
 #
-#   scripts/clickhouse.sh start|stop|status|restart|client [args]
+#   scripts/clickhouse.sh start|stop|kill|status|restart|client [args]
 #
 # Environment:
 #   CH_TCP_PORT     native port (default 9000); several instances on different
@@ -215,6 +215,20 @@ stop() {
 	rm -f "$pidfile"
 }
 
+# kill9 ends the server with SIGKILL (fault tests: no clean shutdown, no
+# flushed parts) and waits until the process is gone.
+kill9() {
+	local pid
+	if ! pid=$(running_pid); then
+		log "not running on port $tcp_port"
+		return 0
+	fi
+	kill -9 "$pid"
+	while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+	rm -f "$pidfile"
+	log "killed (pid $pid)"
+}
+
 status() {
 	if pid=$(running_pid) && ping; then
 		echo "running on 127.0.0.1:$tcp_port (pid $pid)"
@@ -227,8 +241,9 @@ status() {
 case "${1:-}" in
 start) start ;;
 stop) stop ;;
+kill) kill9 ;;
 restart) stop; start ;;
 status) status ;;
 client) shift; client "$@" ;;
-*) echo "usage: $0 start|stop|restart|status|client [args]" >&2; exit 2 ;;
+*) echo "usage: $0 start|stop|kill|restart|status|client [args]" >&2; exit 2 ;;
 esac

@@ -47,6 +47,12 @@ func (s *Server) Start() {
 	s.run("start")
 }
 
+// Kill ends the server with SIGKILL and waits until its process is gone.
+func (s *Server) Kill() {
+	s.t.Helper()
+	s.run("kill")
+}
+
 // Stop stops the server and waits until its process is gone.
 func (s *Server) Stop() {
 	s.t.Helper()

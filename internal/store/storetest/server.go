@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,23 +20,49 @@ type Server struct {
 	TCPPort int
 }
 
-// StartServer starts a private server on tcpPort (its HTTP port is
-// tcpPort+1); it is stopped when the test ends.
-func StartServer(t testing.TB, tcpPort int) *Server {
+// StartServer starts a private server on free loopback ports; it is
+// stopped when the test ends.
+func StartServer(t testing.TB) *Server {
 	t.Helper()
 	root, err := repoRoot()
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
 	}
-	s := &Server{t: t, script: filepath.Join(root, "scripts", "clickhouse.sh"), TCPPort: tcpPort,
+	ports, err := freePorts(3)
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	s := &Server{t: t, script: filepath.Join(root, "scripts", "clickhouse.sh"), TCPPort: ports[0],
 		env: append(os.Environ(),
-			fmt.Sprintf("CH_TCP_PORT=%d", tcpPort),
-			fmt.Sprintf("CH_HTTP_PORT=%d", tcpPort+1),
-			fmt.Sprintf("CH_INTERSERVER_PORT=%d", tcpPort+2),
+			fmt.Sprintf("CH_TCP_PORT=%d", ports[0]),
+			fmt.Sprintf("CH_HTTP_PORT=%d", ports[1]),
+			fmt.Sprintf("CH_INTERSERVER_PORT=%d", ports[2]),
 			"CH_DATA_ROOT="+t.TempDir())}
 	s.Start()
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// freePorts asks the kernel for n distinct free loopback ports. They are
+// released before the server binds them; clickhouse.sh refuses ports that
+// something else answers on, so a lost race fails loudly, never silently.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for len(ports) < n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("pick a free port: %w", err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // DSN of the server's default database.

@@ -9,7 +9,7 @@ import (
 )
 
 func TestPrivateServerStopsAndStarts(t *testing.T) {
-	srv := StartServer(t, 19300)
+	srv := StartServer(t)
 	cfg, err := store.ParseDSN(srv.DSN())
 	if err != nil {
 		t.Fatal(err)
@@ -28,5 +28,13 @@ func TestPrivateServerStopsAndStarts(t *testing.T) {
 	srv.Start()
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("ping after restart: %v", err)
+	}
+	srv.Kill()
+	if err := s.Ping(ctx); err == nil {
+		t.Fatal("ping succeeded with the server killed")
+	}
+	srv.Start()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("ping after a restart from SIGKILL: %v", err)
 	}
 }

@@ -13,7 +13,9 @@ var _ billing.RollupStore = (*Store)(nil)
 
 // rollupSQL recomputes usage_hourly for [from, to) from deduplicated raw
 // samples. Hours are whole, so a re-run rewrites the same keys with a newer
-// version and reads with FINAL see exactly one row per key.
+// version and reads with FINAL see exactly one row per key. Keys that are
+// gone from the raw samples (a sample re-imported with another department
+// replaces its old row) are not in its result: tombstoneSQL clears them.
 const rollupSQL = `INSERT INTO usage_hourly (hour, tenant, department, sku, samples,
     gpu_microseconds, sm_active_microseconds, mem_mib_seconds, mem_peak_bytes, energy_millijoules,
     pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes,
@@ -27,6 +29,29 @@ FROM usage_samples FINAL
 WHERE start >= ? AND start < ?
 GROUP BY hour, tenant, department, sku`
 
+// tombstoneSQL runs after rollupSQL with the same version and range: every
+// key whose current (FINAL) row is older than this run was not in the raw
+// samples this run read, so it gets a row at this run's version with no
+// samples and every meter zero. FINAL then gives exactly the raw data's
+// keys plus such tombstones, which add nothing to any sum; a reader that
+// lists keys leaves out rows with samples = 0 (no real row has them: every
+// group of rollupSQL counts at least one sample). Tombstones already in
+// place are not rewritten. FINAL is applied before WHERE here (no PREWHERE
+// is moved in front of FINAL, on 18.16 or newer servers), so the row tested
+// is the current one.
+const tombstoneSQL = `INSERT INTO usage_hourly (hour, tenant, department, sku, samples,
+    gpu_microseconds, sm_active_microseconds, mem_mib_seconds, mem_peak_bytes, energy_millijoules,
+    pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes,
+    sm_unmeasured_microseconds, energy_unmeasured_microseconds, pcie_unmeasured_microseconds, nvlink_unmeasured_microseconds,
+    version)
+SELECT hour, tenant, department, sku, 0,
+    0, 0, 0, 0, 0,
+    0, 0, 0, 0,
+    0, 0, 0, 0,
+    ?
+FROM usage_hourly FINAL
+WHERE hour >= ? AND hour < ? AND version < ? AND samples > 0`
+
 // RollupRange recomputes usage_hourly for every hour in [from, to); both
 // must be whole hours. version must grow from run to run (the caller uses
 // the run's start time in nanoseconds).
@@ -34,8 +59,14 @@ func (s *Store) RollupRange(ctx context.Context, from, to time.Time, version uin
 	if !from.Equal(from.Truncate(time.Hour)) || !to.Equal(to.Truncate(time.Hour)) || !to.After(from) {
 		return fmt.Errorf("rollup %s..%s: want whole hours, from before to", from, to)
 	}
+	// Recomputed rows first, then tombstones for the keys they left out: a
+	// run that fails between the two leaves the old keys (as before it
+	// ran), and its caller repeats it.
 	if err := s.conn.Exec(ctx, rollupSQL, version, from.UTC(), to.UTC()); err != nil {
 		return fmt.Errorf("rollup %s..%s: %w", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
+	}
+	if err := s.conn.Exec(ctx, tombstoneSQL, version, from.UTC(), to.UTC(), version); err != nil {
+		return fmt.Errorf("rollup %s..%s: clear vanished keys: %w", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -167,4 +168,119 @@ func TestRollupFromALaggingClockStillReplacesOlderRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertHourlyMatchesRaw(t, s, start, start.Add(time.Hour))
+}
+
+// assertHourlyKeysMatchRaw compares usage_hourly with the deduplicated raw
+// samples key by key (hour, tenant, department, SKU): every raw key has an
+// equal hourly row, and every other hourly row is a removed key's
+// tombstone (no samples, every meter zero).
+func assertHourlyKeysMatchRaw(t *testing.T, s *store.Store, from, to time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	q := store.UsageQuery{From: from, To: to, Bucket: store.BucketHour,
+		GroupBy: []store.Dimension{store.DimTenant, store.DimDepartment, store.DimSKU}}
+	raw, err := s.Usage(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Source = store.SourceHourly
+	hourly, err := s.Usage(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct {
+		hour                    time.Time
+		tenant, department, sku string
+	}
+	want := map[key]store.UsageRow{}
+	for _, r := range raw {
+		want[key{r.Bucket, r.Tenant, r.Department, r.SKU}] = r
+	}
+	for _, h := range hourly {
+		k := key{h.Bucket, h.Tenant, h.Department, h.SKU}
+		r, ok := want[k]
+		switch {
+		case ok && r != h:
+			t.Errorf("key %+v:\n raw    %+v\n hourly %+v", k, r, h)
+		case !ok && h != (store.UsageRow{Bucket: h.Bucket, Tenant: h.Tenant, Department: h.Department, SKU: h.SKU}):
+			t.Errorf("key %+v is in usage_hourly but not in the raw samples: %+v", k, h)
+		}
+		delete(want, k)
+	}
+	for k := range want {
+		t.Errorf("key %+v is in the raw samples but not in usage_hourly", k)
+	}
+}
+
+// Issue 9, defect 4: re-importing samples with another department (same
+// sample id, tenant and start) replaces them in raw; recomputing their hour
+// must remove the old department's hourly row, on the scheduled path (as
+// late samples) and on the manual one.
+func TestRollupRecomputeRemovesKeysThatVanishedFromRaw(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	logger := slog.New(slog.DiscardHandler)
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	samples := testSamples(start, 8*360*2, "acme", "globex") // 2 hours
+	if err := s.InsertSamples(ctx, samples); err != nil {
+		t.Fatal(err)
+	}
+	job := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger)
+	if _, err := job.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertHourlyKeysMatchRaw(t, s, start, start.Add(2*time.Hour))
+
+	// moveAcme re-imports acme's samples of the first hour under another
+	// department: same id, tenant and start, so they replace the old rows.
+	moveAcme := func(department string) {
+		t.Helper()
+		var moved []collectors.Sample
+		for _, smp := range samples[:8*360] {
+			if smp.Tenant == "acme" {
+				smp.Department = department
+				moved = append(moved, smp)
+			}
+		}
+		if err := s.InsertSamples(ctx, moved); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// inFirstHour: usage_hourly holds samples of department in the first hour.
+	inFirstHour := func(department string) bool {
+		t.Helper()
+		rows, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(time.Hour),
+			Source: store.SourceHourly, Department: department})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rows) == 1 && rows[0].Samples > 0
+	}
+
+	moveAcme("dept-b")
+	res, err := job.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (It may also recompute hour 2, inserted within billing.InsertSlack.)
+	if len(res.Late) == 0 || !res.Late[0].Equal(start) {
+		t.Errorf("scheduled run recomputed %v, want the first hour", res.Late)
+	}
+	assertHourlyKeysMatchRaw(t, s, start, start.Add(2*time.Hour))
+	if inFirstHour("dept-acme") || !inFirstHour("dept-b") {
+		t.Error("scheduled run left acme's old department dept-acme or lost dept-b")
+	}
+
+	moveAcme("dept-c")
+	if err := job.RollupRange(ctx, start, start.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	assertHourlyKeysMatchRaw(t, s, start, start.Add(2*time.Hour))
+	if inFirstHour("dept-b") || !inFirstHour("dept-c") {
+		t.Error("manual rollup left the old department dept-b or lost dept-c")
+	}
+	rows, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(2 * time.Hour), Source: store.SourceHourly})
+	if err != nil || len(rows) != 1 || rows[0].Samples != uint64(len(samples)) {
+		t.Errorf("hourly total after moves: %+v (%v), want %d samples", rows, err, len(samples))
+	}
 }

@@ -230,3 +230,11 @@ func copyDir(t testing.TB, src string) string {
 	}
 	return dst
 }
+
+// writeCursor writes a cursor file recording p, as a commit would leave it,
+// whatever was there before.
+func writeCursor(dir string, p Position) error {
+	c := &cursorStore{dir: dir}
+	err := c.create(cursorState{pos: Position{Segment: p.Segment, Offset: p.Offset}})
+	return errors.Join(err, c.close())
+}

@@ -19,6 +19,8 @@ type spoolMetrics struct {
 	corruptBytes    prometheus.Counter
 	truncatedBytes  prometheus.Counter
 	writeErrors     prometheus.Counter
+	diskFullErrors  prometheus.Counter
+	diskFull        prometheus.Gauge
 	all             []prometheus.Collector
 }
 
@@ -38,10 +40,14 @@ func newSpoolMetrics(s *Spool) *spoolMetrics {
 		corruptBytes:    c("corrupt_bytes_total", "Bytes the reader skipped as corrupt."),
 		truncatedBytes:  c("recovered_truncated_bytes_total", "Bytes of torn tail cut off the last segment when the spool was opened."),
 		writeErrors:     c("write_errors_total", "Appends that failed to write or fsync."),
+		diskFullErrors:  c("disk_full_total", "Appends refused because the file system (or quota) was full: those batches are not spooled."),
+		diskFull: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "gpumeter", Subsystem: "spool", Name: "disk_full",
+			Help: "1 while the last append failed for want of space, 0 once one succeeds."}),
 	}
 	m.all = []prometheus.Collector{
 		m.appendedBatches, m.appendedRows, m.appendedBytes, m.rejectedBatches, m.rejectedRows,
 		m.droppedSegments, m.droppedRows, m.corruptRegions, m.corruptBytes, m.truncatedBytes, m.writeErrors,
+		m.diskFullErrors, m.diskFull,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "gpumeter", Subsystem: "spool", Name: "segments", Help: "Segment files in the spool."},
 			func() float64 { n, _ := s.usage(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "gpumeter", Subsystem: "spool", Name: "bytes", Help: "Bytes of segment files in the spool."},

@@ -193,7 +193,7 @@ func (s *Spool) Commit(ctx context.Context, pos Position) error {
 	if pos.Segment == cur.Segment && pos.Offset == cur.Offset {
 		return nil
 	}
-	if err := writeCursor(s.cfg.Dir, pos); err != nil {
+	if err := s.cur.commit(pos); err != nil {
 		return fmt.Errorf("commit cursor: %w", err)
 	}
 	s.mu.Lock()

@@ -63,6 +63,8 @@ type Spool struct {
 
 	rmu sync.Mutex // the reader's state
 	rd  reader
+
+	cur *cursorStore // the cursor file; its own lock is taken last
 }
 
 // Open opens (creating if needed) the spool in cfg.Dir and recovers it:
@@ -137,14 +139,22 @@ func (s *Spool) load(ctx context.Context) error {
 	if err := os.Remove(filepath.Join(dir, cursorTmpFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove stale cursor: %w", err)
 	}
-	cursor, err := readCursor(dir)
+	cur, st, floorKnown, err := openCursor(dir)
 	if errors.Is(err, ErrCorruptSegment) {
 		// Starting over re-sends what is still spooled: duplicates, which
 		// the store collapses by sample_id, never a loss.
 		s.log.Warn("spool cursor unreadable, shipping every retained segment again", "err", err)
-		cursor = Position{}
+		st, floorKnown = cursorState{}, false
 	} else if err != nil {
 		return err
+	}
+	s.cur = cur
+	cursor := st.pos
+	floor := st.floor
+	if !floorKnown {
+		// An older build's cursor: it recorded no floor, and deleted
+		// nothing but segments behind the cursor.
+		floor = cursor.Segment
 	}
 	seqs, err := listSegments(dir)
 	if err != nil {
@@ -155,7 +165,9 @@ func (s *Spool) load(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if seq < cursor.Segment {
+		if seq < cursor.Segment || seq < floor {
+			// Shipped, or dropped by the overflow policy: a crash came
+			// between recording that and deleting the file.
 			if err := os.Remove(segPath(dir, seq)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("remove shipped segment %d: %w", seq, err)
 			}
@@ -171,11 +183,16 @@ func (s *Spool) load(ctx context.Context) error {
 		}
 	}
 	s.cursor = cursor
-	s.nextSeq = cursor.Segment + 1
+	s.nextSeq = max(cursor.Segment+1, floor)
 	if n := len(s.segs); n > 0 {
 		s.nextSeq = max(s.nextSeq, s.segs[n-1].seq+1)
 	}
 	s.rd.pos = cursor
+	// Preallocate the cursor file now, while there is room, so that
+	// commits never need space (docs/delivery.md, "Full disk").
+	if err := s.cur.prepare(cursorState{pos: cursor, floor: floor}); err != nil {
+		s.log.Error("spool cannot prepare its cursor file; each commit tries again", "err", err)
+	}
 	if n := len(s.segs); n > 0 {
 		last := s.segs[n-1]
 		if !last.bad && last.size < s.cfg.SegmentBytes {
@@ -341,17 +358,17 @@ func (s *Spool) Append(ctx context.Context, samples []collectors.Sample) error {
 	if roll {
 		if err := s.roll(); err != nil {
 			s.m.writeErrors.Inc()
-			return fmt.Errorf("append %d samples: %w", len(samples), err)
+			return s.appendFailed(fmt.Errorf("append %d samples: %w", len(samples), err), len(samples), recLen)
 		}
 	}
 	off := s.wseg.size // only this goroutine changes it
 	if _, err := s.w.WriteAt(rec, off); err != nil {
 		s.writeFailed(off)
-		return fmt.Errorf("append %d samples: write segment %d: %w", len(samples), s.wseg.seq, err)
+		return s.appendFailed(fmt.Errorf("append %d samples: write segment %d: %w", len(samples), s.wseg.seq, err), len(samples), recLen)
 	}
 	if err := s.w.Sync(); err != nil {
 		s.writeFailed(off)
-		return fmt.Errorf("append %d samples: fsync segment %d: %w", len(samples), s.wseg.seq, err)
+		return s.appendFailed(fmt.Errorf("append %d samples: fsync segment %d: %w", len(samples), s.wseg.seq, err), len(samples), recLen)
 	}
 
 	s.mu.Lock()
@@ -362,11 +379,28 @@ func (s *Spool) Append(ctx context.Context, samples []collectors.Sample) error {
 	s.m.appendedBatches.Inc()
 	s.m.appendedRows.Add(float64(len(samples)))
 	s.m.appendedBytes.Add(float64(recLen))
+	s.m.diskFull.Set(0)
 	select {
 	case s.notify <- struct{}{}:
 	default:
 	}
 	return nil
+}
+
+// appendFailed reports an append whose write failed and returns err. A
+// full file system is logged at Error and counted: the batch is not in the
+// spool, and the space comes back only when the shipper commits (which
+// needs none: the cursor file is preallocated) or an operator frees some.
+func (s *Spool) appendFailed(err error, rows int, bytes int64) error {
+	if noSpace(err) {
+		s.m.diskFull.Set(1)
+		s.m.diskFullErrors.Inc()
+		s.mu.Lock()
+		segs, used := len(s.segs), s.total
+		s.mu.Unlock()
+		s.log.Error("spool disk full: batch not spooled", "rows", rows, "bytes", bytes, "segments", segs, "spool_bytes", used, "err", err)
+	}
+	return err
 }
 
 // overflowLocked applies the overflow policy for a record needing need
@@ -391,7 +425,7 @@ func (s *Spool) overflowLocked(need int64, roll bool, rows int) error {
 			s.w.Close()
 			s.w, s.wseg = nil, nil
 		}
-		if err := s.removeFirstLocked(); err != nil {
+		if err := s.removeFirstLocked(1); err != nil {
 			return fmt.Errorf("append %d samples: drop oldest: %w", rows, err)
 		}
 		s.m.droppedSegments.Inc()
@@ -454,26 +488,37 @@ func (s *Spool) writeFailed(off int64) {
 // removeShippedLocked deletes segments wholly behind the committed cursor.
 // The last segment stays: the writer may still append to it.
 func (s *Spool) removeShippedLocked() {
-	for len(s.segs) > 1 {
-		first := s.segs[0]
-		if first.seq > s.cursor.Segment || (first.seq == s.cursor.Segment && s.cursor.Offset < first.size) {
-			return
+	n := 0
+	for ; n < len(s.segs)-1; n++ {
+		seg := s.segs[n]
+		if seg.seq > s.cursor.Segment || (seg.seq == s.cursor.Segment && s.cursor.Offset < seg.size) {
+			break
 		}
-		if err := s.removeFirstLocked(); err != nil {
-			// Retried at the next commit or append; only space is at stake.
-			s.log.Warn("spool could not delete a shipped segment", "segment", first.seq, "err", err)
-			return
-		}
+	}
+	if n == 0 {
+		return
+	}
+	if err := s.removeFirstLocked(n); err != nil {
+		// Retried at the next commit or append; only space is at stake.
+		s.log.Warn("spool could not delete shipped segments", "segments", n, "err", err)
 	}
 }
 
-func (s *Spool) removeFirstLocked() error {
-	first := s.segs[0]
-	if err := os.Remove(segPath(s.cfg.Dir, first.seq)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove segment %d: %w", first.seq, err)
+// removeFirstLocked deletes the n oldest segments. It first raises the
+// cursor file's floor above them (written in place: no space needed), so
+// that recovery knows they went on purpose and never reports them lost.
+func (s *Spool) removeFirstLocked(n int) error {
+	if err := s.cur.raiseFloor(s.segs[n-1].seq + 1); err != nil {
+		return fmt.Errorf("remove segments %d to %d: %w", s.segs[0].seq, s.segs[n-1].seq, err)
 	}
-	s.segs = s.segs[1:]
-	s.total -= first.size
+	for range n {
+		first := s.segs[0]
+		if err := os.Remove(segPath(s.cfg.Dir, first.seq)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove segment %d: %w", first.seq, err)
+		}
+		s.segs = s.segs[1:]
+		s.total -= first.size
+	}
 	return nil
 }
 
@@ -549,6 +594,9 @@ func (s *Spool) closeFiles() error {
 		s.w, s.wseg = nil, nil
 	}
 	errs = append(errs, s.rd.closeFile())
+	if s.cur != nil {
+		errs = append(errs, s.cur.close())
+	}
 	if s.lock != nil {
 		// Closing the descriptor releases the flock.
 		errs = append(errs, s.lock.Close())

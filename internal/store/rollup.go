@@ -39,6 +39,11 @@ GROUP BY hour, tenant, department, sku`
 // place are not rewritten. FINAL is applied before WHERE here (no PREWHERE
 // is moved in front of FINAL, on 18.16 or newer servers), so the row tested
 // is the current one.
+//
+// Only hours that still have raw samples get tombstones. Re-imports replace
+// raw rows but never empty an hour, so an hour without any is one whose raw
+// month retention dropped (the caller never recomputes those, but a drop
+// can land while a run is under way): its rows are kept, not zeroed.
 const tombstoneSQL = `INSERT INTO usage_hourly (hour, tenant, department, sku, samples,
     gpu_microseconds, sm_active_microseconds, mem_mib_seconds, mem_peak_bytes, energy_millijoules,
     pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes,
@@ -50,7 +55,8 @@ SELECT hour, tenant, department, sku, 0,
     0, 0, 0, 0,
     ?
 FROM usage_hourly FINAL
-WHERE hour >= ? AND hour < ? AND version < ? AND samples > 0`
+WHERE hour >= ? AND hour < ? AND version < ? AND samples > 0
+    AND hour IN (SELECT DISTINCT toStartOfHour(start) FROM usage_samples WHERE start >= ? AND start < ?)`
 
 // RollupRange recomputes usage_hourly for every hour in [from, to); both
 // must be whole hours. version must grow from run to run (the caller uses
@@ -65,7 +71,7 @@ func (s *Store) RollupRange(ctx context.Context, from, to time.Time, version uin
 	if err := s.conn.Exec(ctx, rollupSQL, version, from.UTC(), to.UTC()); err != nil {
 		return fmt.Errorf("rollup %s..%s: %w", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
 	}
-	if err := s.conn.Exec(ctx, tombstoneSQL, version, from.UTC(), to.UTC(), version); err != nil {
+	if err := s.conn.Exec(ctx, tombstoneSQL, version, from.UTC(), to.UTC(), version, from.UTC(), to.UTC()); err != nil {
 		return fmt.Errorf("rollup %s..%s: clear vanished keys: %w", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
 	}
 	return nil

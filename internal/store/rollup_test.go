@@ -284,3 +284,29 @@ func TestRollupRecomputeRemovesKeysThatVanishedFromRaw(t *testing.T) {
 		t.Errorf("hourly total after moves: %+v (%v), want %d samples", rows, err, len(samples))
 	}
 }
+
+// An hour whose raw samples are gone (retention dropped the month while a
+// recompute was under way) keeps its hourly rows: a recompute without raw
+// samples must not turn them into tombstones.
+func TestRollupRangeWithoutRawSamplesKeepsHourlyRows(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	start := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.InsertSamples(ctx, testSamples(start, 8*360, "acme", "globex")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RollupRange(ctx, start, start.Add(time.Hour), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DropRawMonth(ctx, start); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RollupRange(ctx, start, start.Add(time.Hour), 2); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(time.Hour), Source: store.SourceHourly,
+		GroupBy: []store.Dimension{store.DimTenant}})
+	if err != nil || len(rows) != 2 || rows[0].Samples != 8*180 || rows[1].Samples != 8*180 {
+		t.Fatalf("hourly after a recompute without raw samples: %+v (%v)", rows, err)
+	}
+}

@@ -62,6 +62,9 @@ type RetentionStore interface {
 	LoadRollupState(ctx context.Context, job string) (RollupState, bool, error)
 	HoursInsertedSince(ctx context.Context, since, before time.Time) ([]time.Time, error)
 	DropRawMonth(ctx context.Context, month time.Time) error
+	MarkRawMonthDropped(ctx context.Context, month, at time.Time) error
+	// The single mark kept before dropped months were a set: still raised
+	// so that binaries from before it never recompute a dropped month.
 	RawDroppedBefore(ctx context.Context) (time.Time, error)
 	SetRawDroppedBefore(ctx context.Context, t time.Time, version uint64) error
 }
@@ -113,8 +116,11 @@ func (r *Retention) Run(ctx context.Context) ([]time.Time, error) {
 	}
 	var dropped []time.Time
 	for _, m := range MonthsToDrop(months, closed, st.ClosedThrough, r.now(), r.cfg.RawDays, late) {
-		// Raise the floor first: the rollup must never recompute an hour
+		// Record the month first: the rollup must never recompute an hour
 		// whose raw samples may be gone, even if the drop fails half-way.
+		if err := r.store.MarkRawMonthDropped(ctx, m, r.now()); err != nil {
+			return dropped, err
+		}
 		if end := m.AddDate(0, 1, 0); end.After(floor) {
 			if err := r.store.SetRawDroppedBefore(ctx, end, uint64(r.now().UnixNano())); err != nil {
 				return dropped, err

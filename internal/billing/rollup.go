@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -27,10 +28,66 @@ type HourRange struct{ From, To time.Time }
 type RollupPlan struct {
 	Closing []HourRange // hours that closed since the last run
 	Late    []time.Time // closed hours that received samples since the last run
-	// BelowFloor: late hours whose raw month retention already dropped;
-	// left alone (billing takes such samples as adjustments).
-	BelowFloor []time.Time
-	Next       RollupState
+	// InDroppedMonth: late hours whose raw month retention already
+	// dropped; left alone (billing takes such samples as adjustments).
+	InDroppedMonth []time.Time
+	Next           RollupState
+}
+
+// DroppedMonths is the set of months (first day, UTC) whose raw samples
+// retention dropped. Months can be dropped out of order (an invoiced month
+// goes while an earlier one is still open), so this is a set, not a mark.
+type DroppedMonths map[time.Time]bool
+
+// NewDroppedMonths makes the set from months given by any instant in them.
+func NewDroppedMonths(months []time.Time) DroppedMonths {
+	d := DroppedMonths{}
+	for _, m := range months {
+		d[monthOf(m)] = true
+	}
+	return d
+}
+
+// Contains says whether t's month (UTC) was dropped.
+func (d DroppedMonths) Contains(t time.Time) bool { return d[monthOf(t)] }
+
+// Overlapping lists the dropped months that [from, to) touches, oldest first.
+func (d DroppedMonths) Overlapping(from, to time.Time) []time.Time {
+	if len(d) == 0 {
+		return nil
+	}
+	var out []time.Time
+	for m := monthOf(from); m.Before(to); m = m.AddDate(0, 1, 0) {
+		if d[m] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// without splits r around the dropped months, leaving the hours whose raw
+// samples are still there.
+func (d DroppedMonths) without(r HourRange) []HourRange {
+	var out []HourRange
+	cur := r.From
+	for _, m := range d.Overlapping(r.From, r.To) {
+		if m.After(cur) {
+			out = append(out, HourRange{cur, m})
+		}
+		if next := m.AddDate(0, 1, 0); next.After(cur) {
+			cur = next
+		}
+	}
+	if r.To.After(cur) {
+		out = append(out, HourRange{cur, r.To})
+	}
+	return out
+}
+
+// monthOf is the first instant of t's month, UTC.
+func monthOf(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 }
 
 // InsertSlack is how far the watermark trails the server clock: an insert
@@ -40,14 +97,16 @@ const InsertSlack = 5 * time.Minute
 
 // PlanRollup decides which hours a run rolls up. It is pure.
 //
-// Hours before floor (where retention dropped the raw samples) are never
-// recomputed: a late sample there would replace the whole hour with itself.
+// Hours in dropped months (where retention dropped the raw samples) are
+// never recomputed, whether late samples reopen them or they would close:
+// a late sample there would replace the whole hour with itself. Hours of
+// every other month are, even when a later month is dropped.
 //
 // An hour H closes once serverNow >= H + 1h + grace. Closed hours are rolled
 // up once when they close; afterwards only late samples (inserted since the
 // watermark) reopen their hour, which the next run recomputes. Open hours
 // are never rolled up: the API reads them from raw samples.
-func PlanRollup(prev RollupState, hasPrev bool, earliest, serverNow time.Time, grace time.Duration, late []time.Time, floor time.Time) RollupPlan {
+func PlanRollup(prev RollupState, hasPrev bool, earliest, serverNow time.Time, grace time.Duration, late []time.Time, dropped DroppedMonths) RollupPlan {
 	closeBefore := serverNow.Add(-grace).UTC().Truncate(time.Hour)
 	start := prev.ClosedThrough
 	if !hasPrev {
@@ -61,7 +120,10 @@ func PlanRollup(prev RollupState, hasPrev bool, earliest, serverNow time.Time, g
 		plan.Next.Watermark = prev.Watermark
 	}
 	if closeBefore.After(start) {
-		plan.Closing = []HourRange{{start, closeBefore}}
+		// Normally nothing closing is dropped (retention waits for a
+		// month's rollup), but a lost rollup state restarts at the
+		// earliest sample, which may be a late one in a dropped month.
+		plan.Closing = dropped.without(HourRange{start, closeBefore})
 		plan.Next.ClosedThrough = closeBefore
 	}
 	seen := map[time.Time]bool{}
@@ -71,8 +133,8 @@ func PlanRollup(prev RollupState, hasPrev bool, earliest, serverNow time.Time, g
 		if !h.Before(start) || seen[h] {
 			continue
 		}
-		if h.Before(floor) {
-			plan.BelowFloor = append(plan.BelowFloor, h)
+		if dropped.Contains(h) {
+			plan.InDroppedMonth = append(plan.InDroppedMonth, h)
 			seen[h] = true
 			continue
 		}
@@ -92,7 +154,7 @@ type RollupStore interface {
 	RollupRange(ctx context.Context, from, to time.Time, version uint64) error
 	RollupHours(ctx context.Context, hours []time.Time, version uint64) error
 	MaxRollupVersion(ctx context.Context) (uint64, error)
-	RawDroppedBefore(ctx context.Context) (time.Time, error)
+	RawDroppedMonths(ctx context.Context) ([]time.Time, error)
 }
 
 // RollupConfig tunes the hourly rollup.
@@ -170,10 +232,11 @@ func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
 	if err != nil {
 		return RunResult{}, err
 	}
-	floor, err := r.store.RawDroppedBefore(ctx)
+	droppedMonths, err := r.store.RawDroppedMonths(ctx)
 	if err != nil {
 		return RunResult{}, err
 	}
+	dropped := NewDroppedMonths(droppedMonths)
 	var earliest time.Time
 	var late []time.Time
 	if hasPrev {
@@ -184,10 +247,10 @@ func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
 	if err != nil {
 		return RunResult{}, err
 	}
-	plan := PlanRollup(prev, hasPrev, earliest, serverNow, r.cfg.Grace, late, floor)
-	if len(plan.BelowFloor) > 0 {
+	plan := PlanRollup(prev, hasPrev, earliest, serverNow, r.cfg.Grace, late, dropped)
+	if len(plan.InDroppedMonth) > 0 {
 		r.logger.Warn("late samples for hours whose raw data retention dropped; hourly rollups keep their earlier totals",
-			"hours", len(plan.BelowFloor), "first", plan.BelowFloor[0], "floor", floor)
+			"hours", len(plan.InDroppedMonth), "first", plan.InDroppedMonth[0])
 	}
 	v, err := r.version(ctx)
 	if err != nil {
@@ -228,6 +291,9 @@ func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
 }
 
 // RollupRange recomputes [from, to) by hand (`gpumeter rollup`), whole hours.
+// A range that touches a month whose raw samples retention dropped is
+// refused: recomputing it would lose those hours. Months around a dropped
+// one are rolled up by ranges of their own.
 func (r *Rollup) RollupRange(ctx context.Context, from, to time.Time) error {
 	from, to = from.UTC().Truncate(time.Hour), to.UTC()
 	if t := to.Truncate(time.Hour); !t.Equal(to) {
@@ -236,10 +302,17 @@ func (r *Rollup) RollupRange(ctx context.Context, from, to time.Time) error {
 	if !to.After(from) {
 		return fmt.Errorf("rollup range: to must be after from")
 	}
-	if floor, err := r.store.RawDroppedBefore(ctx); err != nil {
+	months, err := r.store.RawDroppedMonths(ctx)
+	if err != nil {
 		return err
-	} else if from.Before(floor) {
-		return fmt.Errorf("rollup range: raw samples before %s were dropped by retention; recomputing would lose those hours", floor.Format(time.RFC3339))
+	}
+	if in := NewDroppedMonths(months).Overlapping(from, to); len(in) > 0 {
+		names := make([]string, len(in))
+		for i, m := range in {
+			names[i] = m.Format("2006-01")
+		}
+		return fmt.Errorf("rollup range: retention dropped the raw samples of %s; recomputing would lose those hours (roll up the months around them separately)",
+			strings.Join(names, ", "))
 	}
 	v, err := r.version(ctx)
 	if err != nil {

@@ -58,7 +58,7 @@ func TestPlanRollup(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := PlanRollup(tc.prev, tc.hasPrev, tc.earliest, tc.now, grace, tc.late, time.Time{})
+			p := PlanRollup(tc.prev, tc.hasPrev, tc.earliest, tc.now, grace, tc.late, nil)
 			if len(p.Closing) == 0 {
 				p.Closing = []HourRange{}
 			}
@@ -80,7 +80,7 @@ func TestPlanRollup(t *testing.T) {
 
 func TestPlanRollupWatermarkNeverMovesBack(t *testing.T) {
 	prev := RollupState{ClosedThrough: hr("2026-11-01T09"), Watermark: hr("2026-11-01T12")}
-	p := PlanRollup(prev, true, time.Time{}, hr("2026-11-01T10"), 0, nil, time.Time{})
+	p := PlanRollup(prev, true, time.Time{}, hr("2026-11-01T10"), 0, nil, nil)
 	if !p.Next.Watermark.Equal(prev.Watermark) {
 		t.Fatalf("watermark moved back to %v", p.Next.Watermark)
 	}
@@ -113,15 +113,59 @@ func TestMonthsToDrop(t *testing.T) {
 	}
 }
 
-func TestPlanRollupLeavesHoursBelowTheRetentionFloor(t *testing.T) {
+func TestPlanRollupLeavesHoursOfDroppedMonthsOnly(t *testing.T) {
 	prev := RollupState{ClosedThrough: hr("2026-12-01T00"), Watermark: hr("2026-11-30T00")}
-	floor := hr("2026-10-01T00")
-	late := []time.Time{hr("2026-09-12T04"), hr("2026-10-02T07")}
-	p := PlanRollup(prev, true, time.Time{}, hr("2026-11-30T23"), 15*time.Minute, late, floor)
-	if !reflect.DeepEqual(p.Late, []time.Time{hr("2026-10-02T07")}) {
-		t.Errorf("late = %v, want only the hour above the floor", p.Late)
+	// October dropped before September and November: only October is gone.
+	dropped := NewDroppedMonths([]time.Time{hr("2026-10-01T00")})
+	late := []time.Time{hr("2026-09-12T04"), hr("2026-10-02T07"), hr("2026-10-31T23"), hr("2026-11-01T00")}
+	p := PlanRollup(prev, true, time.Time{}, hr("2026-11-30T23"), 15*time.Minute, late, dropped)
+	if want := []time.Time{hr("2026-09-12T04"), hr("2026-11-01T00")}; !reflect.DeepEqual(p.Late, want) {
+		t.Errorf("late = %v, want %v: the months around the dropped one", p.Late, want)
 	}
-	if !reflect.DeepEqual(p.BelowFloor, []time.Time{hr("2026-09-12T04")}) {
-		t.Errorf("below floor = %v", p.BelowFloor)
+	if want := []time.Time{hr("2026-10-02T07"), hr("2026-10-31T23")}; !reflect.DeepEqual(p.InDroppedMonth, want) {
+		t.Errorf("in dropped month = %v, want %v", p.InDroppedMonth, want)
+	}
+}
+
+func TestPlanRollupClosingSkipsDroppedMonths(t *testing.T) {
+	// No saved state (lost), and the earliest sample is a late one in
+	// dropped September: closing starts there but skips September and
+	// November.
+	dropped := NewDroppedMonths([]time.Time{hr("2026-09-01T00"), hr("2026-11-15T00")})
+	p := PlanRollup(RollupState{}, false, hr("2026-09-20T05"), hr("2026-12-02T10").Add(20*time.Minute), 15*time.Minute, nil, dropped)
+	want := []HourRange{{hr("2026-10-01T00"), hr("2026-11-01T00")}, {hr("2026-12-01T00"), hr("2026-12-02T10")}}
+	if !reflect.DeepEqual(p.Closing, want) {
+		t.Errorf("closing = %v, want %v", p.Closing, want)
+	}
+	if !p.Next.ClosedThrough.Equal(hr("2026-12-02T10")) {
+		t.Errorf("closed through = %v", p.Next.ClosedThrough)
+	}
+}
+
+func TestDroppedMonths(t *testing.T) {
+	d := NewDroppedMonths([]time.Time{hr("2026-03-17T05")})
+	if !d.Contains(hr("2026-03-01T00")) || !d.Contains(hr("2026-03-31T23")) || d.Contains(hr("2026-02-28T23")) || d.Contains(hr("2026-04-01T00")) {
+		t.Error("Contains does not match March exactly")
+	}
+	cases := []struct {
+		name     string
+		from, to time.Time
+		want     []time.Time
+	}{
+		{"ends where the dropped month starts", hr("2026-02-01T00"), hr("2026-03-01T00"), nil},
+		{"starts where the dropped month ends", hr("2026-04-01T00"), hr("2026-05-01T00"), nil},
+		{"one hour inside", hr("2026-03-05T05"), hr("2026-03-05T06"), []time.Time{hr("2026-03-01T00")}},
+		{"spans it", hr("2026-02-01T00"), hr("2026-04-01T00"), []time.Time{hr("2026-03-01T00")}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := d.Overlapping(tc.from, tc.to); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("overlapping = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	var none DroppedMonths
+	if none.Contains(hr("2026-03-01T00")) || none.Overlapping(hr("2026-01-01T00"), hr("2027-01-01T00")) != nil {
+		t.Error("an empty set contains something")
 	}
 }

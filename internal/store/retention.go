@@ -90,8 +90,48 @@ func (s *Store) MarkPeriodClosed(ctx context.Context, periodStart, closedAt time
 	return nil
 }
 
+// RawDroppedMonths lists the months (first day, UTC) whose raw samples
+// retention dropped, oldest first.
+func (s *Store) RawDroppedMonths(ctx context.Context) ([]time.Time, error) {
+	rows, err := s.conn.Query(ctx,
+		"SELECT DISTINCT month FROM raw_dropped_months WHERE table_name = 'usage_samples' ORDER BY month")
+	if err != nil {
+		return nil, fmt.Errorf("list dropped raw months: %w", err)
+	}
+	defer rows.Close()
+	var out []time.Time
+	for rows.Next() {
+		var d time.Time
+		if err := rows.Scan(&d); err != nil {
+			return nil, fmt.Errorf("list dropped raw months: %w", err)
+		}
+		out = append(out, time.Date(d.Year(), d.Month(), 1, 0, 0, 0, 0, time.UTC))
+	}
+	return out, rows.Err()
+}
+
+// MarkRawMonthDropped records that a month's raw samples are (about to be)
+// dropped. Recording it twice changes nothing.
+func (s *Store) MarkRawMonthDropped(ctx context.Context, month, at time.Time) error {
+	m := time.Date(month.UTC().Year(), month.UTC().Month(), 1, 0, 0, 0, 0, time.UTC)
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO raw_dropped_months (table_name, month, recorded_at)")
+	if err != nil {
+		return fmt.Errorf("record dropped raw month %s: %w", m.Format("2006-01"), err)
+	}
+	if err := batch.Append("usage_samples", m, at.UTC()); err != nil {
+		batch.Abort()
+		return fmt.Errorf("record dropped raw month %s: %w", m.Format("2006-01"), err)
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("record dropped raw month %s: %w", m.Format("2006-01"), err)
+	}
+	return nil
+}
+
 // RawDroppedBefore is the end of the newest month retention dropped, zero
-// when nothing has been dropped.
+// when nothing has been dropped: the single mark raw_retention kept before
+// raw_dropped_months. Only binaries from before migration 0006 decide by
+// it; retention still raises it for them.
 func (s *Store) RawDroppedBefore(ctx context.Context) (time.Time, error) {
 	rows, err := s.conn.Query(ctx, "SELECT dropped_before FROM raw_retention FINAL WHERE table_name = 'usage_samples'")
 	if err != nil {
@@ -107,7 +147,8 @@ func (s *Store) RawDroppedBefore(ctx context.Context) (time.Time, error) {
 	return t.UTC(), rows.Err()
 }
 
-// SetRawDroppedBefore records the retention floor; version must grow.
+// SetRawDroppedBefore records the retention floor (see RawDroppedBefore);
+// version must grow.
 func (s *Store) SetRawDroppedBefore(ctx context.Context, t time.Time, version uint64) error {
 	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO raw_retention (table_name, dropped_before, version)")
 	if err != nil {

@@ -139,7 +139,7 @@ func TestRetentionDropsOnlyInvoicedRolledUpMonths(t *testing.T) {
 	}
 	rows, err = s.Usage(ctx, store.UsageQuery{From: oct, To: nov, Source: store.SourceHourly})
 	if err != nil || rows[0].Samples != 8*36 {
-		t.Fatalf("hourly October after a late sample below the retention floor: %+v (%v)", rows, err)
+		t.Fatalf("hourly October after a late sample in its dropped month: %+v (%v)", rows, err)
 	}
 	if err := job.RollupRange(ctx, oct, nov); err == nil {
 		t.Fatal("a manual rollup of a dropped month was accepted")

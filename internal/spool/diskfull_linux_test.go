@@ -161,6 +161,15 @@ func TestFullDiskShipAndCommitFreeSegments(t *testing.T) {
 	if n := metric(t, o.reg, "gpumeter_spool_disk_full"); n != 0 {
 		t.Errorf("disk_full gauge = %v after an append succeeded, want 0", n)
 	}
+	// Appends that failed to start a segment used up no segment number, so
+	// a restart finds no hole between the cursor and the new segment.
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o = openSpool(t, diskFullConfig(dir))
+	if n := o.logs.count(slog.LevelError, msgMissingAtOpen); n != 0 {
+		t.Errorf("reopen after a full disk reported segments missing (%d Error logs)", n)
+	}
 	got, _ := readAll(t, o.Spool)
 	equalSamples(t, samplesOf(got), testBatch(next, 20))
 	if err := o.Commit(ctx, got[0].Next); err != nil {
@@ -190,6 +199,11 @@ func TestFullDiskRestartDoesNotStick(t *testing.T) {
 	eatFreeSpace(t, dir)
 
 	o = openSpool(t, cfg)
+	// Appends that failed to start a segment used up no segment number:
+	// nothing is reported missing.
+	if n := o.logs.count(slog.LevelError, msgMissingAtOpen); n != 0 {
+		t.Errorf("restart on a full disk reported segments missing (%d Error logs)", n)
+	}
 	shipAllAndCommit(t, o.Spool, appended[1:])
 	mustAppend(t, o.Spool, testBatch(next, 20))
 	if err := o.Close(); err != nil {

@@ -238,3 +238,22 @@ func writeCursor(dir string, p Position) error {
 	err := c.create(cursorState{pos: Position{Segment: p.Segment, Offset: p.Offset}})
 	return errors.Join(err, c.close())
 }
+
+// attrs returns the attributes, as text, of each record at level with msg.
+func (h *recordingHandler) attrs(level slog.Level, msg string) []map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []map[string]string
+	for _, r := range h.records {
+		if r.Level != level || r.Message != msg {
+			continue
+		}
+		m := map[string]string{}
+		r.Attrs(func(a slog.Attr) bool {
+			m[a.Key] = a.Value.String()
+			return true
+		})
+		out = append(out, m)
+	}
+	return out
+}

@@ -17,6 +17,9 @@ type spoolMetrics struct {
 	droppedRows     prometheus.Counter
 	corruptRegions  prometheus.Counter
 	corruptBytes    prometheus.Counter
+	corruptRows     prometheus.Counter
+	missingSegments prometheus.Counter
+	cursorResets    prometheus.Counter
 	truncatedBytes  prometheus.Counter
 	writeErrors     prometheus.Counter
 	diskFullErrors  prometheus.Counter
@@ -38,6 +41,9 @@ func newSpoolMetrics(s *Spool) *spoolMetrics {
 		droppedRows:     c("dropped_rows_total", "Unshipped samples in segments deleted by the drop_oldest overflow policy (data lost)."),
 		corruptRegions:  c("corrupt_regions_total", "Corrupt records or segment headers the reader skipped."),
 		corruptBytes:    c("corrupt_bytes_total", "Bytes the reader skipped as corrupt."),
+		corruptRows:     c("corrupt_rows_total", "Samples in the records the reader skipped as corrupt, as far as their headers tell (a lower bound; data lost)."),
+		missingSegments: c("missing_segments_total", "Segment files missing between the cursor and the last segment, never deleted by the spool (data lost, rows unknown at open)."),
+		cursorResets:    c("cursor_resets_total", "Committed cursors found unreadable or past the spool's data and reset to the start of the spool (retained data is sent again)."),
 		truncatedBytes:  c("recovered_truncated_bytes_total", "Bytes of torn tail cut off the last segment when the spool was opened."),
 		writeErrors:     c("write_errors_total", "Appends that failed to write or fsync."),
 		diskFullErrors:  c("disk_full_total", "Appends refused because the file system (or quota) was full: those batches are not spooled."),
@@ -46,7 +52,8 @@ func newSpoolMetrics(s *Spool) *spoolMetrics {
 	}
 	m.all = []prometheus.Collector{
 		m.appendedBatches, m.appendedRows, m.appendedBytes, m.rejectedBatches, m.rejectedRows,
-		m.droppedSegments, m.droppedRows, m.corruptRegions, m.corruptBytes, m.truncatedBytes, m.writeErrors,
+		m.droppedSegments, m.droppedRows, m.corruptRegions, m.corruptBytes, m.corruptRows, m.missingSegments, m.cursorResets,
+		m.truncatedBytes, m.writeErrors,
 		m.diskFullErrors, m.diskFull,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "gpumeter", Subsystem: "spool", Name: "segments", Help: "Segment files in the spool."},
 			func() float64 { n, _ := s.usage(); return float64(n) }),

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"slices"
 
 	"github.com/gpumeter/gpumeter/collectors"
 )
@@ -47,6 +49,9 @@ func (r *reader) moveTo(seq uint64) {
 //   - A corrupt region: err wraps ErrCorruptSegment; the region is skipped
 //     and counted, b.Next lies past it (commit it like any batch), and the
 //     next Read goes on after it.
+//   - A sealed segment whose file vanished while the spool was open: the
+//     same, and its rows are logged as lost and the segment counted in
+//     gpumeter_spool_missing_segments_total.
 //   - Any other error (I/O): nothing moved; try again later.
 //
 // Read never blocks on the writer; wait on Appended for more.
@@ -89,15 +94,18 @@ func (s *Spool) Read(ctx context.Context) (Batch, error) {
 			continue
 		}
 		off := r.pos.Offset
-		if bad {
-			return s.skip(seg.seq, size, size, last, nextSeq, fmt.Errorf("segment %d header unreadable: %w", seg.seq, ErrCorruptSegment))
-		}
 		f, err := r.open(s.cfg.Dir, seg.seq)
 		if errors.Is(err, fs.ErrNotExist) && s.gone(seg.seq) {
 			continue // dropped by the writer since the look above
 		}
+		if errors.Is(err, fs.ErrNotExist) && !last {
+			return s.lost(seg, nextSeq)
+		}
 		if err != nil {
 			return Batch{Next: r.pos}, fmt.Errorf("read spool: %w", err)
+		}
+		if bad {
+			return s.skip(f, seg.seq, size, size, last, nextSeq, fmt.Errorf("segment %d header unreadable: %w", seg.seq, ErrCorruptSegment))
 		}
 		rh, payload, err := readRecordAt(f, off, size, &r.buf)
 		if errors.Is(err, ErrCorruptSegment) {
@@ -108,7 +116,7 @@ func (s *Spool) Read(ctx context.Context) (Batch, error) {
 			if !found {
 				next = size
 			}
-			return s.skip(seg.seq, next, size, last, nextSeq, fmt.Errorf("segment %d offset %d: %w", seg.seq, off, err))
+			return s.skip(f, seg.seq, next, size, last, nextSeq, fmt.Errorf("segment %d offset %d: %w", seg.seq, off, err))
 		}
 		if err != nil {
 			return Batch{Next: r.pos}, fmt.Errorf("read spool segment %d: %w", seg.seq, err)
@@ -119,7 +127,7 @@ func (s *Spool) Read(ctx context.Context) (Batch, error) {
 		r.pos.rows += int64(rh.rows)
 		end := off + recHeaderLen + int64(rh.payloadLen)
 		if derr != nil {
-			return s.skip(seg.seq, end, size, last, nextSeq, fmt.Errorf("segment %d offset %d: %w", seg.seq, off, derr))
+			return s.skip(f, seg.seq, end, size, last, nextSeq, fmt.Errorf("segment %d offset %d: %w", seg.seq, off, derr))
 		}
 		r.pos.Offset = end
 		return Batch{Samples: samples, Next: r.settle(size, last, nextSeq)}, nil
@@ -134,16 +142,45 @@ func (s *Spool) gone(seq uint64) bool {
 	return seg == nil || seg.seq != seq
 }
 
-// skip moves the reader past a corrupt region of segment seq, from its
-// position to to, counts and logs it, and returns err for Read to report.
-func (s *Spool) skip(seq uint64, to, size int64, last bool, nextSeq uint64, err error) (Batch, error) {
+// skip moves the reader past a corrupt region of segment seq (file f),
+// from its position to to, counts and logs it with the rows its record
+// headers claim, and returns err for Read to report.
+func (s *Spool) skip(f io.ReaderAt, seq uint64, to, size int64, last bool, nextSeq uint64, err error) (Batch, error) {
 	r := &s.rd
 	from := r.pos.Offset
+	rows, rerr := claimedRows(f, from, to)
 	s.m.corruptRegions.Inc()
 	s.m.corruptBytes.Add(float64(to - from))
-	s.log.Error("spool skipped a corrupt region: its samples are lost", "segment", seq, "offset", from, "bytes", to-from, "err", err)
+	s.m.corruptRows.Add(float64(rows))
+	attrs := []any{"segment", seq, "offset", from, "bytes", to - from, "rows", rows, "err", err}
+	if rerr != nil {
+		attrs = append(attrs, "rows_err", rerr)
+	}
+	s.log.Error("spool skipped a corrupt region: its samples are lost", attrs...)
 	r.pos.Offset = to
 	return Batch{Next: r.settle(size, last, nextSeq)}, fmt.Errorf("read spool: %d bytes skipped: %w", to-from, err)
+}
+
+// lost handles a sealed segment whose file vanished under the open spool
+// (deleted by hand or by a stray tool): its rows after the read position
+// are lost. It logs and counts them, drops the segment from the spool and
+// moves the reader to the next one. The error wraps ErrCorruptSegment, so
+// a caller commits past it like a corrupt region.
+func (s *Spool) lost(seg *segment, nextSeq uint64) (Batch, error) {
+	r := &s.rd
+	s.mu.Lock()
+	_, i := s.segAtOrAfterLocked(seg.seq)
+	if i < len(s.segs) && s.segs[i] == seg {
+		s.segs = slices.Delete(s.segs, i, i+1)
+		s.total -= seg.size
+	}
+	s.mu.Unlock()
+	rows := seg.rows - r.pos.rows
+	bytes := seg.size - max(r.pos.Offset, segHeaderLen)
+	s.m.missingSegments.Inc()
+	s.log.Error("spool segment missing: its samples are lost", "segment", seg.seq, "rows", rows, "bytes", bytes)
+	r.moveTo(nextSeq)
+	return Batch{Next: r.pos}, fmt.Errorf("read spool: segment %d missing, %d rows lost: %w", seg.seq, rows, ErrCorruptSegment)
 }
 
 // settle moves a reader that reached the end of a sealed segment to the

@@ -36,6 +36,9 @@ type segment struct {
 	size int64 // bytes the reader may read: header and whole records (sealed: the file)
 	rows int64 // samples in whole records
 	bad  bool  // unreadable header: the reader skips the file whole
+	// sealed: the last segment ends in corrupt bytes, kept for the reader
+	// to report; nothing is appended after them.
+	sealed bool
 }
 
 // Spool is an on-disk queue of sample batches. Open one with Open.
@@ -69,8 +72,10 @@ type Spool struct {
 
 // Open opens (creating if needed) the spool in cfg.Dir and recovers it:
 // segments behind the committed cursor are deleted, a torn tail of the last
-// segment is cut off, every whole batch before it is kept. Metrics are
-// registered with reg when it is not nil; a nil logger discards.
+// segment is cut off, every whole batch before it is kept, and damage
+// (missing segments, a cursor past the data, a corrupt last record) is
+// logged at Error and counted. Metrics are registered with reg when it is
+// not nil; a nil logger discards.
 func Open(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Spool, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -133,7 +138,8 @@ func listSegments(dir string) ([]uint64, error) {
 }
 
 // load rebuilds the in-memory picture from disk, recovering what a crash
-// left. It runs before the spool is shared, so it takes no locks.
+// left and reporting what damage cost (docs/delivery.md, "Recovery on
+// open"). It runs before the spool is shared, so it takes no locks.
 func (s *Spool) load(ctx context.Context) error {
 	dir := s.cfg.Dir
 	if err := os.Remove(filepath.Join(dir, cursorTmpFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -144,22 +150,30 @@ func (s *Spool) load(ctx context.Context) error {
 		// Starting over re-sends what is still spooled: duplicates, which
 		// the store collapses by sample_id, never a loss.
 		s.log.Warn("spool cursor unreadable, shipping every retained segment again", "err", err)
+		s.m.cursorResets.Inc()
 		st, floorKnown = cursorState{}, false
 	} else if err != nil {
 		return err
 	}
 	s.cur = cur
-	cursor := st.pos
-	floor := st.floor
-	if !floorKnown {
-		// An older build's cursor: it recorded no floor, and deleted
-		// nothing but segments behind the cursor.
-		floor = cursor.Segment
-	}
+	cursor, floor := st.pos, st.floor
 	seqs, err := listSegments(dir)
 	if err != nil {
 		return err
 	}
+	invalid, reason, err := s.checkCursor(cursor, floor, floorKnown, seqs)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
+		// Deleting every segment behind such a cursor would throw away
+		// data nobody shipped; sending it again costs duplicates only.
+		cursor = Position{}
+		s.m.cursorResets.Inc()
+	}
+	gapFrom := s.gapStart(cursor, &floor, floorKnown, seqs)
+	s.reportGaps(gapFrom, seqs, cursor)
+
 	var buf []byte
 	for i, seq := range seqs {
 		if err := ctx.Err(); err != nil {
@@ -183,19 +197,27 @@ func (s *Spool) load(ctx context.Context) error {
 		}
 	}
 	s.cursor = cursor
-	s.nextSeq = max(cursor.Segment+1, floor)
+	s.nextSeq = max(cursor.Segment+1, floor, gapFrom)
 	if n := len(s.segs); n > 0 {
 		s.nextSeq = max(s.nextSeq, s.segs[n-1].seq+1)
 	}
 	s.rd.pos = cursor
+	if reason != "" {
+		rows, bytes := s.backlogLocked()
+		last := seqs[len(seqs)-1]
+		s.log.Error("spool cursor points past the spool's data: rewinding to the start of the spool",
+			"cursor", invalid.String(), "reason", reason, "last_segment", last, "rows", rows, "bytes", bytes,
+			"note", "the rows and bytes retained are sent again (the store drops duplicates by sample_id); segments after the last one, if the cursor was right, are lost with rows unknown")
+	}
 	// Preallocate the cursor file now, while there is room, so that
-	// commits never need space (docs/delivery.md, "Full disk").
+	// commits never need space (docs/delivery.md, "Full disk"); this also
+	// records a rewound cursor.
 	if err := s.cur.prepare(cursorState{pos: cursor, floor: floor}); err != nil {
 		s.log.Error("spool cannot prepare its cursor file; each commit tries again", "err", err)
 	}
 	if n := len(s.segs); n > 0 {
 		last := s.segs[n-1]
-		if !last.bad && last.size < s.cfg.SegmentBytes {
+		if !last.bad && !last.sealed && last.size < s.cfg.SegmentBytes {
 			f, err := os.OpenFile(segPath(dir, last.seq), os.O_WRONLY, 0)
 			if err != nil {
 				return fmt.Errorf("open segment %d for append: %w", last.seq, err)
@@ -206,6 +228,90 @@ func (s *Spool) load(ctx context.Context) error {
 	rows, bytes := s.backlogLocked()
 	s.log.Info("spool opened", "segments", len(s.segs), "cursor", s.cursor.String(), "backlog_rows", rows, "backlog_bytes", bytes)
 	return nil
+}
+
+// checkCursor says why the committed cursor cannot be right, or "": a
+// cursor past the last segment that was not deleted on purpose, or past
+// the end of its own segment. No commit produces either (the cursor only
+// moves to positions the reader returned, and segments go only once they
+// are behind it), so the cursor is what is damaged, or came from elsewhere.
+func (s *Spool) checkCursor(cursor Position, floor uint64, floorKnown bool, seqs []uint64) (Position, string, error) {
+	kept := seqs
+	if floorKnown {
+		i, _ := slices.BinarySearch(seqs, floor)
+		kept = seqs[i:]
+	}
+	if len(kept) == 0 {
+		return cursor, "", nil
+	}
+	if last := kept[len(kept)-1]; cursor.Segment > last {
+		return cursor, fmt.Sprintf("cursor segment %d is after the last segment %d", cursor.Segment, last), nil
+	}
+	if _, ok := slices.BinarySearch(kept, cursor.Segment); !ok {
+		return cursor, "", nil
+	}
+	fi, err := os.Stat(segPath(s.cfg.Dir, cursor.Segment))
+	if err != nil {
+		return cursor, "", fmt.Errorf("stat segment %d: %w", cursor.Segment, err)
+	}
+	if cursor.Offset > fi.Size() {
+		return cursor, fmt.Sprintf("cursor offset %d is past the end of segment %d (%d bytes)", cursor.Offset, cursor.Segment, fi.Size()), nil
+	}
+	return cursor, "", nil
+}
+
+// gapStart returns the first segment number that must exist if any later
+// one does, and settles the floor of an older build's cursor file (which
+// recorded none).
+func (s *Spool) gapStart(cursor Position, floor *uint64, floorKnown bool, seqs []uint64) uint64 {
+	if floorKnown {
+		return max(*floor, cursor.Segment, 1)
+	}
+	// An older build deleted only segments behind its cursor, and the
+	// cursor's own segment once shipped whole (the writer having moved on).
+	*floor = cursor.Segment
+	switch {
+	case cursor.Segment == 0:
+		// Nothing known (a fresh spool, or a cursor reset): start at the
+		// first segment there is.
+		if len(seqs) > 0 {
+			return seqs[0]
+		}
+		return 1
+	case slices.Contains(seqs, cursor.Segment):
+		return cursor.Segment
+	default:
+		return cursor.Segment + 1
+	}
+}
+
+// reportGaps logs and counts the segment numbers missing between from and
+// the last segment: segments never deleted on purpose, so their samples
+// are lost. How many is unknown: the rows were counted in the file.
+func (s *Spool) reportGaps(from uint64, seqs []uint64, cursor Position) {
+	var ranges []string
+	var missing uint64
+	next := from
+	for _, seq := range seqs {
+		if seq < from {
+			continue
+		}
+		if seq > next {
+			missing += seq - next
+			if seq-next == 1 {
+				ranges = append(ranges, strconv.FormatUint(next, 10))
+			} else {
+				ranges = append(ranges, fmt.Sprintf("%d-%d", next, seq-1))
+			}
+		}
+		next = seq + 1
+	}
+	if missing == 0 {
+		return
+	}
+	s.m.missingSegments.Add(float64(missing))
+	s.log.Error("spool segments missing: their samples are lost (rows unknown)",
+		"missing", strings.Join(ranges, ","), "segments", missing, "cursor", cursor.String(), "last_segment", seqs[len(seqs)-1])
 }
 
 // recoverSegment scans one segment. The last segment is the only one a
@@ -267,6 +373,21 @@ func (s *Spool) recoverSegment(seq uint64, last bool, cursor *Position, buf *[]b
 		s.log.Error("spool segment has corrupt batches, they will be skipped", "segment", seq, "regions", corrupt)
 	}
 	if last && validEnd < size {
+		tail, err := classifyTail(f, validEnd, size)
+		if err != nil {
+			return nil, fmt.Errorf("scan segment %d: %w", seq, err)
+		}
+		if !tail.torn {
+			// The bytes are all there and wrong: bit rot or a stray write,
+			// not a crash. Keep them for the reader, which skips and counts
+			// them; new batches go to a new segment.
+			s.log.Error("spool last segment ends in a corrupt batch: not a torn write, its samples are lost",
+				"segment", seq, "offset", validEnd, "bytes", size-validEnd, "rows", tail.rowsText(), "why", tail.why)
+			seg.sealed = true
+			last = false
+		}
+	}
+	if last && validEnd < size {
 		// A torn tail: the batch in it never had its fsync return, so its
 		// Append failed or never returned; nothing acknowledged is lost.
 		s.log.Warn("spool cutting torn tail off the last segment", "segment", seq, "offset", validEnd, "bytes", size-validEnd)
@@ -284,7 +405,7 @@ func (s *Spool) recoverSegment(seq uint64, last bool, cursor *Position, buf *[]b
 		case cursor.Offset <= segHeaderLen:
 			cursor.Offset = segHeaderLen
 		case cursor.Offset == boundary:
-		case !last && cursor.Offset == size:
+		case cursor.Offset == seg.size:
 			// Past a corrupt tail that the reader already skipped.
 			boundary, boundaryRows = size, seg.rows
 		default:
@@ -447,13 +568,27 @@ func (s *Spool) roll() error {
 	s.nextSeq++
 	s.mu.Unlock()
 	path := segPath(s.cfg.Dir, seq)
+	// A number is used up only by a file that exists: recovery reports a
+	// hole in the numbering as lost segments.
+	reuse := func() {
+		s.mu.Lock()
+		if s.nextSeq == seq+1 {
+			s.nextSeq = seq
+		}
+		s.mu.Unlock()
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			reuse()
+		}
 		return fmt.Errorf("create segment %d: %w", seq, err)
 	}
 	fail := func(err error) error {
 		f.Close()
-		os.Remove(path)
+		if os.Remove(path) == nil {
+			reuse()
+		}
 		return fmt.Errorf("create segment %d: %w", seq, err)
 	}
 	if _, err := f.Write(encodeSegmentHeader(seq)); err != nil {

@@ -185,7 +185,7 @@ func (q UsageQuery) toSQL() (string, []any) {
 			sel = append(sel, "'' AS no_"+string(d))
 		}
 	}
-	sel = append(sel, count+" AS samples",
+	sel = append(sel, count+" AS sample_count",
 		"sum(gpu_microseconds)", "sum(sm_active_microseconds)", "sum(mem_mib_seconds)", "max(mem_peak_bytes)",
 		"sum(energy_millijoules)", "sum(pcie_tx_bytes)", "sum(pcie_rx_bytes)", "sum(nvlink_tx_bytes)", "sum(nvlink_rx_bytes)")
 	if q.Source == SourceHourly {
@@ -204,6 +204,12 @@ func (q UsageQuery) toSQL() (string, []any) {
 	if q.Department != "" {
 		where = append(where, "department = ?")
 		args = append(args, q.Department)
+	}
+	if q.Source == SourceHourly {
+		// A recompute leaves a tombstone (samples = 0, every meter zero) where a
+		// key vanished from raw. WHERE runs after FINAL, so the tombstone
+		// replaces the stale row first and then is filtered out itself.
+		where = append(where, "samples > 0")
 	}
 	var b strings.Builder
 	b.WriteString("SELECT ")

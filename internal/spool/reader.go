@@ -18,6 +18,9 @@ type Batch struct {
 	// Next is the position just after the batch: commit it once the
 	// samples are delivered.
 	Next Position
+	// Segment is the segment the samples were read from (Next may already
+	// point into the next one).
+	Segment uint64
 }
 
 // reader is the read side's state; the reader goroutine owns it (rmu).
@@ -130,7 +133,7 @@ func (s *Spool) Read(ctx context.Context) (Batch, error) {
 			return s.skip(f, seg.seq, end, size, last, nextSeq, fmt.Errorf("segment %d offset %d: %w", seg.seq, off, derr))
 		}
 		r.pos.Offset = end
-		return Batch{Samples: samples, Next: r.settle(size, last, nextSeq)}, nil
+		return Batch{Samples: samples, Segment: seg.seq, Next: r.settle(size, last, nextSeq)}, nil
 	}
 }
 
@@ -213,31 +216,40 @@ func (r *reader) open(dir string, seq uint64) (*os.File, error) {
 // deletes the segments wholly behind it. pos must come from a Batch this
 // spool returned and must not lie before the committed cursor.
 func (s *Spool) Commit(ctx context.Context, pos Position) error {
+	_, err := s.commit(ctx, pos)
+	return err
+}
+
+// commit is Commit that also returns DroppedThrough as of the moment the
+// cursor moved: a drop before it counted the rows behind pos as lost, a
+// drop after it did not.
+func (s *Spool) commit(ctx context.Context, pos Position) (uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("commit cursor %s: %w", pos, err)
+		return 0, fmt.Errorf("commit cursor %s: %w", pos, err)
 	}
 	s.rmu.Lock()
 	defer s.rmu.Unlock()
 	s.mu.Lock()
-	cur, closed := s.cursor, s.closed
+	cur, closed, dropped := s.cursor, s.closed, s.droppedThrough
 	s.mu.Unlock()
 	if closed {
-		return fmt.Errorf("commit cursor %s: %w", pos, ErrClosed)
+		return 0, fmt.Errorf("commit cursor %s: %w", pos, ErrClosed)
 	}
 	if pos.Before(cur) {
-		return fmt.Errorf("commit cursor %s: before the committed %s", pos, cur)
+		return 0, fmt.Errorf("commit cursor %s: before the committed %s", pos, cur)
 	}
 	if pos.Segment == cur.Segment && pos.Offset == cur.Offset {
-		return nil
+		return dropped, nil
 	}
 	if err := s.cur.commit(pos); err != nil {
-		return fmt.Errorf("commit cursor: %w", err)
+		return 0, fmt.Errorf("commit cursor: %w", err)
 	}
 	s.mu.Lock()
 	s.cursor = pos
+	dropped = s.droppedThrough
 	s.removeShippedLocked()
 	s.mu.Unlock()
-	return nil
+	return dropped, nil
 }
 
 // Rewind moves the reader back to the committed cursor, so that batches

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -200,7 +201,9 @@ func (s *Shipper) lagSeconds() float64 {
 // pending is what has been read and not yet committed.
 type pending struct {
 	samples []collectors.Sample
+	segs    []uint64  // segs[i] is the segment samples[i] was read from (ascending)
 	sent    int       // samples[:sent] acknowledged
+	late    int       // samples[:late] are sent rows of dropped segments already reported
 	next    Position  // commit this once all are sent
 	moved   bool      // next lies past the committed cursor
 	firstAt time.Time // when the first of samples was read
@@ -212,6 +215,9 @@ func (p *pending) add(b Batch, now time.Time) {
 		p.firstAt = now
 	}
 	p.samples = append(p.samples, b.Samples...)
+	for range b.Samples {
+		p.segs = append(p.segs, b.Segment)
+	}
 	p.oldest = earliest(p.oldest, oldestEnd(b.Samples))
 	p.next, p.moved = b.Next, true
 }
@@ -235,7 +241,29 @@ func earliest(a, b time.Time) time.Time {
 
 func (p *pending) reset() {
 	clear(p.samples) // let the strings go
-	*p = pending{samples: p.samples[:0]}
+	*p = pending{samples: p.samples[:0], segs: p.segs[:0]}
+}
+
+// settleDropped squares p with the spool's drop_oldest deletions, every
+// segment up to dropped being gone and its rows after the cursor counted
+// as lost. Rows of those segments not yet sent are discarded, so that they
+// are lost as counted rather than stored as well; rows already sent are
+// reported to the spool once, as counted but delivered.
+func (s *Shipper) settleDropped(p *pending, dropped uint64) {
+	if dropped == 0 || len(p.segs) == 0 || p.segs[0] > dropped {
+		return
+	}
+	k, _ := slices.BinarySearch(p.segs, dropped+1) // samples[:k] come from dropped segments
+	if late := min(p.sent, k); late > p.late {
+		s.spool.DroppedRowsDelivered(late - p.late)
+		p.late = late
+	}
+	if k > p.sent {
+		s.log.Debug("shipper discards rows of dropped segments", "rows", k-p.sent)
+		clear(p.samples[p.sent:k])
+		p.samples = slices.Delete(p.samples, p.sent, k)
+		p.segs = slices.Delete(p.segs, p.sent, k)
+	}
 }
 
 // Run ships until ctx is cancelled, then returns nil. It starts from the
@@ -298,9 +326,11 @@ func (s *Shipper) Run(ctx context.Context) error {
 			continue
 		}
 		committed := p.next
-		if ok, err := s.commit(ctx, committed); !ok {
+		dropped, ok, err := s.commit(ctx, committed)
+		if !ok {
 			return err
 		}
+		s.settleDropped(&p, dropped)
 		p.reset()
 		if carry != nil {
 			p.add(*carry, s.hooks.clock.Now())
@@ -404,7 +434,11 @@ func (s *Shipper) waitForData(ctx context.Context, p *pending, now time.Time) bo
 // retrying each failed insert after a backoff. It returns false when ctx
 // ended first.
 func (s *Shipper) send(ctx context.Context, p *pending) bool {
-	for attempt := 0; p.sent < len(p.samples); {
+	for attempt := 0; ; {
+		s.settleDropped(p, s.spool.DroppedThrough())
+		if p.sent >= len(p.samples) {
+			return true
+		}
 		chunk := p.samples[p.sent:min(len(p.samples), p.sent+s.cfg.BatchRows)]
 		start := s.hooks.clock.Now()
 		err := s.sink.InsertSamples(ctx, chunk)
@@ -414,6 +448,8 @@ func (s *Shipper) send(ctx context.Context, p *pending) bool {
 			attempt = 0
 			s.m.batches.Inc()
 			s.m.rows.Add(float64(len(chunk)))
+			// A drop during the insert counted these rows as lost.
+			s.settleDropped(p, s.spool.DroppedThrough())
 			continue
 		}
 		if ctx.Err() != nil {
@@ -432,14 +468,13 @@ func (s *Shipper) send(ctx context.Context, p *pending) bool {
 			return false
 		}
 	}
-	return true
 }
 
 // dropInvalid removes from p the samples of chunk that fail validation
 // (spools written before Append validated could hold some), logging and
 // counting them, and returns how many it removed.
 func (s *Shipper) dropInvalid(p *pending, chunk []collectors.Sample) int {
-	kept := p.samples[:p.sent]
+	kept, keptSegs := p.samples[:p.sent], p.segs[:p.sent]
 	dropped := 0
 	for i := range chunk {
 		if err := chunk[i].Validate(); err != nil {
@@ -448,12 +483,14 @@ func (s *Shipper) dropInvalid(p *pending, chunk []collectors.Sample) int {
 			continue
 		}
 		kept = append(kept, chunk[i])
+		keptSegs = append(keptSegs, p.segs[p.sent+i])
 	}
 	if dropped == 0 {
 		return 0
 	}
 	kept = append(kept, p.samples[p.sent+len(chunk):]...)
-	p.samples = kept
+	keptSegs = append(keptSegs, p.segs[p.sent+len(chunk):]...)
+	p.samples, p.segs = kept, keptSegs
 	s.m.invalidRows.Add(float64(dropped))
 	return dropped
 }
@@ -462,23 +499,23 @@ func (s *Shipper) dropInvalid(p *pending, chunk []collectors.Sample) int {
 // returns false when ctx ended first (err nil: the rows are then sent again
 // by the next run, which the store's dedup by sample_id absorbs) or when the
 // spool was closed (err says so).
-func (s *Shipper) commit(ctx context.Context, pos Position) (bool, error) {
+func (s *Shipper) commit(ctx context.Context, pos Position) (uint64, bool, error) {
 	for attempt := 0; ; attempt++ {
-		err := s.spool.Commit(ctx, pos)
+		dropped, err := s.spool.commit(ctx, pos)
 		if err == nil {
-			return true, nil
+			return dropped, true, nil
 		}
 		if errors.Is(err, ErrClosed) {
-			return false, fmt.Errorf("ship: %w", err)
+			return 0, false, fmt.Errorf("ship: %w", err)
 		}
 		if ctx.Err() != nil {
-			return false, nil
+			return 0, false, nil
 		}
 		s.m.commitErrors.Inc()
 		delay := backoffDelay(attempt, s.cfg.BackoffInitial, s.cfg.BackoffMax, s.hooks.jitter())
 		s.log.Error("shipper cannot commit the spool cursor, shipped rows will be sent again after a restart", "cursor", pos.String(), "attempt", attempt+1, "retry_in", delay, "err", err)
 		if !s.wait(ctx, delay) {
-			return false, nil
+			return 0, false, nil
 		}
 	}
 }

@@ -520,7 +520,8 @@ func TestShipperDropsSpooledSamplesTheStoreCannotAccept(t *testing.T) {
 	batch := testBatch(0, 10)
 	batch[3].Host = "" // invalid
 	batch[8].End = batch[8].Start
-	p := pending{samples: append([]collectors.Sample(nil), batch...)}
+	var p pending
+	p.add(Batch{Samples: batch, Segment: 1}, time.Now())
 	if !sh.send(context.Background(), &p) {
 		t.Fatal("send gave up")
 	}

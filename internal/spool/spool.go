@@ -57,6 +57,11 @@ type Spool struct {
 	cursor  Position   // committed; its rows field counts the cursor segment's shipped rows
 	nextSeq uint64
 	closed  bool
+	// droppedThrough is the highest segment the overflow policy deleted in
+	// this process (segments go oldest first, so every one at or below it
+	// is gone). The shipper checks it to discard rows it read from them
+	// and to report those it delivered anyway (see DroppedThrough).
+	droppedThrough uint64
 
 	wmu    sync.Mutex // the writer's state
 	w      *os.File   // active segment, nil until the first Append or after a failure
@@ -549,6 +554,7 @@ func (s *Spool) overflowLocked(need int64, roll bool, rows int) error {
 		if err := s.removeFirstLocked(1); err != nil {
 			return fmt.Errorf("append %d samples: drop oldest: %w", rows, err)
 		}
+		s.droppedThrough = victim.seq
 		s.m.droppedSegments.Inc()
 		s.m.droppedRows.Add(float64(lost))
 		s.log.Error("spool full, dropped oldest segment: unshipped samples lost", "segment", victim.seq, "rows", lost, "bytes", victim.size, "max_bytes", s.cfg.MaxBytes)
@@ -697,6 +703,29 @@ func (s *Spool) usage() (int, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.segs), s.total
+}
+
+// DroppedThrough returns the highest segment the drop_oldest policy has
+// deleted since the spool was opened, 0 when none. A drop counts as lost
+// every row of the segment after the committed cursor, including rows a
+// shipper has read (or even sent) but not yet committed: the shipper must
+// not send the ones it still holds, and reports the ones it had sent with
+// DroppedRowsDelivered, so that dropped − delivered is exactly what was
+// lost.
+func (s *Spool) DroppedThrough() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.droppedThrough
+}
+
+// DroppedRowsDelivered records that n rows the spool counted as dropped
+// had been delivered (acknowledged by the sink) before their segment went.
+func (s *Spool) DroppedRowsDelivered(n int) {
+	if n <= 0 {
+		return
+	}
+	s.m.droppedDelivered.Add(float64(n))
+	s.log.Warn("rows of a dropped segment delivered anyway: they were counted as dropped", "rows", n)
 }
 
 // Cursor returns the committed cursor.

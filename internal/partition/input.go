@@ -43,6 +43,20 @@ type GPU struct {
 	// reset, which is the operator's call, so the planner leaves such GPUs alone.
 	MIGDisabled bool       `yaml:"mig_disabled,omitempty" json:"mig_disabled,omitempty"`
 	Instances   []Instance `yaml:"instances,omitempty" json:"instances,omitempty"`
+
+	notInteger string // the index as written, when it is not an integer
+}
+
+// UnmarshalYAML decodes a GPU as usual and records an index that is not an
+// integer (YAML decoders truncate index: 1.5 to 1) for Validate to refuse.
+func (g *GPU) UnmarshalYAML(unmarshal func(any) error) error {
+	type plain GPU
+	if err := unmarshal((*plain)(g)); err != nil {
+		return err
+	}
+	var err error
+	g.notInteger, err = nonInteger(unmarshal, "index")
+	return err
 }
 
 // Instance is an existing GPU instance.
@@ -55,6 +69,50 @@ type Instance struct {
 	Tenant string `yaml:"tenant,omitempty" json:"tenant,omitempty"`
 	// Busy instances run work: the planner never moves, removes or reassigns them.
 	Busy bool `yaml:"busy,omitempty" json:"busy,omitempty"`
+
+	notInteger string // the start as written, when it is not an integer
+}
+
+// UnmarshalYAML decodes an instance as usual and records a start that is
+// not an integer for Validate to refuse.
+func (in *Instance) UnmarshalYAML(unmarshal func(any) error) error {
+	type plain Instance
+	if err := unmarshal((*plain)(in)); err != nil {
+		return err
+	}
+	var err error
+	in.notInteger, err = nonInteger(unmarshal, "start")
+	return err
+}
+
+// nonInteger decodes the mapping again, scalars as text, and returns the
+// value of key as written when it is present and not an integer literal,
+// "" otherwise.
+func nonInteger(unmarshal func(any) error, key string) (string, error) {
+	var raw map[string]scalarText
+	if err := unmarshal(&raw); err != nil {
+		return "", err
+	}
+	v, ok := raw[key]
+	if !ok || !v.scalar || v.text == "" || isIntegerLiteral(v.text) {
+		return "", nil
+	}
+	return v.text, nil
+}
+
+// scalarText is a YAML value as written when it is a scalar; sequences
+// and mappings decode to nothing.
+type scalarText struct {
+	text   string
+	scalar bool
+}
+
+func (s *scalarText) UnmarshalYAML(unmarshal func(any) error) error {
+	var t string
+	if unmarshal(&t) == nil {
+		s.text, s.scalar = t, true
+	}
+	return nil
 }
 
 // Demand is what tenants want from the fleet.
@@ -134,7 +192,9 @@ func (f Fleet) Validate() error {
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if g.Index != nil {
+		if g.notInteger != "" {
+			errs = append(errs, fmt.Errorf("%s: index %s is not an integer", where, g.notInteger))
+		} else if g.Index != nil {
 			k := hostIndex{g.Host, *g.Index}
 			switch j, dup := indexes[k]; {
 			case *g.Index < 0:
@@ -145,7 +205,12 @@ func (f Fleet) Validate() error {
 				indexes[k] = i
 			}
 		}
+		badStart := false
 		for k, in := range g.Instances {
+			if in.notInteger != "" {
+				errs = append(errs, fmt.Errorf("%s: instances[%d]: start %s is not an integer", where, k, in.notInteger))
+				badStart = true
+			}
 			if in.UUID == "" {
 				continue
 			}
@@ -162,6 +227,9 @@ func (f Fleet) Validate() error {
 		}
 		if g.MIGDisabled && len(g.Instances) > 0 {
 			errs = append(errs, fmt.Errorf("%s: mig_disabled but lists %d MIG instances", where, len(g.Instances)))
+			continue
+		}
+		if badStart {
 			continue
 		}
 		if _, err := m.resolve(g.Instances); err != nil {

@@ -150,3 +150,38 @@ func TestFleetValidateRefusesRepeatedIndexesAndMIGUUIDs(t *testing.T) {
 		})
 	}
 }
+
+// A GPU index or an instance start written as 1.5 is refused, not
+// truncated to 1 (issue 9, defect 8, fleet side).
+func TestFleetIndexAndStartMustBeIntegers(t *testing.T) {
+	for _, tc := range []struct {
+		index, start, want string // want "" = valid
+	}{
+		{"0", "0", ""},
+		{"0x1", "4", ""},
+		{"1.5", "0", "gpus[0] (GPU-a): index 1.5 is not an integer"},
+		{"0", "2.0", "gpus[0] (GPU-a): instances[0]: start 2.0 is not an integer"},
+		{"1e0", "0", "index 1e0 is not an integer"},
+	} {
+		t.Run(tc.index+"/"+tc.start, func(t *testing.T) {
+			doc := "gpus:\n  - host: h\n    uuid: GPU-a\n    model: H100-SXM5-80GB\n    index: " + tc.index +
+				"\n    instances:\n      - {profile: 3g.40gb, start: " + tc.start + "}\n"
+			var f Fleet
+			dec := yaml.NewDecoder(strings.NewReader(doc))
+			dec.KnownFields(true)
+			err := dec.Decode(&f)
+			if err == nil {
+				err = f.Validate()
+			}
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("%v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

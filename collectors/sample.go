@@ -114,14 +114,6 @@ func ParseUnmeasured(s string) (Unmeasured, error) {
 	return u, nil
 }
 
-// SKUFor names the price-book SKU of a GPU model and an optional MIG profile.
-func SKUFor(gpuModel, migProfile string) string {
-	if migProfile == "" {
-		return gpuModel
-	}
-	return gpuModel + "/" + migProfile
-}
-
 // SampleID hashes what identifies a sample: host, device or instance UUID,
 // tenant, workload and interval start. Replays of the same interval produce
 // the same id, which is what lets ClickHouse collapse duplicates.

@@ -84,8 +84,13 @@ func runMIGPlan(ctx context.Context, g *globals, args []string) error {
 			return err
 		}
 		defer st.Close()
-		if fleet, err = st.Fleet(ctx, store.FleetQuery{Window: fleetWindow}); err != nil {
+		rows, err := st.FleetSamples(ctx, store.FleetQuery{Window: fleetWindow})
+		if err != nil {
 			return err
+		}
+		var skipped int
+		if fleet, skipped = partition.FleetFromSamples(rows); skipped > 0 {
+			g.logger.Debug("fleet: GPUs of models without MIG tables left out", "gpus", skipped)
 		}
 		if err := fleet.Validate(); err != nil {
 			return fmt.Errorf("fleet from clickhouse: %w", err)

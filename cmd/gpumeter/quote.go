@@ -113,7 +113,7 @@ func (a *quoteArgs) input(now time.Time) (pricing.Input, error) {
 	if in.Book, err = pricing.ParseBook(data); err != nil {
 		return in, usageErrorf("%s: %w", a.book, err)
 	}
-	if in.Book, err = in.Book.WithWeights(migWeight); err != nil {
+	if in.Book, err = in.Book.WithWeights(pricing.MIGWeight); err != nil {
 		return in, usageErrorf("%s: %w", a.book, err)
 	}
 	if a.contract != "" {

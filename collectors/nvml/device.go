@@ -2,13 +2,12 @@ package nvml
 
 import (
 	"bytes"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
 
 // device is what the collector keeps about one GPU between reads.
@@ -78,7 +77,7 @@ func (c *Collector) identify(d *device) error {
 	if err := c.check("nvmlDeviceGetName", ret); err != nil {
 		return err
 	}
-	gpu := collectors.GPU{Index: d.index, UUID: uuid, Name: name, Model: ModelFromName(name)}
+	gpu := collectors.GPU{Index: d.index, UUID: uuid, Name: name, Model: modelOf(name)}
 	// Serial and PCI bus id are labels, not needed to meter: left empty
 	// when the board does not offer them.
 	if serial, ret := d.handle.GetSerial(); c.optional("nvmlDeviceGetSerial", ret) == nil {
@@ -145,56 +144,10 @@ func percentRatio(p float64) collectors.Ratio {
 	return collectors.Ratio{PPM: uint32(p*1e4 + 0.5), OK: true}
 }
 
-// Canonical model names shared with pricing and the MIG planner.
-const (
-	ModelA100SXM4_40GB  = "A100-SXM4-40GB"
-	ModelA100SXM4_80GB  = "A100-SXM4-80GB"
-	ModelH100SXM5_80GB  = "H100-SXM5-80GB"
-	ModelH200SXM5_141GB = "H200-SXM5-141GB"
-)
-
-// ModelFromName maps an NVML device name onto the canonical model. Names it
-// does not know become a sanitized form of themselves ("NVIDIA A100-PCIE-40GB"
-// → "A100-PCIE-40GB", "Tesla T4" → "Tesla-T4"): letters, digits, '.' and '-'
-// only, never '/' (the SKU separator), never empty.
-func ModelFromName(name string) string {
-	n := strings.TrimSpace(name)
-	if len(n) >= 7 && strings.EqualFold(n[:7], "NVIDIA ") {
-		n = strings.TrimSpace(n[7:])
-	}
-	switch strings.ToUpper(n) {
-	case "A100-SXM4-40GB", "A100 SXM4 40GB":
-		return ModelA100SXM4_40GB
-	case "A100-SXM4-80GB", "A100 SXM4 80GB":
-		return ModelA100SXM4_80GB
-	case "H100 80GB HBM3", "H100-SXM5-80GB", "H100 SXM5 80GB":
-		return ModelH100SXM5_80GB
-	case "H200", "H200 141GB HBM3E", "H200-SXM5-141GB", "H200 SXM5 141GB":
-		return ModelH200SXM5_141GB
-	}
-	return sanitizeModel(n)
-}
-
-func sanitizeModel(n string) string {
-	var b strings.Builder
-	dash := false
-	for _, r := range n {
-		ok := r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.')
-		if ok {
-			b.WriteRune(r)
-			dash = false
-			continue
-		}
-		if !dash && b.Len() > 0 {
-			b.WriteByte('-')
-			dash = true
-		}
-	}
-	s := strings.Trim(b.String(), "-.")
-	if s == "" {
-		return "unknown"
-	}
-	return s
+// modelOf is the model key of an NVML device name, known or not.
+func modelOf(name string) string {
+	m, _ := migprofile.ModelFromDeviceName(name)
+	return m
 }
 
 // cString reads a NUL-terminated C string out of an NVML char array.

@@ -11,7 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/internal/migprofile"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
 
 // GPU is one simulated GPU. Its methods for tests (Lose, ResetEnergy,

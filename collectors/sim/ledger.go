@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/internal/migprofile"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
 
 // Ledger is what the simulator ran, per tenant, by the accounting rules of

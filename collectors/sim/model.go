@@ -3,7 +3,7 @@ package sim
 import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 
-	"github.com/gpumeter/gpumeter/internal/migprofile"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
 
 type gpusConfig = gpus.Config
@@ -23,7 +23,7 @@ type modelSpec struct {
 
 // lookupModel returns the simulated model. The mock's GPU configs give
 // memory and architecture; profile names, slices and memory come from
-// internal/migprofile (NVIDIA's tables), because the mock's MIG data is
+// collectors/migprofile (NVIDIA's tables), because the mock's MIG data is
 // wrong for Hopper.
 func lookupModel(name string) (modelSpec, bool) {
 	var m modelSpec

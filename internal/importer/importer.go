@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
 
 // Format is an input file format.
@@ -199,7 +200,7 @@ func allDigits(s string) bool {
 // finish checks cross-field rules and fills derived fields.
 func finish(s *collectors.Sample, line int, add func(Problem)) {
 	if s.SKU == "" && s.GPUModel != "" {
-		s.SKU = collectors.SKUFor(s.GPUModel, s.MIGProfile)
+		s.SKU = migprofile.SKU(s.GPUModel, s.MIGProfile)
 	}
 	if (s.MIGUUID == "") != (s.MIGProfile == "") {
 		add(Problem{line, "mig_profile", "mig_uuid and mig_profile go together"})

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gpumeter/gpumeter/internal/migprofile"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
 
 // bruteFits places profiles (any order) beside the occupied slots by trying

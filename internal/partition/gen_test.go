@@ -5,7 +5,7 @@ import (
 	"math/rand"
 	"testing"
 
-	"github.com/gpumeter/gpumeter/internal/migprofile"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
 
 func ptr(i int) *int { return &i }

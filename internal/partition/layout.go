@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gpumeter/gpumeter/internal/migprofile"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
 
 // maxProfiles bounds the profiles of one model (the tables have 7), so that

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gpumeter/gpumeter/internal/migprofile"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
 
 // Plan is the planner's answer: a target layout for every GPU of the fleet
@@ -271,16 +271,6 @@ func sameLayout(a, b MIGPartedDeviceConfig) bool {
 // profileSlices is the demand weight of one instance of a profile, in
 // compute slices (7 = one GPU), from the shared migprofile table.
 func profileSlices(model, profile string) int {
-	if model == "" {
-		models := migprofile.ModelsWithProfile(profile)
-		if len(models) == 0 {
-			return 0
-		}
-		model = models[0]
-	}
-	p, ok := migprofile.Lookup(model, profile)
-	if !ok {
-		return 0
-	}
+	p, _ := migprofile.LookupAnyModel(model, profile)
 	return p.ComputeSlices
 }

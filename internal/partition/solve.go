@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gpumeter/gpumeter/internal/migprofile"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
 
 // maxImprovePasses bounds the local search, which stops as soon as a pass
@@ -1165,13 +1165,6 @@ func (s *solver) distribute(pool []*planned, ws []*want, limit int) {
 }
 
 func profileMemory(model, profile string) int {
-	if model == "" {
-		models := migprofile.ModelsWithProfile(profile)
-		if len(models) == 0 {
-			return 0
-		}
-		model = models[0]
-	}
-	p, _ := migprofile.Lookup(model, profile)
+	p, _ := migprofile.LookupAnyModel(model, profile)
 	return p.MemorySlices
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumeter/gpumeter/internal/migprofile"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
 
 type slot struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
 
 // testBatch returns batch number b of n samples; the same (b, n) always
@@ -51,7 +52,7 @@ func testBatch(b, n int) []collectors.Sample {
 			s.MIGUUID = fmt.Sprintf("MIG-%d", i)
 			s.MIGProfile = "3g.40gb"
 		}
-		s.SKU = collectors.SKUFor(s.GPUModel, s.MIGProfile)
+		s.SKU = migprofile.SKU(s.GPUModel, s.MIGProfile)
 		out[i] = s
 	}
 	return out

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -15,7 +16,7 @@ import (
 
 func fleetSample(host, gpu, model, mig, profile, tenant string, start time.Time) collectors.Sample {
 	s := collectors.Sample{Host: host, GPUUUID: gpu, GPUModel: model, MIGUUID: mig, MIGProfile: profile,
-		SKU: collectors.SKUFor(model, profile), Tenant: tenant, Start: start, End: start.Add(10 * time.Second),
+		SKU: migprofile.SKU(model, profile), Tenant: tenant, Start: start, End: start.Add(10 * time.Second),
 		GPUMicroseconds: 1_000_000}
 	if tenant != "" {
 		s.Workload = "pod/" + tenant
@@ -59,9 +60,13 @@ func TestFleetFromNewestSamples(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.Fleet(ctx, store.FleetQuery{Window: 10 * time.Minute})
+	rows, err := s.FleetSamples(ctx, store.FleetQuery{Window: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
+	}
+	got, skipped := partition.FleetFromSamples(rows)
+	if skipped != 1 {
+		t.Errorf("skipped %d GPUs, want 1 (L40S)", skipped)
 	}
 	want := partition.Fleet{GPUs: []partition.GPU{
 		{Host: "node1", UUID: "GPU-a", Model: h100, Instances: []partition.Instance{
@@ -93,9 +98,9 @@ func TestFleetFromNewestSamples(t *testing.T) {
 
 func TestFleetOfAnEmptyTable(t *testing.T) {
 	s := storetest.New(t)
-	got, err := s.Fleet(context.Background(), store.FleetQuery{Window: time.Minute})
-	if err != nil || len(got.GPUs) != 0 {
-		t.Errorf("Fleet() = %+v, %v; want no GPUs", got, err)
+	got, err := s.FleetSamples(context.Background(), store.FleetQuery{Window: time.Minute})
+	if err != nil || len(got) != 0 {
+		t.Errorf("FleetSamples() = %+v, %v; want none", got, err)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpumeter/gpumeter/internal/migprofile"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 	"github.com/gpumeter/gpumeter/internal/partition"
 )
 
@@ -61,7 +61,7 @@ type deviceGI struct {
 type gpuWork struct {
 	uuid    string
 	dev     nvml.Device
-	m       *model
+	m       migprofile.Model
 	infos   map[int]nvml.GpuInstanceProfileInfo // by profile index
 	destroy []*deviceGI
 	create  []partition.PlannedInstance
@@ -114,7 +114,7 @@ func Apply(ctx context.Context, lib nvml.Interface, plan partition.Plan, opts Ap
 	}
 	for _, w := range work {
 		for _, d := range w.destroy {
-			rep.Steps = append(rep.Steps, Step{GPU: w.uuid, Action: partition.Destroy, Profile: w.m.profiles[d.prof].Name, Start: d.start, GPUInstanceID: d.id})
+			rep.Steps = append(rep.Steps, Step{GPU: w.uuid, Action: partition.Destroy, Profile: w.m.Profiles[d.prof].Name, Start: d.start, GPUInstanceID: d.id})
 		}
 		for _, c := range w.create {
 			rep.Steps = append(rep.Steps, Step{GPU: w.uuid, Action: partition.Create, Profile: c.Profile, Start: c.Start})
@@ -131,7 +131,7 @@ func Apply(ctx context.Context, lib nvml.Interface, plan partition.Plan, opts Ap
 			}
 			if err := destroyGI(d.gi); err != nil {
 				return rep, fmt.Errorf("apply stopped after %d of %d steps: gpu %s: destroy %s at slot %d: %w",
-					i, len(rep.Steps), w.uuid, w.m.profiles[d.prof].Name, d.start, err)
+					i, len(rep.Steps), w.uuid, w.m.Profiles[d.prof].Name, d.start, err)
 			}
 			rep.Steps[i].Done = true
 			i++
@@ -193,15 +193,15 @@ func checkGPU(dev nvml.Device, g partition.GPUPlan) (*gpuWork, error) {
 	if mode != nvml.DEVICE_MIG_ENABLE {
 		return nil, errors.New("MIG mode is off (enabling it resets the GPU: do that first)")
 	}
-	m := modelByName(g.Model)
-	if m == nil {
+	m, ok := migprofile.LookupModel(g.Model)
+	if !ok {
 		return nil, fmt.Errorf("model %q: no MIG profile table", g.Model)
 	}
 	w := &gpuWork{dev: dev, m: m, infos: map[int]nvml.GpuInstanceProfileInfo{}}
 	w.uuid, _ = dev.GetUUID()
 	var errs []error
 	var gis []*deviceGI
-	for p, prof := range m.profiles {
+	for p, prof := range m.Profiles {
 		info, ret := dev.GetGpuInstanceProfileInfo(prof.NVMLProfile)
 		if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT {
 			continue // this driver does not offer the profile
@@ -237,7 +237,10 @@ func checkGPU(dev nvml.Device, g partition.GPUPlan) (*gpuWork, error) {
 	// match finds the device instance a planned one stands for: same
 	// profile and start, or for an inferred start any free one of the profile.
 	match := func(in partition.PlannedInstance) *deviceGI {
-		p := m.byName[in.Profile]
+		p, ok := m.ProfileIndex(in.Profile)
+		if !ok {
+			return nil
+		}
 		for _, d := range gis {
 			if !d.matched && d.prof == p && d.start == in.Start {
 				return d
@@ -263,7 +266,7 @@ func checkGPU(dev nvml.Device, g partition.GPUPlan) (*gpuWork, error) {
 			continue
 		}
 		d.matched = true
-		used |= m.maskAt(d.prof, d.start)
+		used |= m.Profiles[d.prof].MaskAt(d.start)
 	}
 	for _, in := range g.Remove {
 		if d := match(in); d != nil {
@@ -279,23 +282,27 @@ func checkGPU(dev nvml.Device, g partition.GPUPlan) (*gpuWork, error) {
 		}
 		if d := match(in); d != nil {
 			d.matched = true // created by an earlier apply
-			used |= m.maskAt(d.prof, d.start)
+			used |= m.Profiles[d.prof].MaskAt(d.start)
 			continue
 		}
 		creates = append(creates, in)
 	}
 	for _, d := range gis {
 		if !d.matched {
-			errs = append(errs, fmt.Errorf("device has a %s instance at slot %d the plan does not know; re-plan", m.profiles[d.prof].Name, d.start))
+			errs = append(errs, fmt.Errorf("device has a %s instance at slot %d the plan does not know; re-plan", m.Profiles[d.prof].Name, d.start))
 		}
 	}
 	for _, in := range creates {
-		p := m.byName[in.Profile]
+		p, known := m.ProfileIndex(in.Profile)
+		if !known {
+			errs = append(errs, fmt.Errorf("model %s has no profile %s", m.Name, in.Profile))
+			continue
+		}
 		if _, ok := w.infos[p]; !ok {
 			errs = append(errs, fmt.Errorf("driver does not offer profile %s", in.Profile))
 			continue
 		}
-		pm := m.maskAt(p, in.Start)
+		pm := m.Profiles[p].MaskAt(in.Start)
 		if used&pm != 0 {
 			errs = append(errs, fmt.Errorf("%s at slot %d would overlap an instance that stays; re-plan from the device's layout", in.Profile, in.Start))
 			continue
@@ -309,7 +316,7 @@ func checkGPU(dev nvml.Device, g partition.GPUPlan) (*gpuWork, error) {
 		}
 		for _, d := range w.destroy {
 			if n := busy[d.id]; n > 0 {
-				errs = append(errs, fmt.Errorf("%s at slot %d (GPU instance %d) has %d running processes", m.profiles[d.prof].Name, d.start, d.id, n))
+				errs = append(errs, fmt.Errorf("%s at slot %d (GPU instance %d) has %d running processes", m.Profiles[d.prof].Name, d.start, d.id, n))
 			}
 		}
 	}
@@ -320,7 +327,9 @@ func checkGPU(dev nvml.Device, g partition.GPUPlan) (*gpuWork, error) {
 	// geometries when placement is left to the driver; with explicit
 	// placements it is harmless and keeps the order predictable.
 	slices.SortStableFunc(creates, func(a, b partition.PlannedInstance) int {
-		pa, pb := m.profiles[m.byName[a.Profile]], m.profiles[m.byName[b.Profile]]
+		ia, _ := m.ProfileIndex(a.Profile)
+		ib, _ := m.ProfileIndex(b.Profile)
+		pa, pb := m.Profiles[ia], m.Profiles[ib]
 		return cmp.Or(cmp.Compare(pb.MemorySlices, pa.MemorySlices), cmp.Compare(pb.ComputeSlices, pa.ComputeSlices), cmp.Compare(a.Start, b.Start))
 	})
 	w.create = creates
@@ -376,8 +385,8 @@ func destroyGI(gi nvml.GpuInstance) error {
 }
 
 func createGI(w *gpuWork, c partition.PlannedInstance) (uint32, error) {
-	p := w.m.byName[c.Profile]
-	prof := w.m.profiles[p]
+	p, _ := w.m.ProfileIndex(c.Profile) // checkGPU refused unknown profiles
+	prof := w.m.Profiles[p]
 	info := w.infos[p]
 	placement := nvml.GpuInstancePlacement{Start: uint32(c.Start), Size: uint32(prof.MemorySlices)}
 	gi, ret := w.dev.CreateGpuInstanceWithPlacement(&info, &placement)
@@ -396,33 +405,4 @@ func createGI(w *gpuWork, c partition.PlannedInstance) (uint32, error) {
 		return gii.Id, fmt.Errorf("create compute instance: %v", ret)
 	}
 	return gii.Id, nil
-}
-
-// model is one GPU model's profiles with an index by name.
-type model struct {
-	profiles []migprofile.Profile
-	byName   map[string]int
-}
-
-func modelByName(name string) *model {
-	mp, ok := migprofile.LookupModel(name)
-	if !ok {
-		return nil
-	}
-	m := &model{profiles: mp.Profiles, byName: map[string]int{}}
-	for i, p := range mp.Profiles {
-		m.byName[p.Name] = i
-	}
-	return m
-}
-
-// maskAt is the occupancy mask of profile p placed at start, 0 when the
-// placement is not one NVIDIA allows.
-func (m *model) maskAt(p, start int) uint8 {
-	for _, pl := range m.profiles[p].Placements {
-		if pl.Start == start {
-			return pl.Mask()
-		}
-	}
-	return 0
 }

@@ -1,15 +1,14 @@
-package main
+package pricing
 
 import (
 	"github.com/shopspring/decimal"
 
-	"github.com/gpumeter/gpumeter/internal/migprofile"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
 
-// migWeight is the one GPU-equivalent table (NVIDIA's compute slices / 7)
-// handed to pricing, which may not import internal packages itself. SKUs
-// the table does not know are left to the price book.
-func migWeight(sku string) (decimal.Decimal, bool) {
+// MIGWeight is the one GPU-equivalent table (NVIDIA's compute slices / 7),
+// for Book.WithWeights. SKUs the table does not know are left to the book.
+func MIGWeight(sku string) (decimal.Decimal, bool) {
 	num, den, ok := migprofile.GPUEquivalent(sku)
 	if !ok {
 		return decimal.Decimal{}, false

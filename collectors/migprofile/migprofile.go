@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // Canonical GPU model keys. They are fixed project-wide: the collector maps
@@ -204,6 +205,20 @@ func Lookup(model, profile string) (Profile, bool) {
 	return Profile{}, false
 }
 
+// LookupAnyModel is Lookup for a demand that names a profile but no model:
+// the first model in the table offering it. Profiles of one name have the
+// same slices on every model that offers them (3g.40gb is 3 compute and 4
+// memory slices on both A100-SXM4-80GB and H100-SXM5-80GB).
+func LookupAnyModel(model, profile string) (Profile, bool) {
+	if model != "" {
+		return Lookup(model, profile)
+	}
+	if models := ModelsWithProfile(profile); len(models) > 0 {
+		return Lookup(models[0], profile)
+	}
+	return Profile{}, false
+}
+
 // ModelsWithProfile lists the models that offer a profile name (3g.40gb
 // exists on both A100-SXM4-80GB and H100-SXM5-80GB).
 func ModelsWithProfile(profile string) []string {
@@ -224,6 +239,23 @@ func (p Profile) clone() Profile {
 	return p
 }
 
+// ProfileIndex returns the position of a profile in the model's table.
+func (m Model) ProfileIndex(profile string) (int, bool) {
+	i := slices.IndexFunc(m.Profiles, func(p Profile) bool { return p.Name == profile })
+	return i, i >= 0
+}
+
+// MaskAt is the occupancy mask of the profile placed at start, 0 when
+// NVIDIA allows no placement there.
+func (p Profile) MaskAt(start int) uint8 {
+	for _, pl := range p.Placements {
+		if pl.Start == start {
+			return pl.Mask()
+		}
+	}
+	return 0
+}
+
 // ValidPlacement reports whether the profile may start at slot start.
 func (p Profile) ValidPlacement(start int) bool {
 	for _, pl := range p.Placements {
@@ -232,6 +264,15 @@ func (p Profile) ValidPlacement(start int) bool {
 		}
 	}
 	return false
+}
+
+// SKU names the price-book SKU of a GPU model and an optional MIG
+// profile: "<model>" or "<model>/<profile>". ParseSKU is its inverse.
+func SKU(model, profile string) string {
+	if profile == "" {
+		return model
+	}
+	return model + "/" + profile
 }
 
 // ParseSKU splits a price-book SKU, "<model>" or "<model>/<profile>"
@@ -275,16 +316,20 @@ func gcd(a, b int) int {
 	return a
 }
 
-// ModelFromDeviceName maps an NVML device name (nvmlDeviceGetName) onto a
-// model key. Only the SXM products of the tables are recognised: PCIe and
-// NVL boards have other power and memory and are other SKUs. The canonical
-// key itself is accepted too.
-func ModelFromDeviceName(name string) (string, bool) {
-	n := strings.ToUpper(strings.TrimSpace(name))
-	n = strings.TrimPrefix(n, "NVIDIA ")
-	// The same names collectors/nvml.ModelFromName maps, so a plan made from
-	// collected samples matches the device apply finds.
-	switch n {
+// ModelFromDeviceName maps an NVML device name (nvmlDeviceGetName) onto
+// the model key samples, price books and plans use. The SXM products of
+// the tables map to their keys (known true); PCIe and NVL boards have
+// other power and memory and are other SKUs. Any other name becomes a
+// sanitized form of itself, known false ("NVIDIA A100-PCIE-40GB" →
+// "A100-PCIE-40GB", "Tesla T4" → "Tesla-T4"): letters, digits, '.' and '-'
+// only, never '/' (the SKU separator), never empty. The canonical key
+// itself maps to itself.
+func ModelFromDeviceName(name string) (model string, known bool) {
+	n := strings.TrimSpace(name)
+	if len(n) >= 7 && strings.EqualFold(n[:7], "NVIDIA ") {
+		n = strings.TrimSpace(n[7:])
+	}
+	switch strings.ToUpper(n) {
 	case A100SXM4_40GB, "A100 SXM4 40GB":
 		return A100SXM4_40GB, true
 	case A100SXM4_80GB, "A100 SXM4 80GB":
@@ -294,5 +339,26 @@ func ModelFromDeviceName(name string) (string, bool) {
 	case H200SXM5_141GB, "H200", "H200 141GB HBM3E", "H200 SXM5 141GB":
 		return H200SXM5_141GB, true
 	}
-	return "", false
+	return sanitizeModel(n), false
+}
+
+func sanitizeModel(n string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range n {
+		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.') {
+			b.WriteRune(r)
+			dash = false
+			continue
+		}
+		if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	s := strings.Trim(b.String(), "-.")
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }

@@ -185,10 +185,16 @@ func TestModelFromDeviceName(t *testing.T) {
 		{"NVIDIA H100 80GB HBM3", H100SXM5_80GB, true},
 		{"NVIDIA H200", H200SXM5_141GB, true},
 		{"H200-SXM5-141GB", H200SXM5_141GB, true},
-		{"NVIDIA H100 PCIe", "", false},
-		{"NVIDIA H200 NVL", "", false},
-		{"NVIDIA A100-PCIE-40GB", "", false},
-		{"", "", false},
+		{"nvidia h200 141gb hbm3e", H200SXM5_141GB, true},
+		{"  NVIDIA H100 80GB HBM3 ", H100SXM5_80GB, true},
+		{"NVIDIA H100 PCIe", "H100-PCIe", false},
+		{"NVIDIA H200 NVL", "H200-NVL", false},
+		{"NVIDIA A100-PCIE-40GB", "A100-PCIE-40GB", false},
+		{"Tesla T4", "Tesla-T4", false},
+		{"Weird/Name (rev 2)", "Weird-Name-rev-2", false},
+		{"Ünïcode GPU", "n-code-GPU", false},
+		{"///", "unknown", false},
+		{"", "unknown", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, ok := ModelFromDeviceName(tc.name)
@@ -206,5 +212,57 @@ func TestModelsWithProfile(t *testing.T) {
 	}
 	if got := ModelsWithProfile("9g.1tb"); got != nil {
 		t.Errorf("ModelsWithProfile(9g.1tb) = %v, want none", got)
+	}
+}
+
+func TestSKURoundTrip(t *testing.T) {
+	for _, tc := range []struct{ model, profile, sku string }{
+		{H100SXM5_80GB, "", "H100-SXM5-80GB"},
+		{H100SXM5_80GB, "3g.40gb", "H100-SXM5-80GB/3g.40gb"},
+	} {
+		if got := SKU(tc.model, tc.profile); got != tc.sku {
+			t.Errorf("SKU(%q, %q) = %q, want %q", tc.model, tc.profile, got, tc.sku)
+		}
+		if m, p := ParseSKU(tc.sku); m != tc.model || p != tc.profile {
+			t.Errorf("ParseSKU(%q) = %q %q", tc.sku, m, p)
+		}
+	}
+}
+
+func TestProfileIndexAndMaskAt(t *testing.T) {
+	m, _ := LookupModel(H100SXM5_80GB)
+	i, ok := m.ProfileIndex("3g.40gb")
+	if !ok || m.Profiles[i].Name != "3g.40gb" {
+		t.Fatalf("ProfileIndex(3g.40gb) = %d %t", i, ok)
+	}
+	if _, ok := m.ProfileIndex("9g.99gb"); ok {
+		t.Fatal("ProfileIndex found 9g.99gb")
+	}
+	p := m.Profiles[i]
+	if got := p.MaskAt(4); got != 0xf0 {
+		t.Errorf("3g at 4: mask %#x, want 0xf0", got)
+	}
+	if got := p.MaskAt(2); got != 0 {
+		t.Errorf("3g at 2: mask %#x, want 0 (not a placement)", got)
+	}
+}
+
+func TestLookupAnyModel(t *testing.T) {
+	for _, tc := range []struct {
+		model, profile  string
+		compute, memory int
+		ok              bool
+	}{
+		{"", "3g.40gb", 3, 4, true},
+		{"", "1g.5gb", 1, 1, true},
+		{"H100-SXM5-80GB", "1g.10gb", 1, 1, true},
+		{"A100-SXM4-40GB", "1g.10gb", 1, 2, true},
+		{"A100-SXM4-40GB", "1g.20gb", 0, 0, false},
+		{"", "9g.1tb", 0, 0, false},
+	} {
+		p, ok := LookupAnyModel(tc.model, tc.profile)
+		if ok != tc.ok || p.ComputeSlices != tc.compute || p.MemorySlices != tc.memory {
+			t.Errorf("LookupAnyModel(%q, %q) = %d/%d, %v; want %d/%d, %v", tc.model, tc.profile, p.ComputeSlices, p.MemorySlices, ok, tc.compute, tc.memory, tc.ok)
+		}
 	}
 }

@@ -43,8 +43,10 @@ const (
 )
 
 // Line is one priced line. Amount is the line's exact amount rounded once
-// to StoragePlaces (what invoices store); AmountRounded is Amount rounded to
-// the currency's minor unit, so it can be recomputed from storage.
+// to StoragePlaces (what invoices store); AmountRounded is the same exact
+// amount rounded once to the currency's minor unit. AmountRounded is not
+// Amount rounded again: 1.2349999996 is 1.235000000 at 9 places but 1.23,
+// not 1.24, in cents.
 type Line struct {
 	SKU         string `json:"sku,omitempty"`
 	Meter       Meter  `json:"meter,omitempty"` // empty for a commitment true-up
@@ -388,9 +390,12 @@ type lineBuilder struct {
 	lines []Line
 }
 
+// add sets the line's amounts from its exact amount: the stored 9-place
+// Amount and the minor-unit AmountRounded are each rounded once from exact,
+// neither from the other.
 func (lb *lineBuilder) add(l Line, exact decimal.Decimal) {
 	l.Amount = lb.cur.roundTo(exact, StoragePlaces)
-	l.AmountRounded = lb.cur.Round(l.Amount)
+	l.AmountRounded = lb.cur.Round(exact)
 	lb.lines = append(lb.lines, l)
 }
 

@@ -73,13 +73,24 @@ func mustPrice(t testing.TB, in pricing.Input) pricing.Result {
 }
 
 // checkTotal pins the rounding rule on every result a test sees: the total
-// is the sum of the lines' rounded amounts, each rounded once from Amount.
+// is the sum of the lines' rounded amounts. Amount and AmountRounded are
+// each rounded once from the exact amount, so they agree as Round(Amount)
+// does, except where Amount sits exactly on a tie (half a minor unit) that
+// the exact amount was just short of or just past: there AmountRounded is
+// one of the tie's two neighbours.
 func checkTotal(t testing.TB, r pricing.Result) {
 	t.Helper()
 	sum := decimal.Zero
+	half := decimal.New(5, -r.Currency.MinorUnits-1)
 	for _, l := range r.Lines {
+		if !l.AmountRounded.Round(r.Currency.MinorUnits).Equal(l.AmountRounded) {
+			t.Errorf("line %q: rounded %s is not in whole minor units", l.Description, l.AmountRounded)
+		}
 		if !r.Currency.Round(l.Amount).Equal(l.AmountRounded) {
-			t.Errorf("line %q: rounded %s is not %s rounded", l.Description, l.AmountRounded, l.Amount)
+			onTie := l.Amount.Sub(half).Round(r.Currency.MinorUnits).Equal(l.Amount.Sub(half))
+			if !onTie || !l.AmountRounded.Sub(l.Amount).Abs().Equal(half) {
+				t.Errorf("line %q: rounded %s is not %s rounded", l.Description, l.AmountRounded, l.Amount)
+			}
 		}
 		if !l.Amount.Round(pricing.StoragePlaces).Equal(l.Amount) {
 			t.Errorf("line %q: amount %s has more than %d places", l.Description, l.Amount, pricing.StoragePlaces)
@@ -291,6 +302,41 @@ skus:
 `)
 			r := mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.EnergyKWh, tc.quantity)})
 			wantDec(t, "total", r.Total, tc.want)
+		})
+	}
+}
+
+func TestLineIsRoundedOnceFromTheExactAmount(t *testing.T) {
+	// amount (9 places) and amount_rounded (minor units) both come from the
+	// exact amount; amount_rounded is not amount rounded again. 1.2349999996
+	// is 1.235000000 at 9 places, but 1.23, not 1.24, in cents.
+	cases := []struct {
+		name, currency, quantity, amount, rounded string
+	}{
+		{"just below a cent's half, past the 9th place", "USD, rounding: {minor_units: 2}", "1.2349999996", "1.235000000", "1.23"},
+		{"a half at the 10th place just below a cent's half", "USD, rounding: {minor_units: 2}", "1.2349999995", "1.235000000", "1.23"},
+		{"just below a cent's half at the 9th place", "USD, rounding: {minor_units: 2}", "1.234999999", "1.234999999", "1.23"},
+		{"exactly a cent's half rounds away from zero", "USD, rounding: {minor_units: 2}", "1.235", "1.235000000", "1.24"},
+		{"half even: just past a cent's half rounds up", "USD, rounding: {minor_units: 2, mode: half_even}", "1.2450000004", "1.245000000", "1.25"},
+		{"half even: exactly a cent's half rounds to even", "USD, rounding: {minor_units: 2, mode: half_even}", "1.245", "1.245000000", "1.24"},
+		{"half even: just below a cent's half rounds down", "USD, rounding: {minor_units: 2, mode: half_even}", "1.2449999996", "1.245000000", "1.24"},
+		{"no minor units: just below a yen's half", "JPY, rounding: {minor_units: 0}", "2.4999999996", "2.500000000", "2"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := mustBook(t, `
+version: test
+currency: {code: `+tc.currency+`}
+skus:
+  H100: {meters: {energy_kwh: {unit_price: "1"}}}
+`)
+			r := mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.EnergyKWh, tc.quantity)})
+			if len(r.Lines) != 1 {
+				t.Fatalf("want one line, got %+v", r.Lines)
+			}
+			wantDec(t, "amount (9 places)", r.Lines[0].Amount, tc.amount)
+			wantDec(t, "amount_rounded", r.Lines[0].AmountRounded, tc.rounded)
+			wantDec(t, "total", r.Total, tc.rounded)
 		})
 	}
 }

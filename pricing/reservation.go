@@ -297,7 +297,7 @@ func (lb *lineBuilder) trueUp(p *plan) {
 		return
 	}
 	exact, months := prorateMonthly(p.minMonthly, p.termStart, p.termEnd, lb.in.Start.Location())
-	commitment := lb.cur.Round(lb.cur.roundTo(exact, StoragePlaces))
+	commitment := lb.cur.Round(exact)
 	sub := lb.subtotal()
 	if commitment.Cmp(sub) <= 0 {
 		return

@@ -6,7 +6,9 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=1 go build -o /out/gpumeter ./cmd/gpumeter
+# -Wno-deprecated-declarations: as in the Makefile, hides go-nvml's warnings
+# for NVML functions its header marks deprecated.
+RUN CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go build -o /out/gpumeter ./cmd/gpumeter
 
 FROM debian:bookworm-slim
 RUN useradd --system --no-create-home gpumeter && mkdir -p /var/lib/gpumeter/spool && chown gpumeter /var/lib/gpumeter/spool

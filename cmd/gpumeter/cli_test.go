@@ -77,7 +77,7 @@ func TestCLIMigrateImportUsageRollup(t *testing.T) {
 		"h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10\n"+
 		"h,G,H100-SXM5-80GB,,j,2026-11-01T10:00:10Z,2026-11-01T10:00:20Z,10\n"), 0o600)
 	code, _, stderr = cli(t, "--clickhouse", dsn, "import", "--quiet", bad)
-	if code != 1 || !strings.Contains(stderr, "line 3: tenant") {
+	if code != 2 || !strings.Contains(stderr, "bad.csv:3: tenant") {
 		t.Fatalf("bad import: exit %d, stderr %q", code, stderr)
 	}
 
@@ -86,7 +86,7 @@ func TestCLIMigrateImportUsageRollup(t *testing.T) {
 	os.WriteFile(good, []byte("host,gpu_uuid,gpu_model,tenant,workload,start,end,gpu_seconds,energy_joules\n"+
 		"h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10,7000\n"), 0o600)
 	code, _, stderr = cli(t, "--clickhouse", dsn, "import", "--quiet", good, bad)
-	if code != 1 || !strings.Contains(stderr, "no file was imported") {
+	if code != 2 || !strings.Contains(stderr, "nothing was imported") {
 		t.Fatalf("two files, second bad: exit %d, stderr %q", code, stderr)
 	}
 	if code, out, _ := cli(t, "--clickhouse", dsn, "usage", "--from", "2026-11-01", "--to", "2026-11-02", "--json"); code != 0 || strings.Contains(out, "acme") {

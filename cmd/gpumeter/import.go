@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ func runImport(ctx context.Context, g *globals, args []string) error {
 	batch := fs.Int("batch", 50_000, "rows per insert")
 	dryRun := fs.Bool("dry-run", false, "validate only; store nothing")
 	quiet := fs.Bool("quiet", false, "no progress output")
+	replace := fs.Bool("replace", false, "overwrite stored rows that have a row's sample id but other data (default: refuse them)")
 	fs.Usage = func() {
 		fmt.Fprintln(g.stderr, "usage: gpumeter import [flags] FILE...  (columns: docs/import.md)")
 		fs.PrintDefaults()
@@ -31,11 +33,7 @@ func runImport(ctx context.Context, g *globals, args []string) error {
 	if *batch <= 0 || *batch > 1_000_000 {
 		return usageErrorf("--batch %d: want 1..1000000", *batch)
 	}
-	type job struct {
-		path   string
-		format importer.Format
-	}
-	var jobs []job
+	var files []importer.File
 	for _, p := range fs.Args() {
 		f := importer.Format(*format)
 		if f == "" {
@@ -49,46 +47,44 @@ func runImport(ctx context.Context, g *globals, args []string) error {
 		if _, err := os.Stat(p); err != nil {
 			return usageError{err}
 		}
-		jobs = append(jobs, job{p, f})
+		files = append(files, importer.File{Path: p, Format: f})
 	}
-	var sink importer.Sink
+	// A dry run checks the files on their own; an import also checks them
+	// against what is stored, before it stores anything.
+	var st importer.Store
 	if !*dryRun {
 		s, err := openStore(ctx, g)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
-		sink = s
+		st = s
 	}
-	if len(jobs) > 1 && !*dryRun {
-		// All files or none: validate every file before storing any.
-		for _, j := range jobs {
-			if _, err := importer.ImportFile(ctx, j.path, importer.Options{Format: j.format, DryRun: true}, nil); err != nil {
-				return fmt.Errorf("%w (no file was imported)", err)
-			}
-		}
+	started := time.Now()
+	opts := importer.Options{BatchSize: *batch, DryRun: *dryRun, Replace: *replace}
+	if !*quiet {
+		opts.Progress = progressPrinter(g.stderr)
 	}
-	for _, j := range jobs {
-		started := time.Now()
-		opts := importer.Options{Format: j.format, BatchSize: *batch, DryRun: *dryRun}
-		if !*quiet {
-			opts.Progress = progressPrinter(g.stderr, j.path)
+	res, err := importer.Import(ctx, files, opts, st)
+	if err != nil {
+		var ve *importer.ValidationError
+		if errors.As(err, &ve) {
+			return usageErrorf("%w (nothing was imported)", err)
 		}
-		res, err := importer.ImportFile(ctx, j.path, opts, sink)
-		if err != nil {
-			return err
-		}
-		verb := "imported"
-		if *dryRun {
-			verb = "validated"
-		}
-		fmt.Fprintf(g.stdout, "%s: %s %d rows in %s\n", j.path, verb, res.Rows, time.Since(started).Round(time.Millisecond))
+		return err
 	}
+	elapsed := time.Since(started).Round(time.Millisecond)
+	if *dryRun {
+		fmt.Fprintf(g.stdout, "validated %d rows in %d file(s) in %s\n", res.Rows, len(files), elapsed)
+		return nil
+	}
+	fmt.Fprintf(g.stdout, "imported %d rows from %d file(s) in %s: %d stored, %d already stored unchanged, %d replaced, %d repeated in the input\n",
+		res.Rows, len(files), elapsed, res.Stored, res.Unchanged, res.Replaced, res.Repeats)
 	return nil
 }
 
 // progressPrinter shows progress at most once a second.
-func progressPrinter(w io.Writer, name string) func(importer.Progress) {
+func progressPrinter(w io.Writer) func(importer.Progress) {
 	var last time.Time
 	return func(p importer.Progress) {
 		if time.Since(last) < time.Second && p.Bytes != p.TotalBytes {
@@ -99,6 +95,6 @@ func progressPrinter(w io.Writer, name string) func(importer.Progress) {
 		if p.TotalBytes > 0 {
 			pct = float64(p.Bytes) * 100 / float64(p.TotalBytes)
 		}
-		fmt.Fprintf(w, "%s: %s %5.1f%% (%d rows)\n", name, p.Phase, pct, p.Rows)
+		fmt.Fprintf(w, "%s: %s %5.1f%% (%d rows)\n", p.File, p.Phase, pct, p.Rows)
 	}
 }

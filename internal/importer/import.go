@@ -8,18 +8,30 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
 )
 
-// Sink stores validated samples; internal/store.Store is one.
-type Sink interface {
-	InsertSamples(ctx context.Context, samples []collectors.Sample) error
+// File is one input file.
+type File struct {
+	Path   string
+	Format Format
 }
 
-// Progress is reported while a file is read.
+// Store is what an import needs from storage; internal/store.Store is one.
+type Store interface {
+	InsertSamples(ctx context.Context, samples []collectors.Sample) error
+	// ScanSamples calls fn for every stored sample (deduplicated) of the
+	// given GPUs whose interval overlaps [from, to).
+	ScanSamples(ctx context.Context, gpuUUIDs []string, from, to time.Time, fn func(collectors.Sample) error) error
+}
+
+// Progress is reported while files are read.
 type Progress struct {
+	File       string
 	Phase      string // "validate" or "store"
 	Bytes      int64
 	TotalBytes int64
@@ -28,9 +40,10 @@ type Progress struct {
 
 // Options tune an import.
 type Options struct {
-	Format    Format
+	Format    Format         // of the file, for ImportFile
 	BatchSize int            // rows per insert; default 50,000
 	DryRun    bool           // validate only
+	Replace   bool           // overwrite stored rows that have a file row's id but other data
 	Progress  func(Progress) // called every ProgressEvery rows and at the end of each phase
 }
 
@@ -39,115 +52,244 @@ const ProgressEvery = 100_000
 
 // Result says what an import did.
 type Result struct {
-	Rows    int
-	Batches int
+	Rows      int // valid rows read, repeats included
+	Stored    int // rows inserted
+	Unchanged int // rows already stored with the same data: not inserted again
+	Replaced  int // stored rows overwritten (Options.Replace)
+	Repeats   int // rows repeating an earlier row of the import exactly
+	Batches   int
 }
 
-// ImportFile validates the whole file first and stores nothing if any row
-// is bad; then it reads it again and inserts in batches. Samples keep
-// deterministic ids (given or derived), so importing a file twice leaves
-// every total unchanged, and an import cut short can simply be re-run.
-func ImportFile(ctx context.Context, path string, opts Options, sink Sink) (Result, error) {
+// ImportFile is Import of one file in opts.Format.
+func ImportFile(ctx context.Context, path string, opts Options, st Store) (Result, error) {
+	return Import(ctx, []File{{Path: path, Format: opts.Format}}, opts, st)
+}
+
+// seenRow is what the import keeps of each distinct row between its read
+// passes: where it is and a digest of its data.
+type seenRow struct {
+	file, line int
+	digest     uint64
+	unchanged  bool // already stored with the same data
+}
+
+// Import checks every file, then the files against what is stored, and
+// stores nothing unless all of it is good:
+//
+//   - each row on its own (fields, physical limits, MIG profile share);
+//   - ids: always derived from host, device, tenant, workload and start; a
+//     row repeating an id with other data, in any file, is refused;
+//   - stored rows with a file row's id must hold the same data, unless
+//     opts.Replace;
+//   - capacity: per GPU and per MIG instance, the file rows together with
+//     the stored rows (idle included) fit in wall time and in the GPU's
+//     physical rates.
+//
+// Then the files are read again and inserted in batches. Rows already
+// stored unchanged are skipped, so an import run twice, or re-run after it
+// was cut short, changes no total. st may be nil with DryRun: the files are
+// then checked on their own.
+func Import(ctx context.Context, files []File, opts Options, st Store) (Result, error) {
 	if opts.BatchSize == 0 {
 		opts.BatchSize = 50_000
 	}
 	if opts.BatchSize < 0 {
 		return Result{}, errors.New("batch size: must be positive")
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return Result{}, fmt.Errorf("import %s: %w", path, err)
+	if st == nil && !opts.DryRun {
+		return Result{}, errors.New("import: no store (only a dry run may go without)")
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Result{}, fmt.Errorf("import %s: %w", path, err)
+	var (
+		res      Result
+		ps       problems
+		seen     = map[uint64]seenRow{}
+		capacity = newCapacityCheck()
+		gpus     = map[string]bool{}
+		from, to time.Time
+	)
+	for fi, f := range files {
+		err := readFile(ctx, f, "validate", opts.Progress, func(line int, s collectors.Sample) error {
+			res.Rows++
+			d := digest(s)
+			if prev, ok := seen[s.ID]; ok {
+				if prev.digest != d {
+					ps.add(Problem{f.Path, line, "sample_id", fmt.Sprintf(
+						"same id as %s:%d (host, device, tenant, workload and start) but different data: add a workload column to tell them apart",
+						files[prev.file].Path, prev.line)})
+				} else {
+					res.Repeats++
+				}
+				return nil
+			}
+			seen[s.ID] = seenRow{file: fi, line: line, digest: d}
+			capacity.add(&s, rowRef{file: fi, line: line, id: s.ID})
+			gpus[s.GPUUUID] = true
+			if from.IsZero() || s.Start.Before(from) {
+				from = s.Start
+			}
+			if s.End.After(to) {
+				to = s.End
+			}
+			return nil
+		})
+		if err := ps.merge(f.Path, err); err != nil {
+			return Result{}, err
+		}
 	}
-	if !st.Mode().IsRegular() {
-		return Result{}, fmt.Errorf("import %s: not a regular file", path)
+	if err := ps.err(); err != nil {
+		return Result{Rows: res.Rows}, err
 	}
-	total := st.Size()
 
-	rows := 0
-	cr := &countingReader{r: f}
-	report := func(phase string) {
-		if opts.Progress != nil {
-			opts.Progress(Progress{Phase: phase, Bytes: cr.n.Load(), TotalBytes: total, Rows: rows})
+	if st != nil && len(gpus) > 0 {
+		conflicts := map[uint64]collectors.Sample{}
+		err := st.ScanSamples(ctx, sortedKeys(gpus), from, to, func(s collectors.Sample) error {
+			prev, ok := seen[s.ID]
+			switch {
+			case !ok:
+				capacity.add(&s, rowRef{file: -1, id: s.ID})
+			case prev.digest == digest(s):
+				prev.unchanged = true
+				seen[s.ID] = prev
+				res.Unchanged++
+			case opts.Replace:
+				res.Replaced++
+			case len(conflicts) < MaxProblems:
+				conflicts[s.ID] = s
+			default:
+				ps.Truncated = true
+			}
+			return nil
+		})
+		if err != nil {
+			return Result{Rows: res.Rows}, fmt.Errorf("import: read stored samples: %w", err)
+		}
+		if len(conflicts) > 0 {
+			if err := describeConflicts(ctx, files, seen, conflicts, &ps); err != nil {
+				return Result{Rows: res.Rows}, err
+			}
+			return Result{Rows: res.Rows}, ps.err()
 		}
 	}
-	// Two rows with one sample_id but different data would collapse into
-	// one in ClickHouse and lose usage: typically rows told apart only by a
-	// column the id does not hash (no workload column, say). Identical
-	// repeats are fine: they are replays.
-	type seenRow struct {
-		line   int
-		digest uint64
+	for _, o := range capacity.check(MaxProblems) {
+		r := o.rows[0]
+		ps.add(Problem{files[r.file].Path, r.line, meterColumns[o.meter], o.describe(files)})
 	}
-	seen := map[uint64]seenRow{}
-	var dups problems
-	err = readLines(cr, opts.Format, func(line int, s collectors.Sample) error {
-		rows++
-		if rows%ProgressEvery == 0 {
-			report("validate")
-		}
-		d := digest(s)
-		if prev, ok := seen[s.ID]; ok && prev.digest != d {
-			dups.add(Problem{line, "sample_id", fmt.Sprintf(
-				"same id as line %d (host, device, tenant, workload and start) but different data: add a workload or sample_id column to tell them apart", prev.line)})
-		} else if !ok {
-			seen[s.ID] = seenRow{line, d}
-		}
-		return ctx.Err()
-	})
-	if err == nil {
-		err = dups.err()
+	if err := ps.err(); err != nil {
+		return Result{Rows: res.Rows}, err
 	}
-	if err != nil {
-		return Result{}, fmt.Errorf("import %s: %w", path, err)
-	}
-	report("validate")
 	if opts.DryRun {
-		return Result{Rows: rows}, nil
+		return res, nil
 	}
 
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return Result{}, fmt.Errorf("import %s: rewind: %w", path, err)
-	}
-	cr = &countingReader{r: f}
-	res := Result{}
-	rows = 0
 	batch := make([]collectors.Sample, 0, min(opts.BatchSize, 1<<16))
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		if err := sink.InsertSamples(ctx, batch); err != nil {
-			return fmt.Errorf("store rows %d..%d: %w (rows before were stored; re-running the import is safe)", res.Rows+1, res.Rows+len(batch), err)
+		if err := st.InsertSamples(ctx, batch); err != nil {
+			return fmt.Errorf("store rows %d..%d: %w (rows before were stored; re-running the import is safe)", res.Stored+1, res.Stored+len(batch), err)
 		}
-		res.Rows += len(batch)
+		res.Stored += len(batch)
 		res.Batches++
 		batch = batch[:0]
 		return nil
 	}
-	err = Read(cr, opts.Format, func(s collectors.Sample) error {
-		batch = append(batch, s)
-		rows++
-		if rows%ProgressEvery == 0 {
-			report("store")
+	for fi, f := range files {
+		err := readFile(ctx, f, "store", opts.Progress, func(line int, s collectors.Sample) error {
+			prev, ok := seen[s.ID]
+			own := ok && prev.file == fi && prev.line == line
+			if !ok || own && prev.digest != digest(s) {
+				return fmt.Errorf("line %d: the file changed while it was imported", line)
+			}
+			if !own || prev.unchanged {
+				return nil // a repeat, or stored already
+			}
+			batch = append(batch, s)
+			if len(batch) >= opts.BatchSize {
+				return flush()
+			}
+			return nil
+		})
+		if err == nil && fi == len(files)-1 {
+			err = flush()
 		}
-		if len(batch) >= opts.BatchSize {
-			return flush()
+		if err != nil {
+			return res, fmt.Errorf("import %s: %w", f.Path, err)
 		}
-		return nil
+	}
+	return res, nil
+}
+
+// describeConflicts reads the files once more for the rows whose id is
+// stored with other data, and names the first field that differs.
+func describeConflicts(ctx context.Context, files []File, seen map[uint64]seenRow, stored map[uint64]collectors.Sample, ps *problems) error {
+	cols := columns()
+	for fi, f := range files {
+		err := readFile(ctx, f, "", nil, func(line int, s collectors.Sample) error {
+			old, ok := stored[s.ID]
+			if !ok || seen[s.ID].file != fi || seen[s.ID].line != line {
+				return nil
+			}
+			field, msg := "sample_id", "stored with other data"
+			for _, c := range cols {
+				if a, b := c.get(&old), c.get(&s); a != b {
+					field, msg = c.name, fmt.Sprintf("stored as %q, here %q", a, b)
+					break
+				}
+			}
+			ps.add(Problem{f.Path, line, field, fmt.Sprintf("this row (sample_id %d) is already stored with other data: %s; pass --replace to overwrite the stored row", s.ID, msg)})
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("import %s: %w", f.Path, err)
+		}
+	}
+	return nil
+}
+
+// readFile reads one file, reporting progress under phase.
+func readFile(ctx context.Context, f File, phase string, progress func(Progress), emit func(line int, s collectors.Sample) error) error {
+	fh, err := os.Open(f.Path)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	info, err := fh.Stat()
+	if err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return errors.New("not a regular file")
+	}
+	cr := &countingReader{r: fh}
+	rows := 0
+	report := func() {
+		if progress != nil && phase != "" {
+			progress(Progress{File: f.Path, Phase: phase, Bytes: cr.n.Load(), TotalBytes: info.Size(), Rows: rows})
+		}
+	}
+	err = readLines(cr, f.Format, func(line int, s collectors.Sample) error {
+		if rows++; rows%ProgressEvery == 0 {
+			report()
+		}
+		if err := emit(line, s); err != nil {
+			return err
+		}
+		return ctx.Err()
 	})
 	if err == nil {
-		err = flush()
+		report()
 	}
-	if err != nil {
-		return res, fmt.Errorf("import %s: %w", path, err)
+	return err
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
-	report("store")
-	return res, nil
+	slices.Sort(out)
+	return out
 }
 
 type countingReader struct {
@@ -170,7 +312,7 @@ func digest(s collectors.Sample) uint64 {
 		h.Write([]byte{0})
 	}
 	var b [8]byte
-	for _, v := range []uint64{uint64(s.Start.UnixNano()), uint64(s.End.UnixNano()), s.GPUMicroseconds, s.SMActiveMicroseconds,
+	for _, v := range []uint64{uint64(s.Start.Unix()), uint64(s.End.Unix()), s.GPUMicroseconds, s.SMActiveMicroseconds,
 		s.MemMiBSeconds, s.MemPeakBytes, s.EnergyMillijoules, s.PCIeTxBytes, s.PCIeRxBytes, s.NVLinkTxBytes, s.NVLinkRxBytes,
 		uint64(s.Unmeasured)} {
 		binary.LittleEndian.PutUint64(b[:], v)

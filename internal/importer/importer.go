@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,18 +43,25 @@ func FormatFromName(name string) (Format, error) {
 	return "", fmt.Errorf("cannot tell the format of %q: name it .csv, .jsonl or .ndjson, or pass --format", name)
 }
 
-// Problem is one bad field on one line.
+// Problem is one bad field on one line of one file.
 type Problem struct {
-	Line  int // 1-based line of the file (CSV: the header is line 1)
+	File  string // empty when the problem came from Read
+	Line  int    // 1-based line of the file (CSV: the header is line 1)
 	Field string
 	Msg   string
 }
 
+func prob(line int, field, msg string) Problem { return Problem{Line: line, Field: field, Msg: msg} }
+
 func (p Problem) String() string {
-	if p.Field == "" {
-		return fmt.Sprintf("line %d: %s", p.Line, p.Msg)
+	where := fmt.Sprintf("line %d", p.Line)
+	if p.File != "" {
+		where = fmt.Sprintf("%s:%d", p.File, p.Line)
 	}
-	return fmt.Sprintf("line %d: %s: %s", p.Line, p.Field, p.Msg)
+	if p.Field == "" {
+		return where + ": " + p.Msg
+	}
+	return where + ": " + p.Field + ": " + p.Msg
 }
 
 // ValidationError lists the problems found in a file (up to MaxProblems).
@@ -78,70 +86,86 @@ func (e *ValidationError) Error() string {
 	return b.String()
 }
 
-// column is one known input column and how it lands in a Sample.
+// column is one known input column: how it lands in a Sample and how a
+// Sample's value is written back in the file's units.
 type column struct {
 	name string
 	set  func(s *collectors.Sample, v string) error
+	get  func(s *collectors.Sample) string
 }
 
 var errNegative = errors.New("negative quantity")
 
 func columns() []column {
-	str := func(f func(*collectors.Sample) *string) func(*collectors.Sample, string) error {
-		return func(s *collectors.Sample, v string) error { *f(s) = v; return nil }
+	str := func(name string, f func(*collectors.Sample) *string) column {
+		return column{name,
+			func(s *collectors.Sample, v string) error { *f(s) = v; return nil },
+			func(s *collectors.Sample) string { return *f(s) }}
 	}
-	fixed := func(scale int, f func(*collectors.Sample) *uint64) func(*collectors.Sample, string) error {
-		return func(s *collectors.Sample, v string) error {
-			n, err := parseFixed(v, scale)
-			if err != nil {
-				return err
-			}
-			*f(s) = n
-			return nil
-		}
+	fixed := func(name string, scale int, f func(*collectors.Sample) *uint64) column {
+		return column{name,
+			func(s *collectors.Sample, v string) error {
+				n, err := parseFixed(v, scale)
+				if err != nil {
+					return err
+				}
+				*f(s) = n
+				return nil
+			},
+			func(s *collectors.Sample) string { return formatFixed(*f(s), scale) }}
 	}
-	tm := func(f func(*collectors.Sample) *time.Time) func(*collectors.Sample, string) error {
-		return func(s *collectors.Sample, v string) error {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				return fmt.Errorf("bad timestamp %q: want RFC 3339, e.g. 2026-11-01T10:00:00Z", v)
-			}
-			if !collectors.InStorableRange(t) {
-				return fmt.Errorf("timestamp %q out of range: 1970-01-01 to 2106-02-07", v)
-			}
-			*f(s) = t.UTC()
-			return nil
-		}
+	tm := func(name string, f func(*collectors.Sample) *time.Time) column {
+		return column{name,
+			func(s *collectors.Sample, v string) error {
+				t, err := time.Parse(time.RFC3339Nano, v)
+				if err != nil {
+					return fmt.Errorf("bad timestamp %q: want RFC 3339, e.g. 2026-11-01T10:00:00Z", v)
+				}
+				if t.Nanosecond() != 0 {
+					// The store keeps whole seconds; a fraction would be cut
+					// off, and a sub-second interval stored with start = end.
+					return fmt.Errorf("timestamp %q has a fraction of a second: the store keeps whole seconds", v)
+				}
+				if !collectors.InStorableRange(t) {
+					return fmt.Errorf("timestamp %q out of range: 1970-01-01 to 2106-02-07", v)
+				}
+				*f(s) = t.UTC()
+				return nil
+			},
+			func(s *collectors.Sample) string { return f(s).UTC().Format(time.RFC3339) }}
 	}
 	return []column{
 		{"sample_id", func(s *collectors.Sample, v string) error {
+			if v == "" {
+				return nil // derived, as when the column is absent
+			}
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil || n == 0 {
 				return fmt.Errorf("bad sample_id %q: want a positive 64-bit integer, or leave it out", v)
 			}
 			s.ID = n
 			return nil
-		}},
-		{"host", str(func(s *collectors.Sample) *string { return &s.Host })},
-		{"gpu_uuid", str(func(s *collectors.Sample) *string { return &s.GPUUUID })},
-		{"gpu_model", str(func(s *collectors.Sample) *string { return &s.GPUModel })},
-		{"mig_uuid", str(func(s *collectors.Sample) *string { return &s.MIGUUID })},
-		{"mig_profile", str(func(s *collectors.Sample) *string { return &s.MIGProfile })},
-		{"sku", str(func(s *collectors.Sample) *string { return &s.SKU })},
-		{"tenant", str(func(s *collectors.Sample) *string { return &s.Tenant })},
-		{"department", str(func(s *collectors.Sample) *string { return &s.Department })},
-		{"workload", str(func(s *collectors.Sample) *string { return &s.Workload })},
-		{"start", tm(func(s *collectors.Sample) *time.Time { return &s.Start })},
-		{"end", tm(func(s *collectors.Sample) *time.Time { return &s.End })},
-		{"gpu_seconds", fixed(6, func(s *collectors.Sample) *uint64 { return &s.GPUMicroseconds })},
-		{"sm_active_seconds", fixed(6, func(s *collectors.Sample) *uint64 { return &s.SMActiveMicroseconds })},
-		{"mem_mib_seconds", fixed(0, func(s *collectors.Sample) *uint64 { return &s.MemMiBSeconds })},
-		{"mem_peak_bytes", fixed(0, func(s *collectors.Sample) *uint64 { return &s.MemPeakBytes })},
-		{"energy_joules", fixed(3, func(s *collectors.Sample) *uint64 { return &s.EnergyMillijoules })},
-		{"pcie_tx_bytes", fixed(0, func(s *collectors.Sample) *uint64 { return &s.PCIeTxBytes })},
-		{"pcie_rx_bytes", fixed(0, func(s *collectors.Sample) *uint64 { return &s.PCIeRxBytes })},
-		{"nvlink_tx_bytes", fixed(0, func(s *collectors.Sample) *uint64 { return &s.NVLinkTxBytes })},
-		{"nvlink_rx_bytes", fixed(0, func(s *collectors.Sample) *uint64 { return &s.NVLinkRxBytes })},
+		}, func(s *collectors.Sample) string { return strconv.FormatUint(s.ID, 10) }},
+		str("host", func(s *collectors.Sample) *string { return &s.Host }),
+		str("gpu_uuid", func(s *collectors.Sample) *string { return &s.GPUUUID }),
+		str("gpu_model", func(s *collectors.Sample) *string { return &s.GPUModel }),
+		str("mig_uuid", func(s *collectors.Sample) *string { return &s.MIGUUID }),
+		str("mig_profile", func(s *collectors.Sample) *string { return &s.MIGProfile }),
+		str("sku", func(s *collectors.Sample) *string { return &s.SKU }),
+		str("tenant", func(s *collectors.Sample) *string { return &s.Tenant }),
+		str("department", func(s *collectors.Sample) *string { return &s.Department }),
+		str("workload", func(s *collectors.Sample) *string { return &s.Workload }),
+		tm("start", func(s *collectors.Sample) *time.Time { return &s.Start }),
+		tm("end", func(s *collectors.Sample) *time.Time { return &s.End }),
+		fixed("gpu_seconds", 6, func(s *collectors.Sample) *uint64 { return &s.GPUMicroseconds }),
+		fixed("sm_active_seconds", 6, func(s *collectors.Sample) *uint64 { return &s.SMActiveMicroseconds }),
+		fixed("mem_mib_seconds", 0, func(s *collectors.Sample) *uint64 { return &s.MemMiBSeconds }),
+		fixed("mem_peak_bytes", 0, func(s *collectors.Sample) *uint64 { return &s.MemPeakBytes }),
+		fixed("energy_joules", 3, func(s *collectors.Sample) *uint64 { return &s.EnergyMillijoules }),
+		fixed("pcie_tx_bytes", 0, func(s *collectors.Sample) *uint64 { return &s.PCIeTxBytes }),
+		fixed("pcie_rx_bytes", 0, func(s *collectors.Sample) *uint64 { return &s.PCIeRxBytes }),
+		fixed("nvlink_tx_bytes", 0, func(s *collectors.Sample) *uint64 { return &s.NVLinkTxBytes }),
+		fixed("nvlink_rx_bytes", 0, func(s *collectors.Sample) *uint64 { return &s.NVLinkRxBytes }),
 		{"unmeasured", func(s *collectors.Sample, v string) error {
 			u, err := collectors.ParseUnmeasured(v)
 			if err != nil {
@@ -149,8 +173,21 @@ func columns() []column {
 			}
 			s.Unmeasured = u
 			return nil
-		}},
+		}, func(s *collectors.Sample) string { return s.Unmeasured.String() }},
 	}
+}
+
+// formatFixed writes n units of 10^-scale as a decimal, the inverse of
+// parseFixed.
+func formatFixed(n uint64, scale int) string {
+	if scale == 0 {
+		return strconv.FormatUint(n, 10)
+	}
+	d := strconv.FormatUint(n, 10)
+	if len(d) <= scale {
+		d = strings.Repeat("0", scale-len(d)+1) + d
+	}
+	return d[:len(d)-scale] + "." + d[len(d)-scale:]
 }
 
 // required columns; the rest default to empty or zero.
@@ -160,7 +197,8 @@ var required = []string{"host", "gpu_uuid", "gpu_model", "start", "end", "gpu_se
 // digits as an integer count of 10^-scale units, exactly.
 func parseFixed(v string, scale int) (uint64, error) {
 	if v == "" {
-		return 0, nil
+		// Not 0: an empty cell is as likely a missing measurement as no use.
+		return 0, errors.New("empty: write 0, or, for a meter the source did not measure, 0 and the meter in the unmeasured column")
 	}
 	if strings.HasPrefix(v, "-") {
 		return 0, fmt.Errorf("%w %s", errNegative, v)
@@ -197,39 +235,103 @@ func allDigits(s string) bool {
 	return true
 }
 
-// finish checks cross-field rules and fills derived fields.
+// finish checks cross-field rules and the physical limits of one row, and
+// fills derived fields: the SKU and the sample id.
 func finish(s *collectors.Sample, line int, add func(Problem)) {
 	if s.SKU == "" && s.GPUModel != "" {
 		s.SKU = migprofile.SKU(s.GPUModel, s.MIGProfile)
 	}
 	if (s.MIGUUID == "") != (s.MIGProfile == "") {
-		add(Problem{line, "mig_profile", "mig_uuid and mig_profile go together"})
+		add(prob(line, "mig_profile", "mig_uuid and mig_profile go together"))
+	}
+	slices := 0
+	if s.MIGProfile != "" {
+		if m, known := migprofile.LookupModel(s.GPUModel); known {
+			i, ok := m.ProfileIndex(s.MIGProfile)
+			if !ok {
+				add(prob(line, "mig_profile", fmt.Sprintf("%s has no MIG profile %q (it has %s)", s.GPUModel, s.MIGProfile, profileNames(m))))
+			} else {
+				slices = m.Profiles[i].ComputeSlices
+			}
+		}
 	}
 	if !s.Start.IsZero() && !s.End.IsZero() {
-		if !s.End.After(s.Start) {
-			add(Problem{line, "end", "end before or equal to start"})
-		} else if span := uint64(s.End.Sub(s.Start) / time.Microsecond); s.GPUMicroseconds > span {
-			add(Problem{line, "gpu_seconds", "more than the interval: a consumer holds at most the whole GPU"})
+		span := s.End.Sub(s.Start)
+		switch {
+		case span <= 0:
+			add(prob(line, "end", "end before or equal to start"))
+		case span > MaxInterval:
+			add(prob(line, "end", fmt.Sprintf("interval of %s is longer than %d days: split it into shorter rows", span, MaxInterval/(24*time.Hour))))
+		default:
+			checkRates(s, span, slices, line, add)
 		}
 	}
 	if s.SMActiveMicroseconds > s.GPUMicroseconds {
-		add(Problem{line, "sm_active_seconds", "more than gpu_seconds"})
+		add(prob(line, "sm_active_seconds", "more than gpu_seconds"))
+	}
+	if s.MemPeakBytes > MaxMemoryBytes {
+		add(prob(line, "mem_peak_bytes", fmt.Sprintf("more than any GPU's memory (%d bytes)", uint64(MaxMemoryBytes))))
 	}
 	if s.Tenant == "" {
 		// An empty tenant marks idle capacity: nothing ran on it.
 		if s.Workload != "" {
-			add(Problem{line, "tenant", "missing on a row with a workload (only idle rows have no tenant)"})
+			add(prob(line, "tenant", "missing on a row with a workload (only idle rows have no tenant)"))
 		} else if s.SMActiveMicroseconds > 0 {
-			add(Problem{line, "tenant", "missing on a row with SM activity (only idle rows have no tenant)"})
+			add(prob(line, "tenant", "missing on a row with SM activity (only idle rows have no tenant)"))
 		}
 	}
-	if s.ID == 0 && s.Host != "" && !s.Start.IsZero() {
+	if s.Host != "" && s.GPUUUID != "" && !s.Start.IsZero() {
+		// The id is always the row's hash, as the collector makes it: a
+		// given id that disagrees would let one sample count under several
+		// tenants or starts (rows collapse by tenant, start and id).
 		dev := s.GPUUUID
 		if s.MIGUUID != "" {
 			dev = s.MIGUUID
 		}
-		s.ID = collectors.SampleID(s.Host, dev, s.Tenant, s.Workload, s.Start)
+		id := collectors.SampleID(s.Host, dev, s.Tenant, s.Workload, s.Start)
+		if s.ID != 0 && s.ID != id {
+			add(prob(line, "sample_id", fmt.Sprintf("%d is not this row's id: host, device, tenant, workload and start give %d (leave the column out to derive it)", s.ID, id)))
+		}
+		s.ID = id
 	}
+}
+
+// checkRates bounds each quantity of one row by what one GPU (or its MIG
+// instance) can do in the row's interval.
+func checkRates(s *collectors.Sample, span time.Duration, slices, line int, add func(Problem)) {
+	if slices > 0 {
+		if limit := maxInstanceMicros(span, slices); s.GPUMicroseconds > limit {
+			add(prob(line, "gpu_seconds", fmt.Sprintf("more than the interval × %d/%d (%s), the share of the GPU a %s instance holds",
+				slices, migprofile.ComputeSlices, fixed6(limit), s.MIGProfile)))
+		}
+	} else if uint64(span/time.Microsecond) < s.GPUMicroseconds {
+		add(prob(line, "gpu_seconds", "more than the interval: a consumer holds at most the whole GPU"))
+	}
+	seconds := uint64(span / time.Second)
+	q := quantities(s)
+	for m := meterEnergy; m < numMeters; m++ {
+		if !fitsRate(q[m], perSecond[m], seconds) {
+			add(prob(line, meterColumns[m], fmt.Sprintf("more than one GPU can do in %s (at most %s a second): a wrapped or corrupt counter?", span, rateText(m))))
+		}
+	}
+}
+
+func rateText(m meter) string {
+	switch m {
+	case meterEnergy:
+		return fmt.Sprintf("%d J", MaxGPUPowerWatts)
+	case meterMem:
+		return fmt.Sprintf("%d MiB", MaxMemoryMiB)
+	}
+	return fmt.Sprintf("%d bytes", perSecond[m])
+}
+
+func profileNames(m migprofile.Model) string {
+	names := make([]string, len(m.Profiles))
+	for i, p := range m.Profiles {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // Read parses every row of r, calling emit for each valid sample in order,
@@ -261,6 +363,24 @@ func (p *problems) add(pr Problem) {
 	p.Problems = append(p.Problems, pr)
 }
 
+// merge takes the problems of one file's read into p; any other error is
+// returned, naming the file.
+func (p *problems) merge(path string, err error) error {
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		if err != nil {
+			return fmt.Errorf("import %s: %w", path, err)
+		}
+		return nil
+	}
+	for _, pr := range ve.Problems {
+		pr.File = path
+		p.add(pr)
+	}
+	p.Truncated = p.Truncated || ve.Truncated
+	return nil
+}
+
 func (p *problems) err() error {
 	if len(p.Problems) == 0 {
 		return nil
@@ -269,16 +389,42 @@ func (p *problems) err() error {
 	return &e
 }
 
+// MaxLineBytes caps one JSON Lines line and one CSV record, so that a
+// corrupt file cannot make a reader hold a huge field in memory.
+const MaxLineBytes = 4 << 20
+
+var errRecordTooLong = fmt.Errorf("record longer than %d MiB", MaxLineBytes>>20)
+
+// recordLimit fails a read once more than MaxLineBytes, plus what the CSV
+// reader buffers ahead (4 KiB), have come in since the last complete record.
+type recordLimit struct {
+	r     io.Reader
+	since int
+	lines int // newlines seen, for the line of the failure
+}
+
+func (l *recordLimit) Read(p []byte) (int, error) {
+	if l.since > MaxLineBytes+4<<10 {
+		return 0, errRecordTooLong
+	}
+	n, err := l.r.Read(p)
+	l.since += n
+	l.lines += bytes.Count(p[:n], []byte{'\n'})
+	return n, err
+}
+
 func readCSV(r io.Reader, emit func(int, collectors.Sample) error) error {
-	cr := csv.NewReader(r)
+	lim := &recordLimit{r: r}
+	cr := csv.NewReader(lim)
 	cr.ReuseRecord = true
 	header, err := cr.Read()
 	if err == io.EOF {
-		return &ValidationError{Problems: []Problem{{1, "", "empty file: want a header line"}}}
+		return nil // an empty file holds no rows, as an empty .jsonl
 	}
 	if err != nil {
-		return &ValidationError{Problems: []Problem{{1, "", err.Error()}}}
+		return &ValidationError{Problems: []Problem{prob(1, "", csvError(err))}}
 	}
+	lim.since = 0
 	known := map[string]column{}
 	for _, c := range columns() {
 		known[c.name] = c
@@ -290,17 +436,17 @@ func readCSV(r io.Reader, emit func(int, collectors.Sample) error) error {
 		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
 		c, ok := known[h]
 		if !ok {
-			ps.add(Problem{1, h, "unknown column"})
+			ps.add(prob(1, h, "unknown column"))
 		}
 		if seen[h] {
-			ps.add(Problem{1, h, "column twice"})
+			ps.add(prob(1, h, "column twice"))
 		}
 		seen[h] = true
 		cols[i] = c
 	}
 	for _, name := range required {
 		if !seen[name] {
-			ps.add(Problem{1, name, "required column missing"})
+			ps.add(prob(1, name, "required column missing"))
 		}
 	}
 	if err := ps.err(); err != nil {
@@ -311,15 +457,20 @@ func readCSV(r io.Reader, emit func(int, collectors.Sample) error) error {
 		if err == io.EOF {
 			break
 		}
+		lim.since = 0
+		if errors.Is(err, errRecordTooLong) {
+			ps.add(prob(lim.lines+1, "", csvError(err)))
+			return ps.err()
+		}
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
-				ps.add(Problem{pe.Line, "", pe.Err.Error()})
+				ps.add(prob(pe.Line, "", pe.Err.Error()))
 				if errors.Is(pe.Err, csv.ErrFieldCount) {
 					continue
 				}
 			} else {
-				ps.add(Problem{0, "", err.Error()})
+				ps.add(prob(0, "", err.Error()))
 			}
 			// A quoting error leaves the reader out of step: stop here.
 			return ps.err()
@@ -330,10 +481,10 @@ func readCSV(r io.Reader, emit func(int, collectors.Sample) error) error {
 		before := len(ps.Problems)
 		for i, v := range rec {
 			if err := cols[i].set(&s, strings.TrimSpace(v)); err != nil {
-				ps.add(Problem{line, cols[i].name, err.Error()})
+				ps.add(prob(line, cols[i].name, err.Error()))
 			}
 		}
-		requireFields(&s, line, ps.add)
+		requireFields(&s, line, &ps, before)
 		finish(&s, line, ps.add)
 		if len(ps.Problems) == before && !ps.Truncated {
 			if err := emit(line, s); err != nil {
@@ -344,14 +495,23 @@ func readCSV(r io.Reader, emit func(int, collectors.Sample) error) error {
 	return ps.err()
 }
 
-func requireFields(s *collectors.Sample, line int, add func(Problem)) {
+func csvError(err error) string {
+	if errors.Is(err, errRecordTooLong) {
+		return err.Error() + " (the cap of a JSON Lines line too): a corrupt file?"
+	}
+	return err.Error()
+}
+
+// requireFields reports required fields left empty, except those whose
+// value was already refused (reported since problem index before).
+func requireFields(s *collectors.Sample, line int, ps *problems, before int) {
 	for _, f := range []struct {
 		name  string
 		empty bool
 	}{{"host", s.Host == ""}, {"gpu_uuid", s.GPUUUID == ""}, {"gpu_model", s.GPUModel == ""},
 		{"start", s.Start.IsZero()}, {"end", s.End.IsZero()}} {
-		if f.empty {
-			add(Problem{line, f.name, "required"})
+		if f.empty && !slices.ContainsFunc(ps.Problems[before:], func(p Problem) bool { return p.Field == f.name }) {
+			ps.add(prob(line, f.name, "required"))
 		}
 	}
 }
@@ -363,7 +523,7 @@ func readJSONL(r io.Reader, emit func(int, collectors.Sample) error) error {
 	}
 	var ps problems
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
 	line := 0
 	for sc.Scan() {
 		line++
@@ -371,31 +531,38 @@ func readJSONL(r io.Reader, emit func(int, collectors.Sample) error) error {
 		if len(raw) == 0 {
 			continue
 		}
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &obj); err != nil {
-			ps.add(Problem{line, "", "not a JSON object: " + err.Error()})
+		fields, err := jsonObject(raw)
+		if err != nil {
+			var dup duplicateKeyError
+			if errors.As(err, &dup) {
+				ps.add(prob(line, string(dup), "given twice in one object"))
+			} else {
+				ps.add(prob(line, "", err.Error()))
+			}
 			continue
 		}
 		var s collectors.Sample
 		before := len(ps.Problems)
-		for key, val := range obj {
-			c, ok := known[key]
+		hasGPUSeconds := false
+		for _, f := range fields {
+			c, ok := known[f.key]
 			if !ok {
-				ps.add(Problem{line, key, "unknown column"})
+				ps.add(prob(line, f.key, "unknown column"))
 				continue
 			}
-			v, err := jsonScalar(val)
+			hasGPUSeconds = hasGPUSeconds || f.key == "gpu_seconds"
+			v, err := jsonScalar(f.val)
 			if err != nil {
-				ps.add(Problem{line, key, err.Error()})
+				ps.add(prob(line, f.key, err.Error()))
 				continue
 			}
 			if err := c.set(&s, v); err != nil {
-				ps.add(Problem{line, key, err.Error()})
+				ps.add(prob(line, f.key, err.Error()))
 			}
 		}
-		requireFields(&s, line, ps.add)
-		if _, ok := obj["gpu_seconds"]; !ok {
-			ps.add(Problem{line, "gpu_seconds", "required"})
+		requireFields(&s, line, &ps, before)
+		if !hasGPUSeconds {
+			ps.add(prob(line, "gpu_seconds", "required"))
 		}
 		finish(&s, line, ps.add)
 		if len(ps.Problems) == before && !ps.Truncated {
@@ -405,9 +572,60 @@ func readJSONL(r io.Reader, emit func(int, collectors.Sample) error) error {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		ps.add(Problem{line + 1, "", err.Error()})
+		msg := err.Error()
+		if errors.Is(err, bufio.ErrTooLong) {
+			msg = fmt.Sprintf("line longer than %d MiB: a corrupt file?", MaxLineBytes>>20)
+		}
+		ps.add(prob(line+1, "", msg))
 	}
 	return ps.err()
+}
+
+type duplicateKeyError string
+
+func (e duplicateKeyError) Error() string { return fmt.Sprintf("key %q given twice", string(e)) }
+
+type jsonField struct {
+	key string
+	val json.RawMessage
+}
+
+// jsonObject splits one JSON object into its fields in order, refusing a
+// key given twice (encoding/json would silently keep the last).
+func jsonObject(raw []byte) ([]jsonField, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	var out []jsonField
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("not a JSON object: %v", err)
+		}
+		key, ok := t.(string)
+		if !ok {
+			return nil, errors.New("not a JSON object: want a key")
+		}
+		if seen[key] {
+			return nil, duplicateKeyError(key)
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("not a JSON object: %s: %v", key, err)
+		}
+		out = append(out, jsonField{key, v})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("not a JSON object: more after the closing brace")
+	}
+	return out, nil
 }
 
 // jsonScalar turns a JSON string or number into its text; numbers keep

@@ -31,8 +31,8 @@ func TestParseFixed(t *testing.T) {
 		{"0.5", 3, 500, false},
 		{"3500.125", 3, 3_500_125, false},
 		{"7.50000000", 6, 7_500_000, false}, // zeros beyond the unit are fine
-		{"", 6, 0, false},
-		{"1.0000001", 6, 0, true}, // finer than a microsecond
+		{"", 6, 0, true},                    // empty is not zero: write 0, or mark the meter unmeasured,
+		{"1.0000001", 6, 0, true},           // finer than a microsecond
 		{"-1", 6, 0, true},
 		{"1e3", 6, 0, true},
 		{"abc", 0, 0, true},

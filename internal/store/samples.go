@@ -132,3 +132,48 @@ func (c *columnBuffers) columns() []any {
 	}
 	return append(cols, c.flags)
 }
+
+// ScanSamples calls fn for every stored sample of the given GPUs whose
+// interval overlaps [from, to), deduplicated (FINAL), in no set order. The
+// importer checks new rows against them: ids stored with other data, and
+// GPU capacity. Rows start at most maxInterval before they end, which
+// bounds the partitions read.
+func (s *Store) ScanSamples(ctx context.Context, gpuUUIDs []string, from, to time.Time, fn func(collectors.Sample) error) error {
+	if len(gpuUUIDs) == 0 || !to.After(from) {
+		return nil
+	}
+	const maxInterval = 31 * 24 * time.Hour // importer.MaxInterval; the collector's rows are seconds long
+	if err := s.checkTimes(ctx, "scan samples", to); err != nil {
+		return err
+	}
+	earliest := from.Add(-maxInterval)
+	if earliest.Before(collectors.MinTime) {
+		earliest = collectors.MinTime
+	}
+	rows, err := s.conn.Query(ctx, "SELECT "+sampleColumns+" FROM usage_samples FINAL"+
+		" WHERE start >= ? AND start < ? AND end > ? AND has(?, gpu_uuid)",
+		earliest.UTC(), to.UTC(), from.UTC(), gpuUUIDs)
+	if err != nil {
+		return fmt.Errorf("scan samples: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var x collectors.Sample
+		var unmeasured uint8
+		if err := rows.Scan(&x.ID, &x.Host, &x.GPUUUID, &x.GPUModel, &x.MIGUUID, &x.MIGProfile, &x.SKU,
+			&x.Tenant, &x.Department, &x.Workload, &x.Start, &x.End,
+			&x.GPUMicroseconds, &x.SMActiveMicroseconds, &x.MemMiBSeconds, &x.MemPeakBytes, &x.EnergyMillijoules,
+			&x.PCIeTxBytes, &x.PCIeRxBytes, &x.NVLinkTxBytes, &x.NVLinkRxBytes, &unmeasured); err != nil {
+			return fmt.Errorf("scan samples: %w", err)
+		}
+		x.Unmeasured = collectors.Unmeasured(unmeasured)
+		x.Start, x.End = x.Start.UTC(), x.End.UTC()
+		if err := fn(x); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("scan samples: %w", err)
+	}
+	return nil
+}

@@ -64,10 +64,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&g.dsn, "clickhouse", os.Getenv("GPUMETER_CLICKHOUSE"), "ClickHouse DSN, native protocol: clickhouse://user:pass@host:9000/db (env GPUMETER_CLICKHOUSE; default from --config, else local)")
 	fs.StringVar(&g.logLevel, "log-level", os.Getenv("GPUMETER_LOG_LEVEL"), "debug, info, warn or error (env GPUMETER_LOG_LEVEL)")
 	fs.Usage = func() { usage(fs) }
+	// Global flags go before the command, after it, or both: those before
+	// are parsed first, then those after, so the last one given wins.
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		usage(fs)
+		return 2
+	}
+	names := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { names[f.Name] = true })
+	after, cmdArgs := splitGlobals(rest[1:], names)
+	if err := fs.Parse(after); err != nil {
 		return 2
 	}
 	// An explicitly empty global flag is a mistake (an unset shell
@@ -103,31 +116,74 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	g.logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	rest := fs.Args()
-	if len(rest) == 0 {
-		usage(fs)
-		return 2
-	}
 	cmd, ok := commands()[rest[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "gpumeter: unknown command %q\n", rest[0])
 		usage(fs)
 		return 2
 	}
-	if err := cmd.run(ctx, g, rest[1:]); err != nil {
+	if err := cmd.run(ctx, g, cmdArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			// The command printed its own flags; the shared ones follow.
+			fmt.Fprintln(stderr, "\n"+globalFlagsHeading)
+			fs.PrintDefaults()
 			return 0
 		}
+		fmt.Fprintf(stderr, "gpumeter %s: %v\n", rest[0], err)
 		var ue usageError
 		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "gpumeter %s: %v\n", rest[0], err)
 			return 2
 		}
-		fmt.Fprintf(stderr, "gpumeter %s: %v\n", rest[0], err)
 		return 1
 	}
 	return 0
 }
+
+// splitGlobals takes the global flags (names, as -name, --name, either
+// with =value or followed by the value) out of a command's arguments,
+// wherever they stand, up to a "--" terminator; the rest is left in
+// order for the command. A global flag at the end without its value is
+// passed on alone, for the flag parser to refuse. A command's own flag
+// cannot share a global flag's name, and a command's flag value spelled
+// like a global flag must be given as --flag=value.
+func splitGlobals(args []string, names map[string]bool) (globals, rest []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return globals, append(rest, args[i:]...)
+		}
+		name, hasValue := globalFlagName(a)
+		if !names[name] {
+			rest = append(rest, a)
+			continue
+		}
+		globals = append(globals, a)
+		if !hasValue && i+1 < len(args) {
+			i++
+			globals = append(globals, args[i])
+		}
+	}
+	return globals, rest
+}
+
+// globalFlagName returns the name in -name, --name or --name=value, and
+// whether the argument holds the value; "" when a is not a flag.
+func globalFlagName(a string) (string, bool) {
+	if len(a) < 2 || a[0] != '-' {
+		return "", false
+	}
+	a = a[1:]
+	if a[0] == '-' {
+		a = a[1:]
+	}
+	if a == "" || a[0] == '-' || a[0] == '=' {
+		return "", false
+	}
+	name, _, hasValue := strings.Cut(a, "=")
+	return name, hasValue
+}
+
+const globalFlagsHeading = "global flags (before or after the command; given twice, the last one wins):"
 
 // usageError marks bad command-line input (exit status 2).
 type usageError struct{ err error }
@@ -139,7 +195,7 @@ func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(f
 
 func usage(fs *flag.FlagSet) {
 	w := fs.Output()
-	fmt.Fprintln(w, "usage: gpumeter [global flags] <command> [flags]")
+	fmt.Fprintln(w, "usage: gpumeter [global flags] <command> [flags] [global flags]")
 	fmt.Fprintln(w, "\ncommands:")
 	cmds := commands()
 	names := make([]string, 0, len(cmds))
@@ -150,6 +206,8 @@ func usage(fs *flag.FlagSet) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
 	}
-	fmt.Fprintln(w, "\nglobal flags:")
+	fmt.Fprintln(w, "\n"+globalFlagsHeading)
 	fs.PrintDefaults()
+	fmt.Fprintln(w, "\ngpumeter <command> --help lists the command's flags. Exit status: 0 done,")
+	fmt.Fprintln(w, "1 failed while running (ClickHouse down, say), 2 bad flags or input.")
 }

@@ -25,7 +25,7 @@ func runMigrate(ctx context.Context, g *globals, args []string) error {
 			return usageError{err}
 		}
 		if err := store.CreateDatabase(ctx, cfg); err != nil {
-			return err
+			return fmt.Errorf("%w (is ClickHouse running? scripts/clickhouse.sh start)", err)
 		}
 	}
 	s, err := openStore(ctx, g)

@@ -71,6 +71,9 @@ func runRetention(ctx context.Context, g *globals, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments %v", fs.Args())
+	}
 	cfg := g.cfg.Retention
 	cfg.RawDays = *days
 	if err := cfg.Validate(); err != nil {

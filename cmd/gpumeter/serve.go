@@ -31,32 +31,38 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	if err := srvCfg.Validate(); err != nil {
 		return usageError{err}
 	}
-	s, err := openStore(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-
+	// The jobs are scheduled before ClickHouse is dialled, so a bad cron
+	// spec in the config file is reported as the input error it is. They
+	// reach the store through these variables, set below before
+	// sched.Start runs anything.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	sched, err := billing.NewScheduler(g.logger, reg)
 	if err != nil {
 		return err
 	}
-	rollup := billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
-	retention := billing.NewRetention(s, g.cfg.Retention, time.Now, g.logger)
+	var rollup *billing.Rollup
+	var retention *billing.Retention
 	if err := sched.Add(ctx, "rollup", g.cfg.Rollup.Schedule, 30*time.Minute, func(ctx context.Context) error {
 		_, err := rollup.Run(ctx)
 		return err
 	}); err != nil {
-		return err
+		return usageErrorf("rollup.schedule: %w", err)
 	}
 	if err := sched.Add(ctx, "retention", g.cfg.Retention.Schedule, time.Hour, func(ctx context.Context) error {
 		_, err := retention.Run(ctx)
 		return err
 	}); err != nil {
+		return usageErrorf("retention.schedule: %w", err)
+	}
+
+	s, err := openStore(ctx, g)
+	if err != nil {
 		return err
 	}
+	defer s.Close()
+	rollup = billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
+	retention = billing.NewRetention(s, g.cfg.Retention, time.Now, g.logger)
 
 	ln, err := net.Listen("tcp", srvCfg.Listen)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,8 +29,9 @@ header hour,sku,meter,quantity, or a .json array of {"hour","sku","meter",
 "quantity"} objects) or as period totals (--quantity, repeatable), which are
 spread evenly over the hours of the period. TIME is RFC 3339 or YYYY-MM-DD
 (00:00 UTC). The period defaults to the whole UTC calendar months holding the
-usage rows, or to the current UTC month for --quantity; --from alone prices
-one month from it.
+usage rows, or to the current UTC month for --quantity (named on stderr);
+--from alone prices one month from it. A problem repeated on many rows is
+reported once, with the lines it is on.
 
 flags:
 `
@@ -78,9 +80,12 @@ func runQuote(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := pricing.Price(in)
+	res, err := pricing.Price(in.Input)
 	if err != nil {
-		return usageErrorf("%w", err)
+		return usageError{a.explain(err, in.origins)}
+	}
+	if a.from == "" && len(a.quantities) > 0 {
+		fmt.Fprintf(g.stderr, "gpumeter quote: priced %s (the current UTC month; pass --from to choose)\n", in.Start.Format("2006-01"))
 	}
 	if a.json {
 		enc := json.NewEncoder(g.stdout)
@@ -96,10 +101,17 @@ func runQuote(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
+// quoteInput is a pricing input with where each of its usage rows came
+// from, so that what the engine finds wrong names lines and flags.
+type quoteInput struct {
+	pricing.Input
+	origins []rowOrigin // one per usage row
+}
+
 // input reads the files and flags into a pricing input; now is only used
 // for the default period of --quantity.
-func (a *quoteArgs) input(now time.Time) (pricing.Input, error) {
-	var in pricing.Input
+func (a *quoteArgs) input(now time.Time) (quoteInput, error) {
+	var in quoteInput
 	if a.book == "" {
 		return in, usageErrorf("--book is required")
 	}
@@ -128,7 +140,7 @@ func (a *quoteArgs) input(now time.Time) (pricing.Input, error) {
 	in.Tenant = a.tenant
 
 	if a.usage != "" {
-		if in.Usage, err = readUsage(a.usage); err != nil {
+		if in.Usage, in.origins, err = readUsage(a.usage); err != nil {
 			return in, usageErrorf("%s: %w", a.usage, err)
 		}
 	}
@@ -136,13 +148,179 @@ func (a *quoteArgs) input(now time.Time) (pricing.Input, error) {
 		return in, err
 	}
 	for _, q := range a.quantities {
-		rows, err := spreadQuantity(q, in.Start, in.End)
+		// The SKU is checked here, once, rather than by the engine on
+		// every hour the quantity is spread over.
+		sku, _, _, err := parseQuantityFlag(q)
+		if err == nil && !in.Book.HasSKU(sku) {
+			err = fmt.Errorf("unknown SKU %q (not in book %s; it has %s)", sku, in.Book.Version(), strings.Join(in.Book.SKUs(), ", "))
+		}
+		var rows []pricing.Usage
+		if err == nil {
+			rows, err = spreadQuantity(q, in.Start, in.End)
+		}
 		if err != nil {
 			return in, usageErrorf("--quantity %s: %w", q, err)
 		}
 		in.Usage = append(in.Usage, rows...)
+		o := rowOrigin{where: "--quantity " + q, n: -1}
+		for range rows {
+			in.origins = append(in.origins, o)
+		}
 	}
 	return in, nil
+}
+
+// explain rewrites the engine's problems with usage rows (usage[N].field)
+// as the lines or flags they came from, each problem once; other errors
+// are returned as they are.
+func (a *quoteArgs) explain(err error, origins []rowOrigin) error {
+	var ve *pricing.ValidationError
+	if !errors.As(err, &ve) || ve.What != "input" {
+		return err
+	}
+	var ps rowProblems
+	rows := 0
+	for _, p := range ve.Problems {
+		if i, field, ok := usageRowPath(p.Path); ok && i < len(origins) {
+			msg := p.Message
+			if field != "" {
+				msg = field + ": " + msg
+			}
+			ps.add(origins[i], msg)
+			rows++
+			continue
+		}
+		var more int
+		if _, scanErr := fmt.Sscanf(p.Message, "and %d more problems", &more); scanErr == nil && p.Path == "" {
+			ps.more += more
+			continue
+		}
+		ps.addOther(p.String())
+	}
+	if rows == 0 {
+		return err
+	}
+	if a.usage != "" {
+		return fmt.Errorf("%s: %w", a.usage, ps.err())
+	}
+	return ps.err()
+}
+
+// usageRowPath splits an engine path such as usage[12].sku into 12 and
+// "sku".
+func usageRowPath(p string) (int, string, bool) {
+	rest, ok := strings.CutPrefix(p, "usage[")
+	if !ok {
+		return 0, "", false
+	}
+	num, field, ok := strings.Cut(rest, "]")
+	if !ok {
+		return 0, "", false
+	}
+	i, err := strconv.Atoi(num)
+	if err != nil || i < 0 {
+		return 0, "", false
+	}
+	return i, strings.TrimPrefix(field, "."), true
+}
+
+// rowOrigin is where a usage row came from: line n of a CSV file, row n
+// of a JSON array, or (n < 0) a flag such as "--quantity SKU:METER=1".
+type rowOrigin struct {
+	where string // "line", "row" or the flag
+	n     int
+}
+
+// The most different problems one error lists, and the places it names
+// for one problem before "and N more".
+const (
+	maxRowProblems = 10
+	shownPlaces    = 3
+)
+
+// rowProblems collects what is wrong with usage rows so that a problem
+// found on many rows is reported once, with where it is:
+// `lines 3, 4, 5 and 17 more: unknown meter "gpu_hourz" (...)`.
+type rowProblems struct {
+	keys   []rowProblemKey
+	places map[rowProblemKey]*placeList
+	other  []string // problems of no one row
+	more   int      // problems past maxRowProblems different ones
+}
+
+type rowProblemKey struct{ where, msg string }
+
+type placeList struct {
+	first []int // the first shownPlaces+1 row numbers
+	n     int   // rows with the problem
+}
+
+func (ps *rowProblems) add(o rowOrigin, msg string) {
+	k := rowProblemKey{o.where, msg}
+	pl, ok := ps.places[k]
+	if !ok {
+		if len(ps.keys)+len(ps.other) >= maxRowProblems {
+			ps.more++
+			return
+		}
+		if ps.places == nil {
+			ps.places = map[rowProblemKey]*placeList{}
+		}
+		pl = &placeList{}
+		ps.places[k] = pl
+		ps.keys = append(ps.keys, k)
+	}
+	pl.n++
+	if len(pl.first) <= shownPlaces {
+		pl.first = append(pl.first, o.n)
+	}
+}
+
+func (ps *rowProblems) addOther(msg string) {
+	if len(ps.keys)+len(ps.other) >= maxRowProblems {
+		ps.more++
+		return
+	}
+	ps.other = append(ps.other, msg)
+}
+
+// err returns nil when nothing was added.
+func (ps *rowProblems) err() error {
+	if len(ps.keys)+len(ps.other)+ps.more == 0 {
+		return nil
+	}
+	var parts []string
+	for _, k := range ps.keys {
+		parts = append(parts, ps.places[k].describe(k.where)+": "+k.msg)
+	}
+	parts = append(parts, ps.other...)
+	if ps.more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more problems", ps.more))
+	}
+	return errors.New(strings.Join(parts, "; "))
+}
+
+// describe names the places: "line 3", "lines 3 and 4", "lines 3, 4, 5
+// and 17 more", or a flag once however many rows it made.
+func (pl *placeList) describe(where string) string {
+	if pl.first[0] < 0 {
+		return where
+	}
+	num := func(ns []int) string {
+		s := make([]string, len(ns))
+		for i, n := range ns {
+			s[i] = strconv.Itoa(n)
+		}
+		return strings.Join(s, ", ")
+	}
+	switch {
+	case pl.n == 1:
+		return fmt.Sprintf("%s %d", where, pl.first[0])
+	case pl.n <= shownPlaces+1:
+		return fmt.Sprintf("%ss %s and %d", where, num(pl.first[:pl.n-1]), pl.first[pl.n-1])
+	default:
+		return fmt.Sprintf("%ss %s and %d more", where, num(pl.first[:shownPlaces]), pl.n-shownPlaces)
+	}
 }
 
 // period picks [from, to): the flags, else whole UTC calendar months around
@@ -203,17 +381,7 @@ const maxSpreadHours = 2 * 366 * 24
 // the rows add up to it exactly. Steady use is what a quote assumes; a
 // usage file prices peaks.
 func spreadQuantity(s string, from, to time.Time) ([]pricing.Usage, error) {
-	key, value, ok := strings.Cut(s, "=")
-	i := strings.LastIndex(key, ":")
-	if !ok || i <= 0 || i == len(key)-1 {
-		return nil, errors.New("want SKU:METER=VALUE, e.g. H100-SXM5-80GB:gpu_hours=720")
-	}
-	sku := key[:i]
-	meter, err := pricing.ParseMeter(key[i+1:])
-	if err != nil {
-		return nil, err
-	}
-	q, err := pricing.ParseQuantity(value)
+	sku, meter, q, err := parseQuantityFlag(s)
 	if err != nil {
 		return nil, err
 	}
@@ -247,13 +415,32 @@ func spreadQuantity(s string, from, to time.Time) ([]pricing.Usage, error) {
 	return rows, nil
 }
 
+// parseQuantityFlag reads SKU:METER=VALUE.
+func parseQuantityFlag(s string) (string, pricing.Meter, decimal.Decimal, error) {
+	key, value, ok := strings.Cut(s, "=")
+	i := strings.LastIndex(key, ":")
+	if !ok || i <= 0 || i == len(key)-1 {
+		return "", "", decimal.Decimal{}, errors.New("want SKU:METER=VALUE, e.g. H100-SXM5-80GB:gpu_hours=720")
+	}
+	meter, err := pricing.ParseMeter(key[i+1:])
+	if err != nil {
+		return "", "", decimal.Decimal{}, err
+	}
+	q, err := pricing.ParseQuantity(value)
+	if err != nil {
+		return "", "", decimal.Decimal{}, err
+	}
+	return key[:i], meter, q, nil
+}
+
 // readUsage reads hourly rows from CSV (header hour,sku,meter,quantity, in
 // any order; other columns are ignored) or, for a .json file, a JSON array
-// of objects with those keys.
-func readUsage(name string) ([]pricing.Usage, error) {
+// of objects with those keys. Each row's origin is its line (CSV) or its
+// index (JSON); every bad row is reported, each problem once.
+func readUsage(name string) ([]pricing.Usage, []rowOrigin, error) {
 	data, err := os.ReadFile(name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if strings.EqualFold(filepath.Ext(name), ".json") {
 		return parseUsageJSON(data)
@@ -268,14 +455,16 @@ type usageRowJSON struct {
 	Quantity json.RawMessage `json:"quantity"` // a number or a string, read as decimal text
 }
 
-func parseUsageJSON(data []byte) ([]pricing.Usage, error) {
+func parseUsageJSON(data []byte) ([]pricing.Usage, []rowOrigin, error) {
 	var raw []usageRowJSON
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("want a JSON array of {\"hour\", \"sku\", \"meter\", \"quantity\"}: %w", err)
+		return nil, nil, fmt.Errorf("want a JSON array of {\"hour\", \"sku\", \"meter\", \"quantity\"}: %w", err)
 	}
 	rows := make([]pricing.Usage, 0, len(raw))
+	origins := make([]rowOrigin, 0, len(raw))
+	var ps rowProblems
 	for i, r := range raw {
 		// A JSON number or a string holding one; the text is parsed as a
 		// decimal, never through a float.
@@ -285,19 +474,24 @@ func parseUsageJSON(data []byte) ([]pricing.Usage, error) {
 		}
 		row, err := usageRow(r.Hour, r.SKU, r.Meter, q)
 		if err != nil {
-			return nil, fmt.Errorf("row %d: %w", i, err)
+			ps.add(rowOrigin{"row", i}, err.Error())
+			continue
 		}
 		rows = append(rows, row)
+		origins = append(origins, rowOrigin{"row", i})
 	}
-	return rows, nil
+	if err := ps.err(); err != nil {
+		return nil, nil, err
+	}
+	return rows, origins, nil
 }
 
-func parseUsageCSV(data []byte) ([]pricing.Usage, error) {
+func parseUsageCSV(data []byte) ([]pricing.Usage, []rowOrigin, error) {
 	r := csv.NewReader(bytes.NewReader(data))
 	r.FieldsPerRecord = -1 // checked per row below, with the row's line
 	header, err := r.Read()
 	if err != nil {
-		return nil, fmt.Errorf("read CSV header: %w", err)
+		return nil, nil, fmt.Errorf("read CSV header: %w", err)
 	}
 	col := map[string]int{}
 	for i, h := range header {
@@ -305,28 +499,39 @@ func parseUsageCSV(data []byte) ([]pricing.Usage, error) {
 	}
 	for _, want := range []string{"hour", "sku", "meter", "quantity"} {
 		if _, ok := col[want]; !ok {
-			return nil, fmt.Errorf("CSV header lacks %q (want hour,sku,meter,quantity)", want)
+			return nil, nil, fmt.Errorf("CSV header lacks %q (want hour,sku,meter,quantity)", want)
 		}
 	}
 	var rows []pricing.Usage
+	var origins []rowOrigin
+	var ps rowProblems
 	for {
 		rec, err := r.Read()
 		if errors.Is(err, io.EOF) {
-			return rows, nil
+			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read CSV: %w", err)
+			// The reader cannot be trusted past broken quoting.
+			ps.addOther(fmt.Sprintf("read CSV: %v", err))
+			break
 		}
 		line, _ := r.FieldPos(0)
 		if len(rec) != len(header) {
-			return nil, fmt.Errorf("line %d: %d fields, the header has %d", line, len(rec), len(header))
+			ps.add(rowOrigin{"line", line}, fmt.Sprintf("%d fields, the header has %d", len(rec), len(header)))
+			continue
 		}
 		row, err := usageRow(rec[col["hour"]], rec[col["sku"]], rec[col["meter"]], rec[col["quantity"]])
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
+			ps.add(rowOrigin{"line", line}, err.Error())
+			continue
 		}
 		rows = append(rows, row)
+		origins = append(origins, rowOrigin{"line", line})
 	}
+	if err := ps.err(); err != nil {
+		return nil, nil, err
+	}
+	return rows, origins, nil
 }
 
 func usageRow(hour, sku, meter, quantity string) (pricing.Usage, error) {

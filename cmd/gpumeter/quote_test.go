@@ -215,7 +215,7 @@ func TestQuoteRejectsBadInput(t *testing.T) {
 		{"a quantity in exponent form", []string{"--book", book, "--quantity", "H100-SXM5-80GB:gpu_hours=1e3"}, "not a decimal number"},
 		{"a JSON quantity in exponent form", []string{"--book", book, "--usage", expJSON}, `row 0: quantity: "1e3" is not a decimal number`},
 		{"a JSON quantity of null", []string{"--book", book, "--usage", nullJSON}, "row 0: quantity: empty number"},
-		{"a quantity of an unknown SKU", []string{"--book", book, "--quantity", "B200:gpu_hours=1", "--from", "2026-03-01"}, `usage[0].sku: unknown SKU "B200"`},
+		{"a quantity of an unknown SKU", []string{"--book", book, "--quantity", "B200:gpu_hours=1", "--from", "2026-03-01"}, `--quantity B200:gpu_hours=1: unknown SKU "B200" (not in book quote-test; it has H100-SXM5-80GB)`},
 		{"a missing book file", []string{"--book", filepath.Join(dir, "nope.yaml"), "--quantity", q}, "read book"},
 		{"an invalid book names the place", []string{"--book", badBook, "--quantity", q}, `skus["H100-SXM5-80GB"].meters.gpu_hours.tiers[1].up_to: 4 is not above the previous tier's up_to 5`},
 		{"contract dates out of order", []string{"--book", book, "--contract", badContract, "--quantity", q}, "end: 2026-04-01T00:00:00Z is not after start"},
@@ -224,8 +224,8 @@ func TestQuoteRejectsBadInput(t *testing.T) {
 		{"a CSV quantity that is not a number", []string{"--book", book, "--usage", badQty}, `line 3: quantity: "lots" is not a decimal number`},
 		{"a CSV row with missing fields", []string{"--book", book, "--usage", shortRow}, "line 2: 2 fields, the header has 4"},
 		{"a CSV hour that is not a time", []string{"--book", book, "--usage", badHour}, `line 2: hour: "yesterday" is not a time`},
-		{"a usage row of an unknown SKU", []string{"--book", book, "--usage", unknownSKU}, `usage[0].sku: unknown SKU "B200"`},
-		{"a usage row not on the hour", []string{"--book", book, "--usage", offHour}, "usage[0].hour: 2026-03-01T00:30:00Z is not the start of an hour"},
+		{"a usage row of an unknown SKU", []string{"--book", book, "--usage", unknownSKU}, `sku.csv: line 2: sku: unknown SKU "B200"`},
+		{"a usage row not on the hour", []string{"--book", book, "--usage", offHour}, "off.csv: line 2: hour: 2026-03-01T00:30:00Z is not the start of an hour"},
 		{"an empty usage file without a period", []string{"--book", book, "--usage", empty}, "has no rows: give --from and --to"},
 		{"a JSON usage file with unknown fields", []string{"--book", book, "--usage", badJSON}, `unknown field "extra"`},
 		{"a usage file that does not exist", []string{"--book", book, "--usage", filepath.Join(dir, "nope.csv")}, "no such file"},
@@ -302,5 +302,98 @@ func TestQuoteSpreadAddsUpExactly(t *testing.T) {
 	}
 	if rows[0].SKU != "H100-SXM5-80GB/3g.40gb" || rows[743].Hour != from.Add(743*time.Hour) {
 		t.Errorf("first row %+v, last row %+v", rows[0], rows[743])
+	}
+}
+
+// A problem repeated on many rows is reported once, with where it occurs;
+// before the fix a file stopped at its first bad line, and a problem the
+// engine found was repeated once per row (720 times for one --quantity).
+func TestQuoteReportsARepeatedProblemOnce(t *testing.T) {
+	dir := t.TempDir()
+	book := writeFile(t, dir, "book.yaml", quoteBook)
+	csvRows := func(n int, row func(h int) string) string {
+		s := "hour,sku,meter,quantity\n"
+		for h := range n {
+			s += row(h) + "\n"
+		}
+		return s
+	}
+	hour := func(h int) string { return time.Date(2026, 3, 1, h, 0, 0, 0, time.UTC).Format(time.RFC3339) }
+	badMeter := writeFile(t, dir, "meter.csv", csvRows(25, func(h int) string { return hour(h) + ",H100-SXM5-80GB,gpu_hourz,1" }))
+	badSKU := writeFile(t, dir, "sku.csv", csvRows(25, func(h int) string { return hour(h) + ",B200,gpu_hours,1" }))
+	two := writeFile(t, dir, "two.csv", csvRows(4, func(h int) string {
+		if h%2 == 0 {
+			return hour(h) + ",H100-SXM5-80GB,gpu_hourz,1"
+		}
+		return hour(h) + ",H100-SXM5-80GB,gpu_hours,-1"
+	}))
+	outside := writeFile(t, dir, "outside.csv", csvRows(100, func(h int) string { return hour(h) + ",H100-SXM5-80GB,gpu_hours,1" }))
+	jsonRows := writeFile(t, dir, "rows.json", `[{"hour":"2026-03-01T00:00:00Z","sku":"B200","meter":"gpu_hours","quantity":1},`+
+		`{"hour":"2026-03-01T01:00:00Z","sku":"B200","meter":"gpu_hours","quantity":1}]`)
+
+	cases := []struct {
+		name  string
+		args  []string
+		want  []string
+		count string // appears exactly once
+	}{
+		{"a bad meter on every line of a file",
+			[]string{"--usage", badMeter}, []string{`meter.csv: lines 2, 3, 4 and 22 more: unknown meter "gpu_hourz"`}, "unknown meter"},
+		{"an unknown SKU on every line of a file",
+			[]string{"--usage", badSKU}, []string{`sku.csv: lines 2, 3, 4 and 22 more: sku: unknown SKU "B200" (not in book quote-test)`}, "unknown SKU"},
+		{"two problems, each on two lines",
+			[]string{"--usage", two}, []string{`lines 2 and 4: unknown meter "gpu_hourz"`, `lines 3 and 5: quantity: negative quantity -1`}, "unknown meter"},
+		{"an unknown SKU on every row of a JSON file",
+			[]string{"--usage", jsonRows}, []string{`rows.json: rows 0 and 1: sku: unknown SKU "B200"`}, "unknown SKU"},
+		{"a quantity of an unknown SKU, spread over 744 hours",
+			[]string{"--quantity", "B200:gpu_hours=1", "--from", "2026-03-01"}, []string{`--quantity B200:gpu_hours=1: unknown SKU "B200"`}, "unknown SKU"},
+		{"many different problems are cut short",
+			[]string{"--usage", outside, "--from", "2026-03-02", "--to", "2026-03-03"}, []string{"outside.csv: line 2: hour: 2026-03-01T00:00:00Z is outside the period", "more problems"}, "line 2:"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runCLI(append([]string{"--book", book}, tc.args...)...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2; stderr: %s", code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+			if n := strings.Count(stderr, tc.count); n != 1 {
+				t.Errorf("%q appears %d times, want once:\n%s", tc.count, n, stderr)
+			}
+			if len(stderr) > 2000 {
+				t.Errorf("%d bytes of errors", len(stderr))
+			}
+		})
+	}
+}
+
+func TestQuoteSaysWhichMonthItPriced(t *testing.T) {
+	before := time.Now().UTC().Format("2006-01")
+	code, stdout, stderr := runCLI("--book", exampleBook, "--quantity", "H100-SXM5-80GB:gpu_hours=10", "--json")
+	after := time.Now().UTC().Format("2006-01")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	note := func(m string) string { return "priced " + m + " (the current UTC month; pass --from to choose)" }
+	// Before the fix nothing said which month a bare --quantity priced.
+	if !strings.Contains(stderr, note(before)) && !strings.Contains(stderr, note(after)) {
+		t.Errorf("stderr does not say which month was priced: %q", stderr)
+	}
+	var r quoteJSON
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Errorf("the note got into the JSON: %v\n%s", err, stdout)
+	}
+
+	for _, args := range [][]string{
+		{"--quantity", "H100-SXM5-80GB:gpu_hours=10", "--from", "2026-03-01"},
+		{"--usage", writeFile(t, t.TempDir(), "u.csv", "hour,sku,meter,quantity\n2026-03-01T00:00:00Z,H100-SXM5-80GB,gpu_hours,1\n")},
+	} {
+		if code, _, stderr := runCLI(append([]string{"--book", exampleBook}, args...)...); code != 0 || strings.Contains(stderr, "priced") {
+			t.Errorf("%v: exit %d, stderr %q; want no note when the period was not guessed", args, code, stderr)
+		}
 	}
 }

@@ -28,8 +28,13 @@ func (c LoopConfig) Validate() error {
 	if c.Interval < time.Second {
 		errs = append(errs, fmt.Errorf("interval: %s is below 1s", c.Interval))
 	}
-	if c.Interval%time.Microsecond != 0 {
-		errs = append(errs, fmt.Errorf("interval: %s is not a whole number of microseconds", c.Interval))
+	if c.Interval%time.Second != 0 {
+		// The store keeps whole seconds: a boundary inside a second would
+		// be cut off there, and the sample's id would not match its row.
+		errs = append(errs, fmt.Errorf("interval: %s is not a whole number of seconds", c.Interval))
+	}
+	if c.Until.Nanosecond() != 0 {
+		errs = append(errs, fmt.Errorf("until: %s is not a whole second", c.Until.Format(time.RFC3339Nano)))
 	}
 	return errors.Join(errs...)
 }
@@ -140,7 +145,19 @@ func NewLoop(cfg LoopConfig, hosts []Host, apportion ApportionFunc, out Appender
 // longer interval, never a gap. It returns nil when stopped by ctx or
 // Until; a failing poll is logged and counted, not returned.
 func (l *Loop) Run(ctx context.Context) error {
-	prev := l.clock.Now().UTC().Truncate(time.Microsecond)
+	// Every boundary is a whole second (see LoopConfig.Validate): the first
+	// interval starts at the next one.
+	now := l.clock.Now().UTC()
+	prev := now.Truncate(time.Second)
+	if prev.Before(now) {
+		prev = prev.Add(time.Second)
+		if err := l.clock.WaitUntil(ctx, prev); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("poll loop: wait: %w", err)
+		}
+	}
 	l.Prime(ctx, prev)
 	for {
 		next := prev.Truncate(l.cfg.Interval).Add(l.cfg.Interval)

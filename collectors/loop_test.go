@@ -46,8 +46,14 @@ func oneRow(dst []Sample, host string, start, end time.Time, g *GPUReading) []Sa
 		tenant = g.Claims[0].Tenant
 	}
 	return append(dst, Sample{
-		ID: SampleID(host, g.GPU.UUID, tenant, "", start), Host: host, GPUUUID: g.GPU.UUID, SKU: "X",
-		Tenant: tenant, Start: start, End: end, GPUMicroseconds: uint64(end.Sub(start) / time.Microsecond),
+		ID:      SampleID(host, g.GPU.UUID, tenant, "", start),
+		Host:    host,
+		GPUUUID: g.GPU.UUID,
+		SKU:     "X",
+		Tenant:  tenant,
+		Start:   start,
+		End:     end,
+		Meters:  Meters{GPUMicroseconds: uint64(end.Sub(start) / time.Microsecond)},
 	})
 }
 

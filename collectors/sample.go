@@ -19,13 +19,8 @@ var ErrNotSupported = errors.New("not supported")
 // ErrNoData means a source has nothing to report on this host.
 var ErrNoData = errors.New("no data")
 
-// Sample is one consumer's usage of one GPU or MIG instance over [Start, End).
-//
-// Quantities are integers in fixed units so that shares of one GPU add up
-// exactly (split by largest remainder), never as a sum of floats:
-// GPU time in GPU-microseconds (interval × share held; a whole GPU for 10 s
-// is 10,000,000), memory in MiB-seconds, energy in millijoules (NVML's own
-// unit), bandwidth in bytes.
+// Sample is one consumer's usage of one GPU or MIG instance over [Start, End),
+// its quantities the embedded Meters.
 type Sample struct {
 	ID uint64 // deterministic, see SampleID
 
@@ -43,15 +38,7 @@ type Sample struct {
 	Start time.Time
 	End   time.Time
 
-	GPUMicroseconds      uint64
-	SMActiveMicroseconds uint64
-	MemMiBSeconds        uint64
-	MemPeakBytes         uint64
-	EnergyMillijoules    uint64
-	PCIeTxBytes          uint64
-	PCIeRxBytes          uint64
-	NVLinkTxBytes        uint64
-	NVLinkRxBytes        uint64
+	Meters
 
 	// Unmeasured says which meters the hardware did not report for this
 	// interval: their quantities above are 0 because nothing was measured,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +25,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors/attribution"
 	"github.com/gpumeter/gpumeter/collectors/nvml"
 	"github.com/gpumeter/gpumeter/collectors/sim"
+	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/server"
 )
 
@@ -208,7 +207,10 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) (
 		}
 		out = d.spool
 	case "jsonl":
-		out = jsonlSink(g.stdout)
+		var err error
+		if out, err = jsonlSink(g.stdout); err != nil {
+			return err
+		}
 	case "discard":
 		out = collectors.AppenderFunc(func(context.Context, []collectors.Sample) error { return nil })
 	}
@@ -294,7 +296,7 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) (
 		}
 		clock = fleet.Clock(f.speed)
 		if f.duration > 0 {
-			until = fleet.Start().Add(f.duration)
+			until = fleet.Start().Add(f.duration).Truncate(time.Second)
 		}
 	} else {
 		name := f.host
@@ -354,7 +356,7 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) (
 		hosts = []collectors.Host{{Name: name, Sources: []collectors.NamedSource{{Name: "nvml", Source: src}}, Attributor: attribution.NewChain(logger, steps...)}}
 		clock = collectors.WallClock{}
 		if f.duration > 0 {
-			until = time.Now().Add(f.duration)
+			until = time.Now().Add(f.duration).Truncate(time.Second) // boundaries are whole seconds
 		}
 	}
 
@@ -421,34 +423,23 @@ func microsToSeconds(us uint64) string {
 	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
 }
 
-// jsonlSink writes samples as JSON Lines in the format `gpumeter import`
-// reads (docs/import.md), quantities as exact decimals.
-func jsonlSink(w io.Writer) collectors.Appender {
+// jsonlSink writes samples as JSON Lines with the importer's writer: the
+// format `gpumeter import` reads (docs/import.md).
+func jsonlSink(w io.Writer) (collectors.Appender, error) {
+	jw, err := importer.NewWriter(w, importer.FormatJSONL)
+	if err != nil {
+		return nil, err
+	}
 	var mu sync.Mutex
-	enc := json.NewEncoder(w)
 	return collectors.AppenderFunc(func(_ context.Context, samples []collectors.Sample) error {
 		mu.Lock()
 		defer mu.Unlock()
-		for _, s := range samples {
-			rec := map[string]any{
-				"sample_id": strconv.FormatUint(s.ID, 10), "host": s.Host, "gpu_uuid": s.GPUUUID, "gpu_model": s.GPUModel,
-				"mig_uuid": s.MIGUUID, "mig_profile": s.MIGProfile, "sku": s.SKU,
-				"tenant": s.Tenant, "department": s.Department, "workload": s.Workload,
-				"start": s.Start.UTC().Format(time.RFC3339Nano), "end": s.End.UTC().Format(time.RFC3339Nano),
-				"gpu_seconds":       json.Number(microsToSeconds(s.GPUMicroseconds)),
-				"sm_active_seconds": json.Number(microsToSeconds(s.SMActiveMicroseconds)),
-				"mem_mib_seconds":   s.MemMiBSeconds, "mem_peak_bytes": s.MemPeakBytes,
-				"energy_joules": json.Number(fmt.Sprintf("%d.%03d", s.EnergyMillijoules/1000, s.EnergyMillijoules%1000)),
-				"pcie_tx_bytes": s.PCIeTxBytes, "pcie_rx_bytes": s.PCIeRxBytes,
-				"nvlink_tx_bytes": s.NVLinkTxBytes, "nvlink_rx_bytes": s.NVLinkRxBytes,
-				"unmeasured": s.Unmeasured.String(),
-			}
-			if err := enc.Encode(rec); err != nil {
-				return fmt.Errorf("write jsonl: %w", err)
-			}
+		if err := jw.Write(samples); err != nil {
+			return err
 		}
-		return nil
-	})
+		// Flushed at every batch: the file is whole whenever the collector stops.
+		return jw.Flush()
+	}), nil
 }
 
 // serveMetrics serves /metrics, /healthz and /readyz (ready after the first

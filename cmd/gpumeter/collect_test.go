@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -87,6 +88,21 @@ func TestCollectJSONLinesCoverEveryGPUInterval(t *testing.T) {
 	for k, us := range perGPUInterval {
 		if us != 10_000_000 {
 			t.Errorf("%s: %d µs, want 10 s", k, us)
+		}
+	}
+
+	// One sample-file format: what the sink wrote imports as it is (ids
+	// included), and a second import finds every row stored unchanged.
+	path := filepath.Join(t.TempDir(), "samples.jsonl")
+	if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dsn := testDSN(t)
+	want := fmt.Sprintf("imported %d rows from 1 file(s)", lines)
+	for i, stored := range []int{lines, 0} {
+		code, got, stderr := cli(t, "import", "--quiet", "--clickhouse", dsn, path)
+		if code != 0 || !strings.Contains(got, want) || !strings.Contains(got, fmt.Sprintf(": %d stored", stored)) {
+			t.Fatalf("import %d: exit %d, %q %q; want %q and %d stored", i, code, got, stderr, want, stored)
 		}
 	}
 }

@@ -192,9 +192,19 @@ func TestMIGPlanFromClickHouse(t *testing.T) {
 	}
 	defer st.Close()
 	start := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	s := collectors.Sample{Host: "node1", GPUUUID: "GPU-ch", GPUModel: "H100-SXM5-80GB", MIGUUID: "MIG-ch",
-		MIGProfile: "4g.40gb", SKU: "H100-SXM5-80GB/4g.40gb", Tenant: "acme", Workload: "pod/a",
-		Start: start, End: start.Add(10 * time.Second), GPUMicroseconds: 1}
+	s := collectors.Sample{
+		Host:       "node1",
+		GPUUUID:    "GPU-ch",
+		GPUModel:   "H100-SXM5-80GB",
+		MIGUUID:    "MIG-ch",
+		MIGProfile: "4g.40gb",
+		SKU:        "H100-SXM5-80GB/4g.40gb",
+		Tenant:     "acme",
+		Workload:   "pod/a",
+		Start:      start,
+		End:        start.Add(10 * time.Second),
+		Meters:     collectors.Meters{GPUMicroseconds: 1},
+	}
 	s.ID = collectors.SampleID(s.Host, s.MIGUUID, s.Tenant, s.Workload, s.Start)
 	if err := st.InsertSamples(ctx, []collectors.Sample{s}); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/store"
 )
 
@@ -111,7 +112,7 @@ func writeUsageJSON(w io.Writer, rows []store.UsageRow) error {
 				if j.Unmeasured == nil {
 					j.Unmeasured = map[string]string{}
 				}
-				j.Unmeasured[name] = store.Meters{GPUMicroseconds: us}.GPUHours().String()
+				j.Unmeasured[name] = store.Meters{Meters: collectors.Meters{GPUMicroseconds: us}}.GPUHours().String()
 			}
 		}
 		if !r.Bucket.IsZero() {

@@ -59,19 +59,11 @@ func Apportion(dst []collectors.Sample, host string, start, end time.Time, g *co
 
 // row is one consumer of one slot before it becomes a sample.
 type row struct {
-	device   string // MIG UUID or GPU UUID: the sample id's device
-	mig      *collectors.MIGInstance
-	owner    collectors.Owner
-	idle     bool
-	gpu      uint64 // µs
-	sm       uint64 // µs
-	memMiBs  uint64
-	memPeak  uint64
-	energy   uint64
-	pcieTx   uint64
-	pcieRx   uint64
-	nvlinkTx uint64
-	nvlinkRx uint64
+	device string // MIG UUID or GPU UUID: the sample id's device
+	mig    *collectors.MIGInstance
+	owner  collectors.Owner
+	idle   bool
+	m      collectors.Meters
 }
 
 type slot struct {
@@ -236,12 +228,12 @@ func (a *apportioner) fillSlot(s *slot, start, end time.Time) {
 	shares := a.shares
 	for i, p := range procs {
 		r := a.rowFor(s, processOwner(p))
-		r.gpu += shares[i]
+		r.m.GPUMicroseconds += shares[i]
 		if s.perProc && p.SMUtil.OK {
-			r.sm += collectors.MulDiv(pres[i], uint64(p.SMUtil.PPM), collectors.PPMScale)
+			r.m.SMActiveMicroseconds += collectors.MulDiv(pres[i], uint64(p.SMUtil.PPM), collectors.PPMScale)
 		}
-		r.memMiBs += collectors.MulDiv(p.MemBytes, pres[i], 1<<20*1_000_000)
-		r.memPeak = max(r.memPeak, p.MemPeakBytes)
+		r.m.MemMiBSeconds += collectors.MulDiv(p.MemBytes, pres[i], 1<<20*1_000_000)
+		r.m.MemPeakBytes = max(r.m.MemPeakBytes, p.MemPeakBytes)
 	}
 
 	// The rest of the slot: claimants, or idle.
@@ -250,18 +242,18 @@ func (a *apportioner) fillSlot(s *slot, start, end time.Time) {
 		if len(claims) == 0 || s.restSlot {
 			r := a.rowFor(s, collectors.Owner{})
 			r.idle = true
-			r.gpu += unocc
+			r.m.GPUMicroseconds += unocc
 		} else {
 			parts := collectors.SplitEqual(nil, unocc, len(claims))
 			for i, o := range claims {
-				a.rowFor(s, o).gpu += parts[i]
+				a.rowFor(s, o).m.GPUMicroseconds += parts[i]
 			}
 		}
 	}
 
 	rows := a.rows[first:]
 	for i := range rows {
-		rows[i].sm = min(rows[i].sm, rows[i].gpu)
+		rows[i].m.SMActiveMicroseconds = min(rows[i].m.SMActiveMicroseconds, rows[i].m.GPUMicroseconds)
 	}
 	// Slot-level activity where per-process utilization does not apply.
 	if !s.perProc && s.smActive.OK && s.capacity > 0 {
@@ -269,12 +261,12 @@ func (a *apportioner) fillSlot(s *slot, start, end time.Time) {
 		a.weights = grown(a.weights, len(rows))
 		w := a.weights
 		for i := range rows {
-			w[i] = rows[i].gpu
+			w[i] = rows[i].m.GPUMicroseconds
 		}
 		a.shares = collectors.Split(a.shares[:0], active, w)
 		parts := a.shares
 		for i := range rows {
-			rows[i].sm = parts[i]
+			rows[i].m.SMActiveMicroseconds = parts[i]
 		}
 	}
 }
@@ -318,7 +310,7 @@ func (a *apportioner) splitCounters(g *collectors.GPUReading) {
 	all, busy := a.weights, a.pres
 	var busySum uint64
 	for i := range a.rows {
-		all[i] = a.rows[i].gpu + a.rows[i].sm
+		all[i] = a.rows[i].m.GPUMicroseconds + a.rows[i].m.SMActiveMicroseconds
 		if !a.rows[i].idle {
 			busy[i] = all[i]
 			busySum += busy[i]
@@ -327,44 +319,38 @@ func (a *apportioner) splitCounters(g *collectors.GPUReading) {
 	if busySum == 0 {
 		busy = all
 	}
-	put := func(d collectors.Delta, weights []uint64, set func(r *row, v uint64)) {
+	put := func(d collectors.Delta, weights []uint64, m collectors.Meter) {
 		if !d.OK || d.Value == 0 {
 			return
 		}
 		a.shares = collectors.Split(a.shares[:0], d.Value, weights)
 		parts := a.shares
 		for i := range a.rows {
-			set(&a.rows[i], parts[i])
+			*a.rows[i].m.Ptr(m) = parts[i]
 		}
 	}
-	put(g.EnergyMillijoules, all, func(r *row, v uint64) { r.energy = v })
-	put(g.PCIeTxBytes, busy, func(r *row, v uint64) { r.pcieTx = v })
-	put(g.PCIeRxBytes, busy, func(r *row, v uint64) { r.pcieRx = v })
-	put(g.NVLinkTxBytes, busy, func(r *row, v uint64) { r.nvlinkTx = v })
-	put(g.NVLinkRxBytes, busy, func(r *row, v uint64) { r.nvlinkRx = v })
+	// Energy is shared by GPU time held, idle included; traffic only among
+	// the rows that ran something.
+	put(g.EnergyMillijoules, all, collectors.MeterEnergy)
+	put(g.PCIeTxBytes, busy, collectors.MeterPCIeTx)
+	put(g.PCIeRxBytes, busy, collectors.MeterPCIeRx)
+	put(g.NVLinkTxBytes, busy, collectors.MeterNVLinkTx)
+	put(g.NVLinkRxBytes, busy, collectors.MeterNVLinkRx)
 }
 
 func (a *apportioner) emit(dst []collectors.Sample, host string, start, end time.Time, g *collectors.GPUReading) []collectors.Sample {
 	for i := range a.rows {
 		r := &a.rows[i]
 		s := collectors.Sample{
-			Host:                 host,
-			GPUUUID:              g.GPU.UUID,
-			GPUModel:             g.GPU.Model,
-			Tenant:               r.owner.Tenant,
-			Department:           r.owner.Department,
-			Workload:             r.owner.Workload,
-			Start:                start,
-			End:                  end,
-			GPUMicroseconds:      r.gpu,
-			SMActiveMicroseconds: r.sm,
-			MemMiBSeconds:        r.memMiBs,
-			MemPeakBytes:         r.memPeak,
-			EnergyMillijoules:    r.energy,
-			PCIeTxBytes:          r.pcieTx,
-			PCIeRxBytes:          r.pcieRx,
-			NVLinkTxBytes:        r.nvlinkTx,
-			NVLinkRxBytes:        r.nvlinkRx,
+			Host:       host,
+			GPUUUID:    g.GPU.UUID,
+			GPUModel:   g.GPU.Model,
+			Tenant:     r.owner.Tenant,
+			Department: r.owner.Department,
+			Workload:   r.owner.Workload,
+			Start:      start,
+			End:        end,
+			Meters:     r.m,
 		}
 		if r.mig != nil {
 			s.MIGUUID = r.mig.UUID

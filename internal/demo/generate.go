@@ -6,12 +6,14 @@ package demo
 
 import (
 	_ "embed"
-	"encoding/csv"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"strconv"
 	"time"
+
+	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/importer"
 )
 
 // UsageCSV is the bundled data set in the import format (docs/import.md).
@@ -105,52 +107,11 @@ func fleet() []gpu {
 	return out
 }
 
-// largestRemainder splits total in proportion to weights, exactly.
-func largestRemainder(total uint64, weights []uint64) []uint64 {
-	var sum uint64
-	for _, w := range weights {
-		sum += w
-	}
-	out := make([]uint64, len(weights))
-	if sum == 0 {
-		return out
-	}
-	rems := make([]uint64, len(weights))
-	var given uint64
-	for i, w := range weights {
-		out[i] = total * w / sum
-		rems[i] = total * w % sum
-		given += out[i]
-	}
-	for left := total - given; left > 0; left-- {
-		best := 0
-		for i := range rems {
-			if rems[i] > rems[best] {
-				best = i
-			}
-		}
-		out[best]++
-		rems[best] = 0
-	}
-	return out
-}
-
-var header = []string{"host", "gpu_uuid", "gpu_model", "mig_uuid", "mig_profile", "tenant", "department", "workload",
-	"start", "end", "gpu_seconds", "sm_active_seconds", "mem_mib_seconds", "mem_peak_bytes", "energy_joules",
-	"pcie_tx_bytes", "pcie_rx_bytes", "nvlink_tx_bytes", "nvlink_rx_bytes"}
-
-func micros(us uint64) string {
-	return strconv.FormatUint(us/1e6, 10) + "." + fmt.Sprintf("%06d", us%1e6)
-}
-func millis(ms uint64) string {
-	return strconv.FormatUint(ms/1e3, 10) + "." + fmt.Sprintf("%03d", ms%1e3)
-}
-
 // Generate writes the data set; it is deterministic.
 func Generate(w io.Writer) error {
 	r := rand.New(rand.NewPCG(2026, 11))
-	cw := csv.NewWriter(w)
-	if err := cw.Write(header); err != nil {
+	iw, err := importer.NewWriter(w, importer.FormatCSV)
+	if err != nil {
 		return err
 	}
 	intervalUS := uint64(Interval / time.Microsecond)
@@ -191,6 +152,17 @@ func Generate(w io.Writer) error {
 				activity += act * float64(rw.share)
 				rows = append(rows, rw)
 			}
+			if g.mig != nil {
+				// The unpartitioned slices are idle capacity of the GPU, not
+				// the instances': each instance holds its slices / 7.
+				used := 0
+				for _, rw := range rows {
+					used += int(rw.share)
+				}
+				if used < migprofile.ComputeSlices {
+					rows = append(rows, row{share: uint64(migprofile.ComputeSlices - used)})
+				}
+			}
 			if g.mig == nil {
 				// Merge idle consumers of a non-MIG GPU into one idle row.
 				var kept []row
@@ -216,10 +188,10 @@ func Generate(w io.Writer) error {
 				weights[i] = rw.share
 				wsum += rw.share
 			}
-			gpuUS := largestRemainder(intervalUS, weights)
+			gpuUS := collectors.Split(nil, intervalUS, weights)
 			util := activity / float64(wsum)
 			watts := 70 + 630*util
-			energy := largestRemainder(uint64(watts*Interval.Seconds()*1000), weights)
+			energy := collectors.Split(nil, uint64(watts*Interval.Seconds()*1000), weights)
 			for i, rw := range rows {
 				memMiB := uint64(0)
 				if rw.c.tenant != "" {
@@ -231,17 +203,23 @@ func Generate(w io.Writer) error {
 				if g.mig == nil && rw.c.tenant != "" && rw.sm > 800 {
 					nvl = uint64(util * 5e10)
 				}
-				rec := []string{g.host, g.uuid, g.model, rw.migID, rw.profile, rw.c.tenant, rw.c.dept, rw.c.workload,
-					start.Format(time.RFC3339), end.Format(time.RFC3339), micros(gpuUS[i]), micros(sm),
-					strconv.FormatUint(memMiB*uint64(Interval.Seconds()), 10), strconv.FormatUint(memMiB<<20, 10),
-					millis(energy[i]), strconv.FormatUint(pcie, 10), strconv.FormatUint(pcie/2, 10),
-					strconv.FormatUint(nvl, 10), strconv.FormatUint(nvl, 10)}
-				if err := cw.Write(rec); err != nil {
+				smp := collectors.Sample{Host: g.host, GPUUUID: g.uuid, GPUModel: g.model, MIGUUID: rw.migID, MIGProfile: rw.profile,
+					SKU: migprofile.SKU(g.model, rw.profile), Tenant: rw.c.tenant, Department: rw.c.dept, Workload: rw.c.workload,
+					Start: start, End: end, Meters: collectors.Meters{
+						GPUMicroseconds: gpuUS[i], SMActiveMicroseconds: sm,
+						MemMiBSeconds: memMiB * uint64(Interval.Seconds()), MemPeakBytes: memMiB << 20,
+						EnergyMillijoules: energy[i], PCIeTxBytes: pcie, PCIeRxBytes: pcie / 2,
+						NVLinkTxBytes: nvl, NVLinkRxBytes: nvl}}
+				device := g.uuid
+				if rw.migID != "" {
+					device = rw.migID
+				}
+				smp.ID = collectors.SampleID(g.host, device, smp.Tenant, smp.Workload, start)
+				if err := iw.Write([]collectors.Sample{smp}); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	cw.Flush()
-	return cw.Error()
+	return iw.Flush()
 }

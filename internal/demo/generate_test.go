@@ -2,9 +2,13 @@ package demo
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/gpumeter/gpumeter/internal/importer"
 )
 
 var update = flag.Bool("update", false, "rewrite usage.csv from Generate")
@@ -24,23 +28,18 @@ func TestBundledDataIsGenerated(t *testing.T) {
 	}
 }
 
-func TestLargestRemainderAddsUp(t *testing.T) {
-	for _, tc := range []struct {
-		total   uint64
-		weights []uint64
-	}{
-		{900_000_000, []uint64{3, 2, 1, 1}},
-		{10, []uint64{1, 1, 1}},
-		{7, []uint64{0, 5}},
-		{0, []uint64{1, 2}},
-	} {
-		parts := largestRemainder(tc.total, tc.weights)
-		var sum uint64
-		for _, p := range parts {
-			sum += p
-		}
-		if sum != tc.total {
-			t.Errorf("largestRemainder(%d, %v) = %v, sums to %d", tc.total, tc.weights, parts, sum)
-		}
+// The bundled data set passes every check of an import (capacity per GPU
+// and MIG instance included), and reads back as it was written.
+func TestUsageCSVPassesTheImportChecks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "usage.csv")
+	if err := os.WriteFile(path, UsageCSV, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := importer.Import(context.Background(), []importer.File{{Path: path, Format: importer.FormatCSV}}, importer.Options{DryRun: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rows != bytes.Count(UsageCSV, []byte("\n"))-1 || res.Repeats != 0 {
+		t.Fatalf("%+v", res)
 	}
 }

@@ -29,35 +29,16 @@ const (
 	MaxInterval = 31 * 24 * time.Hour
 )
 
-// meter is one quantity the capacity check bounds, with its column name.
-type meter int
-
-const (
-	meterGPU meter = iota // GPU-microseconds
-	meterEnergy
-	meterPCIeTx
-	meterPCIeRx
-	meterNVLinkTx
-	meterNVLinkRx
-	meterMem // MiB-seconds
-	numMeters
-)
-
-var meterColumns = [numMeters]string{"gpu_seconds", "energy_joules", "pcie_tx_bytes", "pcie_rx_bytes", "nvlink_tx_bytes", "nvlink_rx_bytes", "mem_mib_seconds"}
-
-// perSecond is each meter's most per GPU per second, in store units.
-var perSecond = [numMeters]uint64{
-	meterGPU:      1_000_000,
-	meterEnergy:   MaxGPUPowerWatts * 1000,
-	meterPCIeTx:   MaxPCIeBytesPerSecond,
-	meterPCIeRx:   MaxPCIeBytesPerSecond,
-	meterNVLinkTx: MaxNVLinkBytesPerSecond,
-	meterNVLinkRx: MaxNVLinkBytesPerSecond,
-	meterMem:      MaxMemoryMiB,
-}
-
-func quantities(s *collectors.Sample) [numMeters]uint64 {
-	return [numMeters]uint64{s.GPUMicroseconds, s.EnergyMillijoules, s.PCIeTxBytes, s.PCIeRxBytes, s.NVLinkTxBytes, s.NVLinkRxBytes, s.MemMiBSeconds}
+// perSecond is each meter's most per GPU per second, in store units; 0 for
+// meters bounded otherwise (SM time by GPU time, a peak by MaxMemoryBytes).
+var perSecond = [collectors.NumMeters]uint64{
+	collectors.MeterGPU:      1_000_000,
+	collectors.MeterMemory:   MaxMemoryMiB,
+	collectors.MeterEnergy:   MaxGPUPowerWatts * 1000,
+	collectors.MeterPCIeTx:   MaxPCIeBytesPerSecond,
+	collectors.MeterPCIeRx:   MaxPCIeBytesPerSecond,
+	collectors.MeterNVLinkTx: MaxNVLinkBytesPerSecond,
+	collectors.MeterNVLinkRx: MaxNVLinkBytesPerSecond,
 }
 
 // fitsRate reports whether q ≤ rate × seconds, without overflow.
@@ -115,7 +96,7 @@ type capacityCheck struct {
 type deviceClaims struct {
 	uuid   string
 	slices int // for an instance: its compute slices; 0 for a GPU
-	jobs   [numMeters][]capacityJob
+	jobs   [collectors.NumMeters][]capacityJob
 }
 
 func newCapacityCheck() *capacityCheck {
@@ -130,13 +111,12 @@ func (c *capacityCheck) add(s *collectors.Sample, ref rowRef) {
 		c.gpus[s.GPUUUID] = g
 	}
 	startS, endS := s.Start.Unix(), s.End.Unix()
-	q := quantities(s)
-	for m := meter(0); m < numMeters; m++ {
-		if q[m] == 0 {
+	for m, q := range s.Values() {
+		if q == 0 || perSecond[m] == 0 {
 			continue
 		}
-		j := capacityJob{release: startS, deadline: endS, work: q[m], ref: ref}
-		if m == meterGPU {
+		j := capacityJob{release: startS, deadline: endS, work: q, ref: ref}
+		if collectors.Meter(m) == collectors.MeterGPU {
 			j.release, j.deadline = startS*1e6, endS*1e6
 		}
 		g.jobs[m] = append(g.jobs[m], j)
@@ -149,7 +129,7 @@ func (c *capacityCheck) add(s *collectors.Sample, ref rowRef) {
 		}
 		// Work in sevenths of a GPU-microsecond, so the instance's speed
 		// (its slices) is a whole number.
-		in.jobs[meterGPU] = append(in.jobs[meterGPU], capacityJob{release: startS * 1e6, deadline: endS * 1e6, work: 7 * s.GPUMicroseconds, ref: ref})
+		in.jobs[collectors.MeterGPU] = append(in.jobs[collectors.MeterGPU], capacityJob{release: startS * 1e6, deadline: endS * 1e6, work: 7 * s.GPUMicroseconds, ref: ref})
 	}
 }
 
@@ -158,7 +138,7 @@ func (c *capacityCheck) add(s *collectors.Sample, ref rowRef) {
 type overload struct {
 	device   string
 	instance bool
-	meter    meter
+	meter    collectors.Meter
 	from, to int64    // time units of the meter
 	claimed  *big.Int // work units of the meter
 	capacity *big.Int
@@ -177,12 +157,12 @@ func (c *capacityCheck) check(limit int) []overload {
 		slices.Sort(keys)
 		for _, k := range keys {
 			d := devs[k]
-			for m := meter(0); m < numMeters; m++ {
+			for m := range collectors.NumMeters {
 				if len(d.jobs[m]) == 0 {
 					continue
 				}
 				speed := perSecond[m]
-				if m == meterGPU {
+				if m == collectors.MeterGPU {
 					speed = 1 // GPU-microseconds per microsecond
 					if instance {
 						speed = uint64(d.slices)
@@ -356,7 +336,7 @@ func (o overload) describe(files []File) string {
 	var claimed, capacity string
 	var from, to time.Time
 	switch o.meter {
-	case meterGPU:
+	case collectors.MeterGPU:
 		from, to = time.UnixMicro(o.from).UTC(), time.UnixMicro(o.to).UTC()
 		div := int64(1)
 		if o.instance {
@@ -364,10 +344,10 @@ func (o overload) describe(files []File) string {
 			what, div = "MIG instance "+o.device, migprofile.ComputeSlices
 		}
 		claimed, capacity = scaled(o.claimed, div, 6)+" GPU-seconds", scaled(o.capacity, div, 6)+" GPU-seconds"
-	case meterEnergy:
+	case collectors.MeterEnergy:
 		from, to = time.Unix(o.from, 0).UTC(), time.Unix(o.to, 0).UTC()
 		claimed, capacity = scaled(o.claimed, 1, 3)+" J", scaled(o.capacity, 1, 3)+" J"
-	case meterMem:
+	case collectors.MeterMemory:
 		from, to = time.Unix(o.from, 0).UTC(), time.Unix(o.to, 0).UTC()
 		claimed, capacity = o.claimed.String()+" MiB-seconds", o.capacity.String()+" MiB-seconds"
 	default:
@@ -393,7 +373,7 @@ func (o overload) describe(files []File) string {
 		list += fmt.Sprintf(", with %d row(s) already stored", stored)
 	}
 	return fmt.Sprintf("%s from %s to %s: the rows together claim %s of %s, more than the %s it has (%s)",
-		what, from.Format(time.RFC3339), to.Format(time.RFC3339), claimed, meterColumns[o.meter], capacity, list)
+		what, from.Format(time.RFC3339), to.Format(time.RFC3339), claimed, collectors.MeterSpecs[o.meter].File, capacity, list)
 }
 
 // scaled writes x / div as a decimal with the given fractional digits

@@ -71,8 +71,17 @@ func TestCapacityAcceptsTheCollectorsMIGRounding(t *testing.T) {
 			}
 			// Two processes share each instance's slot, again to the microsecond.
 			for p, part := range []uint64{us/2 + us%2, us / 2} {
-				s := collectors.Sample{Host: "h", GPUUUID: "GPU-1", GPUModel: "H100-SXM5-80GB", MIGUUID: "MIG-" + string(rune('a'+k)),
-					MIGProfile: "1g.10gb", Tenant: "t" + string(rune('a'+p)), Start: st, End: st.Add(10 * time.Second), GPUMicroseconds: part}
+				s := collectors.Sample{
+					Host:       "h",
+					GPUUUID:    "GPU-1",
+					GPUModel:   "H100-SXM5-80GB",
+					MIGUUID:    "MIG-" + string(rune('a'+k)),
+					MIGProfile: "1g.10gb",
+					Tenant:     "t" + string(rune('a'+p)),
+					Start:      st,
+					End:        st.Add(10 * time.Second),
+					Meters:     collectors.Meters{GPUMicroseconds: part},
+				}
 				c.add(&s, rowRef{file: 0, line: i*14 + k*2 + p + 2})
 			}
 		}
@@ -84,8 +93,17 @@ func TestCapacityAcceptsTheCollectorsMIGRounding(t *testing.T) {
 	// refused, though the GPU as a whole has room.
 	c = newCapacityCheck()
 	for i, us := range []uint64{1_428_572, 1} {
-		s := collectors.Sample{Host: "h", GPUUUID: "GPU-2", GPUModel: "H100-SXM5-80GB", MIGUUID: "MIG-a",
-			MIGProfile: "1g.10gb", Tenant: "x" + string(rune('a'+i)), Start: start, End: start.Add(10 * time.Second), GPUMicroseconds: us}
+		s := collectors.Sample{
+			Host:       "h",
+			GPUUUID:    "GPU-2",
+			GPUModel:   "H100-SXM5-80GB",
+			MIGUUID:    "MIG-a",
+			MIGProfile: "1g.10gb",
+			Tenant:     "x" + string(rune('a'+i)),
+			Start:      start,
+			End:        start.Add(10 * time.Second),
+			Meters:     collectors.Meters{GPUMicroseconds: us},
+		}
 		c.add(&s, rowRef{file: 0, line: i + 2})
 	}
 	got := c.check(10)

@@ -172,7 +172,7 @@ func Import(ctx context.Context, files []File, opts Options, st Store) (Result, 
 	}
 	for _, o := range capacity.check(MaxProblems) {
 		r := o.rows[0]
-		ps.add(Problem{files[r.file].Path, r.line, meterColumns[o.meter], o.describe(files)})
+		ps.add(Problem{files[r.file].Path, r.line, collectors.MeterSpecs[o.meter].File, o.describe(files)})
 	}
 	if err := ps.err(); err != nil {
 		return Result{Rows: res.Rows}, err
@@ -312,9 +312,8 @@ func digest(s collectors.Sample) uint64 {
 		h.Write([]byte{0})
 	}
 	var b [8]byte
-	for _, v := range []uint64{uint64(s.Start.Unix()), uint64(s.End.Unix()), s.GPUMicroseconds, s.SMActiveMicroseconds,
-		s.MemMiBSeconds, s.MemPeakBytes, s.EnergyMillijoules, s.PCIeTxBytes, s.PCIeRxBytes, s.NVLinkTxBytes, s.NVLinkRxBytes,
-		uint64(s.Unmeasured)} {
+	values := s.Values()
+	for _, v := range append([]uint64{uint64(s.Start.Unix()), uint64(s.End.Unix()), uint64(s.Unmeasured)}, values[:]...) {
 		binary.LittleEndian.PutUint64(b[:], v)
 		h.Write(b[:])
 	}

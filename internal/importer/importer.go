@@ -89,9 +89,10 @@ func (e *ValidationError) Error() string {
 // column is one known input column: how it lands in a Sample and how a
 // Sample's value is written back in the file's units.
 type column struct {
-	name string
-	set  func(s *collectors.Sample, v string) error
-	get  func(s *collectors.Sample) string
+	name   string
+	set    func(s *collectors.Sample, v string) error
+	get    func(s *collectors.Sample) string
+	number bool // a quantity: written to JSON as a number
 }
 
 var errNegative = errors.New("negative quantity")
@@ -100,7 +101,7 @@ func columns() []column {
 	str := func(name string, f func(*collectors.Sample) *string) column {
 		return column{name,
 			func(s *collectors.Sample, v string) error { *f(s) = v; return nil },
-			func(s *collectors.Sample) string { return *f(s) }}
+			func(s *collectors.Sample) string { return *f(s) }, false}
 	}
 	fixed := func(name string, scale int, f func(*collectors.Sample) *uint64) column {
 		return column{name,
@@ -112,7 +113,7 @@ func columns() []column {
 				*f(s) = n
 				return nil
 			},
-			func(s *collectors.Sample) string { return formatFixed(*f(s), scale) }}
+			func(s *collectors.Sample) string { return formatFixed(*f(s), scale) }, true}
 	}
 	tm := func(name string, f func(*collectors.Sample) *time.Time) column {
 		return column{name,
@@ -132,9 +133,9 @@ func columns() []column {
 				*f(s) = t.UTC()
 				return nil
 			},
-			func(s *collectors.Sample) string { return f(s).UTC().Format(time.RFC3339) }}
+			func(s *collectors.Sample) string { return f(s).UTC().Format(time.RFC3339) }, false}
 	}
-	return []column{
+	cols := []column{
 		{"sample_id", func(s *collectors.Sample, v string) error {
 			if v == "" {
 				return nil // derived, as when the column is absent
@@ -145,7 +146,7 @@ func columns() []column {
 			}
 			s.ID = n
 			return nil
-		}, func(s *collectors.Sample) string { return strconv.FormatUint(s.ID, 10) }},
+		}, func(s *collectors.Sample) string { return strconv.FormatUint(s.ID, 10) }, false},
 		str("host", func(s *collectors.Sample) *string { return &s.Host }),
 		str("gpu_uuid", func(s *collectors.Sample) *string { return &s.GPUUUID }),
 		str("gpu_model", func(s *collectors.Sample) *string { return &s.GPUModel }),
@@ -157,15 +158,6 @@ func columns() []column {
 		str("workload", func(s *collectors.Sample) *string { return &s.Workload }),
 		tm("start", func(s *collectors.Sample) *time.Time { return &s.Start }),
 		tm("end", func(s *collectors.Sample) *time.Time { return &s.End }),
-		fixed("gpu_seconds", 6, func(s *collectors.Sample) *uint64 { return &s.GPUMicroseconds }),
-		fixed("sm_active_seconds", 6, func(s *collectors.Sample) *uint64 { return &s.SMActiveMicroseconds }),
-		fixed("mem_mib_seconds", 0, func(s *collectors.Sample) *uint64 { return &s.MemMiBSeconds }),
-		fixed("mem_peak_bytes", 0, func(s *collectors.Sample) *uint64 { return &s.MemPeakBytes }),
-		fixed("energy_joules", 3, func(s *collectors.Sample) *uint64 { return &s.EnergyMillijoules }),
-		fixed("pcie_tx_bytes", 0, func(s *collectors.Sample) *uint64 { return &s.PCIeTxBytes }),
-		fixed("pcie_rx_bytes", 0, func(s *collectors.Sample) *uint64 { return &s.PCIeRxBytes }),
-		fixed("nvlink_tx_bytes", 0, func(s *collectors.Sample) *uint64 { return &s.NVLinkTxBytes }),
-		fixed("nvlink_rx_bytes", 0, func(s *collectors.Sample) *uint64 { return &s.NVLinkRxBytes }),
 		{"unmeasured", func(s *collectors.Sample, v string) error {
 			u, err := collectors.ParseUnmeasured(v)
 			if err != nil {
@@ -173,8 +165,14 @@ func columns() []column {
 			}
 			s.Unmeasured = u
 			return nil
-		}, func(s *collectors.Sample) string { return s.Unmeasured.String() }},
+		}, func(s *collectors.Sample) string { return s.Unmeasured.String() }, false},
 	}
+	// The meters, in collectors.Meter order, before unmeasured.
+	meters := make([]column, 0, collectors.NumMeters)
+	for m, spec := range collectors.MeterSpecs {
+		meters = append(meters, fixed(spec.File, spec.Scale, func(s *collectors.Sample) *uint64 { return s.Ptr(collectors.Meter(m)) }))
+	}
+	return slices.Insert(cols, len(cols)-1, meters...)
 }
 
 // formatFixed writes n units of 10^-scale as a decimal, the inverse of
@@ -308,19 +306,18 @@ func checkRates(s *collectors.Sample, span time.Duration, slices, line int, add 
 		add(prob(line, "gpu_seconds", "more than the interval: a consumer holds at most the whole GPU"))
 	}
 	seconds := uint64(span / time.Second)
-	q := quantities(s)
-	for m := meterEnergy; m < numMeters; m++ {
-		if !fitsRate(q[m], perSecond[m], seconds) {
-			add(prob(line, meterColumns[m], fmt.Sprintf("more than one GPU can do in %s (at most %s a second): a wrapped or corrupt counter?", span, rateText(m))))
+	for m, q := range s.Values() {
+		if m := collectors.Meter(m); m != collectors.MeterGPU && perSecond[m] > 0 && !fitsRate(q, perSecond[m], seconds) {
+			add(prob(line, collectors.MeterSpecs[m].File, fmt.Sprintf("more than one GPU can do in %s (at most %s a second): a wrapped or corrupt counter?", span, rateText(m))))
 		}
 	}
 }
 
-func rateText(m meter) string {
+func rateText(m collectors.Meter) string {
 	switch m {
-	case meterEnergy:
+	case collectors.MeterEnergy:
 		return fmt.Sprintf("%d J", MaxGPUPowerWatts)
-	case meterMem:
+	case collectors.MeterMemory:
 		return fmt.Sprintf("%d MiB", MaxMemoryMiB)
 	}
 	return fmt.Sprintf("%d bytes", perSecond[m])

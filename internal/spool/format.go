@@ -37,6 +37,12 @@ const (
 	payloadV2     = 2
 	segFileSuffix = ".seg"
 
+	// payloadMeters is how many meters payloads v1 and v2 carry, in
+	// collectors.Meter order. A new meter needs a new payload version that
+	// writes it (and reads old ones with this many): the check below stops
+	// the build until then.
+	payloadMeters = 9
+
 	// maxPayloadBytes caps one record whatever a header claims, so a
 	// corrupt length never turns into a huge allocation.
 	maxPayloadBytes = 1 << 30
@@ -45,6 +51,10 @@ const (
 	// quantities. It bounds a decoded count by the bytes present.
 	minSampleBytes = 8 + 9 + 4 + 9
 )
+
+// A new meter in collectors.Meters fails this line until the payload
+// format carries it (see payloadMeters).
+var _ = [1]struct{}{}[collectors.NumMeters-payloadMeters]
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -142,8 +152,8 @@ func (e *encoder) encode(samples []collectors.Sample) ([]byte, error) {
 		// Wrapping subtraction is fine: decoding adds it back the same way.
 		b = binary.AppendVarint(b, s.End.Unix()-startSec)
 		b = binary.AppendUvarint(b, uint64(s.End.Nanosecond()))
-		for _, q := range [...]uint64{s.GPUMicroseconds, s.SMActiveMicroseconds, s.MemMiBSeconds, s.MemPeakBytes, s.EnergyMillijoules, s.PCIeTxBytes, s.PCIeRxBytes, s.NVLinkTxBytes, s.NVLinkRxBytes} {
-			b = binary.AppendUvarint(b, q)
+		for m := range collectors.NumMeters {
+			b = binary.AppendUvarint(b, s.Get(m))
 		}
 		b = binary.AppendUvarint(b, uint64(s.Unmeasured))
 	}
@@ -216,8 +226,8 @@ func decodeBatch(payload []byte, rows uint32) ([]collectors.Sample, error) {
 		endNsec := d.nanos()
 		s.Start = time.Unix(startSec, startNsec).UTC()
 		s.End = time.Unix(endSec, endNsec).UTC()
-		for _, p := range [...]*uint64{&s.GPUMicroseconds, &s.SMActiveMicroseconds, &s.MemMiBSeconds, &s.MemPeakBytes, &s.EnergyMillijoules, &s.PCIeTxBytes, &s.PCIeRxBytes, &s.NVLinkTxBytes, &s.NVLinkRxBytes} {
-			*p = d.uvarint()
+		for m := range collectors.Meter(payloadMeters) {
+			*s.Ptr(m) = d.uvarint()
 		}
 		if version >= payloadV2 {
 			u := d.uvarint()

@@ -29,24 +29,16 @@ func testBatch(b, n int) []collectors.Sample {
 		gpu := fmt.Sprintf("GPU-%08d", i%8)
 		tenant := fmt.Sprintf("tenant-%d", i%5)
 		s := collectors.Sample{
-			ID:                   uint64(b)<<32 | uint64(i) + 1,
-			Host:                 "dgx-07",
-			GPUUUID:              gpu,
-			GPUModel:             "H100-SXM5-80GB",
-			Tenant:               tenant,
-			Department:           "research",
-			Workload:             fmt.Sprintf("ns-%d/pod-%d", i%5, i),
-			Start:                base.Add(time.Duration(i) * time.Nanosecond),
-			End:                  base.Add(10*time.Second + time.Duration(i)*time.Nanosecond),
-			GPUMicroseconds:      10_000_000,
-			SMActiveMicroseconds: uint64(i) * 1000,
-			MemMiBSeconds:        uint64(b*n + i),
-			MemPeakBytes:         80 << 30,
-			EnergyMillijoules:    uint64(700_000 + i),
-			PCIeTxBytes:          uint64(i) << 20,
-			PCIeRxBytes:          uint64(i) << 10,
-			NVLinkTxBytes:        uint64(i),
-			NVLinkRxBytes:        ^uint64(0),
+			ID:         uint64(b)<<32 | uint64(i) + 1,
+			Host:       "dgx-07",
+			GPUUUID:    gpu,
+			GPUModel:   "H100-SXM5-80GB",
+			Tenant:     tenant,
+			Department: "research",
+			Workload:   fmt.Sprintf("ns-%d/pod-%d", i%5, i),
+			Start:      base.Add(time.Duration(i) * time.Nanosecond),
+			End:        base.Add(10*time.Second + time.Duration(i)*time.Nanosecond),
+			Meters:     collectors.Meters{GPUMicroseconds: 10_000_000, SMActiveMicroseconds: uint64(i) * 1000, MemMiBSeconds: uint64(b*n + i), MemPeakBytes: 80 << 30, EnergyMillijoules: uint64(700_000 + i), PCIeTxBytes: uint64(i) << 20, PCIeRxBytes: uint64(i) << 10, NVLinkTxBytes: uint64(i), NVLinkRxBytes: ^uint64(0)},
 		}
 		if i%3 == 0 {
 			s.MIGUUID = fmt.Sprintf("MIG-%d", i)

@@ -15,9 +15,18 @@ import (
 )
 
 func fleetSample(host, gpu, model, mig, profile, tenant string, start time.Time) collectors.Sample {
-	s := collectors.Sample{Host: host, GPUUUID: gpu, GPUModel: model, MIGUUID: mig, MIGProfile: profile,
-		SKU: migprofile.SKU(model, profile), Tenant: tenant, Start: start, End: start.Add(10 * time.Second),
-		GPUMicroseconds: 1_000_000}
+	s := collectors.Sample{
+		Host:       host,
+		GPUUUID:    gpu,
+		GPUModel:   model,
+		MIGUUID:    mig,
+		MIGProfile: profile,
+		SKU:        migprofile.SKU(model, profile),
+		Tenant:     tenant,
+		Start:      start,
+		End:        start.Add(10 * time.Second),
+		Meters:     collectors.Meters{GPUMicroseconds: 1_000_000},
+	}
 	if tenant != "" {
 		s.Workload = "pod/" + tenant
 	}

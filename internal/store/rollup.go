@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
+	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
 )
 
@@ -16,14 +18,12 @@ var _ billing.RollupStore = (*Store)(nil)
 // version and reads with FINAL see exactly one row per key. Keys that are
 // gone from the raw samples (a sample re-imported with another department
 // replaces its old row) are not in its result: tombstoneSQL clears them.
-const rollupSQL = `INSERT INTO usage_hourly (hour, tenant, department, sku, samples,
-    gpu_microseconds, sm_active_microseconds, mem_mib_seconds, mem_peak_bytes, energy_millijoules,
-    pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes,
+var rollupSQL = `INSERT INTO usage_hourly (hour, tenant, department, sku, samples,
+    ` + meterColumns("") + `,
     sm_unmeasured_microseconds, energy_unmeasured_microseconds, pcie_unmeasured_microseconds, nvlink_unmeasured_microseconds,
     version)
 SELECT toStartOfHour(start) AS hour, tenant, department, sku, count(),
-    sum(gpu_microseconds), sum(sm_active_microseconds), sum(mem_mib_seconds), max(mem_peak_bytes), sum(energy_millijoules),
-    sum(pcie_tx_bytes), sum(pcie_rx_bytes), sum(nvlink_tx_bytes), sum(nvlink_rx_bytes),
+    ` + meterColumns("sum") + `,
     ` + unmeasuredSums + `, ?
 FROM usage_samples FINAL
 WHERE start >= ? AND start < ?
@@ -44,14 +44,12 @@ GROUP BY hour, tenant, department, sku`
 // raw rows but never empty an hour, so an hour without any is one whose raw
 // month retention dropped (the caller never recomputes those, but a drop
 // can land while a run is under way): its rows are kept, not zeroed.
-const tombstoneSQL = `INSERT INTO usage_hourly (hour, tenant, department, sku, samples,
-    gpu_microseconds, sm_active_microseconds, mem_mib_seconds, mem_peak_bytes, energy_millijoules,
-    pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes,
+var tombstoneSQL = `INSERT INTO usage_hourly (hour, tenant, department, sku, samples,
+    ` + meterColumns("") + `,
     sm_unmeasured_microseconds, energy_unmeasured_microseconds, pcie_unmeasured_microseconds, nvlink_unmeasured_microseconds,
     version)
 SELECT hour, tenant, department, sku, 0,
-    0, 0, 0, 0, 0,
-    0, 0, 0, 0,
+    ` + strings.Repeat("0, ", int(collectors.NumMeters)) + `
     0, 0, 0, 0,
     ?
 FROM usage_hourly FINAL

@@ -24,11 +24,18 @@ func BenchmarkRollupDay(b *testing.B) {
 		start := day.Add(time.Duration(step) * 10 * time.Second)
 		for g := 0; g < gpus; g++ {
 			tenant := fmt.Sprintf("tenant-%03d", g%300)
-			x := collectors.Sample{Host: fmt.Sprintf("host-%03d", g/8), GPUUUID: fmt.Sprintf("GPU-%04d", g),
-				GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB", Tenant: tenant, Department: "dept-" + tenant[len(tenant)-1:],
-				Workload: "job", Start: start, End: start.Add(10 * time.Second),
-				GPUMicroseconds: 10_000_000, SMActiveMicroseconds: uint64(step % 10_000_000), MemMiBSeconds: 409600,
-				EnergyMillijoules: 7_000_000, PCIeTxBytes: 1 << 20, PCIeRxBytes: 1 << 21}
+			x := collectors.Sample{
+				Host:       fmt.Sprintf("host-%03d", g/8),
+				GPUUUID:    fmt.Sprintf("GPU-%04d", g),
+				GPUModel:   "H100-SXM5-80GB",
+				SKU:        "H100-SXM5-80GB",
+				Tenant:     tenant,
+				Department: "dept-" + tenant[len(tenant)-1:],
+				Workload:   "job",
+				Start:      start,
+				End:        start.Add(10 * time.Second),
+				Meters:     collectors.Meters{GPUMicroseconds: 10_000_000, SMActiveMicroseconds: uint64(step % 10_000_000), MemMiBSeconds: 409600, EnergyMillijoules: 7_000_000, PCIeTxBytes: 1 << 20, PCIeRxBytes: 1 << 21},
+			}
 			x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
 			chunk = append(chunk, x)
 		}

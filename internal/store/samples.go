@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,10 +12,26 @@ import (
 
 // sampleColumns is the explicit column list of every usage_samples INSERT;
 // inserted_at is left to its DEFAULT.
-const sampleColumns = "sample_id, host, gpu_uuid, gpu_model, mig_uuid, mig_profile, sku, " +
-	"tenant, department, workload, start, end, " +
-	"gpu_microseconds, sm_active_microseconds, mem_mib_seconds, mem_peak_bytes, energy_millijoules, " +
-	"pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes, unmeasured"
+var sampleColumns = "sample_id, host, gpu_uuid, gpu_model, mig_uuid, mig_profile, sku, " +
+	"tenant, department, workload, start, end, " + meterColumns("") + ", unmeasured"
+
+// meterColumns lists the meters' columns in collectors.Meter order, each
+// wrapped in its aggregate when agg is set ("sum": sum(col), or max(col)
+// for a peak).
+func meterColumns(agg string) string {
+	cols := make([]string, collectors.NumMeters)
+	for i, m := range collectors.MeterSpecs {
+		switch {
+		case agg == "":
+			cols[i] = m.Column
+		case m.Peak:
+			cols[i] = "max(" + m.Column + ")"
+		default:
+			cols[i] = agg + "(" + m.Column + ")"
+		}
+	}
+	return strings.Join(cols, ", ")
+}
 
 // MaxInsertRows caps one INSERT; larger calls are split.
 const MaxInsertRows = 100_000
@@ -85,7 +102,7 @@ func (s *Store) insertBatch(ctx context.Context, samples []collectors.Sample) er
 type columnBuffers struct {
 	strs   [9][]string // host … workload
 	times  [2][]time.Time
-	counts [9][]uint64 // gpu_microseconds … nvlink_rx_bytes
+	counts [collectors.NumMeters][]uint64
 	ids    []uint64
 	flags  []uint8 // unmeasured
 }
@@ -112,8 +129,7 @@ func (c *columnBuffers) fill(samples []collectors.Sample) {
 		}
 		c.times[0] = append(c.times[0], x.Start.UTC())
 		c.times[1] = append(c.times[1], x.End.UTC())
-		for j, v := range [9]uint64{x.GPUMicroseconds, x.SMActiveMicroseconds, x.MemMiBSeconds, x.MemPeakBytes, x.EnergyMillijoules,
-			x.PCIeTxBytes, x.PCIeRxBytes, x.NVLinkTxBytes, x.NVLinkRxBytes} {
+		for j, v := range x.Values() {
 			c.counts[j] = append(c.counts[j], v)
 		}
 		c.flags = append(c.flags, uint8(x.Unmeasured))
@@ -121,7 +137,7 @@ func (c *columnBuffers) fill(samples []collectors.Sample) {
 }
 
 func (c *columnBuffers) columns() []any {
-	cols := make([]any, 0, 22)
+	cols := make([]any, 0, 14+len(c.counts))
 	cols = append(cols, c.ids)
 	for i := range c.strs {
 		cols = append(cols, c.strs[i])
@@ -160,10 +176,12 @@ func (s *Store) ScanSamples(ctx context.Context, gpuUUIDs []string, from, to tim
 	for rows.Next() {
 		var x collectors.Sample
 		var unmeasured uint8
-		if err := rows.Scan(&x.ID, &x.Host, &x.GPUUUID, &x.GPUModel, &x.MIGUUID, &x.MIGProfile, &x.SKU,
-			&x.Tenant, &x.Department, &x.Workload, &x.Start, &x.End,
-			&x.GPUMicroseconds, &x.SMActiveMicroseconds, &x.MemMiBSeconds, &x.MemPeakBytes, &x.EnergyMillijoules,
-			&x.PCIeTxBytes, &x.PCIeRxBytes, &x.NVLinkTxBytes, &x.NVLinkRxBytes, &unmeasured); err != nil {
+		dest := []any{&x.ID, &x.Host, &x.GPUUUID, &x.GPUModel, &x.MIGUUID, &x.MIGProfile, &x.SKU,
+			&x.Tenant, &x.Department, &x.Workload, &x.Start, &x.End}
+		for m := range collectors.NumMeters {
+			dest = append(dest, x.Ptr(m))
+		}
+		if err := rows.Scan(append(dest, &unmeasured)...); err != nil {
 			return fmt.Errorf("scan samples: %w", err)
 		}
 		x.Unmeasured = collectors.Unmeasured(unmeasured)

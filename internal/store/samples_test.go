@@ -20,12 +20,16 @@ func testSamples(start time.Time, n int, tenants ...string) []collectors.Sample 
 		gpu := fmt.Sprintf("GPU-%04d", i%8)
 		st := start.Add(time.Duration(i/8) * 10 * time.Second)
 		s := collectors.Sample{
-			Host: "host-a", GPUUUID: gpu, GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
-			Tenant: tenant, Department: "dept-" + tenant, Workload: "job-" + tenant,
-			Start: st, End: st.Add(10 * time.Second),
-			GPUMicroseconds: 10_000_000, SMActiveMicroseconds: uint64(i % 10_000_000),
-			MemMiBSeconds: 40960 * 10, MemPeakBytes: uint64(i) << 20, EnergyMillijoules: 3_500_000 + uint64(i),
-			PCIeTxBytes: uint64(i) * 1000, PCIeRxBytes: uint64(i) * 2000, NVLinkTxBytes: uint64(i) * 3000, NVLinkRxBytes: uint64(i) * 4000,
+			Host:       "host-a",
+			GPUUUID:    gpu,
+			GPUModel:   "H100-SXM5-80GB",
+			SKU:        "H100-SXM5-80GB",
+			Tenant:     tenant,
+			Department: "dept-" + tenant,
+			Workload:   "job-" + tenant,
+			Start:      st,
+			End:        st.Add(10 * time.Second),
+			Meters:     collectors.Meters{GPUMicroseconds: 10_000_000, SMActiveMicroseconds: uint64(i % 10_000_000), MemMiBSeconds: 40960 * 10, MemPeakBytes: uint64(i) << 20, EnergyMillijoules: 3_500_000 + uint64(i), PCIeTxBytes: uint64(i) * 1000, PCIeRxBytes: uint64(i) * 2000, NVLinkTxBytes: uint64(i) * 3000, NVLinkRxBytes: uint64(i) * 4000},
 		}
 		// Every fifth GPU is a PCIe board without NVLink; every seventh
 		// sample is a first interval without an energy baseline.
@@ -45,9 +49,7 @@ func sumByTenant(samples []collectors.Sample) map[string]store.Meters {
 	out := map[string]store.Meters{}
 	for _, s := range samples {
 		out[s.Tenant] = out[s.Tenant].Add(store.Meters{
-			GPUMicroseconds: s.GPUMicroseconds, SMActiveMicroseconds: s.SMActiveMicroseconds,
-			MemMiBSeconds: s.MemMiBSeconds, MemPeakBytes: s.MemPeakBytes, EnergyMillijoules: s.EnergyMillijoules,
-			PCIeTxBytes: s.PCIeTxBytes, PCIeRxBytes: s.PCIeRxBytes, NVLinkTxBytes: s.NVLinkTxBytes, NVLinkRxBytes: s.NVLinkRxBytes,
+			Meters: s.Meters,
 			Unmeasured: store.UnmeasuredMicroseconds{
 				SMActive: gpuIf(s, collectors.UnmeasuredSMActive), Energy: gpuIf(s, collectors.UnmeasuredEnergy),
 				PCIe: gpuIf(s, collectors.UnmeasuredPCIe), NVLink: gpuIf(s, collectors.UnmeasuredNVLink),

@@ -40,18 +40,10 @@ const (
 	SourceHourly Source = "hourly"
 )
 
-// Meters are the summed quantities of a usage row, in the units of
-// collectors.Sample (MemPeakBytes is the maximum, not a sum).
+// Meters are the summed quantities of a usage row: collectors.Meters
+// (MemPeakBytes the maximum, not a sum) plus unmeasured GPU time.
 type Meters struct {
-	GPUMicroseconds      uint64
-	SMActiveMicroseconds uint64
-	MemMiBSeconds        uint64
-	MemPeakBytes         uint64
-	EnergyMillijoules    uint64
-	PCIeTxBytes          uint64
-	PCIeRxBytes          uint64
-	NVLinkTxBytes        uint64
-	NVLinkRxBytes        uint64
+	collectors.Meters
 
 	// Unmeasured is, per meter, the GPU time whose samples had no
 	// measurement of it: the meter's total covers the rest only.
@@ -66,15 +58,7 @@ type UnmeasuredMicroseconds struct {
 // Add sums two meter sets (peak by maximum).
 func (m Meters) Add(o Meters) Meters {
 	return Meters{
-		GPUMicroseconds:      m.GPUMicroseconds + o.GPUMicroseconds,
-		SMActiveMicroseconds: m.SMActiveMicroseconds + o.SMActiveMicroseconds,
-		MemMiBSeconds:        m.MemMiBSeconds + o.MemMiBSeconds,
-		MemPeakBytes:         max(m.MemPeakBytes, o.MemPeakBytes),
-		EnergyMillijoules:    m.EnergyMillijoules + o.EnergyMillijoules,
-		PCIeTxBytes:          m.PCIeTxBytes + o.PCIeTxBytes,
-		PCIeRxBytes:          m.PCIeRxBytes + o.PCIeRxBytes,
-		NVLinkTxBytes:        m.NVLinkTxBytes + o.NVLinkTxBytes,
-		NVLinkRxBytes:        m.NVLinkRxBytes + o.NVLinkRxBytes,
+		Meters: m.Meters.Add(o.Meters),
 		Unmeasured: UnmeasuredMicroseconds{
 			SMActive: m.Unmeasured.SMActive + o.Unmeasured.SMActive,
 			Energy:   m.Unmeasured.Energy + o.Unmeasured.Energy,
@@ -185,9 +169,7 @@ func (q UsageQuery) toSQL() (string, []any) {
 			sel = append(sel, "'' AS no_"+string(d))
 		}
 	}
-	sel = append(sel, count+" AS sample_count",
-		"sum(gpu_microseconds)", "sum(sm_active_microseconds)", "sum(mem_mib_seconds)", "max(mem_peak_bytes)",
-		"sum(energy_millijoules)", "sum(pcie_tx_bytes)", "sum(pcie_rx_bytes)", "sum(nvlink_tx_bytes)", "sum(nvlink_rx_bytes)")
+	sel = append(sel, count+" AS sample_count", meterColumns("sum"))
 	if q.Source == SourceHourly {
 		sel = append(sel, "sum(sm_unmeasured_microseconds)", "sum(energy_unmeasured_microseconds)",
 			"sum(pcie_unmeasured_microseconds)", "sum(nvlink_unmeasured_microseconds)")
@@ -242,10 +224,12 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error) {
 	var out []UsageRow
 	for rows.Next() {
 		var r UsageRow
-		if err := rows.Scan(&r.Bucket, &r.Tenant, &r.Department, &r.SKU, &r.Samples,
-			&r.GPUMicroseconds, &r.SMActiveMicroseconds, &r.MemMiBSeconds, &r.MemPeakBytes,
-			&r.EnergyMillijoules, &r.PCIeTxBytes, &r.PCIeRxBytes, &r.NVLinkTxBytes, &r.NVLinkRxBytes,
-			&r.Unmeasured.SMActive, &r.Unmeasured.Energy, &r.Unmeasured.PCIe, &r.Unmeasured.NVLink); err != nil {
+		dest := []any{&r.Bucket, &r.Tenant, &r.Department, &r.SKU, &r.Samples}
+		for m := range collectors.NumMeters {
+			dest = append(dest, r.Ptr(m))
+		}
+		dest = append(dest, &r.Unmeasured.SMActive, &r.Unmeasured.Energy, &r.Unmeasured.PCIe, &r.Unmeasured.NVLink)
+		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("usage query: scan: %w", err)
 		}
 		if q.Bucket == BucketNone {

@@ -1,0 +1,37 @@
+package collectors
+
+import "testing"
+
+func TestMeterTable(t *testing.T) {
+	var m Meters
+	seen := map[*uint64]Meter{}
+	cols, files := map[string]bool{}, map[string]bool{}
+	for i := range NumMeters {
+		p := m.Ptr(i)
+		if prev, dup := seen[p]; dup {
+			t.Errorf("meters %d and %d share a field", prev, i)
+		}
+		seen[p] = i
+		spec := MeterSpecs[i]
+		if spec.Column == "" || spec.File == "" || cols[spec.Column] || files[spec.File] {
+			t.Errorf("meter %d: spec %+v missing or repeated", i, spec)
+		}
+		cols[spec.Column], files[spec.File] = true, true
+		*p = uint64(i) + 1 // every field reachable through Ptr
+	}
+	if m != (Meters{1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Fatalf("Ptr does not reach every field in order: %+v", m)
+	}
+}
+
+func TestMetersAdd(t *testing.T) {
+	a := Meters{GPUMicroseconds: 1, MemPeakBytes: 10, NVLinkRxBytes: 3}
+	b := Meters{GPUMicroseconds: 2, MemPeakBytes: 7, EnergyMillijoules: 5}
+	want := Meters{GPUMicroseconds: 3, MemPeakBytes: 10, EnergyMillijoules: 5, NVLinkRxBytes: 3}
+	if got := a.Add(b); got != want {
+		t.Fatalf("Add = %+v, want %+v (peaks by max, the rest summed)", got, want)
+	}
+	if a.Values()[MeterNVLinkRx] != 3 || a.Get(MeterMemPeak) != 10 {
+		t.Fatalf("Values/Get disagree with the fields: %v", a.Values())
+	}
+}

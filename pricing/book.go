@@ -158,6 +158,19 @@ func (b *Book) CheckWeights(weight func(sku string) (decimal.Decimal, bool)) err
 	return ps.err("book", b.lines)
 }
 
+// CheckSKUs runs check on every SKU of the book and reports each refusal
+// at its place (the fleet's check is migprofile.CheckSKU, wired in by
+// WithMIGTable).
+func (b *Book) CheckSKUs(check func(sku string) error) error {
+	var ps problems
+	for _, e := range b.entries {
+		if err := check(e.name); err != nil {
+			ps.add(path("skus").key(e.name), "%s", err.Error())
+		}
+	}
+	return ps.err("book", b.lines)
+}
+
 // WithWeights checks the book against the weight table (see CheckWeights)
 // and returns a copy in which SKUs without a weight take the table's. The
 // receiver is not changed, so books can be shared between goroutines.

@@ -20,3 +20,13 @@ func MIGWeight(sku string) (decimal.Decimal, bool) {
 	}
 	return decimal.NewFromInt(int64(num)).DivRound(decimal.NewFromInt(int64(den)), 18), true
 }
+
+// WithMIGTable checks a book against the MIG profile table: SKUs of known
+// models must be written as usage writes them (CheckSKU), and weights must
+// agree with the table's, which fills in those the book leaves out.
+func WithMIGTable(b *Book) (*Book, error) {
+	if err := b.CheckSKUs(migprofile.CheckSKU); err != nil {
+		return nil, err
+	}
+	return b.WithWeights(MIGWeight)
+}

@@ -125,7 +125,7 @@ func (a *quoteArgs) input(now time.Time) (quoteInput, error) {
 	if in.Book, err = pricing.ParseBook(data); err != nil {
 		return in, usageErrorf("%s: %w", a.book, err)
 	}
-	if in.Book, err = in.Book.WithWeights(pricing.MIGWeight); err != nil {
+	if in.Book, err = pricing.WithMIGTable(in.Book); err != nil {
 		return in, usageErrorf("%s: %w", a.book, err)
 	}
 	if a.contract != "" {

@@ -362,3 +362,37 @@ func sanitizeModel(n string) string {
 	}
 	return s
 }
+
+// CheckSKU reports a SKU that names a known GPU model or MIG profile in a
+// form other than the canonical one ("h100-sxm5-80gb/3G.40GB", a profile
+// the model does not have): usage always carries the canonical SKU, so
+// such a price-book entry would never match and its weight would be
+// guessed. SKUs of models the table does not know are not judged.
+func CheckSKU(sku string) error {
+	model, profile := ParseSKU(sku)
+	m, known := LookupModel(model)
+	if !known {
+		for _, name := range Models() {
+			if strings.EqualFold(strings.TrimSpace(model), name) {
+				return fmt.Errorf("write the model as %q, the name usage carries", SKU(name, strings.TrimSpace(profile)))
+			}
+		}
+		return nil
+	}
+	if profile == "" {
+		return nil
+	}
+	if _, ok := m.ProfileIndex(profile); ok {
+		return nil
+	}
+	for _, p := range m.Profiles {
+		if strings.EqualFold(strings.TrimSpace(profile), p.Name) {
+			return fmt.Errorf("write the profile as %q, the name usage carries", SKU(model, p.Name))
+		}
+	}
+	names := make([]string, len(m.Profiles))
+	for i, p := range m.Profiles {
+		names[i] = p.Name
+	}
+	return fmt.Errorf("%s has no MIG profile %q (it has %s)", model, profile, strings.Join(names, ", "))
+}

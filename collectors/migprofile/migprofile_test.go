@@ -2,6 +2,7 @@ package migprofile
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -263,6 +264,27 @@ func TestLookupAnyModel(t *testing.T) {
 		p, ok := LookupAnyModel(tc.model, tc.profile)
 		if ok != tc.ok || p.ComputeSlices != tc.compute || p.MemorySlices != tc.memory {
 			t.Errorf("LookupAnyModel(%q, %q) = %d/%d, %v; want %d/%d, %v", tc.model, tc.profile, p.ComputeSlices, p.MemorySlices, ok, tc.compute, tc.memory, tc.ok)
+		}
+	}
+}
+
+func TestCheckSKU(t *testing.T) {
+	for _, tc := range []struct {
+		sku, want string // want: "" for fine, else part of the error
+	}{
+		{"H100-SXM5-80GB", ""},
+		{"H100-SXM5-80GB/3g.40gb", ""},
+		{"T4", ""},            // a model the table does not know
+		{"L40S/vgpu-48q", ""}, // nor its profiles
+		{"h100-sxm5-80gb", `"H100-SXM5-80GB"`},
+		{"H100-SXM5-80GB/3G.40GB", `"H100-SXM5-80GB/3g.40gb"`},
+		{"H100-SXM5-80GB/9g.99gb", `no MIG profile "9g.99gb"`},
+		{"A100-SXM4-40GB/1g.10gb", ""},
+		{"A100-SXM4-40GB/3g.40gb", `no MIG profile "3g.40gb"`},
+	} {
+		err := CheckSKU(tc.sku)
+		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("CheckSKU(%q) = %v, want %q", tc.sku, err, tc.want)
 		}
 	}
 }

@@ -25,8 +25,9 @@ const quoteUsage = `usage: gpumeter quote --book FILE [--contract FILE] (--usage
 
 Prices usage against a price book with the same engine as invoices, without a
 database. Usage comes either from a file of hourly rows (--usage: CSV with the
-header hour,sku,meter,quantity, or a .json array of {"hour","sku","meter",
-"quantity"} objects) or as period totals (--quantity, repeatable), which are
+header hour,sku,meter,quantity, a .json array of {"hour","sku","meter",
+"quantity"} objects, or the output of usage --json --bucket hour --by sku;
+"-" reads standard input) or as period totals (--quantity, repeatable), which are
 spread evenly over the hours of the period. TIME is RFC 3339 or YYYY-MM-DD
 (00:00 UTC). The period defaults to the whole UTC calendar months holding the
 usage rows, or to the current UTC month for --quantity (named on stderr);
@@ -434,18 +435,97 @@ func parseQuantityFlag(s string) (string, pricing.Meter, decimal.Decimal, error)
 }
 
 // readUsage reads hourly rows from CSV (header hour,sku,meter,quantity, in
-// any order; other columns are ignored) or, for a .json file, a JSON array
-// of objects with those keys. Each row's origin is its line (CSV) or its
-// index (JSON); every bad row is reported, each problem once.
+// any order; other columns are ignored) or JSON: an array of objects with
+// those keys, or the rows of `gpumeter usage --json --bucket hour --by sku`
+// (each meter of a row becomes one hourly row). "-" reads standard input;
+// a file is JSON when its name ends in .json or its text starts with '['.
+// Each row's origin is its line (CSV) or its index (JSON); every bad row is
+// reported, each problem once.
 func readUsage(name string) ([]pricing.Usage, []rowOrigin, error) {
-	data, err := os.ReadFile(name)
+	var data []byte
+	var err error
+	if name == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(name)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
-	if strings.EqualFold(filepath.Ext(name), ".json") {
+	if trimmed := bytes.TrimSpace(data); strings.EqualFold(filepath.Ext(name), ".json") || bytes.HasPrefix(trimmed, []byte("[")) {
+		if isUsageOutput(trimmed) {
+			return parseUsageOutput(trimmed)
+		}
 		return parseUsageJSON(data)
 	}
 	return parseUsageCSV(data)
+}
+
+// usageOutputRow is one row of `gpumeter usage --json` (usageJSON), as
+// quote reads it: the bucket must be an hour and the SKU given.
+type usageOutputRow struct {
+	Bucket         *time.Time        `json:"bucket"`
+	Tenant         string            `json:"tenant"`
+	Department     string            `json:"department"`
+	SKU            string            `json:"sku"`
+	Samples        json.RawMessage   `json:"samples"`
+	GPUHours       string            `json:"gpu_hours"`
+	SMActiveHours  string            `json:"sm_active_hours"`
+	MemoryGiBHours string            `json:"memory_gib_hours"`
+	EnergyKWh      string            `json:"energy_kwh"`
+	PCIeGiB        string            `json:"pcie_gib"`
+	NVLinkGiB      string            `json:"nvlink_gib"`
+	Unmeasured     map[string]string `json:"unmeasured_gpu_hours"`
+}
+
+// isUsageOutput tells usage --json rows (they carry "samples") from hourly
+// rows.
+func isUsageOutput(data []byte) bool {
+	var probe []map[string]json.RawMessage
+	if json.Unmarshal(data, &probe) != nil || len(probe) == 0 {
+		return false
+	}
+	_, ok := probe[0]["samples"]
+	return ok
+}
+
+func parseUsageOutput(data []byte) ([]pricing.Usage, []rowOrigin, error) {
+	var raw []usageOutputRow
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, nil, fmt.Errorf("want the rows of gpumeter usage --json: %w", err)
+	}
+	var rows []pricing.Usage
+	var origins []rowOrigin
+	var ps rowProblems
+	for i, r := range raw {
+		if r.Bucket == nil || r.SKU == "" {
+			ps.add(rowOrigin{"row", i}, "a usage row needs an hour bucket and a sku: run usage with --bucket hour --by sku")
+			continue
+		}
+		hour := r.Bucket.UTC().Format(time.RFC3339)
+		for _, m := range []struct {
+			meter pricing.Meter
+			q     string
+		}{{pricing.GPUHours, r.GPUHours}, {pricing.SMActiveHours, r.SMActiveHours}, {pricing.MemoryGiBHours, r.MemoryGiBHours},
+			{pricing.EnergyKWh, r.EnergyKWh}, {pricing.PCIeGiB, r.PCIeGiB}, {pricing.NVLinkGiB, r.NVLinkGiB}} {
+			if m.q == "" || m.q == "0" {
+				continue
+			}
+			row, err := usageRow(hour, r.SKU, string(m.meter), m.q)
+			if err != nil {
+				ps.add(rowOrigin{"row", i}, err.Error())
+				continue
+			}
+			rows = append(rows, row)
+			origins = append(origins, rowOrigin{"row", i})
+		}
+	}
+	if err := ps.err(); err != nil {
+		return nil, nil, err
+	}
+	return rows, origins, nil
 }
 
 type usageRowJSON struct {

@@ -49,3 +49,42 @@ func TestQuoteRejectsANonCanonicalMIGSKU(t *testing.T) {
 		}
 	}
 }
+
+// usage --json rows and quote --usage input share one shape: the one can
+// be handed to the other.
+func TestUsageJSONPricesWithQuote(t *testing.T) {
+	dsn := testDSN(t)
+	dir := t.TempDir()
+	samples := filepath.Join(dir, "s.csv")
+	if err := os.WriteFile(samples, []byte("host,gpu_uuid,gpu_model,tenant,workload,start,end,gpu_seconds,energy_joules\n"+
+		"h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:00Z,2026-11-01T10:30:00Z,1800,360000\n"+
+		"h,G,H100-SXM5-80GB,acme,j,2026-11-01T11:00:00Z,2026-11-01T11:30:00Z,900,1000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := cli(t, "import", "--quiet", "--clickhouse", dsn, samples); code != 0 {
+		t.Fatalf("import: %d %s %s", code, out, stderr)
+	}
+	code, usage, stderr := cli(t, "usage", "--clickhouse", dsn, "--from", "2026-11-01", "--to", "2026-11-02", "--bucket", "hour", "--by", "sku", "--json")
+	if code != 0 {
+		t.Fatalf("usage: %d %s", code, stderr)
+	}
+	usageFile := filepath.Join(dir, "usage.json")
+	if err := os.WriteFile(usageFile, []byte(usage), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, fromUsage, stderr := cli(t, "quote", "--book", "../../pricing/books/gpu-cloud.yaml", "--usage", usageFile, "--json")
+	if code != 0 {
+		t.Fatalf("quote --usage usage.json: %d %s\n%s", code, stderr, usage)
+	}
+	// The same usage written as hourly rows by hand prices the same.
+	hourly := filepath.Join(dir, "hourly.csv")
+	if err := os.WriteFile(hourly, []byte("hour,sku,meter,quantity\n"+
+		"2026-11-01T10:00:00Z,H100-SXM5-80GB,gpu_hours,0.5\n2026-11-01T10:00:00Z,H100-SXM5-80GB,energy_kwh,0.1\n"+
+		"2026-11-01T11:00:00Z,H100-SXM5-80GB,gpu_hours,0.25\n2026-11-01T11:00:00Z,H100-SXM5-80GB,energy_kwh,0.000277777777777778\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, byHand, stderr := cli(t, "quote", "--book", "../../pricing/books/gpu-cloud.yaml", "--usage", hourly, "--json")
+	if code != 0 || fromUsage != byHand {
+		t.Fatalf("quote of usage --json differs from the same rows by hand (exit %d, %s):\n%s\n%s", code, stderr, fromUsage, byHand)
+	}
+}

@@ -60,9 +60,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := &globals{stdout: stdout, stderr: stderr}
 	fs := flag.NewFlagSet("gpumeter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&g.configPath, "config", os.Getenv("GPUMETER_CONFIG"), "YAML config file (env GPUMETER_CONFIG)")
-	fs.StringVar(&g.dsn, "clickhouse", os.Getenv("GPUMETER_CLICKHOUSE"), "ClickHouse DSN, native protocol: clickhouse://user:pass@host:9000/db (env GPUMETER_CLICKHOUSE; default from --config, else local)")
-	fs.StringVar(&g.logLevel, "log-level", os.Getenv("GPUMETER_LOG_LEVEL"), "debug, info, warn or error (env GPUMETER_LOG_LEVEL)")
+	env := config.FromEnv(os.Getenv)
+	fs.StringVar(&g.configPath, "config", env.ConfigPath, "YAML config file (env "+config.EnvConfig+")")
+	fs.StringVar(&g.dsn, "clickhouse", env.ClickHouse, "ClickHouse DSN, native protocol: clickhouse://user:pass@host:9000/db (env "+config.EnvClickHouse+"; default from --config, else local)")
+	fs.StringVar(&g.logLevel, "log-level", env.LogLevel, "debug, info, warn or error (env "+config.EnvLogLevel+")")
 	fs.Usage = func() { usage(fs) }
 	// Global flags go before the command, after it, or both: those before
 	// are parsed first, then those after, so the last one given wins.

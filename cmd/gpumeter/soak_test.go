@@ -184,9 +184,19 @@ func runSoak(t *testing.T, cfg soakConfig) {
 		}
 		stored := storedSamples(dsn)
 		lost := res.droppedRows - res.deliveredLate
+		// Nothing is lost uncounted: stored + counted loss covers the
+		// ledger. It is exact unless a collector was SIGKILLed with an insert
+		// in flight of rows whose segment had been dropped: the insert may
+		// land after the drop was counted, and the dead process cannot log
+		// "delivered anyway". Such rows are counted twice, never missed, and
+		// at most one spool's worth per kill (docs/delivery.md).
+		overcount := uint64(res.killsDraining) * uint64(cfg.maxBytes) / 16
+		if stored+lost < want || stored+lost > want+overcount || (res.killsDraining == 0 && stored+lost != want) {
+			t.Fatalf("stored %d + counted lost %d = %d, the simulator produced %d (difference %d; %d kills while draining allow %d counted twice)",
+				stored, lost, stored+lost, want, int64(stored+lost)-int64(want), res.killsDraining, overcount)
+		}
 		if stored+lost != want {
-			t.Fatalf("stored %d + counted lost %d = %d, the simulator produced %d (difference %d)",
-				stored, lost, stored+lost, want, int64(stored+lost)-int64(want))
+			t.Logf("%d rows counted lost were stored after all (a kill with an insert in flight)", stored+lost-want)
 		}
 	}
 }

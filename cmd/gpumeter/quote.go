@@ -452,100 +452,26 @@ func readUsage(name string) ([]pricing.Usage, []rowOrigin, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if trimmed := bytes.TrimSpace(data); strings.EqualFold(filepath.Ext(name), ".json") || bytes.HasPrefix(trimmed, []byte("[")) {
-		if isUsageOutput(trimmed) {
-			return parseUsageOutput(trimmed)
-		}
+	if strings.EqualFold(filepath.Ext(name), ".json") || bytes.HasPrefix(bytes.TrimSpace(data), []byte("[")) {
 		return parseUsageJSON(data)
 	}
 	return parseUsageCSV(data)
 }
 
-// usageOutputRow is one row of `gpumeter usage --json` (usageJSON), as
-// quote reads it: the bucket must be an hour and the SKU given.
-type usageOutputRow struct {
-	Bucket         *time.Time        `json:"bucket"`
-	Tenant         string            `json:"tenant"`
-	Department     string            `json:"department"`
-	SKU            string            `json:"sku"`
-	Samples        json.RawMessage   `json:"samples"`
-	GPUHours       string            `json:"gpu_hours"`
-	SMActiveHours  string            `json:"sm_active_hours"`
-	MemoryGiBHours string            `json:"memory_gib_hours"`
-	EnergyKWh      string            `json:"energy_kwh"`
-	PCIeGiB        string            `json:"pcie_gib"`
-	NVLinkGiB      string            `json:"nvlink_gib"`
-	Unmeasured     map[string]string `json:"unmeasured_gpu_hours"`
-}
-
-// isUsageOutput tells usage --json rows (they carry "samples") from hourly
-// rows.
-func isUsageOutput(data []byte) bool {
-	var probe []map[string]json.RawMessage
-	if json.Unmarshal(data, &probe) != nil || len(probe) == 0 {
-		return false
-	}
-	_, ok := probe[0]["samples"]
-	return ok
-}
-
-func parseUsageOutput(data []byte) ([]pricing.Usage, []rowOrigin, error) {
-	var raw []usageOutputRow
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
-		return nil, nil, fmt.Errorf("want the rows of gpumeter usage --json: %w", err)
-	}
-	var rows []pricing.Usage
-	var origins []rowOrigin
-	var ps rowProblems
-	for i, r := range raw {
-		if r.Bucket == nil || r.SKU == "" {
-			ps.add(rowOrigin{"row", i}, "a usage row needs an hour bucket and a sku: run usage with --bucket hour --by sku")
-			continue
-		}
-		hour := r.Bucket.UTC().Format(time.RFC3339)
-		for _, m := range []struct {
-			meter pricing.Meter
-			q     string
-		}{{pricing.GPUHours, r.GPUHours}, {pricing.SMActiveHours, r.SMActiveHours}, {pricing.MemoryGiBHours, r.MemoryGiBHours},
-			{pricing.EnergyKWh, r.EnergyKWh}, {pricing.PCIeGiB, r.PCIeGiB}, {pricing.NVLinkGiB, r.NVLinkGiB}} {
-			if m.q == "" || m.q == "0" {
-				continue
-			}
-			row, err := usageRow(hour, r.SKU, string(m.meter), m.q)
-			if err != nil {
-				ps.add(rowOrigin{"row", i}, err.Error())
-				continue
-			}
-			rows = append(rows, row)
-			origins = append(origins, rowOrigin{"row", i})
-		}
-	}
-	if err := ps.err(); err != nil {
-		return nil, nil, err
-	}
-	return rows, origins, nil
-}
-
-type usageRowJSON struct {
+// usageInJSON is one object of a JSON usage file: an hourly row
+// {"hour","sku","meter","quantity"}, or a row of `gpumeter usage --json`
+// (usageJSON, the one shape both commands share).
+type usageInJSON struct {
+	usageJSON
 	Hour     string          `json:"hour"`
-	SKU      string          `json:"sku"`
 	Meter    string          `json:"meter"`
 	Quantity json.RawMessage `json:"quantity"` // a number or a string, read as decimal text
 }
 
-func parseUsageJSON(data []byte) ([]pricing.Usage, []rowOrigin, error) {
-	var raw []usageRowJSON
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
-		return nil, nil, fmt.Errorf("want a JSON array of {\"hour\", \"sku\", \"meter\", \"quantity\"}: %w", err)
-	}
-	rows := make([]pricing.Usage, 0, len(raw))
-	origins := make([]rowOrigin, 0, len(raw))
-	var ps rowProblems
-	for i, r := range raw {
+// hourly turns one object into hourly rows: itself, or one per meter of a
+// usage row.
+func (r usageInJSON) hourly() ([]pricing.Usage, error) {
+	if r.Hour != "" || r.Meter != "" || r.Quantity != nil {
 		// A JSON number or a string holding one; the text is parsed as a
 		// decimal, never through a float.
 		var q string
@@ -553,12 +479,45 @@ func parseUsageJSON(data []byte) ([]pricing.Usage, []rowOrigin, error) {
 			q = string(r.Quantity)
 		}
 		row, err := usageRow(r.Hour, r.SKU, r.Meter, q)
+		return []pricing.Usage{row}, err
+	}
+	if r.Bucket == nil || r.SKU == "" {
+		return nil, errors.New("a usage row needs an hour bucket and a sku: run usage with --bucket hour --by sku")
+	}
+	var out []pricing.Usage
+	for _, m := range r.quantities() {
+		if m.quantity == "" || m.quantity == "0" {
+			continue
+		}
+		row, err := usageRow(r.Bucket.UTC().Format(time.RFC3339), r.SKU, string(m.meter), m.quantity)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+func parseUsageJSON(data []byte) ([]pricing.Usage, []rowOrigin, error) {
+	var raw []usageInJSON
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, nil, fmt.Errorf("want a JSON array of {\"hour\", \"sku\", \"meter\", \"quantity\"}, or the rows of usage --json: %w", err)
+	}
+	rows := make([]pricing.Usage, 0, len(raw))
+	origins := make([]rowOrigin, 0, len(raw))
+	var ps rowProblems
+	for i, r := range raw {
+		hourly, err := r.hourly()
 		if err != nil {
 			ps.add(rowOrigin{"row", i}, err.Error())
 			continue
 		}
-		rows = append(rows, row)
-		origins = append(origins, rowOrigin{"row", i})
+		for _, row := range hourly {
+			rows = append(rows, row)
+			origins = append(origins, rowOrigin{"row", i})
+		}
 	}
 	if err := ps.err(); err != nil {
 		return nil, nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/pricing"
 )
 
 func runUsage(ctx context.Context, g *globals, args []string) error {
@@ -97,6 +98,18 @@ type usageJSON struct {
 	NVLinkGiB      string     `json:"nvlink_gib"`
 	// Unmeasured: GPU-hours whose samples had no measurement of a meter.
 	Unmeasured map[string]string `json:"unmeasured_gpu_hours,omitempty"`
+}
+
+// quantities pairs each price-book meter with the row's quantity of it.
+func (j usageJSON) quantities() []struct {
+	meter    pricing.Meter
+	quantity string
+} {
+	return []struct {
+		meter    pricing.Meter
+		quantity string
+	}{{pricing.GPUHours, j.GPUHours}, {pricing.SMActiveHours, j.SMActiveHours}, {pricing.MemoryGiBHours, j.MemoryGiBHours},
+		{pricing.EnergyKWh, j.EnergyKWh}, {pricing.PCIeGiB, j.PCIeGiB}, {pricing.NVLinkGiB, j.NVLinkGiB}}
 }
 
 func writeUsageJSON(w io.Writer, rows []store.UsageRow) error {

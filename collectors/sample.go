@@ -141,6 +141,8 @@ func (s Sample) Validate() error {
 			MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339)))
 	} else if !s.End.After(s.Start) {
 		errs = append(errs, fmt.Errorf("end: %s is not after start %s", s.End.UTC().Format(time.RFC3339), s.Start.UTC().Format(time.RFC3339)))
+	} else if s.End.Sub(s.Start) > MaxInterval {
+		errs = append(errs, fmt.Errorf("end: an interval of %s is longer than %s", s.End.Sub(s.Start), MaxInterval))
 	}
 	if s.Unmeasured&^UnmeasuredAll != 0 {
 		errs = append(errs, fmt.Errorf("unmeasured: unknown flags %#x", uint8(s.Unmeasured&^UnmeasuredAll)))
@@ -152,6 +154,11 @@ func (s Sample) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// MaxInterval bounds one sample's interval. Readers rely on it: a sample
+// that overlaps a time starts at most this long before it, which bounds
+// the partitions a query by time reads.
+const MaxInterval = 31 * 24 * time.Hour
 
 // MinTime and MaxTime bound the times a sample may carry: ClickHouse's
 // DateTime holds seconds since 1970 in 32 bits, and silently wraps outside.

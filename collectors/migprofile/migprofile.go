@@ -363,6 +363,15 @@ func sanitizeModel(n string) string {
 	return s
 }
 
+// ProfileNames lists the model's profile names in table order.
+func (m Model) ProfileNames() []string {
+	names := make([]string, len(m.Profiles))
+	for i, p := range m.Profiles {
+		names[i] = p.Name
+	}
+	return names
+}
+
 // CheckSKU reports a SKU that names a known GPU model or MIG profile in a
 // form other than the canonical one ("h100-sxm5-80gb/3G.40GB", a profile
 // the model does not have): usage always carries the canonical SKU, so
@@ -390,9 +399,5 @@ func CheckSKU(sku string) error {
 			return fmt.Errorf("write the profile as %q, the name usage carries", SKU(model, p.Name))
 		}
 	}
-	names := make([]string, len(m.Profiles))
-	for i, p := range m.Profiles {
-		names[i] = p.Name
-	}
-	return fmt.Errorf("%s has no MIG profile %q (it has %s)", model, profile, strings.Join(names, ", "))
+	return fmt.Errorf("%s has no MIG profile %q (it has %s)", model, profile, strings.Join(m.ProfileNames(), ", "))
 }

@@ -24,9 +24,10 @@ const (
 	MaxNVLinkBytesPerSecond = 2_000_000_000_000 // one direction
 	MaxMemoryMiB            = 2_000_000         // framebuffer, ~1.9 TiB
 	MaxMemoryBytes          = MaxMemoryMiB << 20
-	// MaxInterval bounds one row's interval; longer rows are split before
-	// import. It also keeps every rate × interval product below 2^64.
-	MaxInterval = 31 * 24 * time.Hour
+	// MaxInterval bounds one row's interval (collectors.MaxInterval);
+	// longer rows are split before import. It also keeps every rate ×
+	// interval product below 2^64.
+	MaxInterval = collectors.MaxInterval
 )
 
 // perSecond is each meter's most per GPU per second, in store units; 0 for

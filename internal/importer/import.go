@@ -312,10 +312,15 @@ func digest(s collectors.Sample) uint64 {
 		h.Write([]byte{0})
 	}
 	var b [8]byte
-	values := s.Values()
-	for _, v := range append([]uint64{uint64(s.Start.Unix()), uint64(s.End.Unix()), uint64(s.Unmeasured)}, values[:]...) {
+	put := func(v uint64) {
 		binary.LittleEndian.PutUint64(b[:], v)
 		h.Write(b[:])
+	}
+	put(uint64(s.Start.Unix()))
+	put(uint64(s.End.Unix()))
+	put(uint64(s.Unmeasured))
+	for _, v := range s.Values() {
+		put(v)
 	}
 	return h.Sum64()
 }

@@ -247,7 +247,7 @@ func finish(s *collectors.Sample, line int, add func(Problem)) {
 		if m, known := migprofile.LookupModel(s.GPUModel); known {
 			i, ok := m.ProfileIndex(s.MIGProfile)
 			if !ok {
-				add(prob(line, "mig_profile", fmt.Sprintf("%s has no MIG profile %q (it has %s)", s.GPUModel, s.MIGProfile, profileNames(m))))
+				add(prob(line, "mig_profile", fmt.Sprintf("%s has no MIG profile %q (it has %s)", s.GPUModel, s.MIGProfile, strings.Join(m.ProfileNames(), ", "))))
 			} else {
 				slices = m.Profiles[i].ComputeSlices
 			}
@@ -321,14 +321,6 @@ func rateText(m collectors.Meter) string {
 		return fmt.Sprintf("%d MiB", MaxMemoryMiB)
 	}
 	return fmt.Sprintf("%d bytes", perSecond[m])
-}
-
-func profileNames(m migprofile.Model) string {
-	names := make([]string, len(m.Profiles))
-	for i, p := range m.Profiles {
-		names[i] = p.Name
-	}
-	return strings.Join(names, ", ")
 }
 
 // Read parses every row of r, calling emit for each valid sample in order,

@@ -152,17 +152,16 @@ func (c *columnBuffers) columns() []any {
 // ScanSamples calls fn for every stored sample of the given GPUs whose
 // interval overlaps [from, to), deduplicated (FINAL), in no set order. The
 // importer checks new rows against them: ids stored with other data, and
-// GPU capacity. Rows start at most maxInterval before they end, which
-// bounds the partitions read.
+// GPU capacity. Rows start at most collectors.MaxInterval before they
+// end (InsertSamples validates it), which bounds the partitions read.
 func (s *Store) ScanSamples(ctx context.Context, gpuUUIDs []string, from, to time.Time, fn func(collectors.Sample) error) error {
 	if len(gpuUUIDs) == 0 || !to.After(from) {
 		return nil
 	}
-	const maxInterval = 31 * 24 * time.Hour // importer.MaxInterval; the collector's rows are seconds long
 	if err := s.checkTimes(ctx, "scan samples", to); err != nil {
 		return err
 	}
-	earliest := from.Add(-maxInterval)
+	earliest := from.Add(-collectors.MaxInterval)
 	if earliest.Before(collectors.MinTime) {
 		earliest = collectors.MinTime
 	}

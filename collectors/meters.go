@@ -93,15 +93,13 @@ func (m *Meters) Ptr(i Meter) *uint64 {
 }
 
 // Get returns one meter of m.
-func (m Meters) Get(i Meter) uint64 { return *m.Ptr(i) }
+func (m *Meters) Get(i Meter) uint64 { return *m.Ptr(i) }
 
-// Values lists every meter in Meter order.
-func (m Meters) Values() [NumMeters]uint64 {
-	var out [NumMeters]uint64
-	for i := range NumMeters {
-		out[i] = *m.Ptr(i)
-	}
-	return out
+// Values lists every meter in Meter order (a literal: the spool and the
+// store's insert call it for every sample).
+func (m *Meters) Values() [NumMeters]uint64 {
+	return [NumMeters]uint64{m.GPUMicroseconds, m.SMActiveMicroseconds, m.MemMiBSeconds, m.MemPeakBytes,
+		m.EnergyMillijoules, m.PCIeTxBytes, m.PCIeRxBytes, m.NVLinkTxBytes, m.NVLinkRxBytes}
 }
 
 // Add sums two meter sets, peaks by maximum.

@@ -22,6 +22,9 @@ func TestMeterTable(t *testing.T) {
 	if m != (Meters{1, 2, 3, 4, 5, 6, 7, 8, 9}) {
 		t.Fatalf("Ptr does not reach every field in order: %+v", m)
 	}
+	if m.Values() != [NumMeters]uint64{1, 2, 3, 4, 5, 6, 7, 8, 9} {
+		t.Fatalf("Values is not in Meter order: %v", m.Values())
+	}
 }
 
 func TestMetersAdd(t *testing.T) {

@@ -152,8 +152,8 @@ func (e *encoder) encode(samples []collectors.Sample) ([]byte, error) {
 		// Wrapping subtraction is fine: decoding adds it back the same way.
 		b = binary.AppendVarint(b, s.End.Unix()-startSec)
 		b = binary.AppendUvarint(b, uint64(s.End.Nanosecond()))
-		for m := range collectors.NumMeters {
-			b = binary.AppendUvarint(b, s.Get(m))
+		for _, q := range s.Values() {
+			b = binary.AppendUvarint(b, q)
 		}
 		b = binary.AppendUvarint(b, uint64(s.Unmeasured))
 	}

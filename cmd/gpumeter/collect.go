@@ -6,26 +6,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"os"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
 	promcollectors "github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/collectors/attribution"
+	"github.com/gpumeter/gpumeter/collectors/metrics"
 	"github.com/gpumeter/gpumeter/collectors/nvml"
 	"github.com/gpumeter/gpumeter/collectors/sim"
-	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/server"
 )
 
@@ -169,9 +161,9 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	return f, nil
 }
 
-// collect runs the collector: NVML or the simulated fleet, attribution,
-// apportioning, the sink, and the metrics listener.
-func collect(ctx context.Context, g *globals, args []string, deps collectDeps) (err error) {
+// collect runs the collector: the hosts (NVML or the simulated fleet) with
+// their attribution, apportioning, the sink, and the metrics listener.
+func collect(ctx context.Context, g *globals, args []string, deps collectDeps) error {
 	f, err := parseCollectFlags(g, args)
 	if err != nil {
 		return err
@@ -182,45 +174,13 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) (
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(promcollectors.NewGoCollector(), promcollectors.NewProcessCollector(promcollectors.ProcessCollectorOpts{}))
 	}
-	metrics := newCollectorMetrics(reg)
+	observer := metrics.New(reg)
 
-	// Sink.
-	var out collectors.Appender
-	var written atomic.Uint64
-	drain := func(context.Context) error { return nil }
-	checkPoll := func(int) error { return nil }
-	switch f.sink {
-	case "clickhouse":
-		// Samples go to the on-disk spool first; the shipper delivers them
-		// to ClickHouse at least once, and survives outages and restarts.
-		d, err := startDelivery(ctx, g, f, reg, logger)
-		if err != nil {
-			return err
-		}
-		defer d.stop()
-		drain = d.drain
-		checkPoll = func(gpus int) error {
-			if err := d.cfg.CheckPoll(gpus); err != nil {
-				return usageErrorf("collector.spool.%v", err)
-			}
-			return nil
-		}
-		out = d.spool
-	case "jsonl":
-		var err error
-		if out, err = jsonlSink(g.stdout); err != nil {
-			return err
-		}
-	case "discard":
-		out = collectors.AppenderFunc(func(context.Context, []collectors.Sample) error { return nil })
+	sk, err := openSink(ctx, g, f, reg, logger)
+	if err != nil {
+		return err
 	}
-	counted := collectors.AppenderFunc(func(ctx context.Context, s []collectors.Sample) error {
-		if err := out.Append(ctx, s); err != nil {
-			return err
-		}
-		written.Add(uint64(len(s)))
-		return nil
-	})
+	defer sk.close()
 	flushRows := f.batchRows
 	if flushRows == 0 {
 		flushRows = 1
@@ -228,154 +188,47 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) (
 			flushRows = 20_000
 		}
 	}
-	batch, err := collectors.NewBatch(collectors.BatchConfig{FlushRows: flushRows, MaxRows: max(flushRows, 1_000_000)}, counted)
+	batch, err := collectors.NewBatch(collectors.BatchConfig{FlushRows: flushRows, MaxRows: max(flushRows, 1_000_000)}, sk.counted)
 	if err != nil {
 		return err
 	}
-	metrics.watchBatch(batch)
+	observer.WatchBatch(batch)
 
-	// Sources, attribution, clock.
 	nvmlCfg := nvml.DefaultConfig()
 	nvmlCfg.GPM, nvmlCfg.MaxPowerWatts = f.gpm, f.maxPowerWatts
-	var (
-		hosts   []collectors.Host
-		clock   collectors.Clock
-		until   time.Time
-		fleet   *sim.Fleet
-		closers []func() error
-	)
-	defer func() {
-		for _, c := range closers {
-			if cerr := c(); cerr != nil {
-				logger.Warn("close", "err", cerr)
-			}
-		}
-	}()
+	var hs hostSet
 	if f.simulate {
-		// By default a finite run covers the hours up to the last full hour
-		// (re-running within the hour writes the same samples again); an
-		// open-ended one starts now.
-		start := time.Now().UTC().Truncate(f.interval)
-		if f.duration > 0 {
-			start = time.Now().UTC().Truncate(time.Hour).Add(-f.duration)
-		}
-		if f.start != "" {
-			start, _ = time.Parse(time.RFC3339, f.start)
-		}
-		root, err := os.MkdirTemp("", "gpumeter-sim-")
-		if err != nil {
-			return fmt.Errorf("simulated fleet: %w", err)
-		}
-		closers = append(closers, func() error { return os.RemoveAll(root) })
-		fleet, err = sim.New(sim.Config{Hosts: f.hosts, GPUsPerHost: f.gpus, Seed: f.seed, Start: start, Step: f.interval, Root: root})
-		if err != nil {
-			return usageError{err}
-		}
-		mapping, err := attribution.ParseMapping(strings.NewReader(fleet.MapFile()))
-		if err != nil {
-			return fmt.Errorf("simulated fleet map: %w", err)
-		}
-		if err := checkPoll(f.hosts * f.gpus); err != nil {
-			return err
-		}
-		tenancy := attribution.Tenancy{Mapping: mapping, NamespaceIsTenant: f.namespaceIsTenant, AccountIsTenant: f.accountIsTenant}
-		for _, h := range fleet.Hosts() {
-			src, err := nvml.New(h.NVML(), nvmlCfg, logger.With("host", h.Name()), metrics)
-			if err != nil {
-				return err
-			}
-			closers = append(closers, src.Close)
-			cg, err := attribution.NewCgroup(attribution.CgroupConfig{ProcRoot: h.ProcRoot(), PodLogDir: h.PodLogDir()}, tenancy, logger)
-			if err != nil {
-				return err
-			}
-			chain := attribution.NewChain(logger,
-				attribution.Step{Name: "cgroup", Attributor: cg},
-				attribution.Step{Name: "static", Attributor: attribution.NewStatic(mapping)})
-			hosts = append(hosts, collectors.Host{Name: h.Name(), Sources: []collectors.NamedSource{{Name: "nvml", Source: src}}, Attributor: chain})
-		}
-		clock = fleet.Clock(f.speed)
-		if f.duration > 0 {
-			until = fleet.Start().Add(f.duration).Truncate(time.Second)
-		}
+		hs, err = simulatedHosts(f, nvmlCfg, observer, logger)
 	} else {
-		name := f.host
-		if name == "" {
-			if name, err = os.Hostname(); err != nil {
-				return fmt.Errorf("host name: %w (pass --host)", err)
-			}
-		}
-		src, err := nvml.New(deps.newNVML(), nvmlCfg, logger, metrics)
-		if err != nil {
-			return err
-		}
-		closers = append(closers, src.Close)
-		if err := checkPoll(len(src.GPUs())); err != nil {
-			return err
-		}
-		for _, gpu := range src.GPUs() {
-			logger.Info("gpu", "gpu_index", gpu.Index, "gpu_uuid", gpu.UUID, "model", gpu.Model, "name", gpu.Name, "pci_bus_id", gpu.PCIBusID)
-		}
-		mapping := attribution.Mapping{}
-		if f.mapFile != "" {
-			if mapping, err = attribution.LoadMapping(f.mapFile); err != nil {
-				return usageError{err}
-			}
-		}
-		tenancy := attribution.Tenancy{Mapping: mapping, NamespaceIsTenant: f.namespaceIsTenant, AccountIsTenant: f.accountIsTenant}
-		if f.podsURL != "" {
-			pcfg := attribution.DefaultPodLabelsConfig()
-			pcfg.URL, pcfg.TokenFile, pcfg.InsecureSkipVerify = f.podsURL, f.podsTokenFile, f.podsInsecure
-			pods, err := attribution.NewKubeletPods(pcfg, logger)
-			if err != nil {
-				return usageError{err}
-			}
-			tenancy.Pods = pods
-		} else if len(mapping.Labels) > 0 {
-			logger.Warn("the map file has label rules but no --kubelet-pods-url: pods resolve by namespace only")
-		}
-		var steps []attribution.Step
-		if f.kubeletSocket != "" {
-			kcfg := attribution.DefaultKubeletConfig()
-			kcfg.Socket = f.kubeletSocket
-			k, err := attribution.NewKubelet(kcfg, tenancy)
-			if err != nil {
-				return usageError{err}
-			}
-			closers = append(closers, k.Close)
-			steps = append(steps, attribution.Step{Name: "kubelet", Attributor: k})
-		}
-		if f.procRoot != "" {
-			cg, err := attribution.NewCgroup(attribution.CgroupConfig{ProcRoot: f.procRoot, PodLogDir: f.podLogDir}, tenancy, logger)
-			if err != nil {
-				return usageError{err}
-			}
-			steps = append(steps, attribution.Step{Name: "cgroup", Attributor: cg})
-		}
-		steps = append(steps, attribution.Step{Name: "static", Attributor: attribution.NewStatic(mapping)})
-		hosts = []collectors.Host{{Name: name, Sources: []collectors.NamedSource{{Name: "nvml", Source: src}}, Attributor: attribution.NewChain(logger, steps...)}}
-		clock = collectors.WallClock{}
-		if f.duration > 0 {
-			until = time.Now().Add(f.duration).Truncate(time.Second) // boundaries are whole seconds
-		}
+		hs, err = nvmlHost(f, deps.newNVML(), nvmlCfg, observer, logger)
 	}
-
-	loop, err := collectors.NewLoop(collectors.LoopConfig{Interval: f.interval, Until: until}, hosts, attribution.Apportion, batch, clock, logger, metrics)
+	defer hs.close(logger) // what was opened before an error too
 	if err != nil {
 		return err
 	}
+	if err := sk.checkPoll(hs.gpus); err != nil {
+		return err
+	}
 
-	// Metrics listener, owned here: shut down and waited for on return.
+	loop, err := collectors.NewLoop(collectors.LoopConfig{Interval: f.interval, Until: hs.until}, hs.hosts, attribution.Apportion, batch, hs.clock, logger, observer)
+	if err != nil {
+		return err
+	}
 	if f.listen != "" {
-		_, stop, err := serveMetrics(f.listen, reg, metrics, logger)
+		srv := server.New(server.DefaultConfig(), reg, logger, server.Check{Name: "poll", Ready: observer.Ready})
+		_, stop, err := srv.Start(ctx, f.listen)
 		if err != nil {
-			return err
+			return fmt.Errorf("--listen: %w", err)
 		}
-		defer stop()
+		defer func() {
+			if err := stop(); err != nil {
+				logger.Warn("metrics listener", "err", err)
+			}
+		}()
 	}
 
 	began := time.Now()
-	logger.Info("collecting", "hosts", len(hosts), "interval", f.interval, "simulate", f.simulate, "sink", f.sink)
+	logger.Info("collecting", "hosts", len(hs.hosts), "interval", f.interval, "simulate", f.simulate, "sink", f.sink)
 	if err := loop.Run(ctx); err != nil {
 		return err
 	}
@@ -390,13 +243,14 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) (
 		dctx, cancel := context.WithTimeout(ctx, f.drainTimeout)
 		defer cancel()
 		logger.Info("collection finished; waiting for the spool to ship")
-		if err := drain(dctx); err != nil {
+		if err := sk.drain(dctx); err != nil {
 			return fmt.Errorf("samples stay in the spool and ship on the next start: %w", err)
 		}
 	}
-	logger.Info("collector stopped", "samples", written.Load(), "elapsed", time.Since(began).Round(time.Millisecond))
-	if fleet != nil && g.stdout != nil && f.sink != "jsonl" {
-		printLedger(g.stdout, fleet, written.Load())
+	written := sk.written.Load()
+	logger.Info("collector stopped", "samples", written, "elapsed", time.Since(began).Round(time.Millisecond))
+	if hs.fleet != nil && g.stdout != nil && f.sink != "jsonl" {
+		printLedger(g.stdout, hs.fleet, written)
 	}
 	return nil
 }
@@ -421,151 +275,4 @@ func printLedger(w io.Writer, fleet *sim.Fleet, written uint64) {
 
 func microsToSeconds(us uint64) string {
 	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
-}
-
-// jsonlSink writes samples as JSON Lines with the importer's writer: the
-// format `gpumeter import` reads (docs/import.md).
-func jsonlSink(w io.Writer) (collectors.Appender, error) {
-	jw, err := importer.NewWriter(w, importer.FormatJSONL)
-	if err != nil {
-		return nil, err
-	}
-	var mu sync.Mutex
-	return collectors.AppenderFunc(func(_ context.Context, samples []collectors.Sample) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if err := jw.Write(samples); err != nil {
-			return err
-		}
-		// Flushed at every batch: the file is whole whenever the collector stops.
-		return jw.Flush()
-	}), nil
-}
-
-// serveMetrics serves /metrics, /healthz and /readyz (ready after the first
-// successful poll). It returns the address it listens on and the function
-// that shuts the server down and waits for it.
-func serveMetrics(addr string, reg *prometheus.Registry, m *collectorMetrics, logger *slog.Logger) (string, func(), error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", nil, fmt.Errorf("metrics listener: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !m.ready.Load() {
-			http.Error(w, "no successful poll yet", http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(w, "ok\n")
-	})
-	srv := server.DefaultConfig().HTTPServer(mux)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	logger.Info("metrics listening", "addr", lis.Addr().String())
-	return lis.Addr().String(), func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Warn("metrics listener", "err", err)
-		}
-	}, nil
-}
-
-// collectorMetrics is the collector's Prometheus view: it is the loop's
-// collectors.Observer and the NVML source's nvml.Metrics.
-type collectorMetrics struct {
-	polls          *prometheus.CounterVec
-	samples        prometheus.Counter
-	lastPoll       prometheus.Gauge
-	nvmlErrors     *prometheus.CounterVec
-	sourceDuration *prometheus.GaugeVec
-	sourceUp       *prometheus.GaugeVec
-	gpuErrors      *prometheus.CounterVec
-	attrErrors     *prometheus.CounterVec
-	reg            *prometheus.Registry
-	ready          atomic.Bool
-}
-
-var (
-	_ collectors.Observer = (*collectorMetrics)(nil)
-	_ nvml.Metrics        = (*collectorMetrics)(nil)
-)
-
-func newCollectorMetrics(reg *prometheus.Registry) *collectorMetrics {
-	m := &collectorMetrics{
-		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gpumeter_collector_polls_total", Help: "Polls, by result of handing the samples on (ok or error).",
-		}, []string{"result"}),
-		samples: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "gpumeter_collector_samples_total", Help: "Samples emitted by polls.",
-		}),
-		lastPoll: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "gpumeter_collector_last_poll_duration_seconds", Help: "Wall time of the last poll.",
-		}),
-		nvmlErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gpumeter_collector_nvml_errors_total", Help: "Failed NVML calls, by function and return code.",
-		}, []string{"function", "code"}),
-		sourceDuration: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "gpumeter_collector_source_duration_seconds", Help: "Duration of the last read of a source.",
-		}, []string{"host", "source"}),
-		sourceUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "gpumeter_collector_source_success", Help: "Whether the last read of a source succeeded.",
-		}, []string{"host", "source"}),
-		gpuErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gpumeter_collector_gpu_read_errors_total", Help: "Intervals a GPU could not be read (lost, driver errors).",
-		}, []string{"host", "gpu_uuid"}),
-		attrErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gpumeter_collector_attribution_errors_total", Help: "Polls whose attribution was incomplete.",
-		}, []string{"host"}),
-		reg: reg,
-	}
-	reg.MustRegister(m.polls, m.samples, m.lastPoll, m.nvmlErrors, m.sourceDuration, m.sourceUp, m.gpuErrors, m.attrErrors)
-	return m
-}
-
-// watchBatch exports the batch's backlog and drops.
-func (m *collectorMetrics) watchBatch(b *collectors.Batch) {
-	m.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "gpumeter_collector_pending_samples", Help: "Samples buffered, not yet handed to the sink.",
-		}, func() float64 { return float64(b.Pending()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "gpumeter_collector_dropped_samples_total", Help: "Samples dropped because the buffer was full while the sink failed.",
-		}, func() float64 { return float64(b.Dropped()) }),
-	)
-}
-
-func (m *collectorMetrics) NVMLError(function, code string) {
-	m.nvmlErrors.WithLabelValues(function, code).Inc()
-}
-
-func (m *collectorMetrics) SourceRead(host, source string, d time.Duration, err error) {
-	m.sourceDuration.WithLabelValues(host, source).Set(d.Seconds())
-	up := 1.0
-	if err != nil {
-		up = 0
-	}
-	m.sourceUp.WithLabelValues(host, source).Set(up)
-}
-
-func (m *collectorMetrics) GPUFailed(host, gpuUUID string, _ error) {
-	m.gpuErrors.WithLabelValues(host, gpuUUID).Inc()
-}
-
-func (m *collectorMetrics) AttributionFailed(host string, _ error) {
-	m.attrErrors.WithLabelValues(host).Inc()
-}
-
-func (m *collectorMetrics) Polled(d time.Duration, samples int, err error) {
-	m.lastPoll.Set(d.Seconds())
-	m.samples.Add(float64(samples))
-	if err != nil {
-		m.polls.WithLabelValues("error").Inc()
-		return
-	}
-	m.polls.WithLabelValues("ok").Inc()
-	m.ready.Store(true)
 }

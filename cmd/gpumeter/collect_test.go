@@ -5,13 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,8 +20,6 @@ import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gpumeter/gpumeter/collectors/sim"
 	"github.com/gpumeter/gpumeter/internal/config"
@@ -138,63 +134,44 @@ func TestCollectMetrics(t *testing.T) {
 	if up := gathered(t, reg, "gpumeter_collector_source_success"); up != 2 {
 		t.Errorf("source success summed over hosts %v, want 2", up)
 	}
-
-	// NVML errors by function and code, and the HTTP exposition.
-	m := newCollectorMetrics(prometheus.NewRegistry())
-	m.NVMLError("nvmlDeviceGetMigMode", "ERROR_GPU_IS_LOST")
-	m.NVMLError("nvmlDeviceGetMigMode", "ERROR_GPU_IS_LOST")
-	m.GPUFailed("dgx-01", "GPU-lost", errors.New("gpu 3: nvmlDeviceGetMigMode: gpu is lost"))
-	if got := testutil.ToFloat64(m.nvmlErrors.WithLabelValues("nvmlDeviceGetMigMode", "ERROR_GPU_IS_LOST")); got != 2 {
-		t.Errorf("nvml errors %v, want 2", got)
-	}
-	rec := httptest.NewRecorder()
-	promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	for _, want := range []string{
-		`gpumeter_collector_nvml_errors_total{code="ERROR_GPU_IS_LOST",function="nvmlDeviceGetMigMode"} 2`,
-		`gpumeter_collector_gpu_read_errors_total{gpu_uuid="GPU-lost",host="dgx-01"} 1`,
-	} {
-		if !strings.Contains(rec.Body.String(), want) {
-			t.Errorf("exposition lacks %q:\n%s", want, rec.Body.String())
-		}
-	}
 }
 
+// The collector's listener is the server package's: /healthz at once,
+// /readyz 503 until the first poll handed its samples on, then 200, and
+// the collector's metrics on /metrics; it stops with the collector.
 func TestCollectServesMetricsAndReadiness(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := newCollectorMetrics(reg)
-	addr, stop, err := serveMetrics("127.0.0.1:0", reg, m, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		// Simulated time runs at wall speed: the first poll ends 5 s in.
+		done <- run(ctx, []string{"collect", "--simulate", "--hosts", "1", "--gpus", "2", "--interval", "5s", "--speed", "1",
+			"--start", collectStart.Format(time.RFC3339), "--sink", "discard", "--listen", addr}, io.Discard, &stderr)
+	}()
+	eventually(t, "the collector to listen", 30*time.Second, func() bool { code, _ := httpGet(addr, "/healthz"); return code == 200 })
+	if code, body := httpGet(addr, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no successful poll yet") {
+		t.Errorf("/readyz before any poll: %d %s, want 503 naming the poll", code, body)
 	}
-	defer stop()
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, string(b)
-	}
-	if code, _ := get("/healthz"); code != http.StatusOK {
-		t.Errorf("/healthz %d", code)
-	}
-	if code, _ := get("/readyz"); code != http.StatusServiceUnavailable {
-		t.Errorf("/readyz before any poll: %d, want 503", code)
-	}
-	m.Polled(3*time.Millisecond, 42, nil)
-	if code, _ := get("/readyz"); code != http.StatusOK {
-		t.Errorf("/readyz after a poll: %d, want 200", code)
-	}
-	_, body := get("/metrics")
-	for _, want := range []string{`gpumeter_collector_polls_total{result="ok"} 1`, "gpumeter_collector_samples_total 42", "gpumeter_collector_last_poll_duration_seconds 0.003"} {
+	eventually(t, "ready after the first poll", 30*time.Second, func() bool { code, _ := httpGet(addr, "/readyz"); return code == 200 })
+	_, body := httpGet(addr, "/metrics")
+	for _, want := range []string{`gpumeter_collector_polls_total{result="ok"}`, "gpumeter_collector_samples_total", "gpumeter_collector_pending_samples", "go_goroutines"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("collect exit %d: %s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("collect did not stop after its context ended")
+	}
+	if code, _ := httpGet(addr, "/healthz"); code != 0 {
+		t.Errorf("the listener outlived the collector: /healthz %d", code)
 	}
 }
 

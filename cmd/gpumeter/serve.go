@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,17 +69,10 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	}
 	g.logger.Info("serving", "addr", ln.Addr().String())
 	sched.Start()
-	var wg sync.WaitGroup
-	var serveErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		serveErr = server.New(srvCfg, s, reg, g.logger).Serve(ctx, ln)
-	}()
-	wg.Wait()
-	sched.Stop()
-	if serveErr != nil && !errors.Is(serveErr, context.Canceled) {
-		return serveErr
+	defer sched.Stop()
+	srv := server.New(srvCfg, reg, g.logger, server.Check{Name: "clickhouse", Ready: s.Ping})
+	if err := srv.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
+		return err
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 // Package server is gpumeter's HTTP side (gin): health, readiness and
-// Prometheus metrics now; the versioned /v1 API joins it later. Handlers
-// hold service interfaces only and never touch storage directly.
+// Prometheus metrics now, for `serve` and for the collector's listener;
+// the versioned /v1 API joins it later. Handlers hold service interfaces
+// only and never touch storage directly.
 package server
 
 import (
@@ -17,9 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Pinger reports whether a dependency (ClickHouse) is reachable.
-type Pinger interface {
-	Ping(ctx context.Context) error
+// Check is one condition of readiness: ClickHouse reachable for the
+// server, a successful poll for the collector. /readyz answers 503 while
+// any check fails, naming each failing one.
+type Check struct {
+	Name  string
+	Ready func(ctx context.Context) error
 }
 
 // Config of the HTTP listener. The timeouts bound what one client can hold:
@@ -73,8 +77,9 @@ type Server struct {
 	logger *slog.Logger
 }
 
-// New builds the routes. gather is the registry /metrics exposes.
-func New(cfg Config, ready Pinger, gather prometheus.Gatherer, logger *slog.Logger) *Server {
+// New builds the routes. gather is the registry /metrics exposes; checks
+// decide /readyz.
+func New(cfg Config, gather prometheus.Gatherer, logger *slog.Logger, checks ...Check) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	logger = logger.With("component", "server")
@@ -83,9 +88,15 @@ func New(cfg Config, ready Pinger, gather prometheus.Gatherer, logger *slog.Logg
 	e.GET("/readyz", func(c *gin.Context) {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 		defer cancel()
-		if err := ready.Ping(ctx); err != nil {
-			logger.Warn("not ready", "err", err)
-			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": "clickhouse unreachable"})
+		failed := map[string]string{}
+		for _, ch := range checks {
+			if err := ch.Ready(ctx); err != nil {
+				logger.Warn("not ready", "check", ch.Name, "err", err)
+				failed[ch.Name] = err.Error()
+			}
+		}
+		if len(failed) > 0 {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "failed": failed})
 			return
 		}
 		c.JSON(http.StatusOK, gin.H{"status": "ready"})
@@ -97,6 +108,24 @@ func New(cfg Config, ready Pinger, gather prometheus.Gatherer, logger *slog.Logg
 
 // Handler exposes the routes (tests use httptest).
 func (s *Server) Handler() http.Handler { return s.engine }
+
+// Start listens on addr and serves in the background until stop is called
+// or ctx ends; stop shuts down gracefully and waits. It returns the address
+// listened on (addr may ask for port 0).
+func (s *Server) Start(ctx context.Context, addr string) (string, func() error, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	s.logger.Info("listening", "addr", ln.Addr().String())
+	return ln.Addr().String(), func() error {
+		cancel()
+		return <-done
+	}, nil
+}
 
 // Serve listens on ln until ctx ends, then shuts down gracefully.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {

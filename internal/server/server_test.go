@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-type fakePinger struct{ err error }
-
-func (f fakePinger) Ping(context.Context) error { return f.err }
+func check(name string, err error) Check {
+	return Check{Name: name, Ready: func(context.Context) error { return err }}
+}
 
 func TestHealthReadinessMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -27,20 +27,22 @@ func TestHealthReadinessMetrics(t *testing.T) {
 	c.Inc()
 	cases := []struct {
 		name     string
-		pinger   fakePinger
+		checks   []Check
 		path     string
 		want     int
 		contains string
 	}{
-		{"healthz is up without clickhouse", fakePinger{errors.New("down")}, "/healthz", 200, "ok"},
-		{"readyz needs clickhouse", fakePinger{errors.New("down")}, "/readyz", 503, "unreachable"},
-		{"readyz with clickhouse", fakePinger{}, "/readyz", 200, "ready"},
-		{"metrics exposes the registry", fakePinger{}, "/metrics", 200, "gpumeter_test_total 1"},
-		{"unknown path is a JSON 404", fakePinger{}, "/nope", 404, "not found"},
+		{"healthz is up without clickhouse", []Check{check("clickhouse", errors.New("down"))}, "/healthz", 200, "ok"},
+		{"readyz needs clickhouse", []Check{check("clickhouse", errors.New("dial tcp: refused"))}, "/readyz", 503, `"clickhouse":"dial tcp: refused"`},
+		{"readyz names only the failing check", []Check{check("clickhouse", nil), check("poll", errors.New("no poll"))}, "/readyz", 503, `"failed":{"poll":"no poll"}`},
+		{"readyz with clickhouse", []Check{check("clickhouse", nil)}, "/readyz", 200, "ready"},
+		{"readyz without checks", nil, "/readyz", 200, "ready"},
+		{"metrics exposes the registry", nil, "/metrics", 200, "gpumeter_test_total 1"},
+		{"unknown path is a JSON 404", nil, "/nope", 404, "not found"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := New(DefaultConfig(), tc.pinger, reg, slog.New(slog.DiscardHandler))
+			s := New(DefaultConfig(), reg, slog.New(slog.DiscardHandler), tc.checks...)
 			rec := httptest.NewRecorder()
 			s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
 			if rec.Code != tc.want || !strings.Contains(rec.Body.String(), tc.contains) {
@@ -56,7 +58,7 @@ func TestHealthReadinessMetrics(t *testing.T) {
 func TestIdleKeepAliveConnectionsAreClosed(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.IdleTimeout = 100 * time.Millisecond
-	s := New(cfg, fakePinger{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	s := New(cfg, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -99,5 +101,30 @@ func TestConfigValidateTimeouts(t *testing.T) {
 	cfg.IdleTimeout = 0
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "idle_timeout") {
 		t.Fatalf("zero idle timeout: %v", err)
+	}
+}
+
+func TestStartServesUntilStopped(t *testing.T) {
+	s := New(DefaultConfig(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	addr, stop, err := s.Start(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz %d", resp.StatusCode)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if _, err := net.Dial("tcp", addr); err == nil {
+		t.Fatalf("%s still accepts connections after stop", addr)
+	}
+	if _, _, err := s.Start(context.Background(), "127.0.0.1:99999"); err == nil {
+		t.Fatal("Start on an address that cannot be listened on succeeded")
 	}
 }

@@ -1,6 +1,9 @@
 // Package pricing turns metered GPU usage into money: price books (YAML),
 // tenant contracts (reservations, burst thresholds, minimum commitments) and
 // one pure function, Price, that prices a tenant's hourly usage over a period.
+// It also reads hourly usage from the files `gpumeter quote --usage` takes
+// (CSV, JSON, or the UsageRecord rows `gpumeter usage --json` writes) and
+// spreads a period total evenly over the period's hours (PeriodQuantity).
 //
 // The package does no I/O beyond parsing bytes it is handed, reads no clock and
 // holds no global state, so invoices, chargeback, quotas and `gpumeter quote`

@@ -1,6 +1,7 @@
 package pricing_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -293,6 +294,141 @@ func FuzzParseContract(f *testing.F) {
 		}
 		if err := c.Validate(); err != nil {
 			t.Fatalf("an accepted contract does not validate: %v", err)
+		}
+	})
+}
+
+// FuzzParseUsage feeds usage files to the parsers quote uses. The
+// property: no panic; either an error, or rows that are each valid
+// (known meter, non-negative quantity within bounds), one origin each,
+// that read back the same when written out again in the same format.
+func FuzzParseUsage(f *testing.F) {
+	f.Add(false, []byte(csvHeader+"2026-03-01T00:00:00Z,H100-SXM5-80GB,gpu_hours,6\n2026-03-01T01:00:00+02:00, B200 ,energy_kwh,0.25\n"))
+	f.Add(false, []byte("quantity,hour,meter,sku\n\"1.5\",2026-03-01,pcie_gib,\"a,b\"\n"))
+	f.Add(false, []byte(csvHeader+"yesterday,B200,gpu_hourz,-1\n2026-03-01T00:00:00Z,B200\n"))
+	f.Add(true, []byte(`[{"hour":"2026-03-01T00:00:00Z","sku":"B200","meter":"gpu_hours","quantity":1.25},`+
+		`{"hour":"2026-03-01T01:00:00Z","sku":"B200","meter":"nvlink_gib","quantity":"3"}]`))
+	f.Add(true, []byte(`[{"bucket":"2026-03-01T02:00:00Z","sku":"H100-SXM5-80GB","samples":3,"gpu_hours":"0.5","sm_active_hours":"0",`+
+		`"memory_gib_hours":"2","energy_kwh":"0.1","pcie_gib":"0","nvlink_gib":"0","unmeasured_gpu_hours":{"pcie":"0.5"}}]`))
+	f.Add(true, []byte(`[{"hour":"2026-03-01T00:00:00Z","sku":"B200","meter":"gpu_hours","quantity":1e3},{"sku":"B200"}]`))
+	f.Fuzz(func(t *testing.T, isJSON bool, data []byte) {
+		name := "usage.csv"
+		if isJSON {
+			name = "usage.json"
+		}
+		rows, origins, err := pricing.ParseUsageFile(name, data)
+		if err != nil {
+			if rows != nil || origins != nil {
+				t.Fatalf("rows and origins with error %v", err)
+			}
+			return
+		}
+		if len(rows) != len(origins) {
+			t.Fatalf("%d rows, %d origins", len(rows), len(origins))
+		}
+		asJSON := isJSON || bytes.HasPrefix(bytes.TrimSpace(data), []byte("["))
+		for i, r := range rows {
+			if _, err := pricing.ParseMeter(string(r.Meter)); err != nil {
+				t.Errorf("row %d: %v", i, err)
+			}
+			if q, err := pricing.ParseQuantity(r.Quantity.String()); err != nil || !q.Equal(r.Quantity) {
+				t.Errorf("row %d: quantity %s is not one ParseQuantity gives (%v)", i, r.Quantity, err)
+			}
+			o := origins[i]
+			if asJSON && (o.Where != "row" || o.N < 0) || !asJSON && (o.Where != "line" || o.N < 2) {
+				t.Errorf("row %d from %+v", i, o)
+			}
+			if i > 0 && o.N < origins[i-1].N {
+				t.Errorf("origins out of order: %+v after %+v", o, origins[i-1])
+			}
+		}
+		// Written out as hourly rows and read again, nothing changes.
+		out := usageCSV(t, rows)
+		if asJSON {
+			out = usageJSONRows(t, rows)
+		}
+		back, _, err := pricing.ParseUsageFile(name, out)
+		if err != nil {
+			t.Fatalf("rows written out do not read back: %v\n%s", err, out)
+		}
+		if len(back) != len(rows) {
+			t.Fatalf("%d rows read back as %d\n%s", len(rows), len(back), out)
+		}
+		for i := range rows {
+			if !sameUsage(rows[i], back[i]) {
+				t.Errorf("row %d %+v read back as %+v", i, rows[i], back[i])
+			}
+		}
+	})
+}
+
+// FuzzSpreadQuantity checks the --quantity rule: a text that parses reads
+// back from its String; a spread gives one row per whole hour of the
+// period, on the hour, inside it, no part negative, parts at most one step
+// apart, and adding up to the quantity exactly; a spread is refused only
+// for a period without a whole hour or longer than two leap years.
+func FuzzSpreadQuantity(f *testing.F) {
+	f.Add("H100-SXM5-80GB/3g.40gb:gpu_hours=100.000000001", march.Unix(), int64(0), uint32(31*24*60), int16(0))
+	f.Add("B200:energy_kwh=1", march.Unix(), int64(1), uint32(3*60), int16(330))
+	f.Add("a:b:pcie_gib=0.0000000000001", march.Unix()+1800, int64(0), uint32(200), int16(-600))
+	f.Add("B200:gpu_hours=7", march.Unix(), int64(0), uint32(2*366*24*60+60), int16(0))
+	f.Add("B200:gpu_hours=999999999999999.999999999999999999", int64(0), int64(999999999), uint32(59), int16(0))
+	f.Add("B200=1", int64(0), int64(0), uint32(0), int16(0))
+	f.Fuzz(func(t *testing.T, s string, fromUnix, fromNanos int64, minutes uint32, zoneMinutes int16) {
+		q, err := pricing.ParsePeriodQuantity(s)
+		if err != nil {
+			return
+		}
+		back, err := pricing.ParsePeriodQuantity(q.String())
+		if err != nil || back.SKU != q.SKU || back.Meter != q.Meter || !back.Quantity.Equal(q.Quantity) {
+			t.Fatalf("%q parsed as %+v reads back from %q as %+v (%v)", s, q, q.String(), back, err)
+		}
+
+		// Periods from 1970 to 2200, up to a little over two leap years.
+		const maxMinutes = 2*366*24*60 + 3*60
+		zone := time.FixedZone("fuzz", int(zoneMinutes%(14*60))*60)
+		from := time.Unix(fromUnix%(230*365*24*3600), fromNanos%int64(time.Second)).In(zone)
+		to := from.Add(time.Duration(minutes%maxMinutes) * time.Minute)
+		first := from.Truncate(time.Hour)
+		if first.Before(from) {
+			first = first.Add(time.Hour)
+		}
+		hours := 0
+		if to.After(first) {
+			hours = int((to.Sub(first) + time.Hour - 1) / time.Hour)
+		}
+		tooLong := to.Sub(first) > 2*366*24*time.Hour
+
+		rows, err := q.Spread(from, to)
+		if hours == 0 || tooLong {
+			if err == nil {
+				t.Fatalf("spread over %s to %s (%d hours) was not refused", from, to, hours)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("spread over %s to %s (%d hours): %v", from, to, hours, err)
+		}
+		if len(rows) != hours {
+			t.Fatalf("%d rows for %d whole hours", len(rows), hours)
+		}
+		step := decimal.New(1, -max(9, -q.Quantity.Exponent()))
+		sum, lo, hi := decimal.Zero, rows[0].Quantity, rows[0].Quantity
+		for i, r := range rows {
+			if !r.Hour.Equal(first.Add(time.Duration(i)*time.Hour)) || r.Hour.Before(from) || !r.Hour.Before(to) || !r.Hour.Equal(r.Hour.Truncate(time.Hour)) {
+				t.Fatalf("row %d at %s in [%s, %s)", i, r.Hour, from, to)
+			}
+			if r.SKU != q.SKU || r.Meter != q.Meter || r.Quantity.Sign() < 0 {
+				t.Fatalf("row %d: %+v from %+v", i, r, q)
+			}
+			sum = sum.Add(r.Quantity)
+			lo, hi = decimal.Min(lo, r.Quantity), decimal.Max(hi, r.Quantity)
+		}
+		if !sum.Equal(q.Quantity) {
+			t.Fatalf("rows add up to %s, want %s exactly", sum, q.Quantity)
+		}
+		if hi.Sub(lo).GreaterThan(step) {
+			t.Fatalf("parts from %s to %s: not even (step %s)", lo, hi, step)
 		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/demo"
 	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/reports"
 	"github.com/gpumeter/gpumeter/schemas"
 )
 
@@ -74,7 +75,9 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 			return err
 		}
 		fmt.Fprintln(g.stdout, view.title)
-		writeUsageTable(g.stdout, rows, q)
+		if err := reports.WriteUsageTable(g.stdout, usageTable(rows, q)); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
 		fmt.Fprintln(g.stdout)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/internal/partition/nvmlapply"
 	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/reports"
 )
 
 // fleetWindow is how far behind the newest sample a GPU's own newest sample
@@ -125,7 +126,9 @@ func runMIGPlan(ctx context.Context, g *globals, args []string) error {
 			return err
 		}
 	}
-	printPlan(g.stdout, plan)
+	if err := reports.WritePlan(g.stdout, plan); err != nil {
+		return fmt.Errorf("write plan: %w", err)
+	}
 	if *out != "" {
 		fmt.Fprintf(g.stdout, "\nwrote plan to %s (apply it on each host: gpumeter mig apply --plan %s)\n", *out, *out)
 	}
@@ -171,7 +174,9 @@ func runMIGApply(ctx context.Context, g *globals, args []string, newNVML func(..
 	defer lib.Shutdown()
 
 	rep, err := nvmlapply.Apply(ctx, lib, plan, nvmlapply.ApplyOptions{Execute: *yes})
-	printApply(g.stdout, rep, err == nil)
+	if werr := reports.WriteApply(g.stdout, rep, err == nil); err == nil && werr != nil {
+		return fmt.Errorf("write report: %w", werr)
+	}
 	return err
 }
 
@@ -207,81 +212,4 @@ func writeYAML(path string, v any) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
-}
-
-func printPlan(w io.Writer, p partition.Plan) {
-	s := p.Summary
-	fmt.Fprintf(w, "plan: %d GPUs, %d to change: %d instances to create, %d to destroy, %d kept (%d change tenant)\n",
-		s.GPUs, s.GPUsChanged, s.Created, s.Destroyed, s.Kept, s.Reassigned)
-	fmt.Fprintf(w, "demand met (compute slices, 7 = one GPU): reserved %d of %d (%s), pending %d of %d (%s)\n",
-		s.ReservedMetSlices, s.ReservedSlices, percent(s.ReservedMetSlices, s.ReservedSlices),
-		s.PendingMetSlices, s.PendingSlices, percent(s.PendingMetSlices, s.PendingSlices))
-	if s.GPUsChanged > 0 {
-		fmt.Fprintln(w, "\nchanges:")
-	}
-	for _, g := range p.GPUs {
-		if !g.Changed {
-			continue
-		}
-		fmt.Fprintf(w, "  %s %s (%s)\n", g.Host, g.UUID, g.Model)
-		for _, in := range g.Remove {
-			fmt.Fprintf(w, "    - %-11s @%d %s\n", in.Profile, in.Start, in.UUID)
-		}
-		for _, in := range g.Instances {
-			mark, who := "=", in.Tenant
-			if in.Action == partition.Create {
-				mark = "+"
-			}
-			if who == "" {
-				who = "(free)"
-			}
-			if in.Busy {
-				who += " busy"
-			}
-			fmt.Fprintf(w, "    %s %-11s @%d %s\n", mark, in.Profile, in.Start, who)
-		}
-	}
-	if len(p.Unmet) > 0 {
-		fmt.Fprintln(w, "\nunmet:")
-	}
-	for _, u := range p.Unmet {
-		sku := u.Profile
-		if u.Model != "" {
-			sku = u.Model + "/" + u.Profile
-		}
-		fmt.Fprintf(w, "  %s %s %s x%d: %s\n", u.Tenant, u.Class, sku, u.Count, u.Reason)
-	}
-}
-
-func percent(a, b int) string {
-	if b == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
-}
-
-func printApply(w io.Writer, rep nvmlapply.ApplyReport, ok bool) {
-	for _, st := range rep.Steps {
-		state := "done"
-		switch {
-		case rep.DryRun:
-			state = "would"
-		case !st.Done:
-			state = "not done"
-		}
-		id := ""
-		if st.Action == partition.Destroy || st.Done {
-			id = fmt.Sprintf(" (GPU instance %d)", st.GPUInstanceID)
-		}
-		fmt.Fprintf(w, "%-8s %-7s %s %-11s @%d%s\n", state, st.Action, st.GPU, st.Profile, st.Start, id)
-	}
-	if len(rep.NotOnHost) > 0 {
-		fmt.Fprintf(w, "%d GPUs of the plan are on other hosts\n", len(rep.NotOnHost))
-	}
-	if len(rep.Unchanged) > 0 {
-		fmt.Fprintf(w, "%d GPUs already match the plan\n", len(rep.Unchanged))
-	}
-	if rep.DryRun && ok {
-		fmt.Fprintln(w, "dry run: nothing changed; add --yes to apply")
-	}
 }

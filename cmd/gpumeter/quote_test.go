@@ -284,27 +284,6 @@ func TestQuoteDefaultPeriod(t *testing.T) {
 	}
 }
 
-func TestQuoteSpreadAddsUpExactly(t *testing.T) {
-	from := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	rows, err := spreadQuantity("H100-SXM5-80GB/3g.40gb:gpu_hours=100.000000001", from, from.AddDate(0, 1, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) != 744 {
-		t.Fatalf("want one row per hour of March (744), got %d", len(rows))
-	}
-	sum := rows[0].Quantity
-	for _, r := range rows[1:] {
-		sum = sum.Add(r.Quantity)
-	}
-	if sum.String() != "100.000000001" {
-		t.Errorf("rows add up to %s", sum)
-	}
-	if rows[0].SKU != "H100-SXM5-80GB/3g.40gb" || rows[743].Hour != from.Add(743*time.Hour) {
-		t.Errorf("first row %+v, last row %+v", rows[0], rows[743])
-	}
-}
-
 // A problem repeated on many rows is reported once, with where it occurs;
 // before the fix a file stopped at its first bad line, and a problem the
 // engine found was repeated once per row (720 times for one --quantity).

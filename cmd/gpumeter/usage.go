@@ -2,18 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/pricing"
+	"github.com/gpumeter/gpumeter/reports"
 )
 
 func runUsage(ctx context.Context, g *globals, args []string) error {
@@ -64,10 +62,9 @@ func runUsage(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	if *asJSON {
-		return writeUsageJSON(g.stdout, rows)
+		return reports.WriteUsageJSON(g.stdout, usageRecords(rows))
 	}
-	writeUsageTable(g.stdout, rows, q)
-	return nil
+	return reports.WriteUsageTable(g.stdout, usageTable(rows, q))
 }
 
 func parseTime(s string) (time.Time, error) {
@@ -84,117 +81,58 @@ func parseTime(s string) (time.Time, error) {
 	return t, nil
 }
 
-type usageJSON struct {
-	Bucket         *time.Time `json:"bucket,omitempty"`
-	Tenant         string     `json:"tenant,omitempty"`
-	Department     string     `json:"department,omitempty"`
-	SKU            string     `json:"sku,omitempty"`
-	Samples        uint64     `json:"samples"`
-	GPUHours       string     `json:"gpu_hours"`
-	SMActiveHours  string     `json:"sm_active_hours"`
-	MemoryGiBHours string     `json:"memory_gib_hours"`
-	EnergyKWh      string     `json:"energy_kwh"`
-	PCIeGiB        string     `json:"pcie_gib"`
-	NVLinkGiB      string     `json:"nvlink_gib"`
-	// Unmeasured: GPU-hours whose samples had no measurement of a meter.
-	Unmeasured map[string]string `json:"unmeasured_gpu_hours,omitempty"`
-}
-
-// quantities pairs each price-book meter with the row's quantity of it.
-func (j usageJSON) quantities() []struct {
-	meter    pricing.Meter
-	quantity string
-} {
-	return []struct {
-		meter    pricing.Meter
-		quantity string
-	}{{pricing.GPUHours, j.GPUHours}, {pricing.SMActiveHours, j.SMActiveHours}, {pricing.MemoryGiBHours, j.MemoryGiBHours},
-		{pricing.EnergyKWh, j.EnergyKWh}, {pricing.PCIeGiB, j.PCIeGiB}, {pricing.NVLinkGiB, j.NVLinkGiB}}
-}
-
-func writeUsageJSON(w io.Writer, rows []store.UsageRow) error {
-	out := make([]usageJSON, 0, len(rows))
-	for _, r := range rows {
-		j := usageJSON{Tenant: r.Tenant, Department: r.Department, SKU: r.SKU, Samples: r.Samples,
-			GPUHours: r.GPUHours().String(), SMActiveHours: r.SMActiveHours().String(),
-			MemoryGiBHours: r.MemoryGiBHours().String(), EnergyKWh: r.EnergyKWh().String(),
-			PCIeGiB: r.PCIeGiB().String(), NVLinkGiB: r.NVLinkGiB().String()}
-		for name, us := range map[string]uint64{"sm_active": r.Unmeasured.SMActive, "energy": r.Unmeasured.Energy,
-			"pcie": r.Unmeasured.PCIe, "nvlink": r.Unmeasured.NVLink} {
-			if us > 0 {
-				if j.Unmeasured == nil {
-					j.Unmeasured = map[string]string{}
-				}
-				j.Unmeasured[name] = store.Meters{Meters: collectors.Meters{GPUMicroseconds: us}}.GPUHours().String()
+// usageRecord is a store row as usage --json prints it (and quote reads
+// it back): every meter in its price-book unit, exact decimal text. The
+// unit conversions are store's; the adapter sits here because pricing and
+// reports never import store.
+func usageRecord(r store.UsageRow) pricing.UsageRecord {
+	j := pricing.UsageRecord{Tenant: r.Tenant, Department: r.Department, SKU: r.SKU, Samples: r.Samples,
+		GPUHours: r.GPUHours().String(), SMActiveHours: r.SMActiveHours().String(),
+		MemoryGiBHours: r.MemoryGiBHours().String(), EnergyKWh: r.EnergyKWh().String(),
+		PCIeGiB: r.PCIeGiB().String(), NVLinkGiB: r.NVLinkGiB().String()}
+	for name, us := range map[string]uint64{"sm_active": r.Unmeasured.SMActive, "energy": r.Unmeasured.Energy,
+		"pcie": r.Unmeasured.PCIe, "nvlink": r.Unmeasured.NVLink} {
+		if us > 0 {
+			if j.Unmeasured == nil {
+				j.Unmeasured = map[string]string{}
 			}
+			j.Unmeasured[name] = store.Meters{Meters: collectors.Meters{GPUMicroseconds: us}}.GPUHours().String()
 		}
-		if !r.Bucket.IsZero() {
-			b := r.Bucket
-			j.Bucket = &b
-		}
-		out = append(out, j)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	if !r.Bucket.IsZero() {
+		b := r.Bucket
+		j.Bucket = &b
+	}
+	return j
 }
 
-func writeUsageTable(w io.Writer, rows []store.UsageRow, q store.UsageQuery) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	var cols []string
-	if q.Bucket != store.BucketNone {
-		cols = append(cols, "BUCKET")
-	}
-	has := map[store.Dimension]bool{}
-	for _, d := range q.GroupBy {
-		has[d] = true
-	}
-	for _, d := range []store.Dimension{store.DimTenant, store.DimDepartment, store.DimSKU} {
-		if has[d] {
-			cols = append(cols, strings.ToUpper(string(d)))
-		}
-	}
-	cols = append(cols, "SAMPLES", "GPU-HOURS", "SM-ACTIVE-H", "MEM-GIB-H", "ENERGY-KWH", "PCIE-GIB", "NVLINK-GIB")
-	fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
-	var total store.Meters
-	var samples uint64
+func usageRecords(rows []store.UsageRow) []pricing.UsageRecord {
+	out := make([]pricing.UsageRecord, 0, len(rows))
 	for _, r := range rows {
-		var cells []string
-		if q.Bucket != store.BucketNone {
-			cells = append(cells, r.Bucket.Format("2006-01-02 15:04"))
-		}
-		if has[store.DimTenant] {
-			cells = append(cells, nameOr(r.Tenant, "(idle)"))
-		}
-		if has[store.DimDepartment] {
-			cells = append(cells, nameOr(r.Department, "(none)"))
-		}
-		if has[store.DimSKU] {
-			cells = append(cells, r.SKU)
-		}
-		cells = append(cells, meterCells(r.Samples, r.Meters)...)
-		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
-		total = total.Add(r.Meters)
-		samples += r.Samples
+		out = append(out, usageRecord(r))
 	}
-	if len(rows) > 1 {
-		cells := make([]string, len(cols)-7)
-		if len(cells) > 0 {
-			cells[0] = "TOTAL"
-		}
-		fmt.Fprintln(tw, strings.Join(append(cells, meterCells(samples, total)...), "\t")+"\t")
-	}
-	tw.Flush()
+	return out
 }
 
-func meterCells(samples uint64, m store.Meters) []string {
-	return []string{fmt.Sprint(samples), m.GPUHours().StringFixed(3), m.SMActiveHours().StringFixed(3),
-		m.MemoryGiBHours().StringFixed(1), m.EnergyKWh().StringFixed(3), m.PCIeGiB().StringFixed(2), m.NVLinkGiB().StringFixed(2)}
-}
-
-func nameOr(s, empty string) string {
-	if s == "" {
-		return empty
+// usageTable is what the usage table of q prints; the total is summed in
+// the store's integer units, then converted once.
+func usageTable(rows []store.UsageRow, q store.UsageQuery) reports.UsageTable {
+	t := reports.UsageTable{ByBucket: q.Bucket != store.BucketNone, Rows: usageRecords(rows)}
+	for _, d := range q.GroupBy {
+		switch d {
+		case store.DimTenant:
+			t.ByTenant = true
+		case store.DimDepartment:
+			t.ByDepartment = true
+		case store.DimSKU:
+			t.BySKU = true
+		}
 	}
-	return s
+	var total store.UsageRow
+	for _, r := range rows {
+		total.Meters = total.Meters.Add(r.Meters)
+		total.Samples += r.Samples
+	}
+	t.Total = usageRecord(total)
+	return t
 }

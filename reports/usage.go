@@ -1,0 +1,115 @@
+package reports
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpumeter/gpumeter/pricing"
+	"github.com/shopspring/decimal"
+)
+
+// WriteUsageJSON prints usage rows as the indented JSON array of `gpumeter
+// usage --json` ("[]" for none), the input `gpumeter quote --usage` reads.
+func WriteUsageJSON(w io.Writer, rows []pricing.UsageRecord) error {
+	if rows == nil {
+		rows = []pricing.UsageRecord{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
+}
+
+// UsageTable is a usage summary to print as a table: the rows of one
+// query, which of its columns it grouped by, and the total of all rows.
+type UsageTable struct {
+	// ByBucket adds a BUCKET column (each row's Bucket; a nil Bucket
+	// prints as the zero time).
+	ByBucket bool
+	// ByTenant, ByDepartment and BySKU add those columns, always in that
+	// order. An empty tenant is idle capacity, an empty department none.
+	ByTenant, ByDepartment, BySKU bool
+	Rows                          []pricing.UsageRecord
+	// Total is the sum of Rows, printed as a last TOTAL row when there is
+	// more than one row. The caller sums exactly, in the stored integer
+	// units, rather than adding the rounded decimals of Rows.
+	Total pricing.UsageRecord
+}
+
+// WriteUsageTable prints the table right-aligned: the grouping columns,
+// then samples and every meter (GPU-hours, SM-active hours and kWh to 3
+// places, GiB-hours to 1, GiB of traffic to 2).
+func WriteUsageTable(w io.Writer, t UsageTable) error {
+	ew := &errWriter{w: w}
+	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', tabwriter.AlignRight)
+	var cols []string
+	if t.ByBucket {
+		cols = append(cols, "BUCKET")
+	}
+	for _, c := range []struct {
+		on   bool
+		name string
+	}{{t.ByTenant, "TENANT"}, {t.ByDepartment, "DEPARTMENT"}, {t.BySKU, "SKU"}} {
+		if c.on {
+			cols = append(cols, c.name)
+		}
+	}
+	cols = append(cols, "SAMPLES", "GPU-HOURS", "SM-ACTIVE-H", "MEM-GIB-H", "ENERGY-KWH", "PCIE-GIB", "NVLINK-GIB")
+	fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
+	for _, r := range t.Rows {
+		var cells []string
+		if t.ByBucket {
+			var b time.Time
+			if r.Bucket != nil {
+				b = *r.Bucket
+			}
+			cells = append(cells, b.Format("2006-01-02 15:04"))
+		}
+		if t.ByTenant {
+			cells = append(cells, nameOr(r.Tenant, "(idle)"))
+		}
+		if t.ByDepartment {
+			cells = append(cells, nameOr(r.Department, "(none)"))
+		}
+		if t.BySKU {
+			cells = append(cells, r.SKU)
+		}
+		cells = append(cells, meterCells(r)...)
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	if len(t.Rows) > 1 {
+		cells := make([]string, len(cols)-7)
+		if len(cells) > 0 {
+			cells[0] = "TOTAL"
+		}
+		fmt.Fprintln(tw, strings.Join(append(cells, meterCells(t.Total)...), "\t")+"\t")
+	}
+	tw.Flush()
+	return ew.err
+}
+
+// meterCells are the samples and meter columns of a row.
+func meterCells(r pricing.UsageRecord) []string {
+	return []string{fmt.Sprint(r.Samples), fixed(r.GPUHours, 3), fixed(r.SMActiveHours, 3),
+		fixed(r.MemoryGiBHours, 1), fixed(r.EnergyKWh, 3), fixed(r.PCIeGiB, 2), fixed(r.NVLinkGiB, 2)}
+}
+
+// fixed rounds a record's decimal text to places for display; text that
+// is no decimal (never written by usage) is shown as it is.
+func fixed(s string, places int32) string {
+	d, err := decimal.NewFromString(s)
+	if err != nil {
+		return s
+	}
+	return d.StringFixed(places)
+}
+
+func nameOr(s, empty string) string {
+	if s == "" {
+		return empty
+	}
+	return s
+}

@@ -23,6 +23,8 @@ FUZZ_TARGETS := \
 	./pricing:FuzzAllocate \
 	./pricing:FuzzParseBook \
 	./pricing:FuzzParseContract \
+	./pricing:FuzzParseUsage \
+	./pricing:FuzzSpreadQuantity \
 	./internal/partition:FuzzSolve \
 	./collectors/attribution:FuzzParseCgroup \
 	./collectors/attribution:FuzzParseMapping \

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -19,6 +18,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors/nvml"
 	"github.com/gpumeter/gpumeter/collectors/sim"
 	"github.com/gpumeter/gpumeter/internal/server"
+	"github.com/gpumeter/gpumeter/reports"
 )
 
 // collectDeps are what tests replace: the NVML library and the registry.
@@ -250,29 +250,20 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) e
 	written := sk.written.Load()
 	logger.Info("collector stopped", "samples", written, "elapsed", time.Since(began).Round(time.Millisecond))
 	if hs.fleet != nil && g.stdout != nil && f.sink != "jsonl" {
-		printLedger(g.stdout, hs.fleet, written)
+		if err := printLedger(g.stdout, hs.fleet, written); err != nil {
+			return fmt.Errorf("print the ledger: %w", err)
+		}
 	}
 	return nil
 }
 
 // printLedger prints what the simulator ran, per tenant, to compare with
 // `gpumeter usage` over the same range.
-func printLedger(w io.Writer, fleet *sim.Fleet, written uint64) {
+func printLedger(w io.Writer, fleet *sim.Fleet, written uint64) error {
 	l := fleet.Ledger()
-	fmt.Fprintf(w, "simulated %d hosts from %s to %s: %d samples written\n",
-		len(fleet.Hosts()), fleet.Start().Format(time.RFC3339), fleet.Now().Format(time.RFC3339), written)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tenant\tgpu-seconds\tenergy-kWh\t")
+	out := reports.SimLedger{Hosts: len(fleet.Hosts()), Start: fleet.Start(), End: fleet.Now(), Written: written}
 	for _, t := range l.Tenants() {
-		name := t
-		if name == "" {
-			name = "(idle)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%.3f\t\n", name, microsToSeconds(l.GPUMicroseconds[t]), l.EnergyMillijoules[t]/3.6e9)
+		out.Tenants = append(out.Tenants, reports.SimTenant{Tenant: t, GPUMicroseconds: l.GPUMicroseconds[t], EnergyMillijoules: l.EnergyMillijoules[t]})
 	}
-	tw.Flush()
-}
-
-func microsToSeconds(us uint64) string {
-	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
+	return reports.WriteSimLedger(w, out)
 }

@@ -154,7 +154,7 @@ func (c *Contract) validate(ps *problems) {
 	if c.Tenant == "" {
 		ps.add("tenant", "required")
 	}
-	if c.Currency != "" && !isCurrencyCode(c.Currency) {
+	if c.Currency != "" && !IsCurrencyCode(c.Currency) {
 		ps.add("currency", "want a three-letter ISO 4217 code such as USD, got %q", c.Currency)
 	}
 	if !c.Start.IsZero() && !c.End.IsZero() && !c.Start.Before(c.End) {

@@ -59,7 +59,7 @@ func (c Currency) validate(ps *problems, p path) {
 	switch {
 	case !isThreeLetters(c.Code):
 		ps.add(p.key("code"), "want a three-letter ISO 4217 code such as USD, got %q", c.Code)
-	case !isCurrencyCode(c.Code):
+	case !IsCurrencyCode(c.Code):
 		ps.add(p.key("code"), "%q is not an ISO 4217 currency code (such as USD, EUR or JPY)", c.Code)
 	}
 	if c.MinorUnits < 0 || c.MinorUnits > StoragePlaces {
@@ -94,7 +94,8 @@ func isThreeLetters(s string) bool {
 	return true
 }
 
-func isCurrencyCode(s string) bool {
+// IsCurrencyCode reports whether s is an ISO 4217 code in use.
+func IsCurrencyCode(s string) bool {
 	if !isThreeLetters(s) {
 		return false
 	}

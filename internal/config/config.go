@@ -26,6 +26,7 @@ type Config struct {
 	Rollup     billing.RollupConfig    `yaml:"rollup"`
 	Retention  billing.RetentionConfig `yaml:"retention"`
 	Collector  Collector               `yaml:"collector"`
+	Billing    billing.Customers       `yaml:"billing"`
 }
 
 // Collector configures delivery on GPU hosts; collect's flags override it.
@@ -101,7 +102,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("log.level: %q: want debug, info, warn or error", c.Log.Level))
 	}
 	for _, err := range []error{c.Server.Validate(), c.Rollup.Validate(), c.Retention.Validate(),
-		prefixed("collector.spool", c.Collector.Spool.Validate()), prefixed("collector.shipper", c.Collector.Shipper.Validate())} {
+		prefixed("collector.spool", c.Collector.Spool.Validate()), prefixed("collector.shipper", c.Collector.Shipper.Validate()), c.Billing.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -33,10 +34,10 @@ func TestLoad(t *testing.T) {
 	if cfg.ClickHouse.DSN != "clickhouse://ch:9000/metering" || cfg.Log.Level != "info" {
 		t.Fatalf("cfg = %+v", cfg)
 	}
-	if cfg, err := Load(write(t, "")); err != nil || cfg != Default() {
+	if cfg, err := Load(write(t, "")); err != nil || !reflect.DeepEqual(cfg, Default()) {
 		t.Fatalf("empty file: %+v, %v", cfg, err)
 	}
-	if cfg, err := Load(""); err != nil || cfg != Default() {
+	if cfg, err := Load(""); err != nil || !reflect.DeepEqual(cfg, Default()) {
 		t.Fatalf("no file: %+v, %v", cfg, err)
 	}
 }
@@ -51,6 +52,9 @@ func TestLoadRejects(t *testing.T) {
 		// Before the fix the second document was ignored silently.
 		"two documents":     "log:\n  level: info\n---\nlog:\n  level: debug\n",
 		"zero idle timeout": "server:\n  idle_timeout: 0s\n",
+		"customer in a half-hour zone": "billing:\n  issuer: {id: gc, name: GC}\n  customers:\n" +
+			"    - {tenant: acme, name: Acme, currency: INR, time_zone: Asia/Kolkata, book: b.yaml}\n",
+		"unknown customer key": "billing:\n  issuer: {id: gc, name: GC}\n  customers:\n    - {tenant: acme, nmae: Acme}\n",
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,135 @@
+package billing
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// Issuer is who sends the invoices. Numbers are sequential per issuer.
+type Issuer struct {
+	ID      string   `yaml:"id"` // stable key of the number sequence
+	Name    string   `yaml:"name"`
+	Address []string `yaml:"address"`
+	TaxID   string   `yaml:"tax_id"`
+	// NumberPrefix starts every invoice number ("GM-" gives GM-000001).
+	NumberPrefix string `yaml:"number_prefix"`
+	// NumberReset restarts the sequence: never (the default), or yearly,
+	// when the prefix gains the year of issue (GM-2026-000001).
+	NumberReset string `yaml:"number_reset"`
+}
+
+// Customer is one tenant that is invoiced, with what its invoice needs.
+type Customer struct {
+	Tenant     string   `yaml:"tenant"`
+	Department string   `yaml:"department"`
+	Name       string   `yaml:"name"`
+	Address    []string `yaml:"address"`
+	TaxID      string   `yaml:"tax_id"`
+	Currency   string   `yaml:"currency"`
+	TimeZone   string   `yaml:"time_zone"`
+	// TaxRate is a plain percentage added as one tax line ("19" is 19 %):
+	// no tax engine.
+	TaxRate  decimal.Decimal `yaml:"tax_rate"`
+	Book     string          `yaml:"book"`     // price book file
+	Contract string          `yaml:"contract"` // contract file; empty: on demand
+}
+
+// Customers is the billing section of the config.
+type Customers struct {
+	Issuer    Issuer     `yaml:"issuer"`
+	Customers []Customer `yaml:"customers"`
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Location is the customer's billing time zone (UTC when empty).
+func (c Customer) Location() (*time.Location, error) {
+	if c.TimeZone == "" {
+		return time.UTC, nil
+	}
+	loc, err := time.LoadLocation(c.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("time_zone %q: not an IANA time zone", c.TimeZone)
+	}
+	return loc, nil
+}
+
+// Validate names the field path of every problem. A time zone must put
+// every month boundary on a whole UTC hour (see MonthlyPeriod); the years
+// checked are the ones invoices can name.
+func (cs Customers) Validate() error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	is := cs.Issuer
+	if len(cs.Customers) > 0 || is.ID != "" || is.Name != "" {
+		if !idPattern.MatchString(is.ID) {
+			add("billing.issuer.id %q: 1-64 letters, digits, '.', '_' or '-'", is.ID)
+		}
+		if strings.TrimSpace(is.Name) == "" {
+			add("billing.issuer.name: required")
+		}
+		if len(is.NumberPrefix) > 16 || strings.ContainsAny(is.NumberPrefix, " \t\r\n") {
+			add("billing.issuer.number_prefix %q: at most 16 characters, no spaces", is.NumberPrefix)
+		}
+		switch is.NumberReset {
+		case "", "never", "yearly":
+		default:
+			add("billing.issuer.number_reset %q: want never or yearly", is.NumberReset)
+		}
+	}
+	seen := map[string]int{}
+	for i, c := range cs.Customers {
+		at := fmt.Sprintf("billing.customers[%d]", i)
+		if c.Tenant == "" {
+			add("%s.tenant: required", at)
+		} else {
+			at = fmt.Sprintf("billing.customers[%d] (%s)", i, c.Tenant)
+			if j, dup := seen[c.Tenant]; dup {
+				add("%s.tenant: also customers[%d]", at, j)
+			}
+			seen[c.Tenant] = i
+		}
+		if strings.TrimSpace(c.Name) == "" {
+			add("%s.name: required", at)
+		}
+		if !pricing.IsCurrencyCode(c.Currency) {
+			add("%s.currency %q: not an ISO 4217 code", at, c.Currency)
+		}
+		if c.TaxRate.IsNegative() || c.TaxRate.GreaterThan(decimal.NewFromInt(100)) {
+			add("%s.tax_rate %s: want a percentage from 0 to 100", at, c.TaxRate)
+		}
+		if c.Book == "" {
+			add("%s.book: required (a price book file)", at)
+		}
+		loc, err := c.Location()
+		if err != nil {
+			add("%s.%w", at, err)
+			continue
+		}
+		if err := checkMonthBoundaries(loc); err != nil {
+			add("%s.time_zone: %w", at, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkMonthBoundaries refuses a zone whose month starts are not on whole
+// UTC hours in any month from last year to ten years ahead.
+func checkMonthBoundaries(loc *time.Location) error {
+	from := time.Now().Year() - 1
+	for y := from; y <= from+11; y++ {
+		for m := time.January; m <= time.December; m++ {
+			if _, err := MonthlyPeriod(fmt.Sprintf("%04d-%02d", y, m), loc); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
+)
+
+// ClaimLease appends holder's claim on the lease name, stamped with the
+// server's clock so that claims from different hosts order alike.
+func (s *Store) ClaimLease(ctx context.Context, name, holder string) error {
+	if err := s.conn.Exec(ctx, "INSERT INTO billing_leases (name, holder, claimed_at, renewed_at, released, version) "+
+		"SELECT ?, ?, now(), now(), 0, 1", name, holder); err != nil {
+		return fmt.Errorf("claim lease %s: %w", name, err)
+	}
+	return nil
+}
+
+// RenewLease moves holder's renewal time to the server's now.
+func (s *Store) RenewLease(ctx context.Context, name, holder string) error {
+	return s.rewriteClaim(ctx, "renew", "now()", "0", name, holder)
+}
+
+// ReleaseLease marks holder's claim released.
+func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
+	return s.rewriteClaim(ctx, "release", "renewed_at", "1", name, holder)
+}
+
+// rewriteClaim writes the claim again at a higher version; renewed and
+// released are fixed SQL fragments from the two callers above, never input.
+func (s *Store) rewriteClaim(ctx context.Context, what, renewed, released, name, holder string) error {
+	if err := s.conn.Exec(ctx, "INSERT INTO billing_leases (name, holder, claimed_at, renewed_at, released, version) "+
+		"SELECT name, holder, claimed_at, "+renewed+", "+released+", version + 1 FROM billing_leases FINAL "+
+		"WHERE name = ? AND holder = ?", name, holder); err != nil {
+		return fmt.Errorf("%s lease %s: %w", what, name, err)
+	}
+	return nil
+}
+
+// LeaseClaims returns every claim on the lease name and the server's time.
+func (s *Store) LeaseClaims(ctx context.Context, name string) ([]billing.Claim, time.Time, error) {
+	now, err := s.ServerNow(ctx)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("read lease %s: %w", name, err)
+	}
+	rows, err := s.conn.Query(ctx, "SELECT holder, claimed_at, renewed_at, released FROM billing_leases FINAL WHERE name = ?", name)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("read lease %s: %w", name, err)
+	}
+	defer rows.Close()
+	var out []billing.Claim
+	for rows.Next() {
+		var c billing.Claim
+		var released uint8
+		if err := rows.Scan(&c.Holder, &c.ClaimedAt, &c.RenewedAt, &released); err != nil {
+			return nil, time.Time{}, fmt.Errorf("read lease %s: %w", name, err)
+		}
+		c.Released = released != 0
+		out = append(out, c)
+	}
+	return out, now, rows.Err()
+}

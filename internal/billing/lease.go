@@ -68,7 +68,9 @@ func (l *Lease) Holder() string { return l.holder }
 func (l *Lease) Renew(ctx context.Context) error { return l.store.RenewLease(ctx, l.name, l.holder) }
 
 // Release lets the next run take the lease.
-func (l *Lease) Release(ctx context.Context) error { return l.store.ReleaseLease(ctx, l.name, l.holder) }
+func (l *Lease) Release(ctx context.Context) error {
+	return l.store.ReleaseLease(ctx, l.name, l.holder)
+}
 
 // TryAcquire makes one attempt: claim, wait out the settle delay, read
 // every claim back, and hold the lease when LeaseHolder picks this run.

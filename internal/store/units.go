@@ -1,6 +1,11 @@
 package store
 
-import "github.com/shopspring/decimal"
+import (
+	"time"
+
+	"github.com/gpumeter/gpumeter/pricing"
+	"github.com/shopspring/decimal"
+)
 
 // Conversions from stored integer units to the meters of the price book.
 // They are exact decimals: pricing rounds once per invoice line, later.
@@ -40,4 +45,23 @@ func (m Meters) PCIeGiB() decimal.Decimal {
 // NVLinkGiB is NVLink traffic, both directions.
 func (m Meters) NVLinkGiB() decimal.Decimal {
 	return ratio(m.NVLinkTxBytes, bytesPerGiB).Add(ratio(m.NVLinkRxBytes, bytesPerGiB))
+}
+
+// PricingUsage is the row as the pricing engine's hourly usage, one row
+// per meter with a non-zero quantity.
+func (m Meters) PricingUsage(hour time.Time, sku string) []pricing.Usage {
+	var out []pricing.Usage
+	for _, q := range []struct {
+		meter pricing.Meter
+		qty   decimal.Decimal
+	}{
+		{pricing.GPUHours, m.GPUHours()}, {pricing.SMActiveHours, m.SMActiveHours()},
+		{pricing.MemoryGiBHours, m.MemoryGiBHours()}, {pricing.EnergyKWh, m.EnergyKWh()},
+		{pricing.PCIeGiB, m.PCIeGiB()}, {pricing.NVLinkGiB, m.NVLinkGiB()},
+	} {
+		if !q.qty.IsZero() {
+			out = append(out, pricing.Usage{Hour: hour, SKU: sku, Meter: q.meter, Quantity: q.qty})
+		}
+	}
+	return out
 }

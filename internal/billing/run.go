@@ -1,0 +1,571 @@
+package billing
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// TenantUsage is a tenant's hourly usage over a range, in price-book
+// units, with the highest rollup version among the rows it came from.
+type TenantUsage struct {
+	Usage   []pricing.Usage
+	Version uint64
+}
+
+// InvoiceStore is what the invoice run needs from storage.
+type InvoiceStore interface {
+	LeaseStore
+	LoadRollupState(ctx context.Context, job string) (RollupState, bool, error)
+	// BillingUsage reads hourly rollups of [from, to) per tenant; tenant ""
+	// reads every tenant.
+	BillingUsage(ctx context.Context, from, to time.Time, tenant string) (map[string]TenantUsage, error)
+	// RollupVersions is the highest rollup version per tenant in [from, to).
+	RollupVersions(ctx context.Context, from, to time.Time) (map[string]uint64, error)
+	// Invoices is the latest revision of every invoice of the issuer.
+	Invoices(ctx context.Context, issuer string) ([]StoredInvoice, error)
+	// SaveInvoices writes the invoices and their lines in one insert each.
+	SaveInvoices(ctx context.Context, invs []StoredInvoice) error
+	MarkPeriodClosed(ctx context.Context, periodStart, closedAt time.Time) error
+	ServerNow(ctx context.Context) (time.Time, error)
+}
+
+// StoredInvoice is an invoice with its revision (the highest wins) and
+// its document exactly as stored.
+type StoredInvoice struct {
+	Invoice  *Invoice
+	Revision uint64
+	Document []byte
+}
+
+// RunRequest is one invoice run.
+type RunRequest struct {
+	Period string // YYYY-MM, the month in each customer's time zone
+	Tenant string // only this customer; "" for all
+	DryRun bool   // price and report, store nothing
+	Draft  bool   // store drafts, leave finalizing to `invoice finalize`
+}
+
+// Validate checks the request's own fields.
+func (r RunRequest) Validate() error {
+	if _, err := MonthlyPeriod(r.Period, time.UTC); err != nil {
+		return fmt.Errorf("--period: %w", err)
+	}
+	return nil
+}
+
+// Outcome is what a run did for one customer.
+type Outcome struct {
+	Tenant  string
+	Action  string // created, updated, finalized, unchanged, waiting, failed
+	Invoice *Invoice
+	Detail  string
+}
+
+// Actions an Outcome reports.
+const (
+	ActionCreated   = "created"   // a new draft
+	ActionUpdated   = "updated"   // a draft recomputed
+	ActionFinalized = "finalized" // numbered and final
+	ActionUnchanged = "unchanged" // already final, or a draft with the same inputs
+	ActionWaiting   = "waiting"   // the period is not closable yet
+	ActionFailed    = "failed"
+)
+
+// Report is a run's outcome per customer and the UTC months it closed.
+type Report struct {
+	Outcomes     []Outcome
+	ClosedMonths []time.Time
+}
+
+// Failed counts customers that could not be invoiced.
+func (r Report) Failed() int {
+	n := 0
+	for _, o := range r.Outcomes {
+		if o.Action == ActionFailed {
+			n++
+		}
+	}
+	return n
+}
+
+// Runner runs invoice periods for the configured customers.
+type Runner struct {
+	store     InvoiceStore
+	customers Customers
+	lease     LeaseConfig
+	now       func() time.Time
+	logger    *slog.Logger
+	// readFile loads books and contracts; paths are as configured.
+	readFile func(string) ([]byte, error)
+}
+
+// NewRunner builds a runner.
+func NewRunner(st InvoiceStore, cs Customers, lease LeaseConfig, now func() time.Time, logger *slog.Logger) *Runner {
+	return &Runner{store: st, customers: cs, lease: lease, now: now, logger: logger.With("component", "invoice"), readFile: os.ReadFile}
+}
+
+func (r *Runner) leaseName() string { return "invoices/" + r.customers.Issuer.ID }
+
+// Progress is told how many customers are done out of how many.
+type Progress func(done, total int)
+
+// Run invoices the period for each customer (or the one asked for). It is
+// idempotent: a finalized invoice is never touched again, and a draft with
+// unchanged inputs is left as it is. Everything but a dry run happens
+// under the issuer's lease, so two runs at once make one set of invoices
+// and draw numbers one after the other, without gaps.
+func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Report, error) {
+	if err := req.Validate(); err != nil {
+		return Report{}, err
+	}
+	customers, err := r.select_(req.Tenant)
+	if err != nil {
+		return Report{}, err
+	}
+	var hold *heldLease
+	if !req.DryRun {
+		if hold, err = r.acquire(ctx); err != nil {
+			return Report{}, err
+		}
+		defer hold.release()
+		ctx = hold.ctx
+	}
+	st, err := r.loadState(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	state, _, err := r.store.LoadRollupState(ctx, rollupJob)
+	if err != nil {
+		return Report{}, err
+	}
+
+	type job struct {
+		c      Customer
+		loc    *time.Location
+		period Period
+	}
+	var jobs []job
+	var rep Report
+	var from, to time.Time
+	for _, c := range customers {
+		loc, err := c.Location()
+		if err == nil {
+			var p Period
+			if p, err = MonthlyPeriod(req.Period, loc); err == nil {
+				if !p.Closable(state.ClosedThrough) {
+					rep.Outcomes = append(rep.Outcomes, Outcome{Tenant: c.Tenant, Action: ActionWaiting,
+						Detail: fmt.Sprintf("hourly rollups are closed through %s; the period ends %s",
+							state.ClosedThrough.Format(time.RFC3339), p.End.UTC().Format(time.RFC3339))})
+					continue
+				}
+				jobs = append(jobs, job{c, loc, p})
+				if from.IsZero() || p.Start.Before(from) {
+					from = p.Start
+				}
+				if p.End.After(to) {
+					to = p.End
+				}
+				continue
+			}
+		}
+		rep.Outcomes = append(rep.Outcomes, Outcome{Tenant: c.Tenant, Action: ActionFailed, Detail: err.Error()})
+	}
+	var usage map[string]TenantUsage
+	if len(jobs) > 0 {
+		if usage, err = r.store.BillingUsage(ctx, from, to, req.Tenant); err != nil {
+			return Report{}, err
+		}
+	}
+	now := r.now()
+	var save []StoredInvoice
+	for i, j := range jobs {
+		out, stored, err := r.invoiceOne(ctx, st, j.c, j.loc, j.period, usage[j.c.Tenant], req, now)
+		if err != nil {
+			out = Outcome{Tenant: j.c.Tenant, Action: ActionFailed, Detail: err.Error()}
+			r.logger.Error("invoice failed", "tenant", j.c.Tenant, "period", req.Period, "err", err)
+		}
+		rep.Outcomes = append(rep.Outcomes, out)
+		if stored != nil {
+			save = append(save, *stored)
+			st.put(*stored)
+		}
+		if progress != nil {
+			progress(i+1, len(jobs))
+		}
+	}
+	if req.DryRun {
+		return rep, nil
+	}
+	if err := hold.check(); err != nil {
+		return Report{}, err
+	}
+	if err := r.store.SaveInvoices(ctx, save); err != nil {
+		return Report{}, err
+	}
+	if rep.ClosedMonths, err = r.closeMonths(ctx, st, req.Period); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+func (r *Runner) select_(tenant string) ([]Customer, error) {
+	if len(r.customers.Customers) == 0 {
+		return nil, errors.New("no customers: the config's billing.customers is empty")
+	}
+	if tenant == "" {
+		return r.customers.Customers, nil
+	}
+	for _, c := range r.customers.Customers {
+		if c.Tenant == tenant {
+			return []Customer{c}, nil
+		}
+	}
+	return nil, fmt.Errorf("--tenant %q: not a customer in the config's billing.customers", tenant)
+}
+
+// invoiceOne builds the customer's invoice for the period, or says why
+// there is nothing to do. stored is nil when nothing is to be written.
+func (r *Runner) invoiceOne(ctx context.Context, st *ledger, c Customer, loc *time.Location, p Period,
+	tu TenantUsage, req RunRequest, now time.Time) (Outcome, *StoredInvoice, error) {
+	current := st.current(c.Tenant, p.Label)
+	if current != nil && current.Invoice.Status == StatusFinalized {
+		return Outcome{Tenant: c.Tenant, Action: ActionUnchanged, Invoice: current.Invoice, Detail: "already finalized"}, nil, nil
+	}
+	book, err := r.book(c.Book)
+	if err != nil {
+		return Outcome{}, nil, err
+	}
+	contract, err := r.contract(c.Contract)
+	if err != nil {
+		return Outcome{}, nil, err
+	}
+	in := Inputs{Tenant: c.Tenant, Period: p, BookDigest: book.digest, ContractDigest: contract.digest, Usage: inPeriod(tu.Usage, p)}
+	priced, err := pricing.Price(pricing.Input{Tenant: c.Tenant, Start: p.Start.In(loc), End: p.End.In(loc),
+		Usage: in.Usage, Book: book.book, Contract: contract.contract})
+	if err != nil {
+		return Outcome{}, nil, fmt.Errorf("price %s %s: %w", c.Tenant, p.Label, err)
+	}
+	lines, corrections, err := r.corrections(ctx, st, c, p, book, contract, current)
+	if err != nil {
+		return Outcome{}, nil, err
+	}
+	id := st.nextID(c.Tenant, p.Label)
+	revision := uint64(1)
+	if current != nil {
+		id, revision = current.Invoice.ID, current.Revision+1
+	}
+	inv, err := BuildInvoice(Draft{ID: id, Issuer: r.customers.Issuer, Customer: c, Period: p, Priced: priced,
+		CorrectionLines: lines, Corrections: corrections, BookDigest: book.digest, ContractDigest: contract.digest,
+		InputsHash: in.Hash(), RollupVersion: tu.Version, Now: now})
+	if err != nil {
+		return Outcome{}, nil, err
+	}
+	action := ActionCreated
+	if current != nil {
+		action = ActionUpdated
+		if sameDraft(current.Invoice, inv) {
+			if req.Draft || req.DryRun {
+				return Outcome{Tenant: c.Tenant, Action: ActionUnchanged, Invoice: current.Invoice, Detail: "draft with the same inputs"}, nil, nil
+			}
+			inv = current.Invoice
+		}
+	}
+	if !req.Draft && !req.DryRun {
+		if err := r.finalize(st, inv, now); err != nil {
+			return Outcome{}, nil, err
+		}
+		action = ActionFinalized
+	}
+	if req.DryRun {
+		return Outcome{Tenant: c.Tenant, Action: action, Invoice: inv, Detail: "dry run: not stored"}, nil, nil
+	}
+	doc, err := inv.Document()
+	if err != nil {
+		return Outcome{}, nil, err
+	}
+	return Outcome{Tenant: c.Tenant, Action: action, Invoice: inv}, &StoredInvoice{Invoice: inv, Revision: revision, Document: doc}, nil
+}
+
+// sameDraft says whether two drafts bill the same: equal documents apart
+// from when each was made.
+func sameDraft(a, b *Invoice) bool {
+	x, y := *a, *b
+	x.CreatedAt, y.CreatedAt = time.Time{}, time.Time{}
+	dx, errX := x.Document()
+	dy, errY := y.Document()
+	return errX == nil && errY == nil && string(dx) == string(dy)
+}
+
+// finalize draws the invoice's number: the next in its sequence. Only the
+// lease holder calls it, so no other run draws from the sequence at once.
+func (r *Runner) finalize(st *ledger, inv *Invoice, now time.Time) error {
+	is := r.customers.Issuer
+	at := now.UTC().Truncate(time.Second)
+	key := is.SequenceKey(at)
+	seq := st.maxSeq(key) + 1
+	inv.Status, inv.Seq, inv.SequenceKey = StatusFinalized, seq, key
+	inv.Number = is.FormatNumber(seq, at)
+	inv.FinalizedAt = &at
+	st.claimSeq(key, seq)
+	return inv.Validate()
+}
+
+// corrections re-prices the customer's finalized periods before p whose
+// rollups changed since they were billed, and returns the adjustment and
+// credit lines for the new invoice with what each period was re-priced
+// from. A period whose usage is unchanged gets no line.
+func (r *Runner) corrections(ctx context.Context, st *ledger, c Customer, p Period, book loadedBook, contract loadedContract,
+	current *StoredInvoice) ([]Line, []Correction, error) {
+	var lines []Line
+	var out []Correction
+	for _, orig := range st.finalizedBefore(c.Tenant, p.Start) {
+		hash, version := st.lastPriced(orig, current)
+		versions, err := st.versions(ctx, r.store, orig.PeriodStart, orig.PeriodEnd)
+		if err != nil {
+			return nil, nil, err
+		}
+		if versions[c.Tenant] <= version {
+			continue
+		}
+		usage, err := r.store.BillingUsage(ctx, orig.PeriodStart, orig.PeriodEnd, c.Tenant)
+		if err != nil {
+			return nil, nil, err
+		}
+		tu := usage[c.Tenant]
+		op := orig.Period()
+		in := Inputs{Tenant: c.Tenant, Period: op, BookDigest: orig.BookDigest, ContractDigest: orig.ContractDigest, Usage: tu.Usage}
+		corr := Correction{InvoiceID: orig.ID, Number: orig.Number, Period: orig.PeriodLabel, InputsHash: in.Hash(), RollupVersion: tu.Version}
+		if corr.InputsHash != hash {
+			loc, err := time.LoadLocation(orig.TimeZone)
+			if err != nil {
+				return nil, nil, fmt.Errorf("invoice %s: time zone %q: %w", orig.Number, orig.TimeZone, err)
+			}
+			// Re-priced with the book as configured now: a book keeps old
+			// prices as dated versions, so old hours keep their price.
+			repriced, err := pricing.Price(pricing.Input{Tenant: c.Tenant, Start: op.Start.In(loc), End: op.End.In(loc),
+				Usage: tu.Usage, Book: book.book, Contract: contract.contract})
+			if err != nil {
+				return nil, nil, fmt.Errorf("re-price %s %s (invoice %s): %w", c.Tenant, orig.PeriodLabel, orig.Number, err)
+			}
+			if repriced.Currency.Code != orig.Currency.Code {
+				return nil, nil, fmt.Errorf("re-price %s %s (invoice %s): the book now prices in %s, the invoice is in %s",
+					c.Tenant, orig.PeriodLabel, orig.Number, repriced.Currency.Code, orig.Currency.Code)
+			}
+			lines = append(lines, Correct(orig, BilledFor(orig, st.correctionsOf(orig, current)), repriced)...)
+		}
+		out = append(out, corr)
+	}
+	return lines, out, nil
+}
+
+// inPeriod keeps the rows whose hour lies in p.
+func inPeriod(rows []pricing.Usage, p Period) []pricing.Usage {
+	out := make([]pricing.Usage, 0, len(rows))
+	for _, u := range rows {
+		if !u.Hour.Before(p.Start) && u.Hour.Before(p.End) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// closeMonths writes closed_periods for every UTC month the period
+// touches that every customer has a finalized invoice for, in each of its
+// own periods overlapping that month (a zone west of UTC reaches into the
+// next UTC month, one east into the one before). Periods before a
+// customer's first finalized invoice do not count: it was not billed
+// then. Raw retention drops only closed months.
+func (r *Runner) closeMonths(ctx context.Context, st *ledger, label string) ([]time.Time, error) {
+	months := map[time.Time]bool{}
+	for _, c := range r.customers.Customers {
+		loc, err := c.Location()
+		if err != nil {
+			return nil, err
+		}
+		p, err := MonthlyPeriod(label, loc)
+		if err != nil {
+			return nil, err
+		}
+		for m := monthOf(p.Start); m.Before(p.End); m = m.AddDate(0, 1, 0) {
+			months[m] = true
+		}
+	}
+	var closed []time.Time
+	for m := range months {
+		ok := true
+		for _, c := range r.customers.Customers {
+			loc, _ := c.Location()
+			first := st.firstFinalized(c.Tenant)
+			for _, t := range []time.Time{m, m.AddDate(0, 1, 0).Add(-time.Second)} {
+				p, err := MonthContaining(t, loc)
+				if err != nil {
+					return nil, err
+				}
+				if first == nil || (p.End.After(first.PeriodStart) && !st.isFinalized(c.Tenant, p.Label)) {
+					ok = false
+				}
+			}
+		}
+		if ok {
+			closed = append(closed, m)
+		}
+	}
+	sort.Slice(closed, func(i, j int) bool { return closed[i].Before(closed[j]) })
+	now, err := r.store.ServerNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range closed {
+		if err := r.store.MarkPeriodClosed(ctx, m, now); err != nil {
+			return nil, err
+		}
+	}
+	return closed, nil
+}
+
+type loadedBook struct {
+	book   *pricing.Book
+	digest string
+}
+
+type loadedContract struct {
+	contract *pricing.Contract
+	digest   string
+}
+
+func digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+func (r *Runner) book(path string) (loadedBook, error) {
+	data, err := r.readFile(path)
+	if err != nil {
+		return loadedBook{}, fmt.Errorf("read price book: %w", err)
+	}
+	b, err := pricing.ParseBook(data)
+	if err == nil {
+		b, err = pricing.WithMIGTable(b)
+	}
+	if err != nil {
+		return loadedBook{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return loadedBook{book: b, digest: digest(data)}, nil
+}
+
+func (r *Runner) contract(path string) (loadedContract, error) {
+	if path == "" {
+		return loadedContract{}, nil
+	}
+	data, err := r.readFile(path)
+	if err != nil {
+		return loadedContract{}, fmt.Errorf("read contract: %w", err)
+	}
+	c, err := pricing.ParseContract(data)
+	if err != nil {
+		return loadedContract{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return loadedContract{contract: c, digest: digest(data)}, nil
+}
+
+// heldLease keeps the issuer's lease renewed while a run works. ctx is
+// cancelled when a renewal fails, and check refuses to write once the
+// last renewal is older than half the TTL: by then another run may
+// believe the lease expired.
+type heldLease struct {
+	lease  *Lease
+	ctx    context.Context
+	cancel context.CancelFunc
+	ttl    time.Duration
+	mu     sync.Mutex
+	last   time.Time
+	err    error
+	done   chan struct{}
+	logger *slog.Logger
+}
+
+func (r *Runner) acquire(ctx context.Context) (*heldLease, error) {
+	l, err := Acquire(ctx, r.store, r.leaseName(), r.lease)
+	if err != nil {
+		return nil, err
+	}
+	h := &heldLease{lease: l, ttl: r.lease.TTL, last: time.Now(), done: make(chan struct{}), logger: r.logger}
+	h.ctx, h.cancel = context.WithCancel(ctx)
+	go h.renew()
+	return h, nil
+}
+
+func (h *heldLease) renew() {
+	t := time.NewTicker(h.ttl / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.done:
+			return
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+			began := time.Now()
+			err := h.lease.Renew(h.ctx)
+			h.mu.Lock()
+			if err != nil {
+				h.err = fmt.Errorf("renew billing lease: %w", err)
+				h.mu.Unlock()
+				h.cancel()
+				return
+			}
+			h.last = began
+			h.mu.Unlock()
+		}
+	}
+}
+
+func (h *heldLease) check() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return h.err
+	}
+	if age := time.Since(h.last); age > h.ttl/2 {
+		return fmt.Errorf("billing lease last renewed %s ago (TTL %s): not writing, another run may hold it now", age.Round(time.Second), h.ttl)
+	}
+	return nil
+}
+
+func (h *heldLease) release() {
+	close(h.done)
+	if err := h.lease.Release(context.WithoutCancel(h.ctx)); err != nil {
+		h.logger.Warn("release billing lease; it expires by itself", "err", err)
+	}
+	h.cancel()
+}
+
+// describe is a one-line account of an outcome for logs and the CLI.
+func (o Outcome) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", o.Tenant, o.Action)
+	if o.Invoice != nil {
+		if o.Invoice.Number != "" {
+			fmt.Fprintf(&b, " %s", o.Invoice.Number)
+		}
+		fmt.Fprintf(&b, " %s %s", o.Invoice.Money(o.Invoice.TotalMinor), o.Invoice.Currency.Code)
+	}
+	if o.Detail != "" {
+		fmt.Fprintf(&b, " (%s)", o.Detail)
+	}
+	return b.String()
+}
+
+// String is describe, for printing.
+func (o Outcome) String() string { return o.describe() }

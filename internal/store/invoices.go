@@ -1,0 +1,158 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// BillingUsage reads the hourly rollups of [from, to) per tenant, hour and
+// SKU (departments summed), in price-book units, with the highest rollup
+// version each tenant's rows carry. tenant "" reads every tenant. A
+// recompute's tombstones (all meters zero) count for the version only.
+func (s *Store) BillingUsage(ctx context.Context, from, to time.Time, tenant string) (map[string]billing.TenantUsage, error) {
+	q := "SELECT tenant, hour, sku, " + meterColumns("sum") + ", max(version) FROM usage_hourly FINAL WHERE hour >= ? AND hour < ?"
+	args := []any{from.UTC(), to.UTC()}
+	if tenant != "" {
+		q += " AND tenant = ?"
+		args = append(args, tenant)
+	}
+	q += " GROUP BY tenant, hour, sku"
+	rows, err := s.conn.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("billing usage %s..%s: %w", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
+	}
+	defer rows.Close()
+	out := map[string]billing.TenantUsage{}
+	for rows.Next() {
+		var (
+			t, sku  string
+			hour    time.Time
+			m       Meters
+			version uint64
+		)
+		dest := []any{&t, &hour, &sku}
+		for i := range collectors.NumMeters {
+			dest = append(dest, m.Ptr(i))
+		}
+		dest = append(dest, &version)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("billing usage: scan: %w", err)
+		}
+		tu := out[t]
+		tu.Usage = append(tu.Usage, m.PricingUsage(hour.UTC(), sku)...)
+		tu.Version = max(tu.Version, version)
+		out[t] = tu
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("billing usage: %w", err)
+	}
+	return out, nil
+}
+
+// RollupVersions is the highest usage_hourly version per tenant in
+// [from, to): the highest version of a key is the one FINAL keeps, so no
+// FINAL is needed to find it.
+func (s *Store) RollupVersions(ctx context.Context, from, to time.Time) (map[string]uint64, error) {
+	rows, err := s.conn.Query(ctx, "SELECT tenant, max(version) FROM usage_hourly WHERE hour >= ? AND hour < ? GROUP BY tenant",
+		from.UTC(), to.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("rollup versions: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]uint64{}
+	for rows.Next() {
+		var t string
+		var v uint64
+		if err := rows.Scan(&t, &v); err != nil {
+			return nil, fmt.Errorf("rollup versions: scan: %w", err)
+		}
+		out[t] = v
+	}
+	return out, rows.Err()
+}
+
+// Invoices reads the latest revision of every invoice of the issuer.
+func (s *Store) Invoices(ctx context.Context, issuer string) ([]billing.StoredInvoice, error) {
+	rows, err := s.conn.Query(ctx, "SELECT revision, document FROM invoices FINAL WHERE issuer = ?", issuer)
+	if err != nil {
+		return nil, fmt.Errorf("read invoices of %s: %w", issuer, err)
+	}
+	defer rows.Close()
+	var out []billing.StoredInvoice
+	for rows.Next() {
+		var rev uint64
+		var doc string
+		if err := rows.Scan(&rev, &doc); err != nil {
+			return nil, fmt.Errorf("read invoices of %s: scan: %w", issuer, err)
+		}
+		inv, err := billing.ParseDocument([]byte(doc))
+		if err != nil {
+			return nil, fmt.Errorf("read invoices of %s: revision %d: %w", issuer, rev, err)
+		}
+		out = append(out, billing.StoredInvoice{Invoice: inv, Revision: rev, Document: []byte(doc)})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read invoices of %s: %w", issuer, err)
+	}
+	return out, nil
+}
+
+// SaveInvoices writes the invoices' lines, then the invoices, one insert
+// each. Lines go first: a run cut short between the two leaves lines no
+// current revision points at, which the repeated run overwrites.
+func (s *Store) SaveInvoices(ctx context.Context, invs []billing.StoredInvoice) error {
+	if len(invs) == 0 {
+		return nil
+	}
+	lines, err := s.conn.PrepareBatch(ctx, "INSERT INTO invoice_lines (issuer, invoice_id, revision, line_no, tenant, period_label, "+
+		"kind, sku, meter, description, line_from, line_to, quantity, unit, amount, amount_minor, currency, adjusts_period, adjusts_invoice)")
+	if err != nil {
+		return fmt.Errorf("save invoice lines: %w", err)
+	}
+	for _, si := range invs {
+		inv := si.Invoice
+		for _, l := range inv.Lines {
+			if err := lines.Append(inv.Issuer.ID, inv.ID, si.Revision, uint32(l.No), inv.Tenant, inv.PeriodLabel,
+				string(l.Kind), l.SKU, string(l.Meter), l.Description, l.From.UTC(), l.To.UTC(),
+				storageDecimal(l.Quantity), l.Unit, storageDecimal(l.Amount), l.AmountMinor, inv.Currency.Code,
+				l.AdjustsPeriod, l.AdjustsInvoice); err != nil {
+				lines.Abort()
+				return fmt.Errorf("save invoice %s line %d: %w", inv.ID, l.No, err)
+			}
+		}
+	}
+	if err := lines.Send(); err != nil {
+		return fmt.Errorf("save invoice lines: %w", err)
+	}
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO invoices (issuer, invoice_id, revision, tenant, department, period_label, "+
+		"period_start, period_end, status, number, seq, sequence_key, currency, subtotal_minor, tax_minor, total_minor, "+
+		"book_version, book_digest, contract_digest, inputs_hash, rollup_version, document, created_at, written_at)")
+	if err != nil {
+		return fmt.Errorf("save invoices: %w", err)
+	}
+	now := time.Now().UTC()
+	for _, si := range invs {
+		inv := si.Invoice
+		if err := batch.Append(inv.Issuer.ID, inv.ID, si.Revision, inv.Tenant, inv.Customer.Department, inv.PeriodLabel,
+			inv.PeriodStart.UTC(), inv.PeriodEnd.UTC(), string(inv.Status), inv.Number, inv.Seq, inv.SequenceKey,
+			inv.Currency.Code, inv.SubtotalMinor, inv.TaxMinor, inv.TotalMinor, inv.BookVersion, inv.BookDigest,
+			inv.ContractDigest, inv.InputsHash, inv.RollupVersion, string(si.Document), inv.CreatedAt.UTC(), now); err != nil {
+			batch.Abort()
+			return fmt.Errorf("save invoice %s: %w", inv.ID, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("save invoices: %w", err)
+	}
+	return nil
+}
+
+// storageDecimal fits a quantity or amount into Decimal(38, 9).
+func storageDecimal(d decimal.Decimal) decimal.Decimal { return d.Round(pricing.StoragePlaces) }

@@ -45,7 +45,16 @@ type Customer struct {
 type Customers struct {
 	Issuer    Issuer     `yaml:"issuer"`
 	Customers []Customer `yaml:"customers"`
+	// Schedule is the cron spec of the invoice run in `gpumeter serve`.
+	// Each run invoices the previous UTC month for every customer whose
+	// month has closed; runs are idempotent, so the default tries hourly
+	// on the 1st and 2nd, which covers every zone's month end plus the
+	// rollup grace period.
+	Schedule string `yaml:"schedule"`
 }
+
+// DefaultInvoiceSchedule runs hourly on the first two days of a month.
+const DefaultInvoiceSchedule = "0 * 1,2 * *"
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -82,6 +91,9 @@ func (cs Customers) Validate() error {
 		case "", "never", "yearly":
 		default:
 			add("billing.issuer.number_reset %q: want never or yearly", is.NumberReset)
+		}
+		if strings.TrimSpace(cs.Schedule) == "" {
+			add("billing.schedule: required (a cron spec, e.g. %q)", DefaultInvoiceSchedule)
 		}
 	}
 	seen := map[string]int{}

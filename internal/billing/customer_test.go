@@ -10,7 +10,8 @@ import (
 
 func validCustomers() Customers {
 	return Customers{
-		Issuer: Issuer{ID: "gpumeter-gmbh", Name: "GPU Cloud GmbH", NumberPrefix: "GC-"},
+		Issuer:   Issuer{ID: "gpumeter-gmbh", Name: "GPU Cloud GmbH", NumberPrefix: "GC-"},
+		Schedule: DefaultInvoiceSchedule,
 		Customers: []Customer{
 			{Tenant: "acme", Name: "Acme Corp", Currency: "EUR", TimeZone: "Europe/Berlin", TaxRate: decimal.RequireFromString("19"), Book: "book.yaml"},
 			{Tenant: "globex", Name: "Globex", Currency: "USD", TimeZone: "America/New_York", Book: "book.yaml", Contract: "globex.yaml"},
@@ -34,6 +35,7 @@ func TestCustomersValidate(t *testing.T) {
 		{"issuer name", func(c *Customers) { c.Issuer.Name = " " }, []string{"billing.issuer.name: required"}},
 		{"reset", func(c *Customers) { c.Issuer.NumberReset = "monthly" }, []string{"number_reset \"monthly\""}},
 		{"prefix", func(c *Customers) { c.Issuer.NumberPrefix = "A B" }, []string{"number_prefix"}},
+		{"schedule", func(c *Customers) { c.Schedule = "" }, []string{"billing.schedule: required"}},
 		{"duplicate tenant", func(c *Customers) { c.Customers[1].Tenant = "acme" }, []string{"customers[1] (acme).tenant: also customers[0]"}},
 		{"no tenant", func(c *Customers) { c.Customers[0].Tenant = "" }, []string{"customers[0].tenant: required"}},
 		{"currency", func(c *Customers) { c.Customers[0].Currency = "EURO" }, []string{"(acme).currency \"EURO\""}},
@@ -75,7 +77,7 @@ customers:
     tax_rate: 19.5
     book: books/standard.yaml
 `
-	var c Customers
+	c := Customers{Schedule: DefaultInvoiceSchedule} // the config's default
 	if err := yaml.Unmarshal([]byte(doc), &c); err != nil {
 		t.Fatal(err)
 	}

@@ -68,3 +68,10 @@ func MonthContaining(t time.Time, loc *time.Location) (Period, error) {
 func (p Period) Closable(closedThrough time.Time) bool {
 	return !closedThrough.Before(p.End)
 }
+
+// PreviousMonth is the label of the UTC month before now's: the month a
+// scheduled run on the first days of a month invoices.
+func PreviousMonth(now time.Time) string {
+	u := now.UTC()
+	return time.Date(u.Year(), u.Month()-1, 1, 0, 0, 0, 0, time.UTC).Format("2006-01")
+}

@@ -231,7 +231,14 @@ func (r *Runner) select_(tenant string) ([]Customer, error) {
 			return []Customer{c}, nil
 		}
 	}
-	return nil, fmt.Errorf("--tenant %q: not a customer in the config's billing.customers", tenant)
+	return nil, &UnknownTenantError{Tenant: tenant}
+}
+
+// UnknownTenantError is a run asked for a tenant that is not a customer.
+type UnknownTenantError struct{ Tenant string }
+
+func (e *UnknownTenantError) Error() string {
+	return fmt.Sprintf("--tenant %q: not a customer in the config's billing.customers", e.Tenant)
 }
 
 // invoiceOne builds the customer's invoice for the period, or says why

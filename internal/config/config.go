@@ -53,6 +53,7 @@ func Default() Config {
 		Server:     server.DefaultConfig(),
 		Rollup:     billing.DefaultRollupConfig(),
 		Retention:  billing.DefaultRetentionConfig(),
+		Billing:    billing.Customers{Schedule: billing.DefaultInvoiceSchedule},
 		Collector: Collector{
 			Spool:   spool.DefaultConfig("/var/lib/gpumeter/spool"),
 			Shipper: spool.DefaultShipperConfig(),

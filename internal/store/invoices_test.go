@@ -111,7 +111,8 @@ func TestInvoiceRunEndToEnd(t *testing.T) {
 		}
 	}
 	customers := billing.Customers{
-		Issuer: billing.Issuer{ID: "gpucloud", Name: "GPU Cloud GmbH", NumberPrefix: "GC-"},
+		Issuer:   billing.Issuer{ID: "gpucloud", Name: "GPU Cloud GmbH", NumberPrefix: "GC-"},
+		Schedule: billing.DefaultInvoiceSchedule,
 		Customers: []billing.Customer{
 			{Tenant: "acme", Department: "research", Name: "Acme Corp", Currency: "USD", TimeZone: "UTC",
 				TaxRate: decimal.NewFromInt(10), Book: book, Contract: contract},

@@ -44,6 +44,7 @@ func commands() map[string]command {
 		"rollup":    {"recompute hourly rollups for a range, or run the job once", runRollup},
 		"retention": {"drop raw-sample months past the retention window", runRetention},
 		"quote":     {"price quantities against a price book (no database)", runQuote},
+		"invoice":   {"run, list, show, finalize, void and render invoices", runInvoice},
 		"mig":       {"plan and apply MIG partition layouts", runMIG},
 		"collect":   {"run the GPU collector (NVML, or --simulate)", runCollect},
 	}

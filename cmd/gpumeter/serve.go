@@ -54,6 +54,26 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	}); err != nil {
 		return usageErrorf("retention.schedule: %w", err)
 	}
+	var invoices *billing.Runner
+	if len(g.cfg.Billing.Customers) > 0 {
+		if err := sched.Add(ctx, "invoice", g.cfg.Billing.Schedule, 30*time.Minute, func(ctx context.Context) error {
+			rep, err := invoices.Run(ctx, billing.RunRequest{Period: billing.PreviousMonth(time.Now())}, nil)
+			if err != nil {
+				return err
+			}
+			for _, o := range rep.Outcomes {
+				if o.Action != billing.ActionUnchanged {
+					g.logger.Info("invoice run", "outcome", o.String())
+				}
+			}
+			if n := rep.Failed(); n > 0 {
+				return fmt.Errorf("%d customer(s) could not be invoiced", n)
+			}
+			return nil
+		}); err != nil {
+			return usageErrorf("billing.schedule: %w", err)
+		}
+	}
 
 	s, err := openStore(ctx, g)
 	if err != nil {
@@ -62,6 +82,7 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	defer s.Close()
 	rollup = billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
 	retention = billing.NewRetention(s, g.cfg.Retention, time.Now, g.logger)
+	invoices = billing.NewRunner(s, g.cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger)
 
 	ln, err := net.Listen("tcp", srvCfg.Listen)
 	if err != nil {

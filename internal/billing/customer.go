@@ -3,6 +3,7 @@ package billing
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -57,6 +58,25 @@ type Customers struct {
 const DefaultInvoiceSchedule = "0 * 1,2 * *"
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// RelativeTo resolves relative book and contract paths against dir (the
+// config file's directory), so a config works from any working directory.
+func (cs Customers) RelativeTo(dir string) Customers {
+	if len(cs.Customers) == 0 {
+		return cs
+	}
+	out := cs
+	out.Customers = make([]Customer, len(cs.Customers))
+	for i, c := range cs.Customers {
+		for _, p := range []*string{&c.Book, &c.Contract} {
+			if *p != "" && !filepath.IsAbs(*p) {
+				*p = filepath.Join(dir, *p)
+			}
+		}
+		out.Customers[i] = c
+	}
+	return out
+}
 
 // Location is the customer's billing time zone (UTC when empty).
 func (c Customer) Location() (*time.Location, error) {

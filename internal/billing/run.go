@@ -188,9 +188,10 @@ func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Re
 		}
 	}
 	now := r.now()
+	files := &runFiles{readFile: r.readFile, books: map[string]loadedBook{}, contracts: map[string]loadedContract{}}
 	var save []StoredInvoice
 	for i, j := range jobs {
-		out, stored, err := r.invoiceOne(ctx, st, j.c, j.loc, j.period, usage[j.c.Tenant], req, now)
+		out, stored, err := r.invoiceOne(ctx, st, files, j.c, j.loc, j.period, usage[j.c.Tenant], req, now)
 		if err != nil {
 			out = Outcome{Tenant: j.c.Tenant, Action: ActionFailed, Detail: err.Error()}
 			r.logger.Error("invoice failed", "tenant", j.c.Tenant, "period", req.Period, "err", err)
@@ -243,17 +244,17 @@ func (e *UnknownTenantError) Error() string {
 
 // invoiceOne builds the customer's invoice for the period, or says why
 // there is nothing to do. stored is nil when nothing is to be written.
-func (r *Runner) invoiceOne(ctx context.Context, st *ledger, c Customer, loc *time.Location, p Period,
+func (r *Runner) invoiceOne(ctx context.Context, st *ledger, files *runFiles, c Customer, loc *time.Location, p Period,
 	tu TenantUsage, req RunRequest, now time.Time) (Outcome, *StoredInvoice, error) {
 	current := st.current(c.Tenant, p.Label)
 	if current != nil && current.Invoice.Status == StatusFinalized {
 		return Outcome{Tenant: c.Tenant, Action: ActionUnchanged, Invoice: current.Invoice, Detail: "already finalized"}, nil, nil
 	}
-	book, err := r.book(c.Book)
+	book, err := files.book(c.Book)
 	if err != nil {
 		return Outcome{}, nil, err
 	}
-	contract, err := r.contract(c.Contract)
+	contract, err := files.contract(c.Contract)
 	if err != nil {
 		return Outcome{}, nil, err
 	}
@@ -456,8 +457,38 @@ func digest(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func (r *Runner) book(path string) (loadedBook, error) {
-	data, err := r.readFile(path)
+// runFiles reads each book and contract once per run: customers share
+// books, and a run sees one version of each file.
+type runFiles struct {
+	readFile  func(string) ([]byte, error)
+	books     map[string]loadedBook
+	contracts map[string]loadedContract
+}
+
+func (f *runFiles) book(path string) (loadedBook, error) {
+	if b, ok := f.books[path]; ok {
+		return b, nil
+	}
+	b, err := f.loadBook(path)
+	if err == nil {
+		f.books[path] = b
+	}
+	return b, err
+}
+
+func (f *runFiles) contract(path string) (loadedContract, error) {
+	if c, ok := f.contracts[path]; ok {
+		return c, nil
+	}
+	c, err := f.loadContract(path)
+	if err == nil {
+		f.contracts[path] = c
+	}
+	return c, err
+}
+
+func (f *runFiles) loadBook(path string) (loadedBook, error) {
+	data, err := f.readFile(path)
 	if err != nil {
 		return loadedBook{}, fmt.Errorf("read price book: %w", err)
 	}
@@ -471,11 +502,11 @@ func (r *Runner) book(path string) (loadedBook, error) {
 	return loadedBook{book: b, digest: digest(data)}, nil
 }
 
-func (r *Runner) contract(path string) (loadedContract, error) {
+func (f *runFiles) loadContract(path string) (loadedContract, error) {
 	if path == "" {
 		return loadedContract{}, nil
 	}
-	data, err := r.readFile(path)
+	data, err := f.readFile(path)
 	if err != nil {
 		return loadedContract{}, fmt.Errorf("read contract: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"go.yaml.in/yaml/v3"
 
@@ -85,6 +86,7 @@ func Load(path string) (Config, error) {
 		}
 		return Config{}, fmt.Errorf("parse config %s: %w", path, err)
 	}
+	cfg.Billing = cfg.Billing.RelativeTo(filepath.Dir(path))
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
 )
 
 func write(t *testing.T, body string) string {
@@ -87,5 +89,31 @@ func TestREADMEExampleLoads(t *testing.T) {
 	}
 	if cfg.Collector.Spool.MaxBytes != 1<<30 || cfg.Retention.RawDays != 90 {
 		t.Fatalf("example loaded as %+v", cfg)
+	}
+}
+
+// Book and contract paths in the billing section are relative to the
+// config file, so the config works from any working directory.
+func TestLoadResolvesBillingPathsAgainstTheFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gpumeter.yaml")
+	doc := `billing:
+  issuer: {id: gc, name: GPU Cloud}
+  customers:
+    - {tenant: acme, name: Acme, currency: USD, book: books/std.yaml, contract: /etc/gpumeter/acme.yaml}
+`
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.Billing.Customers[0]
+	if c.Book != filepath.Join(dir, "books/std.yaml") || c.Contract != "/etc/gpumeter/acme.yaml" {
+		t.Fatalf("book %q contract %q", c.Book, c.Contract)
+	}
+	if cfg.Billing.Schedule != billing.DefaultInvoiceSchedule {
+		t.Fatalf("schedule %q, want the default", cfg.Billing.Schedule)
 	}
 }

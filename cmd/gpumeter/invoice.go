@@ -1,0 +1,428 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/reports"
+)
+
+const invoiceHelp = `usage:
+  gpumeter invoice run --period YYYY-MM [--tenant T] [--dry-run] [--draft] [--json]
+  gpumeter invoice list [--period YYYY-MM] [--tenant T] [--json]
+  gpumeter invoice show ID|NUMBER [--json]
+  gpumeter invoice finalize (ID|NUMBER ... | --period YYYY-MM)
+  gpumeter invoice void ID|NUMBER --reason TEXT
+  gpumeter invoice render ID|NUMBER --format json|csv|html|pdf [--out FILE]
+
+run invoices the month (in each customer's time zone) for the customers in
+the config's billing section, once the hourly rollups cover it; a re-run
+changes nothing that is finalized, and usage that arrives late for an
+invoiced month is billed on the next month's invoice. --draft stores drafts
+for review (finalize numbers them), --dry-run prices and stores nothing.
+docs/invoices.md describes the ledger.
+`
+
+func runInvoice(ctx context.Context, g *globals, args []string) error {
+	if len(args) == 0 {
+		return usageErrorf("want a subcommand: run, list, show, finalize, void or render (see gpumeter invoice -h)")
+	}
+	sub := map[string]func(context.Context, *globals, []string) error{
+		"run": runInvoiceRun, "list": runInvoiceList, "show": runInvoiceShow,
+		"finalize": runInvoiceFinalize, "void": runInvoiceVoid, "render": runInvoiceRender,
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(g.stderr, invoiceHelp)
+		return flag.ErrHelp
+	}
+	f, ok := sub[args[0]]
+	if !ok {
+		return usageErrorf("unknown subcommand %q: want run, list, show, finalize, void or render", args[0])
+	}
+	return f(ctx, g, args[1:])
+}
+
+// parseInvoiceFlags parses a subcommand's flags; positional arguments are
+// allowed before and after them (invoice show ID --json).
+func parseInvoiceFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err}
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// invoiceRunner opens the store and builds the runner over the config's
+// customers.
+func invoiceRunner(ctx context.Context, g *globals) (*billing.Runner, *store.Store, error) {
+	if len(g.cfg.Billing.Customers) == 0 {
+		return nil, nil, usageErrorf("no customers: add a billing section to the config (--config; see docs/invoices.md)")
+	}
+	s, err := openStore(ctx, g)
+	if err != nil {
+		return nil, nil, err
+	}
+	return billing.NewRunner(s, g.cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger), s, nil
+}
+
+func runInvoiceRun(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("invoice run", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	var req billing.RunRequest
+	fs.StringVar(&req.Period, "period", "", "the month to invoice, YYYY-MM (required)")
+	fs.StringVar(&req.Tenant, "tenant", "", "only this customer")
+	fs.BoolVar(&req.DryRun, "dry-run", false, "price and print, store nothing")
+	fs.BoolVar(&req.Draft, "draft", false, "store drafts; finalize them with invoice finalize")
+	asJSON := fs.Bool("json", false, "print the outcomes as JSON")
+	quiet := fs.Bool("quiet", false, "no progress bar")
+	pos, err := parseInvoiceFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("unexpected argument %q", pos[0])
+	}
+	if req.Period == "" {
+		return usageErrorf("--period is required, e.g. --period %s", billing.PreviousMonth(time.Now()))
+	}
+	if err := req.Validate(); err != nil {
+		return usageError{err}
+	}
+	runner, s, err := invoiceRunner(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var progress billing.Progress
+	if !*quiet {
+		progress = progressBar(g.stderr, "invoicing "+req.Period)
+	}
+	rep, err := runner.Run(ctx, req, progress)
+	if err != nil {
+		var nf *billing.UnknownTenantError
+		if errors.As(err, &nf) {
+			return usageError{err}
+		}
+		return err
+	}
+	if *asJSON {
+		if err := writeOutcomesJSON(g.stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		for _, o := range rep.Outcomes {
+			fmt.Fprintln(g.stdout, o)
+		}
+		fmt.Fprintln(g.stdout, summarize(rep))
+	}
+	if n := rep.Failed(); n > 0 {
+		return fmt.Errorf("%d customer(s) could not be invoiced (see above)", n)
+	}
+	return nil
+}
+
+// summarize counts outcomes by action.
+func summarize(rep billing.Report) string {
+	counts := map[string]int{}
+	for _, o := range rep.Outcomes {
+		counts[o.Action]++
+	}
+	var parts []string
+	for _, a := range []string{billing.ActionFinalized, billing.ActionCreated, billing.ActionUpdated, billing.ActionUnchanged,
+		billing.ActionWaiting, billing.ActionFailed} {
+		if counts[a] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[a], a))
+		}
+	}
+	s := fmt.Sprintf("%d customer(s): %s", len(rep.Outcomes), strings.Join(parts, ", "))
+	for _, m := range rep.ClosedMonths {
+		s += fmt.Sprintf("; closed %s (UTC)", m.Format("2006-01"))
+	}
+	return s
+}
+
+type outcomeJSON struct {
+	Tenant string `json:"tenant"`
+	Action string `json:"action"`
+	ID     string `json:"invoice_id,omitempty"`
+	Number string `json:"number,omitempty"`
+	Total  string `json:"total,omitempty"`
+	Curr   string `json:"currency,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func writeOutcomesJSON(w io.Writer, rep billing.Report) error {
+	out := struct {
+		Outcomes     []outcomeJSON `json:"outcomes"`
+		ClosedMonths []string      `json:"closed_months"`
+	}{Outcomes: []outcomeJSON{}, ClosedMonths: []string{}}
+	for _, o := range rep.Outcomes {
+		j := outcomeJSON{Tenant: o.Tenant, Action: o.Action, Detail: o.Detail}
+		if inv := o.Invoice; inv != nil {
+			j.ID, j.Number, j.Total, j.Curr = inv.ID, inv.Number, inv.Money(inv.TotalMinor), inv.Currency.Code
+		}
+		out.Outcomes = append(out.Outcomes, j)
+	}
+	for _, m := range rep.ClosedMonths {
+		out.ClosedMonths = append(out.ClosedMonths, m.Format("2006-01"))
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// progressBar draws a bar on w when it is a terminal, and nothing
+// otherwise (a log file or a pipe gets the summary only).
+func progressBar(w io.Writer, what string) billing.Progress {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	var bar *progressbar.ProgressBar
+	return func(done, total int) {
+		if bar == nil {
+			bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(what),
+				progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100*time.Millisecond))
+		}
+		_ = bar.Set(done)
+	}
+}
+
+func runInvoiceList(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("invoice list", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	period := fs.String("period", "", "only this month, YYYY-MM")
+	tenant := fs.String("tenant", "", "only this tenant")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseInvoiceFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("unexpected argument %q", pos[0])
+	}
+	if *period != "" {
+		if _, err := billing.MonthlyPeriod(*period, time.UTC); err != nil {
+			return usageErrorf("--period: %v", err)
+		}
+	}
+	runner, s, err := invoiceRunner(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	invs, err := runner.Invoices(ctx, *period, *tenant)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		list := make([]json.RawMessage, 0, len(invs))
+		for _, si := range invs {
+			list = append(list, si.Document)
+		}
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PERIOD\tTENANT\tID\tNUMBER\tSTATUS\tTOTAL\tCURRENCY")
+	for _, si := range invs {
+		inv := si.Invoice
+		num := inv.Number
+		if num == "" {
+			num = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", inv.PeriodLabel, inv.Tenant, inv.ID, num, inv.Status,
+			inv.Money(inv.TotalMinor), inv.Currency.Code)
+	}
+	return tw.Flush()
+}
+
+// oneRef parses flags with exactly one invoice id or number.
+func oneRef(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parseInvoiceFlags(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 {
+		return "", usageErrorf("want one invoice id or number, got %d", len(pos))
+	}
+	return pos[0], nil
+}
+
+// lookupError turns an unknown invoice into an input error (exit 2).
+func lookupError(err error) error {
+	if errors.Is(err, billing.ErrNotFound) {
+		return usageError{err}
+	}
+	return err
+}
+
+func runInvoiceShow(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("invoice show", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	asJSON := fs.Bool("json", false, "print the stored canonical JSON document")
+	ref, err := oneRef(fs, args)
+	if err != nil {
+		return err
+	}
+	runner, s, err := invoiceRunner(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	si, err := runner.Invoice(ctx, ref)
+	if err != nil {
+		return lookupError(err)
+	}
+	if *asJSON {
+		return reports.WriteInvoiceJSON(g.stdout, si.Document)
+	}
+	return reports.WriteInvoiceText(g.stdout, si.Invoice)
+}
+
+func runInvoiceFinalize(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("invoice finalize", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	period := fs.String("period", "", "finalize every draft of this month, YYYY-MM")
+	refs, err := parseInvoiceFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if (len(refs) == 0) == (*period == "") {
+		return usageErrorf("give either invoice ids/numbers or --period")
+	}
+	runner, s, err := invoiceRunner(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	outs, err := runner.Finalize(ctx, refs, *period)
+	if err != nil {
+		return lookupError(err)
+	}
+	for _, o := range outs {
+		fmt.Fprintln(g.stdout, o)
+	}
+	fmt.Fprintf(g.stdout, "finalized %d invoice(s)\n", len(outs))
+	return nil
+}
+
+func runInvoiceVoid(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("invoice void", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	reason := fs.String("reason", "", "why the invoice is void (required; printed on it)")
+	ref, err := oneRef(fs, args)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(*reason) == "" {
+		return usageErrorf("--reason is required")
+	}
+	runner, s, err := invoiceRunner(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	inv, err := runner.Void(ctx, ref, *reason)
+	if err != nil {
+		return lookupError(err)
+	}
+	fmt.Fprintf(g.stdout, "voided %s (%s): %s\n", inv.ID, orDash(inv.Number), inv.VoidReason)
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func runInvoiceRender(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("invoice render", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	format := fs.String("format", "pdf", "json, csv, html or pdf")
+	out := fs.String("out", "", "write here instead of standard output")
+	ref, err := oneRef(fs, args)
+	if err != nil {
+		return err
+	}
+	write, err := invoiceWriter(*format)
+	if err != nil {
+		return err
+	}
+	runner, s, err := invoiceRunner(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	si, err := runner.Invoice(ctx, ref)
+	if err != nil {
+		return lookupError(err)
+	}
+	if *out == "" {
+		return write(g.stdout, si)
+	}
+	return writeFileAtomic(*out, func(w io.Writer) error { return write(w, si) })
+}
+
+// invoiceWriter picks the renderer of a --format.
+func invoiceWriter(format string) (func(io.Writer, billing.StoredInvoice) error, error) {
+	switch format {
+	case "json":
+		return func(w io.Writer, si billing.StoredInvoice) error { return reports.WriteInvoiceJSON(w, si.Document) }, nil
+	case "csv":
+		return func(w io.Writer, si billing.StoredInvoice) error { return reports.WriteInvoiceCSV(w, si.Invoice) }, nil
+	case "html":
+		return func(w io.Writer, si billing.StoredInvoice) error { return reports.WriteInvoiceHTML(w, si.Invoice) }, nil
+	case "pdf":
+		return func(w io.Writer, si billing.StoredInvoice) error { return reports.WriteInvoicePDF(w, si.Invoice) }, nil
+	}
+	return nil, usageErrorf("--format %q: want json, csv, html or pdf", format)
+}
+
+// writeFileAtomic writes through a temporary file renamed into place, so
+// a failed render leaves no half-written document behind.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".render-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(f.Name())
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

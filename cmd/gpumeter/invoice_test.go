@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/store"
+)
+
+const invoiceCLIBook = `version: cli-2026
+currency: {code: EUR, rounding: {minor_units: 2, mode: half_away_from_zero}}
+skus:
+  H100-SXM5-80GB:
+    meters:
+      gpu_hours: {unit_price: "2.50"}
+`
+
+// invoiceFixture is a migrated database holding October 2026 for three
+// tenants, rolled up, and a config file naming them as customers.
+func invoiceFixture(t *testing.T) (dsn, cfgPath string) {
+	t.Helper()
+	dsn = testDSN(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "book.yaml"), []byte(invoiceCLIBook), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath = filepath.Join(dir, "gpumeter.yaml")
+	cfg := `billing:
+  issuer: {id: gc, name: GPU Cloud GmbH, number_prefix: "GC-"}
+  customers:
+    - {tenant: alpha, department: research, name: Alpha AG, currency: EUR, time_zone: Europe/Berlin, tax_rate: 19, book: book.yaml}
+    - {tenant: beta, department: research, name: Beta & Söhne, currency: EUR, time_zone: Europe/Berlin, book: book.yaml}
+    - {tenant: gamma, department: ops, name: Gamma, currency: EUR, time_zone: UTC, book: book.yaml}
+`
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scfg, err := store.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := store.Open(ctx, scfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var samples []collectors.Sample
+	for h := time.Date(2026, 9, 30, 0, 0, 0, 0, time.UTC); h.Before(time.Date(2026, 11, 1, 1, 0, 0, 0, time.UTC)); h = h.Add(time.Hour) {
+		for i, tenant := range []string{"alpha", "beta", "gamma"} {
+			smp := collectors.Sample{Host: "h1", GPUUUID: fmt.Sprintf("GPU-%d", i), GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
+				Tenant: tenant, Workload: "w", Start: h, End: h.Add(time.Hour),
+				Meters: collectors.Meters{GPUMicroseconds: uint64(i+1) * 1_800_000_000}}
+			smp.ID = collectors.SampleID(smp.Host, smp.GPUUUID, smp.Tenant, smp.Workload, smp.Start)
+			samples = append(samples, smp)
+		}
+	}
+	if err := s.InsertSamples(ctx, samples); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := cli(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {
+		t.Fatalf("rollup: %s", stderr)
+	}
+	return dsn, cfgPath
+}
+
+type listedInvoice struct {
+	ID, Number, Tenant, Status string
+	TotalMinor                 int64 `json:"total_minor"`
+}
+
+func listInvoices(t *testing.T, dsn, cfg string) []listedInvoice {
+	t.Helper()
+	code, out, stderr := cli(t, "--clickhouse", dsn, "--config", cfg, "invoice", "list", "--json")
+	if code != 0 {
+		t.Fatalf("invoice list: %d %s", code, stderr)
+	}
+	var got []listedInvoice
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("invoice list --json: %v\n%s", err, out)
+	}
+	return got
+}
+
+// Two `invoice run` processes at once for the same period: one set of
+// invoices, numbers without gaps or repeats.
+func TestInvoiceRunTwoProcessesAtOnce(t *testing.T) {
+	dsn, cfg := invoiceFixture(t)
+	var wg sync.WaitGroup
+	outs := make([]bytes.Buffer, 2)
+	errs := make([]bytes.Buffer, 2)
+	codes := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(os.Args[0], "--clickhouse", dsn, "--config", cfg, "invoice", "run", "--period", "2026-10", "--json")
+			cmd.Env = append(os.Environ(), "GPUMETER_TEST_AS_MAIN=1")
+			cmd.Stdout, cmd.Stderr = &outs[i], &errs[i]
+			codes[i] = cmd.Run()
+		}()
+	}
+	wg.Wait()
+	finalized := 0
+	for i := range 2 {
+		if codes[i] != nil {
+			t.Fatalf("run %d: %v\n%s", i, codes[i], errs[i].String())
+		}
+		var rep struct{ Outcomes []outcomeJSON }
+		if err := json.Unmarshal(outs[i].Bytes(), &rep); err != nil {
+			t.Fatalf("run %d output: %v\n%s", i, err, outs[i].String())
+		}
+		for _, o := range rep.Outcomes {
+			switch o.Action {
+			case "finalized":
+				finalized++
+			case "unchanged":
+			default:
+				t.Errorf("run %d: %+v", i, o)
+			}
+		}
+	}
+	if finalized != 3 {
+		t.Errorf("%d invoices finalized by the two runs together, want 3 (one per customer)", finalized)
+	}
+	got := listInvoices(t, dsn, cfg)
+	var numbers []string
+	for _, inv := range got {
+		numbers = append(numbers, inv.Number)
+	}
+	sort.Strings(numbers)
+	if strings.Join(numbers, " ") != "GC-000001 GC-000002 GC-000003" {
+		t.Fatalf("numbers %v, want GC-000001..3 once each", numbers)
+	}
+}
+
+// The CLI around one invoice: show, render in every format, void, and
+// the next run's new invoice for the voided period.
+func TestInvoiceCLI(t *testing.T) {
+	dsn, cfg := invoiceFixture(t)
+	g := []string{"--clickhouse", dsn, "--config", cfg}
+	run := func(args ...string) string {
+		t.Helper()
+		code, out, stderr := cli(t, append(g, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
+		}
+		return out
+	}
+	out := run("invoice", "run", "--period", "2026-10", "--draft", "--quiet")
+	if !strings.Contains(out, "3 created") {
+		t.Fatalf("draft run: %s", out)
+	}
+	if got := listInvoices(t, dsn, cfg); len(got) != 3 || got[0].Number != "" || got[0].Status != "draft" {
+		t.Fatalf("drafts %+v", got)
+	}
+	// alpha: 1 GPU-hour half the time... 0.5 GPU per hour over Berlin's
+	// October (745 h) at 2.50 = 931.25, 19 % tax 176.94.
+	out = run("invoice", "finalize", "--period", "2026-10")
+	if !strings.Contains(out, "finalized 3 invoice(s)") || !strings.Contains(out, "alpha: finalized GC-000001 1108.19 EUR") {
+		t.Fatalf("finalize: %s", out)
+	}
+	show := run("invoice", "show", "GC-000001")
+	for _, want := range []string{"GC-000001", "alpha/2026-10/1", "931.25", "176.94", "1108.19", "Europe/Berlin"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("show lacks %q:\n%s", want, show)
+		}
+	}
+	doc := run("invoice", "show", "alpha/2026-10/1", "--json")
+	dir := t.TempDir()
+	for _, f := range []string{"json", "csv", "html", "pdf"} {
+		path := filepath.Join(dir, "inv."+f)
+		run("invoice", "render", "GC-000001", "--format", f, "--out", path)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f {
+		case "json":
+			if strings.TrimSpace(string(data)) != strings.TrimSpace(doc) {
+				t.Errorf("rendered JSON differs from the stored document")
+			}
+		case "pdf":
+			if !bytes.HasPrefix(data, []byte("%PDF")) {
+				t.Errorf("not a PDF")
+			}
+		default:
+			if !strings.Contains(string(data), "1108.19") {
+				t.Errorf("%s lacks the total 1108.19", f)
+			}
+		}
+	}
+	out = run("invoice", "void", "GC-000002", "--reason", "wrong address")
+	if !strings.Contains(out, "voided beta/2026-10/1 (GC-000002): wrong address") {
+		t.Fatalf("void: %s", out)
+	}
+	out = run("invoice", "run", "--period", "2026-10", "--tenant", "beta")
+	if !strings.Contains(out, "beta: finalized GC-000004") {
+		t.Fatalf("re-invoicing a voided period: %s", out)
+	}
+	got := listInvoices(t, dsn, cfg)
+	status := map[string]string{}
+	for _, inv := range got {
+		status[inv.ID] = inv.Status + " " + inv.Number
+	}
+	if status["beta/2026-10/1"] != "void GC-000002" || status["beta/2026-10/2"] != "finalized GC-000004" {
+		t.Fatalf("after void and re-run: %v", status)
+	}
+}
+
+func TestInvoiceCLIRejectsBadInput(t *testing.T) {
+	dsn, cfg := invoiceFixture(t)
+	g := []string{"--clickhouse", dsn, "--config", cfg}
+	cases := []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"no subcommand", []string{"invoice"}, "want a subcommand"},
+		{"unknown subcommand", []string{"invoice", "pay"}, "unknown subcommand"},
+		{"run without period", []string{"invoice", "run"}, "--period is required"},
+		{"run bad period", []string{"invoice", "run", "--period", "2026-13"}, "want YYYY-MM"},
+		{"run unknown tenant", []string{"invoice", "run", "--period", "2026-10", "--tenant", "nobody"}, "not a customer"},
+		{"show nothing", []string{"invoice", "show"}, "want one invoice"},
+		{"show unknown", []string{"invoice", "show", "GC-999999"}, "no such invoice"},
+		{"void without reason", []string{"invoice", "void", "GC-000001"}, "--reason is required"},
+		{"render bad format", []string{"invoice", "render", "GC-000001", "--format", "docx"}, "docx"},
+		{"finalize nothing", []string{"invoice", "finalize"}, "either"},
+		{"list bad period", []string{"invoice", "list", "--period", "last"}, "--period"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := cli(t, append(g, tc.args...)...)
+			if code != 2 || !strings.Contains(stderr, tc.msg) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tc.msg)
+			}
+		})
+	}
+	// Without a billing section there is nobody to invoice.
+	code, _, stderr := cli(t, "--clickhouse", dsn, "invoice", "run", "--period", "2026-10")
+	if code != 2 || !strings.Contains(stderr, "no customers") {
+		t.Fatalf("no billing config: exit %d %q", code, stderr)
+	}
+	// A period whose rollups are not closed yet waits, and says why.
+	code, out, _ := cli(t, append(g, "invoice", "run", "--period", "2099-01")...)
+	if code != 0 || !strings.Contains(out, "waiting") {
+		t.Fatalf("a future period: exit %d %q", code, out)
+	}
+}

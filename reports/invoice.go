@@ -1,0 +1,457 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// Invoices are rendered in four formats. JSON is the canonical document
+// stored with the invoice; CSV, HTML and PDF are made from the Invoice
+// value. Every amount they print is a stored minor-unit amount (a line's
+// AmountMinor, SubtotalMinor, TaxMinor, TotalMinor) formatted with
+// billing.FormatMinor, never re-rounded from the exact amount or summed
+// anew, so every rendering shows the same totals as the document. The one
+// exception is named as such: the exact amounts (CSV's amount_exact and
+// the tier breakdown under a tiered line), which explain a rounded line
+// and are not added up anywhere.
+
+// WriteInvoiceJSON writes the stored canonical document (see
+// billing.Invoice.Document) exactly as it is: the same bytes, no trailing
+// newline. A doc that is not JSON is refused and nothing is written.
+func WriteInvoiceJSON(w io.Writer, doc []byte) error {
+	if !json.Valid(doc) {
+		return errors.New("invoice document: not valid JSON")
+	}
+	_, err := w.Write(doc)
+	return err
+}
+
+// invoiceCSVHeader names the CSV columns, one row per invoice line.
+var invoiceCSVHeader = []string{
+	"invoice_number", "invoice_id", "tenant", "period", "line_no", "kind", "sku", "meter", "description",
+	"from", "to", "quantity", "unit", "unit_price", "amount_exact", "amount", "currency",
+	"adjusts_period", "adjusts_invoice",
+}
+
+// WriteInvoiceCSV writes the invoice as CSV (RFC 4180, via encoding/csv):
+//
+//   - a header row (invoice_number, invoice_id, tenant, period, line_no,
+//     kind, sku, meter, description, from, to, quantity, unit, unit_price,
+//     amount_exact, amount, currency, adjusts_period, adjusts_invoice);
+//   - one row per line in line order, the tax line included (kind "tax");
+//     from and to are RFC 3339 in UTC, as stored; unit_price is empty when
+//     the line has tiers instead; amount_exact is the exact amount with
+//     pricing.StoragePlaces places; amount is AmountMinor in the currency's
+//     minor units ("1234.50", "-3.20" for a credit);
+//   - three summary rows with kinds "subtotal", "tax_total" and "total":
+//     empty line_no, sku, meter, times, quantity and amount_exact, and
+//     amount SubtotalMinor, TaxMinor and TotalMinor.
+//
+// Summary rows are told apart by their empty line_no: a spreadsheet that
+// sums the amount column should filter on it. invoice_number is empty
+// for a draft.
+func WriteInvoiceCSV(w io.Writer, inv *billing.Invoice) error {
+	cw := csv.NewWriter(w)
+	rows := [][]string{invoiceCSVHeader}
+	head := []string{inv.Number, inv.ID, inv.Tenant, inv.PeriodLabel}
+	utc := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	for _, l := range inv.Lines {
+		price := ""
+		if l.UnitPrice != nil {
+			price = l.UnitPrice.String()
+		}
+		rows = append(rows, append(append([]string(nil), head...),
+			strconv.Itoa(l.No), string(l.Kind), l.SKU, string(l.Meter), l.Description,
+			utc(l.From), utc(l.To), l.Quantity.String(), l.Unit, price,
+			l.Amount.StringFixed(pricing.StoragePlaces), inv.Money(l.AmountMinor), inv.Currency.Code,
+			l.AdjustsPeriod, l.AdjustsInvoice))
+	}
+	for _, s := range []struct {
+		kind  string
+		what  string
+		minor int64
+	}{
+		{"subtotal", "Subtotal", inv.SubtotalMinor},
+		{"tax_total", "Tax", inv.TaxMinor},
+		{"total", "Total", inv.TotalMinor},
+	} {
+		rows = append(rows, append(append([]string(nil), head...),
+			"", s.kind, "", "", s.what, "", "", "", "", "", "", inv.Money(s.minor), inv.Currency.Code, "", ""))
+	}
+	if err := cw.WriteAll(rows); err != nil {
+		return fmt.Errorf("invoice %s: write csv: %w", inv.ID, err)
+	}
+	return nil
+}
+
+// WriteInvoiceHTML writes the invoice as one self-contained, printable
+// HTML page (inline CSS, A4 print margins, no scripts or external
+// resources): issuer and customer, the number (DRAFT for a draft, a VOID
+// banner with the reason for a void invoice), the period in the invoice's
+// time zone, the lines grouped by SKU with tier breakdowns, corrections
+// of earlier periods, subtotal, tax and total, and a footer with the
+// price book version and inputs hash. All text is escaped by html/template.
+// The page is rendered completely before anything is written.
+func WriteInvoiceHTML(w io.Writer, inv *billing.Invoice) error {
+	var buf bytes.Buffer
+	if err := invoiceHTML.Execute(&buf, newInvoiceView(inv)); err != nil {
+		return fmt.Errorf("invoice %s: render html: %w", inv.ID, err)
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// invoiceView is the invoice as the HTML and PDF renderers print it: the
+// same text for both, every amount already formatted from minor units.
+type invoiceView struct {
+	// Number is the invoice number, "DRAFT" for a draft; Banner says
+	// "DRAFT" or "VOID: reason" and is empty for a finalized invoice.
+	Number, Banner   string
+	Issuer, Customer partyView
+	Tenant           string
+	Period           string // the label, e.g. 2026-03
+	Start, End       string // the period's bounds in Zone
+	Zone             string
+	Issued           string // finalization date in Zone, empty for a draft
+	Currency         string
+	Groups           []lineGroup
+	Subtotal         string
+	Taxes            []taxRow
+	// TaxTotal is shown as its own row unless exactly one tax line
+	// already shows it.
+	TaxTotal     string
+	ShowTaxTotal bool
+	Total        string
+	Reservations []reservationRow
+	Unpriced     []string
+	ID           string
+	BookVersion  string
+	InputsHash   string
+	RoundingNote string
+}
+
+type partyView struct {
+	Name       string
+	Address    []string
+	TaxID      string
+	Department string
+}
+
+type lineGroup struct {
+	Title string
+	Lines []lineView
+}
+
+type lineView struct {
+	No          int
+	Kind        string // a label: "On demand", "Burst", …
+	Description string
+	Note        string // the line's own span, or the period and invoice it corrects
+	Quantity    string
+	Unit        string
+	UnitPrice   string
+	Amount      string
+	Tiers       []tierView
+}
+
+type tierView struct {
+	Label, Quantity, UnitPrice, Amount string
+}
+
+type taxRow struct {
+	No          int
+	Description string
+	Amount      string
+}
+
+type reservationRow struct {
+	SKU, Reserved, Covered, Unused, OnDemand, Burst string
+}
+
+// Group titles for lines not grouped under a SKU.
+const (
+	otherGroup       = "Other charges"
+	correctionsGroup = "Corrections to earlier periods"
+)
+
+func newInvoiceView(inv *billing.Invoice) invoiceView {
+	loc, err := time.LoadLocation(inv.TimeZone)
+	zone := inv.TimeZone
+	if err != nil || inv.TimeZone == "" {
+		// A stored invoice whose zone this binary does not know is shown
+		// in UTC, and says so.
+		loc, zone = time.UTC, "UTC"
+	}
+	when := func(t time.Time) string { return t.In(loc).Format("2006-01-02 15:04") }
+	places := inv.Currency.MinorUnits
+	v := invoiceView{
+		Number:       inv.Number,
+		Issuer:       invoiceParty(inv.Issuer),
+		Customer:     invoiceParty(inv.Customer),
+		Tenant:       inv.Tenant,
+		Period:       inv.PeriodLabel,
+		Start:        when(inv.PeriodStart),
+		End:          when(inv.PeriodEnd),
+		Zone:         zone,
+		Currency:     inv.Currency.Code,
+		Subtotal:     inv.Money(inv.SubtotalMinor),
+		TaxTotal:     inv.Money(inv.TaxMinor),
+		Total:        inv.Money(inv.TotalMinor),
+		ID:           inv.ID,
+		BookVersion:  inv.BookVersion,
+		InputsHash:   inv.InputsHash,
+		RoundingNote: roundingNote,
+	}
+	switch inv.Status {
+	case billing.StatusDraft:
+		v.Number, v.Banner = "DRAFT", "DRAFT"
+	case billing.StatusVoid:
+		v.Banner = "VOID: " + inv.VoidReason
+	}
+	if v.Number == "" {
+		v.Number = "(no number)"
+	}
+	if inv.FinalizedAt != nil {
+		v.Issued = inv.FinalizedAt.In(loc).Format("2006-01-02")
+	}
+	groups := map[string]int{}
+	group := func(title string) *lineGroup {
+		i, ok := groups[title]
+		if !ok {
+			i = len(v.Groups)
+			groups[title] = i
+			v.Groups = append(v.Groups, lineGroup{Title: title})
+		}
+		return &v.Groups[i]
+	}
+	// SKU groups come first, in the order the lines name them; lines
+	// without a SKU and corrections follow in their own groups.
+	var other, corrections []lineView
+	for _, l := range inv.Lines {
+		if l.Kind == billing.KindTax {
+			v.Taxes = append(v.Taxes, taxRow{No: l.No, Description: l.Description, Amount: inv.Money(l.AmountMinor)})
+			continue
+		}
+		lv := lineView{
+			No:          l.No,
+			Kind:        kindLabel(l.Kind),
+			Description: l.Description,
+			Quantity:    l.Quantity.String(),
+			Unit:        l.Unit,
+			Amount:      inv.Money(l.AmountMinor),
+		}
+		if l.UnitPrice != nil {
+			lv.UnitPrice = priceText(*l.UnitPrice, places)
+		} else if len(l.Tiers) > 0 {
+			lv.UnitPrice = "tiered"
+		}
+		for _, t := range l.Tiers {
+			p := priceText(t.UnitPrice, places)
+			if !t.FlatFee.IsZero() {
+				p += " + " + priceText(t.FlatFee, places) + " flat"
+			}
+			lv.Tiers = append(lv.Tiers, tierView{Label: fmt.Sprintf("Tier %d", t.TierIndex+1),
+				Quantity: t.Quantity.String(), UnitPrice: p, Amount: priceText(t.Amount, places)})
+		}
+		switch {
+		case l.Kind == billing.KindAdjustment || l.Kind == billing.KindCredit:
+			lv.Note = "For period " + nameOr(l.AdjustsPeriod, "(not named)")
+			if l.AdjustsInvoice != "" {
+				lv.Note += ", invoice " + l.AdjustsInvoice
+			}
+			if l.AdjustsKind != "" {
+				lv.Note += " (" + kindLabel(l.AdjustsKind) + ")"
+			}
+			corrections = append(corrections, lv)
+			continue
+		case l.Kind == pricing.KindReserved:
+			lv.Note = "Covered by the reservation fee"
+		}
+		if !l.From.Equal(inv.PeriodStart) || !l.To.Equal(inv.PeriodEnd) {
+			span := when(l.From) + " to " + when(l.To)
+			if lv.Note != "" {
+				span = lv.Note + "; " + span
+			}
+			lv.Note = span
+		}
+		if l.SKU == "" {
+			other = append(other, lv)
+			continue
+		}
+		g := group(l.SKU)
+		g.Lines = append(g.Lines, lv)
+	}
+	if len(other) > 0 {
+		v.Groups = append(v.Groups, lineGroup{Title: otherGroup, Lines: other})
+	}
+	if len(corrections) > 0 {
+		v.Groups = append(v.Groups, lineGroup{Title: correctionsGroup, Lines: corrections})
+	}
+	v.ShowTaxTotal = len(v.Taxes) != 1
+	for _, r := range inv.Reservations {
+		v.Reservations = append(v.Reservations, reservationRow{SKU: r.SKU, Reserved: r.ReservedGPUHours.String(),
+			Covered: r.CoveredGPUHours.String(), Unused: r.UnusedGPUHours.String(),
+			OnDemand: r.OnDemandGPUHours.String(), Burst: r.BurstGPUHours.String()})
+	}
+	for _, u := range inv.Unpriced {
+		v.Unpriced = append(v.Unpriced, fmt.Sprintf("%s %s: %s", u.SKU, u.Meter, u.Quantity))
+	}
+	return v
+}
+
+func invoiceParty(p billing.Party) partyView {
+	return partyView{Name: p.Name, Address: p.Address, TaxID: p.TaxID, Department: p.Department}
+}
+
+// priceText shows a unit price or an exact amount with the currency's
+// places, or more where its digits need them ("6.50", "9.75", "0.125").
+func priceText(d decimal.Decimal, places int32) string {
+	p := places
+	for p < -d.Exponent() && !d.Equal(d.Round(p)) {
+		p++
+	}
+	return d.StringFixed(p)
+}
+
+// kindLabel names a line kind for people.
+func kindLabel(k pricing.Kind) string {
+	switch k {
+	case pricing.KindOnDemand:
+		return "On demand"
+	case pricing.KindReserved:
+		return "Reserved"
+	case pricing.KindBurst:
+		return "Burst"
+	case pricing.KindReservationFee:
+		return "Reservation fee"
+	case pricing.KindTrueUp:
+		return "Commitment true-up"
+	case billing.KindAdjustment:
+		return "Adjustment"
+	case billing.KindCredit:
+		return "Credit"
+	case billing.KindTax:
+		return "Tax"
+	}
+	return string(k)
+}
+
+// roundingNote closes every rendering: what the amounts are.
+const roundingNote = "Each line is rounded once to the currency's minor unit; the totals add up the rounded lines. Tier amounts are exact."
+
+// invoiceHTML is parsed once from a literal; Must cannot fail at run time.
+var invoiceHTML = template.Must(template.New("invoice").Parse(invoiceHTMLText))
+
+const invoiceHTMLText = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Invoice {{.Number}}</title>
+<style>
+@page { size: A4; margin: 15mm; }
+* { box-sizing: border-box; }
+body { font-family: Helvetica, Arial, sans-serif; font-size: 10pt; color: #111; margin: 0 auto; max-width: 180mm; padding: 10mm 0; }
+h1 { font-size: 18pt; margin: 0 0 2mm; }
+.banner { border: 2px solid #b00; color: #b00; font-weight: bold; font-size: 14pt; padding: 2mm 4mm; margin: 0 0 5mm; text-align: center; }
+.parties { display: flex; justify-content: space-between; gap: 10mm; margin-bottom: 6mm; }
+.party { flex: 1; }
+.party h2 { font-size: 9pt; text-transform: uppercase; color: #555; margin: 0 0 1mm; }
+.party p { margin: 0; }
+.meta { border-collapse: collapse; margin-bottom: 6mm; }
+.meta th { text-align: left; font-weight: normal; color: #555; padding: 0.5mm 4mm 0.5mm 0; }
+.meta td { padding: 0.5mm 0; }
+table.lines { width: 100%; border-collapse: collapse; }
+table.lines th { text-align: left; border-bottom: 1px solid #111; padding: 1mm; font-size: 9pt; }
+table.lines td { padding: 1mm; vertical-align: top; border-bottom: 1px solid #ddd; }
+table.lines .num { text-align: right; white-space: nowrap; }
+table.lines tr.group th { border-bottom: none; padding-top: 4mm; font-size: 10pt; }
+table.lines tr.tier td { border-bottom: none; color: #555; font-size: 8.5pt; padding-top: 0; }
+table.lines tr.tier td.tierlabel { padding-left: 6mm; }
+.note { color: #555; font-size: 8.5pt; }
+table.totals { margin: 4mm 0 0 auto; border-collapse: collapse; }
+table.totals td { padding: 1mm 0 1mm 8mm; }
+table.totals td.num { text-align: right; white-space: nowrap; }
+table.totals tr.total td { border-top: 2px solid #111; font-weight: bold; }
+.notes { margin-top: 6mm; font-size: 9pt; }
+.notes table { border-collapse: collapse; }
+.notes th, .notes td { padding: 0.5mm 3mm 0.5mm 0; text-align: right; }
+.notes th:first-child, .notes td:first-child { text-align: left; }
+footer { margin-top: 10mm; border-top: 1px solid #ddd; padding-top: 2mm; color: #555; font-size: 8pt; }
+thead { display: table-header-group; }
+tr { page-break-inside: avoid; }
+</style>
+</head>
+<body>
+{{with .Banner}}<div class="banner">{{.}}</div>
+{{end}}<h1>Invoice {{.Number}}</h1>
+<div class="parties">
+<div class="party issuer">
+<h2>From</h2>
+<p><strong>{{.Issuer.Name}}</strong></p>
+{{range .Issuer.Address}}<p>{{.}}</p>
+{{end}}{{with .Issuer.TaxID}}<p>Tax ID: {{.}}</p>
+{{end}}</div>
+<div class="party customer">
+<h2>Bill to</h2>
+<p><strong>{{.Customer.Name}}</strong></p>
+{{range .Customer.Address}}<p>{{.}}</p>
+{{end}}{{with .Customer.TaxID}}<p>Tax ID: {{.}}</p>
+{{end}}{{with .Customer.Department}}<p>Department: {{.}}</p>
+{{end}}<p>Tenant: {{.Tenant}}</p>
+</div>
+</div>
+<table class="meta">
+<tr><th>Invoice number</th><td>{{.Number}}</td></tr>
+{{with .Issued}}<tr><th>Issued</th><td>{{.}}</td></tr>
+{{end}}<tr><th>Period</th><td>{{.Period}}: {{.Start}} to {{.End}} ({{.Zone}})</td></tr>
+<tr><th>Currency</th><td>{{.Currency}}</td></tr>
+</table>
+<table class="lines">
+<thead><tr><th>No</th><th>Description</th><th class="num">Quantity</th><th>Unit</th><th class="num">Unit price</th><th class="num">Amount ({{.Currency}})</th></tr></thead>
+{{range .Groups}}<tbody>
+<tr class="group"><th colspan="6">{{.Title}}</th></tr>
+{{range .Lines}}<tr class="line"><td>{{.No}}</td><td>{{.Kind}}: {{.Description}}{{with .Note}}<br><span class="note">{{.}}</span>{{end}}</td><td class="num">{{.Quantity}}</td><td>{{.Unit}}</td><td class="num">{{.UnitPrice}}</td><td class="num amount">{{.Amount}}</td></tr>
+{{range .Tiers}}<tr class="tier"><td></td><td class="tierlabel">{{.Label}}</td><td class="num">{{.Quantity}}</td><td></td><td class="num">{{.UnitPrice}}</td><td class="num">exact {{.Amount}}</td></tr>
+{{end}}{{end}}</tbody>
+{{end}}</table>
+<table class="totals">
+<tr class="subtotal"><td>Subtotal</td><td class="num">{{.Subtotal}} {{.Currency}}</td></tr>
+{{range .Taxes}}<tr class="tax"><td>{{.Description}} (line {{.No}})</td><td class="num">{{.Amount}} {{$.Currency}}</td></tr>
+{{end}}{{if .ShowTaxTotal}}<tr class="taxtotal"><td>Tax</td><td class="num">{{.TaxTotal}} {{.Currency}}</td></tr>
+{{end}}<tr class="total"><td>Total</td><td class="num">{{.Total}} {{.Currency}}</td></tr>
+</table>
+{{if .Reservations}}<div class="notes">
+<p>Reserved capacity (GPU-hours):</p>
+<table>
+<tr><th>SKU</th><th>Reserved</th><th>Covered</th><th>Unused</th><th>On demand</th><th>Burst</th></tr>
+{{range .Reservations}}<tr><td>{{.SKU}}</td><td>{{.Reserved}}</td><td>{{.Covered}}</td><td>{{.Unused}}</td><td>{{.OnDemand}}</td><td>{{.Burst}}</td></tr>
+{{end}}</table>
+</div>
+{{end}}{{if .Unpriced}}<div class="notes">
+<p>Usage this price book does not price (not billed):</p>
+{{range .Unpriced}}<p>{{.}}</p>
+{{end}}</div>
+{{end}}<footer>
+Invoice {{.ID}} &middot; price book {{.BookVersion}} &middot; inputs {{.InputsHash}}<br>
+{{.RoundingNote}}
+</footer>
+</body>
+</html>
+`

@@ -1,0 +1,383 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"codeberg.org/go-pdf/fpdf"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
+)
+
+// Page geometry of the PDF invoice, in millimetres (A4 portrait).
+const (
+	pdfMargin       = 15.0
+	pdfBottomMargin = 20.0 // leaves room for the footer
+	pdfLineHeight   = 4.2
+)
+
+// pdfColumns are the widths of the line table's columns: no, description,
+// quantity, unit, unit price, amount. They add up to the 180 mm between
+// the margins.
+var pdfColumns = [6]float64{10, 84, 22, 20, 20, 24}
+
+// pdfAligns aligns each column: text left, numbers right.
+var pdfAligns = [6]string{"L", "L", "R", "L", "R", "R"}
+
+// WriteInvoicePDF writes the invoice as an A4 PDF with the same content as
+// WriteInvoiceHTML: issuer and customer, number (or DRAFT, or a VOID
+// banner), period, the lines grouped by SKU with tier breakdowns,
+// subtotal, tax and total, and on every page a footer with the price book
+// version, the inputs hash and the page number. Long invoices break onto
+// further pages, repeating the table header; a line is never split.
+//
+// It uses the PDF core font Helvetica, so text is converted to cp1252:
+// Latin letters such as ü or é print, a character cp1252 lacks prints as
+// ".". The output is a pure function of inv: the document's creation date
+// is inv.CreatedAt and its modification date the latest of CreatedAt,
+// FinalizedAt and VoidedAt (PeriodEnd when CreatedAt is zero, rather than
+// the clock), and the PDF is written only once it is complete.
+func WriteInvoicePDF(w io.Writer, inv *billing.Invoice) error {
+	pdf := fpdf.New("P", "mm", "A4", "")
+	tr := pdf.UnicodeTranslatorFromDescriptor("")
+	r := &pdfInvoice{pdf: pdf, tr: tr, v: newInvoiceView(inv)}
+	r.setup(inv)
+	r.render()
+	if err := pdf.Output(w); err != nil {
+		return fmt.Errorf("invoice %s: render pdf: %w", inv.ID, err)
+	}
+	return nil
+}
+
+// pdfInvoice draws one invoice view onto a document.
+type pdfInvoice struct {
+	pdf *fpdf.Fpdf
+	tr  func(string) string
+	v   invoiceView
+	// inTable makes a page break repeat the line table's header, and
+	// group's title when the break falls inside a group.
+	inTable bool
+	group   string
+}
+
+func (r *pdfInvoice) setup(inv *billing.Invoice) {
+	pdf := r.pdf
+	created := inv.CreatedAt
+	if created.IsZero() {
+		created = inv.PeriodEnd
+	}
+	modified := created
+	for _, t := range []*time.Time{inv.FinalizedAt, inv.VoidedAt} {
+		if t != nil && t.After(modified) {
+			modified = *t
+		}
+	}
+	pdf.SetCreationDate(created.UTC())
+	pdf.SetModificationDate(modified.UTC())
+	pdf.SetCatalogSort(true) // resources in a fixed order: the same invoice, the same bytes
+	pdf.SetCompression(true)
+	pdf.SetTitle("Invoice "+r.v.Number, true)
+	pdf.SetAuthor(r.v.Issuer.Name, true)
+	pdf.SetCreator("gpumeter", true)
+	pdf.SetMargins(pdfMargin, pdfMargin, pdfMargin)
+	pdf.SetAutoPageBreak(true, pdfBottomMargin)
+	pdf.AliasNbPages("{nb}")
+	pdf.SetHeaderFunc(func() {
+		if pdf.PageNo() == 1 {
+			return
+		}
+		r.font("", 8, 85)
+		pdf.CellFormat(0, pdfLineHeight, r.tr("Invoice "+r.v.Number+" (continued)"), "", 1, "R", false, 0, "")
+		pdf.Ln(2)
+		if r.inTable {
+			r.tableHeader()
+		}
+		if r.inTable && r.group != "" {
+			r.font("B", 9.5, 0)
+			pdf.CellFormat(0, pdfLineHeight+1, r.tr(r.group+" (continued)"), "", 1, "L", false, 0, "")
+		}
+	})
+	pdf.SetFooterFunc(func() {
+		pdf.SetY(-pdfBottomMargin + 5)
+		r.font("", 7, 85)
+		pdf.CellFormat(0, 3.5, r.tr(roundingNote), "T", 1, "L", false, 0, "")
+		foot := r.tr(fmt.Sprintf("Invoice %s · price book %s · inputs %s", r.v.ID, r.v.BookVersion, r.v.InputsHash))
+		page := fmt.Sprintf("Page %d/{nb}", pdf.PageNo())
+		if pdf.GetStringWidth(foot) > 150 {
+			// A long ID or hash gets the line to itself.
+			pdf.CellFormat(0, 3.5, foot, "", 1, "L", false, 0, "")
+			pdf.CellFormat(0, 3.5, page, "", 1, "R", false, 0, "")
+			return
+		}
+		pdf.CellFormat(150, 3.5, foot, "", 0, "L", false, 0, "")
+		pdf.CellFormat(0, 3.5, page, "", 1, "R", false, 0, "")
+	})
+}
+
+// font sets the font (style "", "B" or "I"), size in points, and grey
+// level of the text (0 black).
+func (r *pdfInvoice) font(style string, size float64, grey int) {
+	r.pdf.SetFont("Helvetica", style, size)
+	r.pdf.SetTextColor(grey, grey, grey)
+}
+
+func (r *pdfInvoice) render() {
+	pdf, v := r.pdf, r.v
+	pdf.AddPage()
+	if v.Banner != "" {
+		r.font("B", 14, 0)
+		pdf.SetTextColor(176, 0, 0)
+		pdf.SetDrawColor(176, 0, 0)
+		pdf.SetLineWidth(0.6)
+		r.wrapped(0, 8, v.Banner, "1", "C")
+		pdf.SetDrawColor(0, 0, 0)
+		pdf.SetLineWidth(0.2)
+		pdf.Ln(4)
+	}
+	r.font("B", 18, 0)
+	pdf.CellFormat(0, 9, r.tr("Invoice "+v.Number), "", 1, "L", false, 0, "")
+	pdf.Ln(3)
+
+	// Issuer on the left, customer on the right, from the same height.
+	top := pdf.GetY()
+	r.partyBlock(pdfMargin, "FROM", v.Issuer, nil)
+	left := pdf.GetY()
+	pdf.SetY(top)
+	r.partyBlock(pdfMargin+95, "BILL TO", v.Customer, []string{"Tenant: " + v.Tenant})
+	pdf.SetY(max(left, pdf.GetY()) + 4)
+
+	meta := [][2]string{{"Invoice number", v.Number}}
+	if v.Issued != "" {
+		meta = append(meta, [2]string{"Issued", v.Issued})
+	}
+	meta = append(meta,
+		[2]string{"Period", fmt.Sprintf("%s: %s to %s (%s)", v.Period, v.Start, v.End, v.Zone)},
+		[2]string{"Currency", v.Currency})
+	for _, m := range meta {
+		r.font("", 9, 85)
+		pdf.CellFormat(30, pdfLineHeight, r.tr(m[0]), "", 0, "L", false, 0, "")
+		r.font("", 9, 0)
+		r.wrapped(0, pdfLineHeight, m[1], "", "L")
+	}
+	pdf.Ln(4)
+
+	r.ensure(3 * pdfLineHeight)
+	r.tableHeader()
+	r.inTable = true
+	for _, g := range v.Groups {
+		// A group title stays with the group's first line.
+		r.group = ""
+		r.ensure(pdfLineHeight + 3 + r.lineHeight(g.Lines[0]))
+		r.font("B", 9.5, 0)
+		pdf.Ln(2)
+		pdf.CellFormat(0, pdfLineHeight+1, r.tr(g.Title), "", 1, "L", false, 0, "")
+		r.group = g.Title
+		for _, l := range g.Lines {
+			r.line(l)
+		}
+	}
+	r.inTable, r.group = false, ""
+	pdf.Ln(3)
+
+	rows := [][2]string{{"Subtotal", v.Subtotal}}
+	for _, t := range v.Taxes {
+		rows = append(rows, [2]string{fmt.Sprintf("%s (line %d)", t.Description, t.No), t.Amount})
+	}
+	if v.ShowTaxTotal {
+		rows = append(rows, [2]string{"Tax", v.TaxTotal})
+	}
+	r.ensure(float64(len(rows)+1) * (pdfLineHeight + 1))
+	for _, row := range rows {
+		r.totalRow(row[0], row[1], false)
+	}
+	r.totalRow("Total", v.Total, true)
+
+	if len(v.Reservations) > 0 {
+		pdf.Ln(5)
+		r.ensure(3 * pdfLineHeight)
+		r.font("", 8.5, 0)
+		pdf.CellFormat(0, pdfLineHeight, "Reserved capacity (GPU-hours):", "", 1, "L", false, 0, "")
+		widths := []float64{60, 24, 24, 24, 24, 24}
+		r.font("B", 8, 0)
+		r.cells(widths, []string{"SKU", "Reserved", "Covered", "Unused", "On demand", "Burst"})
+		r.font("", 8, 0)
+		for _, ru := range v.Reservations {
+			r.ensure(pdfLineHeight)
+			r.cells(widths, []string{ru.SKU, ru.Reserved, ru.Covered, ru.Unused, ru.OnDemand, ru.Burst})
+		}
+	}
+	if len(v.Unpriced) > 0 {
+		pdf.Ln(4)
+		r.ensure(2 * pdfLineHeight)
+		r.font("", 8.5, 0)
+		pdf.CellFormat(0, pdfLineHeight, "Usage this price book does not price (not billed):", "", 1, "L", false, 0, "")
+		for _, u := range v.Unpriced {
+			r.wrapped(0, pdfLineHeight, "  "+u, "", "L")
+		}
+	}
+}
+
+// partyBlock prints a heading, a party's name, address and ids, and extra
+// lines in a column 85 mm wide starting at x.
+func (r *pdfInvoice) partyBlock(x float64, heading string, p partyView, extra []string) {
+	pdf := r.pdf
+	const width = 85
+	pdf.SetX(x)
+	r.font("B", 8, 85)
+	pdf.CellFormat(width, pdfLineHeight, heading, "", 2, "L", false, 0, "")
+	r.font("B", 10, 0)
+	r.column(x, width, p.Name)
+	r.font("", 9, 0)
+	lines := append([]string(nil), p.Address...)
+	if p.TaxID != "" {
+		lines = append(lines, "Tax ID: "+p.TaxID)
+	}
+	if p.Department != "" {
+		lines = append(lines, "Department: "+p.Department)
+	}
+	for _, l := range append(lines, extra...) {
+		r.column(x, width, l)
+	}
+}
+
+// column prints text wrapped to width at x, leaving the cursor below it.
+func (r *pdfInvoice) column(x, width float64, s string) {
+	for _, l := range r.split(s, width) {
+		r.pdf.SetX(x)
+		r.pdf.CellFormat(width, pdfLineHeight, l, "", 2, "L", false, 0, "")
+	}
+}
+
+// wrapped prints text across width (0: to the right margin), with a
+// border around the whole block, and moves to the next line.
+func (r *pdfInvoice) wrapped(width, h float64, s, border, align string) {
+	r.pdf.MultiCell(width, h, r.tr(s), border, align, false)
+}
+
+// split translates s to the core font's code page and wraps it to width
+// in the current font.
+func (r *pdfInvoice) split(s string, width float64) []string {
+	var out []string
+	for _, b := range r.pdf.SplitLines([]byte(r.tr(s)), width) {
+		out = append(out, string(b))
+	}
+	if len(out) == 0 {
+		out = []string{""}
+	}
+	return out
+}
+
+func (r *pdfInvoice) tableHeader() {
+	r.font("B", 8.5, 0)
+	r.pdf.SetDrawColor(0, 0, 0)
+	heads := []string{"No", "Description", "Quantity", "Unit", "Unit price", "Amount (" + r.v.Currency + ")"}
+	for i, h := range heads {
+		r.pdf.CellFormat(pdfColumns[i], pdfLineHeight+1, r.tr(h), "B", 0, pdfAligns[i], false, 0, "")
+	}
+	r.pdf.Ln(-1)
+}
+
+// lineCells are a line's cells in column order, the note aside.
+func lineCells(l lineView) [6]string {
+	return [6]string{fmt.Sprint(l.No), l.Kind + ": " + l.Description, l.Quantity, l.Unit, l.UnitPrice, l.Amount}
+}
+
+// lineRows is how many text rows a line takes before its tiers: its
+// tallest cell, counting the note printed (smaller) under the description.
+func (r *pdfInvoice) lineRows(l lineView) (rows int, note []string) {
+	cells := lineCells(l)
+	r.font("", 7.5, 85)
+	if l.Note != "" {
+		note = r.split(l.Note, pdfColumns[1])
+	}
+	r.font("", 8.5, 0)
+	rows = 1
+	for i, c := range cells {
+		n := len(r.split(c, pdfColumns[i]))
+		if i == 1 {
+			n += len(note)
+		}
+		rows = max(rows, n)
+	}
+	return rows, note
+}
+
+// lineHeight is the height of a line and its tiers.
+func (r *pdfInvoice) lineHeight(l lineView) float64 {
+	rows, _ := r.lineRows(l)
+	return float64(rows+len(l.Tiers)) * pdfLineHeight
+}
+
+// line prints a line with its note and tier breakdown, on a new page when
+// it does not fit on this one.
+func (r *pdfInvoice) line(l lineView) {
+	pdf := r.pdf
+	r.ensure(r.lineHeight(l))
+	rows, note := r.lineRows(l)
+	x, y := pdfMargin, pdf.GetY()
+	r.font("", 8.5, 0)
+	for i, c := range lineCells(l) {
+		text := r.split(c, pdfColumns[i])
+		for j, s := range text {
+			pdf.SetXY(x, y+float64(j)*pdfLineHeight)
+			pdf.CellFormat(pdfColumns[i], pdfLineHeight, s, "", 0, pdfAligns[i], false, 0, "")
+		}
+		if i == 1 && len(note) > 0 {
+			r.font("", 7.5, 85)
+			for j, s := range note {
+				pdf.SetXY(x, y+float64(len(text)+j)*pdfLineHeight)
+				pdf.CellFormat(pdfColumns[i], pdfLineHeight, s, "", 0, "L", false, 0, "")
+			}
+			r.font("", 8.5, 0)
+		}
+		x += pdfColumns[i]
+	}
+	pdf.SetXY(pdfMargin, y+float64(rows)*pdfLineHeight)
+	r.font("", 7.5, 85)
+	for _, t := range l.Tiers {
+		tier := [6]string{"", "    " + t.Label, t.Quantity, "", t.UnitPrice, "exact " + t.Amount}
+		for i, c := range tier {
+			pdf.CellFormat(pdfColumns[i], pdfLineHeight, r.tr(c), "", 0, pdfAligns[i], false, 0, "")
+		}
+		pdf.Ln(-1)
+	}
+	pdf.SetDrawColor(221, 221, 221)
+	pdf.Line(pdfMargin, pdf.GetY(), pdfMargin+180, pdf.GetY())
+	pdf.SetDrawColor(0, 0, 0)
+}
+
+// totalRow prints a label and an amount with the currency, right-aligned
+// against the right margin.
+func (r *pdfInvoice) totalRow(label, amount string, total bool) {
+	pdf := r.pdf
+	style, border := "", ""
+	if total {
+		style, border = "B", "T"
+	}
+	r.font(style, 9.5, 0)
+	pdf.SetX(pdfMargin + 60)
+	pdf.CellFormat(84, pdfLineHeight+1, r.tr(label), border, 0, "R", false, 0, "")
+	pdf.CellFormat(36, pdfLineHeight+1, r.tr(amount+" "+r.v.Currency), border, 1, "R", false, 0, "")
+}
+
+// cells prints one row of single-line cells, the first left-aligned and
+// the rest right-aligned.
+func (r *pdfInvoice) cells(widths []float64, cells []string) {
+	for i, c := range cells {
+		align := "R"
+		if i == 0 {
+			align = "L"
+		}
+		r.pdf.CellFormat(widths[i], pdfLineHeight, r.tr(c), "", 0, align, false, 0, "")
+	}
+	r.pdf.Ln(-1)
+}
+
+// ensure starts a new page unless h mm still fit above the bottom margin.
+func (r *pdfInvoice) ensure(h float64) {
+	_, pageHeight := r.pdf.GetPageSize()
+	if r.pdf.GetY()+h > pageHeight-pdfBottomMargin {
+		r.pdf.AddPage()
+	}
+}

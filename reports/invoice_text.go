@@ -1,0 +1,51 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
+)
+
+// WriteInvoiceText prints an invoice for a terminal (invoice show): the
+// header, one row per line with corrections naming what they correct,
+// and the stored subtotal, tax and total.
+func WriteInvoiceText(w io.Writer, inv *billing.Invoice) error {
+	ew := &errWriter{w: w}
+	loc, err := time.LoadLocation(inv.TimeZone)
+	if err != nil {
+		loc = time.UTC
+	}
+	number := inv.Number
+	if number == "" {
+		number = "(draft, no number yet)"
+	}
+	fmt.Fprintf(ew, "invoice %s  %s  [%s]\n", number, inv.ID, inv.Status)
+	if inv.Status == billing.StatusVoid {
+		fmt.Fprintf(ew, "void: %s\n", inv.VoidReason)
+	}
+	fmt.Fprintf(ew, "from    %s\nto      %s (%s, department %s)\n", inv.Issuer.Name, inv.Customer.Name, inv.Tenant, dash(inv.Customer.Department))
+	fmt.Fprintf(ew, "period  %s: %s to %s (%s)\n", inv.PeriodLabel, inv.PeriodStart.In(loc).Format("2006-01-02 15:04"),
+		inv.PeriodEnd.In(loc).Format("2006-01-02 15:04"), inv.TimeZone)
+	fmt.Fprintf(ew, "book    %s, inputs %s\n\n", inv.BookVersion, short(inv.InputsHash))
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NO\tKIND\tSKU\tMETER\tQUANTITY\tAMOUNT\tDESCRIPTION\t")
+	for _, l := range inv.Lines {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.No, l.Kind, dash(l.SKU), dash(string(l.Meter)),
+			strings.TrimSpace(l.Quantity.String()+" "+l.Unit), inv.Money(l.AmountMinor), l.Description)
+	}
+	tw.Flush()
+	fmt.Fprintf(ew, "\nsubtotal  %s %s\ntax       %s %s\ntotal     %s %s\n", inv.Money(inv.SubtotalMinor), inv.Currency.Code,
+		inv.Money(inv.TaxMinor), inv.Currency.Code, inv.Money(inv.TotalMinor), inv.Currency.Code)
+	return ew.err
+}
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	return hash
+}

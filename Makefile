@@ -32,10 +32,12 @@ FUZZ_TARGETS := \
 	./internal/partition:FuzzSolve \
 	./collectors/attribution:FuzzParseCgroup \
 	./collectors/attribution:FuzzParseMapping \
-	./internal/spool:FuzzSegmentDecode
+	./internal/spool:FuzzSegmentDecode \
+	./internal/chargeback:FuzzAllocateChargeback \
+	./internal/chargeback:FuzzParseCarbonCSV
 
 # Packages with concurrency that also run under the race detector.
-RACE_PKGS := ./collectors/... ./internal/billing/... ./internal/spool/...
+RACE_PKGS := ./collectors/... ./internal/billing ./internal/spool/...
 
 .PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop clean
 

@@ -1,0 +1,371 @@
+package scenarios_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// scenario is one file of testdata: see testdata/README.md.
+type scenario struct {
+	Description string            `yaml:"description"`
+	NumberReset string            `yaml:"number_reset"`
+	Books       map[string]string `yaml:"books"`
+	Contracts   map[string]string `yaml:"contracts"`
+	Customers   []customer        `yaml:"customers"`
+	Steps       []step            `yaml:"steps"`
+}
+
+type customer struct {
+	Tenant     string `yaml:"tenant"`
+	Department string `yaml:"department"`
+	Currency   string `yaml:"currency"`
+	TimeZone   string `yaml:"time_zone"`
+	TaxRate    string `yaml:"tax_rate"`
+	Book       string `yaml:"book"`
+	Contract   string `yaml:"contract"`
+}
+
+type step struct {
+	Usage    []usage `yaml:"usage"`
+	Run      string  `yaml:"run"`    // a period to invoice
+	Tenant   string  `yaml:"tenant"` // only this customer
+	Draft    bool    `yaml:"draft"`
+	Finalize string  `yaml:"finalize"` // every draft of this period
+	Void     string  `yaml:"void"`     // an invoice number or id
+	Reason   string  `yaml:"reason"`
+	At       string  `yaml:"at"` // the run's clock (RFC 3339); default now
+	// Expect is per tenant, for run and finalize steps.
+	Expect map[string]expect `yaml:"expect"`
+}
+
+type usage struct {
+	Tenant string `yaml:"tenant"`
+	SKU    string `yaml:"sku"` // MODEL or MODEL/PROFILE
+	From   string `yaml:"from"`
+	To     string `yaml:"to"`
+	Count  int    `yaml:"count"` // devices (GPUs or MIG instances) in use each hour
+	// Share is the GPU-equivalents each device holds per hour ("1",
+	// "3/7", "0.25"); GPU-microseconds are rounded down from it.
+	Share    string `yaml:"share"`
+	EnergyWh uint64 `yaml:"energy_wh"` // per device and hour
+	Device   string `yaml:"device"`    // device id prefix; equal ids replace stored samples
+}
+
+type expect struct {
+	Action     string  `yaml:"action"`
+	Number     string  `yaml:"number"`
+	Lines      []eline `yaml:"lines"`
+	TaxCents   *int64  `yaml:"tax_cents"`
+	TotalCents *int64  `yaml:"total_cents"`
+	Detail     string  `yaml:"detail"` // a substring of the outcome's detail
+}
+
+type eline struct {
+	Kind        string `yaml:"kind"`
+	SKU         string `yaml:"sku"`
+	Meter       string `yaml:"meter"`
+	AdjustsKind string `yaml:"adjusts_kind"`
+	Adjusts     string `yaml:"adjusts"` // the corrected invoice's number
+	Cents       int64  `yaml:"cents"`
+	Why         string `yaml:"why"`
+}
+
+// minScenarios is how many cases the folder must hold.
+var minScenarios = 3
+
+func TestScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < minScenarios {
+		t.Fatalf("%d scenarios, want at least 25", len(files))
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
+			t.Parallel()
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sc scenario
+			dec := yaml.NewDecoder(bytes.NewReader(data))
+			dec.KnownFields(true)
+			if err := dec.Decode(&sc); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			runScenario(t, sc)
+		})
+	}
+}
+
+func runScenario(t *testing.T, sc scenario) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	logger := slog.New(slog.DiscardHandler)
+	dir := t.TempDir()
+	write := func(kind, name, body string) string {
+		path := filepath.Join(dir, kind+"-"+name+".yaml")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	cs := billing.Customers{Issuer: billing.Issuer{ID: "gc", Name: "GPU Cloud", NumberPrefix: "GC-", NumberReset: sc.NumberReset},
+		Schedule: billing.DefaultInvoiceSchedule}
+	for _, c := range sc.Customers {
+		bc := billing.Customer{Tenant: c.Tenant, Department: c.Department, Name: c.Tenant, Currency: c.Currency,
+			TimeZone: c.TimeZone, TaxRate: decimal.Zero}
+		if bc.Currency == "" {
+			bc.Currency = "USD"
+		}
+		if c.TaxRate != "" {
+			bc.TaxRate = decimal.RequireFromString(c.TaxRate)
+		}
+		body, ok := sc.Books[c.Book]
+		if !ok {
+			t.Fatalf("customer %s: no book %q", c.Tenant, c.Book)
+		}
+		bc.Book = write("book", c.Book, body)
+		if c.Contract != "" {
+			body, ok := sc.Contracts[c.Contract]
+			if !ok {
+				t.Fatalf("customer %s: no contract %q", c.Tenant, c.Contract)
+			}
+			bc.Contract = write("contract", c.Contract, body)
+		}
+		cs.Customers = append(cs.Customers, bc)
+	}
+	if err := cs.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	lease := billing.LeaseConfig{TTL: 30 * time.Second, Settle: 2 * time.Second, Retry: 200 * time.Millisecond}
+	rollup := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger)
+	final := map[string]string{} // invoice id → document when first seen finalized
+
+	for i, st := range sc.Steps {
+		where := fmt.Sprintf("steps[%d]", i)
+		clock := time.Now
+		if st.At != "" {
+			at, err := time.Parse(time.RFC3339, st.At)
+			if err != nil {
+				t.Fatalf("%s.at: %v", where, err)
+			}
+			clock = func() time.Time { return at }
+		}
+		runner := billing.NewRunner(s, cs, lease, clock, logger)
+		var outs []billing.Outcome
+		switch {
+		case len(st.Usage) > 0:
+			var samples []collectors.Sample
+			for j, u := range st.Usage {
+				samples = append(samples, u.samples(t, fmt.Sprintf("%s.usage[%d]", where, j))...)
+			}
+			if err := s.InsertSamples(ctx, samples); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rollup.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case st.Run != "":
+			rep, err := runner.Run(ctx, billing.RunRequest{Period: st.Run, Tenant: st.Tenant, Draft: st.Draft}, nil)
+			if err != nil {
+				t.Fatalf("%s: run %s: %v", where, st.Run, err)
+			}
+			outs = rep.Outcomes
+		case st.Finalize != "":
+			var err error
+			if outs, err = runner.Finalize(ctx, nil, st.Finalize); err != nil {
+				t.Fatalf("%s: finalize %s: %v", where, st.Finalize, err)
+			}
+		case st.Void != "":
+			if _, err := runner.Void(ctx, st.Void, st.Reason); err != nil {
+				t.Fatalf("%s: void %s: %v", where, st.Void, err)
+			}
+		default:
+			t.Fatalf("%s: want usage, run, finalize or void", where)
+		}
+		got := map[string]billing.Outcome{}
+		for _, o := range outs {
+			got[o.Tenant] = o
+		}
+		for tenant, want := range st.Expect {
+			o, ok := got[tenant]
+			if !ok {
+				t.Errorf("%s: no outcome for %s (got %v)", where, tenant, outs)
+				continue
+			}
+			checkOutcome(t, fmt.Sprintf("%s %s", where, tenant), o, want)
+			if o.Invoice != nil && o.Invoice.Status == billing.StatusFinalized {
+				checkBilledUsage(t, ctx, s, where, o.Invoice)
+			}
+		}
+		checkFinalizedUnchanged(t, ctx, s, where, final)
+	}
+}
+
+// samples turns a usage entry into one sample per device and hour.
+func (u usage) samples(t *testing.T, where string) []collectors.Sample {
+	from, err1 := time.Parse(time.RFC3339, u.From)
+	to, err2 := time.Parse(time.RFC3339, u.To)
+	if err1 != nil || err2 != nil || !to.After(from) {
+		t.Fatalf("%s: from/to: want RFC 3339, to after from (%v, %v)", where, err1, err2)
+	}
+	share := big.NewRat(1, 1)
+	if u.Share != "" {
+		if _, ok := share.SetString(u.Share); !ok {
+			t.Fatalf("%s.share %q: want a fraction or decimal", where, u.Share)
+		}
+	}
+	us := new(big.Int).Quo(new(big.Int).Mul(big.NewInt(3_600_000_000), share.Num()), share.Denom()).Uint64()
+	count := max(u.Count, 1)
+	model, profile, _ := strings.Cut(u.SKU, "/")
+	device := u.Device
+	if device == "" {
+		device = "dev"
+	}
+	var out []collectors.Sample
+	for h := from; h.Before(to); h = h.Add(time.Hour) {
+		for d := range count {
+			x := collectors.Sample{Host: "host-1", GPUUUID: fmt.Sprintf("GPU-%s-%s-%d", u.Tenant, device, d), GPUModel: model,
+				MIGProfile: profile, SKU: u.SKU, Tenant: u.Tenant, Workload: "job", Start: h, End: h.Add(time.Hour),
+				Meters: collectors.Meters{GPUMicroseconds: us, EnergyMillijoules: u.EnergyWh * 3_600_000}}
+			if profile != "" {
+				x.MIGUUID = fmt.Sprintf("MIG-%s-%s-%d", u.Tenant, device, d)
+			}
+			x.ID = collectors.SampleID(x.Host, x.GPUUUID+x.MIGUUID, x.Tenant, x.Workload, x.Start)
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func lineKey(kind, sku, meter, adjustsKind, adjusts string) string {
+	return strings.Join([]string{kind, sku, meter, adjustsKind, adjusts}, "|")
+}
+
+func checkOutcome(t *testing.T, where string, o billing.Outcome, want expect) {
+	t.Helper()
+	if want.Action != "" && o.Action != want.Action {
+		t.Errorf("%s: action %s, want %s (%s)", where, o.Action, want.Action, o)
+	}
+	if want.Detail != "" && !strings.Contains(o.Detail, want.Detail) {
+		t.Errorf("%s: detail %q, want it to say %q", where, o.Detail, want.Detail)
+	}
+	inv := o.Invoice
+	if inv == nil {
+		if want.Number != "" || len(want.Lines) > 0 || want.TotalCents != nil {
+			t.Errorf("%s: no invoice (%s)", where, o)
+		}
+		return
+	}
+	if want.Number != "" && inv.Number != want.Number {
+		t.Errorf("%s: number %s, want %s", where, inv.Number, want.Number)
+	}
+	if want.Lines != nil {
+		got := map[string]int64{}
+		for _, l := range inv.Lines {
+			if l.Kind == billing.KindTax {
+				continue
+			}
+			got[lineKey(string(l.Kind), l.SKU, string(l.Meter), string(l.AdjustsKind), l.AdjustsInvoice)] += l.AmountMinor
+		}
+		exp := map[string]int64{}
+		for _, l := range want.Lines {
+			if l.Why == "" {
+				t.Errorf("%s: expected line %s %s has no derivation (why)", where, l.Kind, l.SKU)
+			}
+			exp[lineKey(l.Kind, l.SKU, l.Meter, l.AdjustsKind, l.Adjusts)] += l.Cents
+		}
+		keys := map[string]bool{}
+		for k := range got {
+			keys[k] = true
+		}
+		for k := range exp {
+			keys[k] = true
+		}
+		var sorted []string
+		for k := range keys {
+			sorted = append(sorted, k)
+		}
+		sort.Strings(sorted)
+		for _, k := range sorted {
+			if got[k] != exp[k] {
+				t.Errorf("%s: line %s = %d cents, want %d", where, k, got[k], exp[k])
+			}
+		}
+	}
+	if want.TaxCents != nil && inv.TaxMinor != *want.TaxCents {
+		t.Errorf("%s: tax %d, want %d", where, inv.TaxMinor, *want.TaxCents)
+	}
+	if want.TotalCents != nil && inv.TotalMinor != *want.TotalCents {
+		t.Errorf("%s: total %d, want %d", where, inv.TotalMinor, *want.TotalCents)
+	}
+}
+
+// checkBilledUsage: the GPU-hours an invoice bills (on demand, covered
+// and burst) are the GPU-hours the usage report gives for its period.
+func checkBilledUsage(t *testing.T, ctx context.Context, s *store.Store, where string, inv *billing.Invoice) {
+	t.Helper()
+	billed := decimal.Zero
+	for _, l := range inv.Lines {
+		switch l.Kind {
+		case pricing.KindOnDemand, pricing.KindReserved, pricing.KindBurst:
+			if l.Meter == pricing.GPUHours {
+				billed = billed.Add(l.Quantity)
+			}
+		}
+	}
+	rows, err := s.Usage(ctx, store.UsageQuery{From: inv.PeriodStart, To: inv.PeriodEnd, Tenant: inv.Tenant, Source: store.SourceHourly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := decimal.Zero
+	for _, r := range rows {
+		used = used.Add(r.GPUHours())
+	}
+	if !billed.Equal(used) {
+		t.Errorf("%s %s: invoice %s bills %s GPU-hours, the usage report has %s", where, inv.Tenant, inv.Number, billed, used)
+	}
+}
+
+// checkFinalizedUnchanged: a finalized invoice's stored document never
+// changes, except to become void.
+func checkFinalizedUnchanged(t *testing.T, ctx context.Context, s *store.Store, where string, final map[string]string) {
+	t.Helper()
+	invs, err := s.Invoices(ctx, "gc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, si := range invs {
+		id := si.Invoice.ID
+		switch si.Invoice.Status {
+		case billing.StatusFinalized:
+			if was, seen := final[id]; !seen {
+				final[id] = string(si.Document)
+			} else if was != string(si.Document) {
+				t.Errorf("%s: finalized invoice %s changed:\n was %s\n now %s", where, si.Invoice.Number, was, si.Document)
+			}
+		case billing.StatusVoid:
+			delete(final, id)
+		}
+	}
+}

@@ -6,6 +6,8 @@ GO        ?= go
 BIN       := bin/gpumeter
 CH        := scripts/clickhouse.sh
 DEMO_DSN  ?= clickhouse://127.0.0.1:9000/gpumeter_demo
+DEMO_CONFIG := internal/demo/billing/gpumeter.yaml
+DEMO_OUT  ?= .data/demo
 # A count, not a duration: go1.26's fuzz coordinator can fail a target with a
 # bare "context deadline exceeded" when a -fuzztime duration ends while a
 # worker is mid-call on a loaded machine (golang/go#75804, fixed in 1.27).
@@ -87,6 +89,11 @@ demo: clickhouse build
 	$(BIN) --clickhouse $(DEMO_DSN) collect --simulate --hosts 2 --seed 1 \
 		--start 2026-11-05T00:00:00Z --duration 6h --listen ""
 	$(BIN) --clickhouse $(DEMO_DSN) usage --from 2026-11-05 --to 2026-11-06 --by tenant,department
+	@echo; echo "Invoicing November 2026 ($(DEMO_CONFIG)):"
+	@$(BIN) --clickhouse $(DEMO_DSN) --log-level warn rollup --scheduled > /dev/null
+	$(BIN) --clickhouse $(DEMO_DSN) --config $(DEMO_CONFIG) invoice run --period 2026-11 --quiet
+	$(BIN) --clickhouse $(DEMO_DSN) --config $(DEMO_CONFIG) invoice render --period 2026-11 --format pdf --out-dir $(DEMO_OUT)/invoices
+	$(BIN) --clickhouse $(DEMO_DSN) --config $(DEMO_CONFIG) chargeback --period 2026-11 --format html --out $(DEMO_OUT)/chargeback-2026-11.html
 
 clean:
 	rm -rf bin

@@ -28,6 +28,7 @@ const invoiceHelp = `usage:
   gpumeter invoice finalize (ID|NUMBER ... | --period YYYY-MM)
   gpumeter invoice void ID|NUMBER --reason TEXT
   gpumeter invoice render ID|NUMBER --format json|csv|html|pdf [--out FILE]
+  gpumeter invoice render --period YYYY-MM --format pdf --out-dir DIR
 
 run invoices the month (in each customer's time zone) for the customers in
 the config's billing section, once the hourly rollups cover it; a re-run
@@ -368,9 +369,24 @@ func runInvoiceRender(ctx context.Context, g *globals, args []string) error {
 	fs.SetOutput(g.stderr)
 	format := fs.String("format", "pdf", "json, csv, html or pdf")
 	out := fs.String("out", "", "write here instead of standard output")
-	ref, err := oneRef(fs, args)
+	period := fs.String("period", "", "render every invoice of this month (not void) into --out-dir")
+	outDir := fs.String("out-dir", "", "with --period: the folder the files are written to, one per invoice")
+	refs, err := parseInvoiceFlags(fs, args)
 	if err != nil {
 		return err
+	}
+	switch {
+	case *period != "" && (len(refs) > 0 || *out != "" || *outDir == ""):
+		return usageErrorf("--period renders into --out-dir, without an invoice id or --out")
+	case *period == "" && len(refs) != 1:
+		return usageErrorf("want one invoice id or number (or --period and --out-dir), got %d", len(refs))
+	case *period == "" && *outDir != "":
+		return usageErrorf("--out-dir goes with --period; use --out for one invoice")
+	}
+	if *period != "" {
+		if _, err := billing.MonthlyPeriod(*period, time.UTC); err != nil {
+			return usageErrorf("--period: %v", err)
+		}
 	}
 	write, err := invoiceWriter(*format)
 	if err != nil {
@@ -381,14 +397,42 @@ func runInvoiceRender(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer s.Close()
-	si, err := runner.Invoice(ctx, ref)
+	if *period == "" {
+		si, err := runner.Invoice(ctx, refs[0])
+		if err != nil {
+			return lookupError(err)
+		}
+		if *out == "" {
+			return write(g.stdout, si)
+		}
+		return writeFileAtomic(*out, func(w io.Writer) error { return write(w, si) })
+	}
+	invs, err := runner.Invoices(ctx, *period, "")
 	if err != nil {
-		return lookupError(err)
+		return err
 	}
-	if *out == "" {
-		return write(g.stdout, si)
+	if err := os.MkdirAll(*outDir, 0o755); err != nil {
+		return fmt.Errorf("--out-dir: %w", err)
 	}
-	return writeFileAtomic(*out, func(w io.Writer) error { return write(w, si) })
+	n := 0
+	for _, si := range invs {
+		inv := si.Invoice
+		if inv.Status == billing.StatusVoid {
+			continue
+		}
+		name := inv.Number
+		if name == "" {
+			name = "draft-" + strings.ReplaceAll(inv.ID, "/", "-")
+		}
+		path := filepath.Join(*outDir, name+"."+*format)
+		if err := writeFileAtomic(path, func(w io.Writer) error { return write(w, si) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stdout, "%-10s %-14s %12s %s  %s\n", inv.Tenant, orDash(inv.Number), inv.Money(inv.TotalMinor), inv.Currency.Code, path)
+		n++
+	}
+	fmt.Fprintf(g.stdout, "rendered %d invoice(s) of %s into %s\n", n, *period, *outDir)
+	return nil
 }
 
 // invoiceWriter picks the renderer of a --format.

@@ -259,3 +259,38 @@ func TestInvoiceCLIRejectsBadInput(t *testing.T) {
 		t.Fatalf("a future period: exit %d %q", code, out)
 	}
 }
+
+// What make demo runs after loading its data: the demo's billing config
+// invoices every demo customer for November and renders the PDFs, and
+// its chargeback covers every SKU the demo fleet holds.
+func TestDemoInvoicesNovember(t *testing.T) {
+	dsn := testDSN(t)
+	cfg := filepath.Join("..", "..", "internal", "demo", "billing", "gpumeter.yaml")
+	for _, args := range [][]string{
+		{"demo"},
+		{"collect", "--simulate", "--hosts", "2", "--seed", "1", "--start", "2026-11-05T00:00:00Z", "--duration", "6h", "--listen", ""},
+		{"rollup", "--scheduled"},
+	} {
+		if code, _, stderr := cli(t, append([]string{"--clickhouse", dsn}, args...)...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
+		}
+	}
+	g := []string{"--clickhouse", dsn, "--config", cfg}
+	code, out, stderr := cli(t, append(g, "invoice", "run", "--period", "2026-11", "--quiet")...)
+	if code != 0 || !strings.Contains(out, "5 customer(s): 5 finalized") {
+		t.Fatalf("invoice run: exit %d\n%s\n%s", code, out, stderr)
+	}
+	dir := t.TempDir()
+	code, out, stderr = cli(t, append(g, "invoice", "render", "--period", "2026-11", "--format", "pdf", "--out-dir", dir)...)
+	if code != 0 || !strings.Contains(out, "rendered 5 invoice(s)") {
+		t.Fatalf("render: exit %d\n%s\n%s", code, out, stderr)
+	}
+	pdfs, _ := filepath.Glob(filepath.Join(dir, "DGC-*.pdf"))
+	if len(pdfs) != 5 {
+		t.Fatalf("%d PDFs in %s, want 5", len(pdfs), dir)
+	}
+	html := filepath.Join(dir, "chargeback.html")
+	if code, _, stderr := cli(t, append(g, "chargeback", "--period", "2026-11", "--format", "html", "--out", html)...); code != 0 {
+		t.Fatalf("chargeback: exit %d\n%s", code, stderr)
+	}
+}

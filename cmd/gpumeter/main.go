@@ -36,17 +36,18 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"migrate":   {"apply ClickHouse schema migrations", runMigrate},
-		"import":    {"import usage samples from CSV or JSON Lines", runImport},
-		"usage":     {"print usage totals by tenant/department/SKU", runUsage},
-		"demo":      {"load the bundled demo data set and print a summary", runDemo},
-		"serve":     {"run the server: HTTP, scheduled rollups and retention", runServe},
-		"rollup":    {"recompute hourly rollups for a range, or run the job once", runRollup},
-		"retention": {"drop raw-sample months past the retention window", runRetention},
-		"quote":     {"price quantities against a price book (no database)", runQuote},
-		"invoice":   {"run, list, show, finalize, void and render invoices", runInvoice},
-		"mig":       {"plan and apply MIG partition layouts", runMIG},
-		"collect":   {"run the GPU collector (NVML, or --simulate)", runCollect},
+		"migrate":    {"apply ClickHouse schema migrations", runMigrate},
+		"import":     {"import usage samples from CSV or JSON Lines", runImport},
+		"usage":      {"print usage totals by tenant/department/SKU", runUsage},
+		"demo":       {"load the bundled demo data set and print a summary", runDemo},
+		"serve":      {"run the server: HTTP, scheduled rollups and retention", runServe},
+		"rollup":     {"recompute hourly rollups for a range, or run the job once", runRollup},
+		"retention":  {"drop raw-sample months past the retention window", runRetention},
+		"quote":      {"price quantities against a price book (no database)", runQuote},
+		"invoice":    {"run, list, show, finalize, void and render invoices", runInvoice},
+		"chargeback": {"charge a month's GPU use to departments and tenants", runChargeback},
+		"mig":        {"plan and apply MIG partition layouts", runMIG},
+		"collect":    {"run the GPU collector (NVML, or --simulate)", runCollect},
 	}
 }
 

@@ -21,13 +21,14 @@ import (
 
 // Config is the whole file. Sections grow with the features that need them.
 type Config struct {
-	ClickHouse ClickHouse              `yaml:"clickhouse"`
-	Log        Log                     `yaml:"log"`
-	Server     server.Config           `yaml:"server"`
-	Rollup     billing.RollupConfig    `yaml:"rollup"`
-	Retention  billing.RetentionConfig `yaml:"retention"`
-	Collector  Collector               `yaml:"collector"`
-	Billing    billing.Customers       `yaml:"billing"`
+	ClickHouse ClickHouse               `yaml:"clickhouse"`
+	Log        Log                      `yaml:"log"`
+	Server     server.Config            `yaml:"server"`
+	Rollup     billing.RollupConfig     `yaml:"rollup"`
+	Retention  billing.RetentionConfig  `yaml:"retention"`
+	Collector  Collector                `yaml:"collector"`
+	Billing    billing.Customers        `yaml:"billing"`
+	Chargeback billing.ChargebackConfig `yaml:"chargeback"`
 }
 
 // Collector configures delivery on GPU hosts; collect's flags override it.
@@ -55,6 +56,7 @@ func Default() Config {
 		Rollup:     billing.DefaultRollupConfig(),
 		Retention:  billing.DefaultRetentionConfig(),
 		Billing:    billing.Customers{Schedule: billing.DefaultInvoiceSchedule},
+		Chargeback: billing.DefaultChargebackConfig(),
 		Collector: Collector{
 			Spool:   spool.DefaultConfig("/var/lib/gpumeter/spool"),
 			Shipper: spool.DefaultShipperConfig(),
@@ -87,6 +89,7 @@ func Load(path string) (Config, error) {
 		return Config{}, fmt.Errorf("parse config %s: %w", path, err)
 	}
 	cfg.Billing = cfg.Billing.RelativeTo(filepath.Dir(path))
+	cfg.Chargeback = cfg.Chargeback.RelativeTo(filepath.Dir(path))
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -105,7 +108,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("log.level: %q: want debug, info, warn or error", c.Log.Level))
 	}
 	for _, err := range []error{c.Server.Validate(), c.Rollup.Validate(), c.Retention.Validate(),
-		prefixed("collector.spool", c.Collector.Spool.Validate()), prefixed("collector.shipper", c.Collector.Shipper.Validate()), c.Billing.Validate()} {
+		prefixed("collector.spool", c.Collector.Spool.Validate()), prefixed("collector.shipper", c.Collector.Shipper.Validate()), c.Billing.Validate(),
+		c.Chargeback.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}

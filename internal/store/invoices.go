@@ -3,12 +3,14 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -156,3 +158,60 @@ func (s *Store) SaveInvoices(ctx context.Context, invs []billing.StoredInvoice) 
 
 // storageDecimal fits a quantity or amount into Decimal(38, 9).
 func storageDecimal(d decimal.Decimal) decimal.Decimal { return d.Round(pricing.StoragePlaces) }
+
+// unassignedDepartment is the department of tenant usage no mapping
+// named a department for: chargeback reports it under this name.
+const unassignedDepartment = "(unassigned)"
+
+// ChargebackUsage reads the hourly rollups of [from, to) per hour, tenant,
+// department and SKU, idle capacity (tenant "") included, as chargeback
+// rows with the same usage in price-book units. Energy of a MIG SKU is
+// its GPU's energy split by compute slices (NVML measures energy per GPU);
+// of a whole GPU, measured.
+func (s *Store) ChargebackUsage(ctx context.Context, from, to time.Time) ([]billing.UsageRow, error) {
+	rows, err := s.conn.Query(ctx, "SELECT hour, tenant, department, sku, "+meterColumns("sum")+
+		", sum(sm_unmeasured_microseconds), sum(energy_unmeasured_microseconds) FROM usage_hourly FINAL"+
+		" WHERE hour >= ? AND hour < ? AND samples > 0 GROUP BY hour, tenant, department, sku ORDER BY hour, tenant, department, sku",
+		from.UTC(), to.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("chargeback usage: %w", err)
+	}
+	defer rows.Close()
+	var out []billing.UsageRow
+	for rows.Next() {
+		var (
+			hour                     time.Time
+			tenant, dept, sku        string
+			m                        Meters
+			smUnmeasured, enUnmeasrd uint64
+		)
+		dest := []any{&hour, &tenant, &dept, &sku}
+		for i := range collectors.NumMeters {
+			dest = append(dest, m.Ptr(i))
+		}
+		dest = append(dest, &smUnmeasured, &enUnmeasrd)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("chargeback usage: scan: %w", err)
+		}
+		hour = hour.UTC()
+		if tenant == "" {
+			dept = ""
+		} else if dept == "" {
+			dept = unassignedDepartment
+		}
+		r := chargeback.Row{Department: dept, Tenant: tenant, SKU: sku, Hour: hour,
+			GPUMicroseconds: m.GPUMicroseconds, SMActiveMicroseconds: m.SMActiveMicroseconds, MemMiBSeconds: m.MemMiBSeconds,
+			EnergyMillijoules: m.EnergyMillijoules, Unmeasured: chargeback.Unmeasured{SMActive: smUnmeasured, Energy: enUnmeasrd}}
+		if r.EnergyMillijoules > 0 {
+			r.EnergySource = chargeback.EnergyMeasured
+			if strings.Contains(sku, "/") {
+				r.EnergySource = chargeback.EnergySplitBySlices
+			}
+		}
+		out = append(out, billing.UsageRow{Row: r, Usage: m.PricingUsage(hour, sku)})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("chargeback usage: %w", err)
+	}
+	return out, nil
+}

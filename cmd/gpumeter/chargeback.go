@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/reports"
+)
+
+const chargebackHelp = `usage: gpumeter chargeback --period YYYY-MM [--format csv|html|pdf|json] [--idle MODE] [--out FILE]
+
+Charges the month's GPU use to departments and tenants at the config's
+internal rate card (chargeback.book): GPU-hours by SKU (MIG in
+GPU-equivalents), SM-active hours and utilization, memory GiB-hours,
+energy kWh and kgCO2e, cost per meter, share of the fleet, and idle
+capacity as its own row or shared (--idle own_row|by_use|by_weight|evenly).
+Rows add up exactly to the fleet cost in every mode.
+
+`
+
+func runChargeback(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("chargeback", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	period := fs.String("period", "", "the month, YYYY-MM, in chargeback.time_zone (required)")
+	format := fs.String("format", "csv", "csv, html, pdf or json")
+	idle := fs.String("idle", "", "idle capacity: own_row, by_use, by_weight or evenly (default: the config's chargeback.idle)")
+	out := fs.String("out", "", "write here instead of standard output")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), chargebackHelp)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInvoiceFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("unexpected argument %q", pos[0])
+	}
+	if *period == "" {
+		return usageErrorf("--period is required, e.g. --period %s", billing.PreviousMonth(time.Now()))
+	}
+	if _, err := billing.MonthlyPeriod(*period, time.UTC); err != nil {
+		return usageErrorf("--period: %v", err)
+	}
+	write, err := chargebackWriter(*format)
+	if err != nil {
+		return err
+	}
+	cfg := g.cfg.Chargeback
+	if *idle != "" {
+		cfg.Idle = *idle
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	if cfg.Book == "" {
+		return usageErrorf("chargeback.book: required in the config (--config): the rate card departments are charged by")
+	}
+	s, err := openStore(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rep, err := billing.Chargeback(ctx, s, cfg, billing.ChargebackRequest{Period: *period})
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		return write(g.stdout, rep)
+	}
+	if err := writeFileAtomic(*out, func(w io.Writer) error { return write(w, rep) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stderr, "wrote %s\n", *out)
+	return nil
+}
+
+func chargebackWriter(format string) (func(io.Writer, chargeback.Report) error, error) {
+	switch format {
+	case "csv":
+		return reports.WriteChargebackCSV, nil
+	case "html":
+		return reports.WriteChargebackHTML, nil
+	case "pdf":
+		return reports.WriteChargebackPDF, nil
+	case "json":
+		return reports.WriteChargebackJSON, nil
+	}
+	return nil, usageError{errors.New("--format " + format + ": want csv, html, pdf or json")}
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/store"
+)
+
+const chargebackCLIBook = `version: internal-1
+currency: {code: EUR, rounding: {minor_units: 2, mode: half_even}}
+skus:
+  A100-SXM4-80GB: {meters: {gpu_hours: {unit_price: "0.85"}, energy_kwh: {unit_price: "0.30"}}}
+  A100-SXM4-80GB/3g.40gb: {meters: {gpu_hours: {unit_price: "0.91"}}}
+`
+
+// A fleet of one whole A100 (alpha, research) and one A100 in MIG mode
+// whose 3g.40gb instance beta (ops) holds and whose other 4/7 nobody
+// does, over two days; charged back in every idle mode from the real
+// ClickHouse.
+func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
+	dsn := testDSN(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "internal.yaml"), []byte(chargebackCLIBook), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "gpumeter.yaml")
+	if err := os.WriteFile(cfg, []byte("chargeback:\n  book: internal.yaml\n  weights: {research: 1, ops: 3}\n  carbon: {g_co2e_per_kwh: 400}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scfg, err := store.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := store.Open(ctx, scfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mig := uint64(3_600_000_000) * 3 / 7
+	var samples []collectors.Sample
+	add := func(gpu, mig, sku, tenant, dept string, h time.Time, us, mj uint64) {
+		x := collectors.Sample{Host: "h", GPUUUID: gpu, MIGUUID: mig, GPUModel: "A100-SXM4-80GB", SKU: sku, Tenant: tenant, Department: dept,
+			Start: h, End: h.Add(time.Hour), Meters: collectors.Meters{GPUMicroseconds: us, EnergyMillijoules: mj}}
+		if tenant != "" {
+			x.Workload = "w"
+		}
+		if mig != "" {
+			x.MIGProfile = strings.TrimPrefix(sku, "A100-SXM4-80GB/")
+		}
+		x.ID = collectors.SampleID(x.Host, x.GPUUUID+x.MIGUUID, x.Tenant, x.Workload, x.Start)
+		samples = append(samples, x)
+	}
+	for h := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC); h.Before(time.Date(2026, 10, 3, 0, 0, 0, 0, time.UTC)); h = h.Add(time.Hour) {
+		add("GPU-0", "", "A100-SXM4-80GB", "alpha", "research", h, 3_600_000_000, 1_000_000_000)
+		add("GPU-1", "MIG-1", "A100-SXM4-80GB/3g.40gb", "beta", "ops", h, mig, 0)
+		add("GPU-1", "MIG-idle", "A100-SXM4-80GB/3g.40gb", "", "", h, 3_600_000_000-mig, 0)
+	}
+	if err := s.InsertSamples(ctx, samples); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := cli(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {
+		t.Fatalf("rollup: %s", stderr)
+	}
+	// What the fleet costs at the rate card, worked out by hand: alpha
+	// 48 GPU-h x 0.85 = 40.80 and 48 x 1 MJ = 13.333 kWh x 0.30 = 4.00;
+	// beta 48 x 3/7 GPU-h x 0.91; idle 48 x 4/7 GPU-h x 0.91.
+	h := decimal.NewFromInt(48)
+	rate := decimal.RequireFromString("0.91")
+	betaExact := h.Mul(decimal.NewFromUint64(mig)).Div(decimal.NewFromInt(3_600_000_000)).Mul(rate)
+	idleExact := h.Mul(decimal.NewFromUint64(3_600_000_000 - mig)).Div(decimal.NewFromInt(3_600_000_000)).Mul(rate)
+	fleet := decimal.RequireFromString("44.80").Add(betaExact).Add(idleExact).RoundBank(2)
+
+	for _, mode := range []string{"own_row", "by_use", "by_weight", "evenly"} {
+		t.Run(mode, func(t *testing.T) {
+			code, out, stderr := cli(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "json", "--idle", mode)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var rep chargeback.Report
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if !rep.Fleet.Cost.Equal(fleet) {
+				t.Fatalf("fleet cost %s, want %s", rep.Fleet.Cost, fleet)
+			}
+			sum := decimal.Zero
+			for _, d := range rep.Departments {
+				dsum := decimal.Zero
+				for _, tn := range d.Tenants {
+					dsum = dsum.Add(tn.Cost)
+				}
+				if !dsum.Equal(d.Cost) {
+					t.Errorf("department %s: tenants add up to %s, the department to %s", d.Name, dsum, d.Cost)
+				}
+				sum = sum.Add(d.Cost)
+			}
+			if rep.Idle != nil {
+				sum = sum.Add(rep.Idle.Cost)
+			}
+			if !sum.Equal(fleet) {
+				t.Errorf("rows add up to %s, the fleet costs %s", sum, fleet)
+			}
+			if (mode == "own_row") != (rep.Idle != nil) {
+				t.Errorf("idle row %v in mode %s", rep.Idle, mode)
+			}
+		})
+	}
+	for _, f := range []string{"csv", "html", "pdf"} {
+		code, out, stderr := cli(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", f)
+		if code != 0 || len(out) == 0 {
+			t.Fatalf("%s: exit %d: %s", f, code, stderr)
+		}
+		if f != "pdf" && !strings.Contains(out, fleet.StringFixed(2)) {
+			t.Errorf("%s does not show the fleet cost %s", f, fleet.StringFixed(2))
+		}
+	}
+	for _, bad := range [][]string{
+		{"chargeback"},
+		{"chargeback", "--period", "2026-13"},
+		{"chargeback", "--period", "2026-10", "--format", "xls"},
+		{"chargeback", "--period", "2026-10", "--idle", "share"},
+	} {
+		if code, _, _ := cli(t, append([]string{"--clickhouse", dsn, "--config", cfg}, bad...)...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", bad, code)
+		}
+	}
+	if code, _, stderr := cli(t, "--clickhouse", dsn, "chargeback", "--period", "2026-10"); code != 2 || !strings.Contains(stderr, "chargeback.book") {
+		t.Errorf("without a rate card: exit %d %q", code, stderr)
+	}
+}

@@ -1,0 +1,250 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// ChargebackConfig is the chargeback section of the config: the internal
+// rate card every department is charged by, the month's time zone, and
+// what happens to idle capacity.
+type ChargebackConfig struct {
+	Book     string `yaml:"book"`      // price book (the internal rate card)
+	TimeZone string `yaml:"time_zone"` // the organisation's months; UTC when empty
+	// Idle is own_row, by_use, by_weight or evenly (chargeback.IdleMode).
+	Idle    string                     `yaml:"idle"`
+	Weights map[string]decimal.Decimal `yaml:"weights"` // department → share, for by_weight
+	Carbon  CarbonConfig               `yaml:"carbon"`
+}
+
+// CarbonConfig gives the grid's carbon intensity: a fixed figure, or a CSV
+// of hourly figures (hour,g_co2e_per_kwh), or both (the fixed one covers
+// hours the CSV lacks).
+type CarbonConfig struct {
+	GramsPerKWh *decimal.Decimal `yaml:"g_co2e_per_kwh"`
+	HourlyCSV   string           `yaml:"hourly_csv"`
+}
+
+// DefaultChargebackConfig shows idle capacity as its own row.
+func DefaultChargebackConfig() ChargebackConfig {
+	return ChargebackConfig{Idle: string(chargeback.IdleOwnRow)}
+}
+
+// Validate names the field of every problem; an empty book means the
+// section is unused.
+func (c ChargebackConfig) Validate() error {
+	var errs []error
+	switch chargeback.IdleMode(c.Idle) {
+	case chargeback.IdleOwnRow, chargeback.IdleByUse, chargeback.IdleByWeight, chargeback.IdleEvenly:
+	default:
+		errs = append(errs, fmt.Errorf("chargeback.idle %q: want own_row, by_use, by_weight or evenly", c.Idle))
+	}
+	if c.TimeZone != "" {
+		loc, err := time.LoadLocation(c.TimeZone)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("chargeback.time_zone %q: not an IANA time zone", c.TimeZone))
+		} else if err := checkMonthBoundaries(loc); err != nil {
+			errs = append(errs, fmt.Errorf("chargeback.time_zone: %w", err))
+		}
+	}
+	for d, w := range c.Weights {
+		if w.IsNegative() {
+			errs = append(errs, fmt.Errorf("chargeback.weights.%s %s: must not be negative", d, w))
+		}
+	}
+	if g := c.Carbon.GramsPerKWh; g != nil && g.IsNegative() {
+		errs = append(errs, fmt.Errorf("chargeback.carbon.g_co2e_per_kwh %s: must not be negative", g))
+	}
+	return errors.Join(errs...)
+}
+
+// RelativeTo resolves the book and carbon CSV against the config's dir.
+func (c ChargebackConfig) RelativeTo(dir string) ChargebackConfig {
+	for _, p := range []*string{&c.Book, &c.Carbon.HourlyCSV} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	return c
+}
+
+// UsageRow is one hour of one tenant's (or idle capacity's) use of one
+// SKU: the chargeback row's integer meters, and the same usage in
+// price-book units for pricing.
+type UsageRow struct {
+	Row   chargeback.Row
+	Usage []pricing.Usage
+}
+
+// ChargebackStore is what a chargeback report reads.
+type ChargebackStore interface {
+	ChargebackUsage(ctx context.Context, from, to time.Time) ([]UsageRow, error)
+	LoadRollupState(ctx context.Context, job string) (RollupState, bool, error)
+}
+
+// ChargebackRequest is one report.
+type ChargebackRequest struct {
+	Period string // YYYY-MM in the config's time zone
+	Idle   string // overrides the config's mode when set
+}
+
+// Chargeback prices the period's hourly usage with the rate card, per
+// tenant (idle capacity as a tenant of its own, at the same prices), puts
+// each priced line's exact amount on the rows it came from in proportion
+// to their quantities, and allocates the result (chargeback.Allocate).
+func Chargeback(ctx context.Context, st ChargebackStore, cfg ChargebackConfig, req ChargebackRequest) (chargeback.Report, error) {
+	if req.Idle != "" {
+		cfg.Idle = req.Idle
+	}
+	if err := cfg.Validate(); err != nil {
+		return chargeback.Report{}, err
+	}
+	if cfg.Book == "" {
+		return chargeback.Report{}, errors.New("chargeback.book: required (the rate card departments are charged by)")
+	}
+	loc := time.UTC
+	if cfg.TimeZone != "" {
+		loc, _ = time.LoadLocation(cfg.TimeZone)
+	}
+	p, err := MonthlyPeriod(req.Period, loc)
+	if err != nil {
+		return chargeback.Report{}, err
+	}
+	files := &runFiles{readFile: os.ReadFile, books: map[string]loadedBook{}, contracts: map[string]loadedContract{}}
+	book, err := files.book(cfg.Book)
+	if err != nil {
+		return chargeback.Report{}, err
+	}
+	in := chargeback.Input{Period: chargeback.Period{Label: p.Label, Start: p.Start, End: p.End},
+		Currency: book.book.Currency(), Idle: chargeback.IdleMode(cfg.Idle), Weights: cfg.Weights}
+	if in.Carbon, err = carbonSource(cfg.Carbon); err != nil {
+		return chargeback.Report{}, err
+	}
+	rows, err := st.ChargebackUsage(ctx, p.Start, p.End)
+	if err != nil {
+		return chargeback.Report{}, err
+	}
+	if err := priceRows(rows, p, loc, book.book); err != nil {
+		return chargeback.Report{}, err
+	}
+	for _, r := range rows {
+		in.Rows = append(in.Rows, r.Row)
+	}
+	rep, err := chargeback.Allocate(in)
+	if err != nil {
+		return chargeback.Report{}, err
+	}
+	state, _, err := st.LoadRollupState(ctx, rollupJob)
+	if err != nil {
+		return chargeback.Report{}, err
+	}
+	if !p.Closable(state.ClosedThrough) {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("Preliminary: hourly rollups are closed through %s, before the period ends (%s).",
+			state.ClosedThrough.Format(time.RFC3339), p.End.UTC().Format(time.RFC3339)))
+	}
+	return rep, nil
+}
+
+// priceRows sets each row's Cost: every tenant's period priced at once
+// (tiers count the tenant's whole month), each line's exact amount spread
+// over the tenant's rows of its SKU by their share of the line's meter.
+// A line without a SKU (a commitment true-up) is spread by GPU time.
+func priceRows(rows []UsageRow, p Period, loc *time.Location, book *pricing.Book) error {
+	byTenant := map[string][]int{}
+	var order []string
+	for i, r := range rows {
+		t := r.Row.Tenant
+		if _, ok := byTenant[t]; !ok {
+			order = append(order, t)
+		}
+		byTenant[t] = append(byTenant[t], i)
+	}
+	for _, tenant := range order {
+		idx := byTenant[tenant]
+		var usage []pricing.Usage
+		for _, i := range idx {
+			usage = append(usage, rows[i].Usage...)
+		}
+		res, err := pricing.Price(pricing.Input{Tenant: tenant, Start: p.Start.In(loc), End: p.End.In(loc), Usage: usage, Book: book})
+		if err != nil {
+			name := tenant
+			if name == "" {
+				name = "idle capacity"
+			}
+			return fmt.Errorf("price %s for chargeback: %w", name, err)
+		}
+		for _, l := range res.Lines {
+			if l.Amount.IsZero() {
+				continue
+			}
+			weight := func(r UsageRow) decimal.Decimal {
+				if l.SKU == "" {
+					return decimal.NewFromUint64(r.Row.GPUMicroseconds)
+				}
+				if r.Row.SKU != l.SKU {
+					return decimal.Zero
+				}
+				q := decimal.Zero
+				for _, u := range r.Usage {
+					if u.Meter == l.Meter && !u.Hour.Before(l.From) && u.Hour.Before(l.To) {
+						q = q.Add(u.Quantity)
+					}
+				}
+				return q
+			}
+			total := decimal.Zero
+			for _, i := range idx {
+				total = total.Add(weight(rows[i]))
+			}
+			if total.IsZero() {
+				continue
+			}
+			meter := l.Meter
+			if meter == "" {
+				meter = pricing.GPUHours
+			}
+			for _, i := range idx {
+				w := weight(rows[i])
+				if w.IsZero() {
+					continue
+				}
+				if rows[i].Row.Cost == nil {
+					rows[i].Row.Cost = map[pricing.Meter]decimal.Decimal{}
+				}
+				share := l.Amount.Mul(w).DivRound(total, 18)
+				rows[i].Row.Cost[meter] = rows[i].Row.Cost[meter].Add(share)
+			}
+		}
+	}
+	return nil
+}
+
+func carbonSource(c CarbonConfig) (*chargeback.CarbonSource, error) {
+	if c.GramsPerKWh == nil && c.HourlyCSV == "" {
+		return nil, nil
+	}
+	src := &chargeback.CarbonSource{Default: c.GramsPerKWh}
+	if c.HourlyCSV != "" {
+		f, err := os.Open(c.HourlyCSV)
+		if err != nil {
+			return nil, fmt.Errorf("chargeback.carbon.hourly_csv: %w", err)
+		}
+		defer f.Close()
+		hours, err := chargeback.ParseCarbonCSV(io.Reader(f))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.HourlyCSV, err)
+		}
+		src.Hours = hours
+	}
+	return src, nil
+}

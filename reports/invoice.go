@@ -253,7 +253,7 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 			No:          l.No,
 			Kind:        kindLabel(l.Kind),
 			Description: l.Description,
-			Quantity:    l.Quantity.String(),
+			Quantity:    shownQuantity(l.Quantity),
 			Unit:        l.Unit,
 			Amount:      inv.Money(l.AmountMinor),
 		}
@@ -268,7 +268,7 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 				p += " + " + priceText(t.FlatFee, places) + " flat"
 			}
 			lv.Tiers = append(lv.Tiers, tierView{Label: fmt.Sprintf("Tier %d", t.TierIndex+1),
-				Quantity: t.Quantity.String(), UnitPrice: p, Amount: priceText(t.Amount, places)})
+				Quantity: shownQuantity(t.Quantity), UnitPrice: p, Amount: priceText(t.Amount, places)})
 		}
 		switch {
 		case l.Kind == billing.KindAdjustment || l.Kind == billing.KindCredit:
@@ -306,15 +306,19 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 	}
 	v.ShowTaxTotal = len(v.Taxes) != 1
 	for _, r := range inv.Reservations {
-		v.Reservations = append(v.Reservations, reservationRow{SKU: r.SKU, Reserved: r.ReservedGPUHours.String(),
-			Covered: r.CoveredGPUHours.String(), Unused: r.UnusedGPUHours.String(),
-			OnDemand: r.OnDemandGPUHours.String(), Burst: r.BurstGPUHours.String()})
+		v.Reservations = append(v.Reservations, reservationRow{SKU: r.SKU, Reserved: shownQuantity(r.ReservedGPUHours),
+			Covered: shownQuantity(r.CoveredGPUHours), Unused: shownQuantity(r.UnusedGPUHours),
+			OnDemand: shownQuantity(r.OnDemandGPUHours), Burst: shownQuantity(r.BurstGPUHours)})
 	}
 	for _, u := range inv.Unpriced {
-		v.Unpriced = append(v.Unpriced, fmt.Sprintf("%s %s: %s", u.SKU, u.Meter, u.Quantity))
+		v.Unpriced = append(v.Unpriced, fmt.Sprintf("%s %s: %s", u.SKU, u.Meter, shownQuantity(u.Quantity)))
 	}
 	return v
 }
+
+// shownQuantity is a quantity as HTML and PDF print it: to 3 places.
+// Amounts come from the exact quantities, which JSON and CSV carry.
+func shownQuantity(q decimal.Decimal) string { return q.Round(3).String() }
 
 func invoiceParty(p billing.Party) partyView {
 	return partyView{Name: p.Name, Address: p.Address, TaxID: p.TaxID, Department: p.Department}
@@ -354,7 +358,7 @@ func kindLabel(k pricing.Kind) string {
 }
 
 // roundingNote closes every rendering: what the amounts are.
-const roundingNote = "Each line is rounded once to the currency's minor unit; the totals add up the rounded lines. Tier amounts are exact."
+const roundingNote = "Each line is rounded once to the currency's minor unit; the totals add up the rounded lines. Tier amounts are exact; quantities are shown to 3 places and priced exact."
 
 // invoiceHTML is parsed once from a literal; Must cannot fail at run time.
 var invoiceHTML = template.Must(template.New("invoice").Parse(invoiceHTMLText))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -138,6 +139,9 @@ func Chargeback(ctx context.Context, st ChargebackStore, cfg ChargebackConfig, r
 		return chargeback.Report{}, err
 	}
 	for _, r := range rows {
+		if r.Row.EnergyMillijoules > 0 {
+			r.Row.EnergySource = EnergySource(r.Row.SKU)
+		}
 		in.Rows = append(in.Rows, r.Row)
 	}
 	rep, err := chargeback.Allocate(in)
@@ -153,6 +157,25 @@ func Chargeback(ctx context.Context, st ChargebackStore, cfg ChargebackConfig, r
 			state.ClosedThrough.Format(time.RFC3339), p.End.UTC().Format(time.RFC3339)))
 	}
 	return rep, nil
+}
+
+// EnergySource says how the collector derived a SKU's energy. NVML reads
+// energy per GPU; the collector splits a GPU's energy over the rows that
+// held it by GPU time plus SM-active time. A MIG instance's SM activity
+// comes from GPM on Hopper GPUs (H100, H200), so its share follows its
+// measured activity; on earlier GPUs a MIG instance has no activity of its
+// own and its share is that of its compute slices. A whole GPU's energy
+// is its measured counter (split only between time-sliced holders).
+func EnergySource(sku string) chargeback.EnergySource {
+	model, profile, mig := strings.Cut(sku, "/")
+	switch {
+	case !mig || profile == "":
+		return chargeback.EnergyMeasured
+	case strings.HasPrefix(model, "H100") || strings.HasPrefix(model, "H200"):
+		return chargeback.EnergySplitByGPM
+	default:
+		return chargeback.EnergySplitBySlices
+	}
 }
 
 // priceRows sets each row's Cost: every tenant's period priced at once

@@ -179,3 +179,64 @@ func TestPreviousMonth(t *testing.T) {
 		}
 	}
 }
+
+func TestEnergySource(t *testing.T) {
+	for sku, want := range map[string]string{
+		"H100-SXM5-80GB":          "measured",
+		"A100-SXM4-40GB":          "measured",
+		"H100-SXM5-80GB/3g.40gb":  "split_by_gpm",
+		"H200-SXM5-141GB/1g.18gb": "split_by_gpm",
+		"A100-SXM4-40GB/3g.20gb":  "split_by_slices",
+	} {
+		if got := EnergySource(sku); string(got) != want {
+			t.Errorf("EnergySource(%s) = %s, want %s", sku, got, want)
+		}
+	}
+}
+
+func TestLedgerRefusesToChangeAFinalizedInvoice(t *testing.T) {
+	draft, err := BuildInvoice(testDraft("0", line(pricing.KindOnDemand, "A", "10.00")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := *draft
+	at := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	final.Status, final.Number, final.Seq, final.FinalizedAt = StatusFinalized, "GC-000001", 1, &at
+	st := &ledger{byID: map[string]*StoredInvoice{}, byTenant: map[string][]*StoredInvoice{}, seq: map[string]uint64{}}
+	st.put(StoredInvoice{Invoice: &final, Revision: 2})
+
+	changed := final
+	changed.Lines = append([]Line(nil), final.Lines...)
+	changed.Lines[0].AmountMinor++
+	void := final
+	void.Status, void.VoidReason = StatusVoid, "wrong customer"
+	voidOther := void
+	voidOther.Number = "GC-000002"
+	cases := []struct {
+		name string
+		s    StoredInvoice
+		want string // "" when allowed
+	}{
+		{"a new draft revision", StoredInvoice{Invoice: draft, Revision: 3}, "is finalized"},
+		{"finalized again with other lines", StoredInvoice{Invoice: &changed, Revision: 3}, "is finalized"},
+		{"the same revision", StoredInvoice{Invoice: &void, Revision: 2}, "not above"},
+		{"void under another number", StoredInvoice{Invoice: &voidOther, Revision: 3}, "keeps its number"},
+		{"void", StoredInvoice{Invoice: &void, Revision: 3}, ""},
+	}
+	for _, c := range cases {
+		err := st.checkWrite(c.s)
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	st.put(StoredInvoice{Invoice: &void, Revision: 3})
+	if err := st.checkWrite(StoredInvoice{Invoice: &final, Revision: 4}); err == nil || !strings.Contains(err.Error(), "is void") {
+		t.Errorf("un-voiding: %v", err)
+	}
+	// A new invoice id is always allowed.
+	other := *draft
+	other.ID = "acme/2026-10/2"
+	if err := st.checkWrite(StoredInvoice{Invoice: &other, Revision: 1}); err != nil {
+		t.Errorf("a new invoice: %v", err)
+	}
+}

@@ -152,3 +152,26 @@ func (st *ledger) isFinalized(tenant, label string) bool {
 	cur := st.current(tenant, label)
 	return cur != nil && cur.Invoice.Status == StatusFinalized
 }
+
+// checkWrite refuses a write that would change what must not change: a
+// finalized invoice may only become void (keeping its number and lines),
+// a void one never changes, and every write is a higher revision. Every
+// path that stores invoices goes through it.
+func (st *ledger) checkWrite(s StoredInvoice) error {
+	old, ok := st.byID[s.Invoice.ID]
+	if !ok {
+		return nil
+	}
+	o, n := old.Invoice, s.Invoice
+	switch {
+	case s.Revision <= old.Revision:
+		return fmt.Errorf("invoice %s: revision %d is not above the stored %d", n.ID, s.Revision, old.Revision)
+	case o.Status == StatusVoid:
+		return fmt.Errorf("invoice %s is void: it never changes", n.ID)
+	case o.Status == StatusFinalized && n.Status != StatusVoid:
+		return fmt.Errorf("invoice %s (%s) is finalized: it never changes", n.ID, o.Number)
+	case o.Status == StatusFinalized && (n.Number != o.Number || n.TotalMinor != o.TotalMinor || len(n.Lines) != len(o.Lines)):
+		return fmt.Errorf("invoice %s (%s): voiding keeps its number and lines", n.ID, o.Number)
+	}
+	return nil
+}

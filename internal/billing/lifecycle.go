@@ -121,6 +121,9 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 			return nil, err
 		}
 		ns := StoredInvoice{Invoice: &inv, Revision: s.Revision + 1, Document: doc}
+		if err := st.checkWrite(ns); err != nil {
+			return nil, err
+		}
 		save = append(save, ns)
 		st.put(ns)
 		outs = append(outs, Outcome{Tenant: inv.Tenant, Action: ActionFinalized, Invoice: &inv})
@@ -172,10 +175,14 @@ func (r *Runner) Void(ctx context.Context, ref, reason string) (*Invoice, error)
 	if err != nil {
 		return nil, err
 	}
+	ns := StoredInvoice{Invoice: &inv, Revision: s.Revision + 1, Document: doc}
+	if err := st.checkWrite(ns); err != nil {
+		return nil, err
+	}
 	if err := hold.check(); err != nil {
 		return nil, err
 	}
-	if err := r.store.SaveInvoices(ctx, []StoredInvoice{{Invoice: &inv, Revision: s.Revision + 1, Document: doc}}); err != nil {
+	if err := r.store.SaveInvoices(ctx, []StoredInvoice{ns}); err != nil {
 		return nil, err
 	}
 	return &inv, nil

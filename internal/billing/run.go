@@ -196,11 +196,14 @@ func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Re
 			out = Outcome{Tenant: j.c.Tenant, Action: ActionFailed, Detail: err.Error()}
 			r.logger.Error("invoice failed", "tenant", j.c.Tenant, "period", req.Period, "err", err)
 		}
-		rep.Outcomes = append(rep.Outcomes, out)
 		if stored != nil {
+			if err := st.checkWrite(*stored); err != nil {
+				return Report{}, err
+			}
 			save = append(save, *stored)
 			st.put(*stored)
 		}
+		rep.Outcomes = append(rep.Outcomes, out)
 		if progress != nil {
 			progress(i+1, len(jobs))
 		}
@@ -286,7 +289,8 @@ func (r *Runner) invoiceOne(ctx context.Context, st *ledger, files *runFiles, c 
 			if req.Draft || req.DryRun {
 				return Outcome{Tenant: c.Tenant, Action: ActionUnchanged, Invoice: current.Invoice, Detail: "draft with the same inputs"}, nil, nil
 			}
-			inv = current.Invoice
+			same := *current.Invoice // a copy: the ledger's entry changes only by put
+			inv = &same
 		}
 	}
 	if !req.Draft && !req.DryRun {

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -202,12 +201,6 @@ func (s *Store) ChargebackUsage(ctx context.Context, from, to time.Time) ([]bill
 		r := chargeback.Row{Department: dept, Tenant: tenant, SKU: sku, Hour: hour,
 			GPUMicroseconds: m.GPUMicroseconds, SMActiveMicroseconds: m.SMActiveMicroseconds, MemMiBSeconds: m.MemMiBSeconds,
 			EnergyMillijoules: m.EnergyMillijoules, Unmeasured: chargeback.Unmeasured{SMActive: smUnmeasured, Energy: enUnmeasrd}}
-		if r.EnergyMillijoules > 0 {
-			r.EnergySource = chargeback.EnergyMeasured
-			if strings.Contains(sku, "/") {
-				r.EnergySource = chargeback.EnergySplitBySlices
-			}
-		}
 		out = append(out, billing.UsageRow{Row: r, Usage: m.PricingUsage(hour, sku)})
 	}
 	if err := rows.Err(); err != nil {

@@ -136,6 +136,38 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2", bad, code)
 		}
 	}
+	// Carbon per hour from a CSV: alpha's 1 MJ an hour (0.2778 kWh) at
+	// 100 g in the first hour and 400 g in the other 47 is
+	// 1e9 mJ x 18,900 g/kWh = 5.25 kg.
+	csv := "hour,g_co2e_per_kwh\n2026-10-01T00:00:00Z,100\n"
+	for h := time.Date(2026, 10, 1, 1, 0, 0, 0, time.UTC); h.Before(time.Date(2026, 10, 3, 0, 0, 0, 0, time.UTC)); h = h.Add(time.Hour) {
+		csv += h.Format(time.RFC3339) + ",400\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "carbon.csv"), []byte(csv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	carbonCfg := filepath.Join(dir, "carbon.yaml")
+	if err := os.WriteFile(carbonCfg, []byte("chargeback:\n  book: internal.yaml\n  carbon: {hourly_csv: carbon.csv}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := cli(t, "--clickhouse", dsn, "--config", carbonCfg, "chargeback", "--period", "2026-10", "--format", "json")
+	if code != 0 {
+		t.Fatalf("carbon: exit %d %s", code, stderr)
+	}
+	var rep chargeback.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if kg := rep.Fleet.Energy.KgCO2e; !kg.Valid || kg.Decimal.Sub(decimal.RequireFromString("5.25")).Abs().GreaterThan(decimal.RequireFromString("0.000001")) {
+		t.Errorf("fleet kgCO2e %v, want 5.25", kg)
+	}
+	both := filepath.Join(dir, "both.yaml")
+	if err := os.WriteFile(both, []byte("chargeback:\n  book: internal.yaml\n  carbon: {g_co2e_per_kwh: 400, hourly_csv: carbon.csv}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := cli(t, "--config", both, "chargeback", "--period", "2026-10"); code != 2 || !strings.Contains(stderr, "not both") {
+		t.Errorf("a fixed and an hourly intensity: exit %d %q", code, stderr)
+	}
 	if code, _, stderr := cli(t, "--clickhouse", dsn, "chargeback", "--period", "2026-10"); code != 2 || !strings.Contains(stderr, "chargeback.book") {
 		t.Errorf("without a rate card: exit %d %q", code, stderr)
 	}

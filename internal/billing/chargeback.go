@@ -29,8 +29,8 @@ type ChargebackConfig struct {
 }
 
 // CarbonConfig gives the grid's carbon intensity: a fixed figure, or a CSV
-// of hourly figures (hour,g_co2e_per_kwh), or both (the fixed one covers
-// hours the CSV lacks).
+// of hourly figures (hour,g_co2e_per_kwh); energy in an hour the CSV lacks
+// is reported as having no intensity, never as zero carbon.
 type CarbonConfig struct {
 	GramsPerKWh *decimal.Decimal `yaml:"g_co2e_per_kwh"`
 	HourlyCSV   string           `yaml:"hourly_csv"`
@@ -62,6 +62,9 @@ func (c ChargebackConfig) Validate() error {
 		if w.IsNegative() {
 			errs = append(errs, fmt.Errorf("chargeback.weights.%s %s: must not be negative", d, w))
 		}
+	}
+	if c.Carbon.GramsPerKWh != nil && c.Carbon.HourlyCSV != "" {
+		errs = append(errs, errors.New("chargeback.carbon: give g_co2e_per_kwh or hourly_csv, not both"))
 	}
 	if g := c.Carbon.GramsPerKWh; g != nil && g.IsNegative() {
 		errs = append(errs, fmt.Errorf("chargeback.carbon.g_co2e_per_kwh %s: must not be negative", g))

@@ -265,12 +265,17 @@ func runInvoiceList(ctx context.Context, g *globals, args []string) error {
 
 // oneRef parses flags with exactly one invoice id or number.
 func oneRef(fs *flag.FlagSet, args []string) (string, error) {
+	return oneArg(fs, args, "invoice id or number")
+}
+
+// oneArg parses flags with exactly one positional argument, what.
+func oneArg(fs *flag.FlagSet, args []string, what string) (string, error) {
 	pos, err := parseInvoiceFlags(fs, args)
 	if err != nil {
 		return "", err
 	}
 	if len(pos) != 1 {
-		return "", usageErrorf("want one invoice id or number, got %d", len(pos))
+		return "", usageErrorf("want one %s, got %d", what, len(pos))
 	}
 	return pos[0], nil
 }

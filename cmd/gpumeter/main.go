@@ -46,6 +46,7 @@ func commands() map[string]command {
 		"quote":      {"price quantities against a price book (no database)", runQuote},
 		"invoice":    {"run, list, show, finalize, void and render invoices", runInvoice},
 		"chargeback": {"charge a month's GPU use to departments and tenants", runChargeback},
+		"keys":       {"create, list and revoke API keys and portal tokens", runKeys},
 		"mig":        {"plan and apply MIG partition layouts", runMIG},
 		"collect":    {"run the GPU collector (NVML, or --simulate)", runCollect},
 	}

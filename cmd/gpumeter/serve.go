@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/server"
+	"github.com/gpumeter/gpumeter/internal/serving"
 )
 
 func runServe(ctx context.Context, g *globals, args []string) error {
@@ -92,7 +93,13 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	sched.Start()
 	defer sched.Stop()
 	srv := server.New(srvCfg, reg, g.logger, server.Check{Name: "clickhouse", Ready: s.Ping})
-	if err := srv.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
+	svc := serving.New(s, g.cfg.Billing.Issuer.ID)
+	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
+	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc})
+	err = srv.Serve(ctx, ln)
+	stopAPI() // after the last request: the audit writer flushes what it holds
+	waitAPI()
+	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil

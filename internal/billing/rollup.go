@@ -320,3 +320,15 @@ func (r *Rollup) RollupRange(ctx context.Context, from, to time.Time) error {
 	}
 	return r.store.RollupRange(ctx, from, to, v)
 }
+
+// RollupStateReader reads the rollup job's bookmark.
+type RollupStateReader interface {
+	LoadRollupState(ctx context.Context, job string) (RollupState, bool, error)
+}
+
+// RolledUpThrough is the hour before which usage_hourly is complete (zero
+// before the first rollup run): readers take later hours from raw samples.
+func RolledUpThrough(ctx context.Context, st RollupStateReader) (time.Time, error) {
+	s, _, err := st.LoadRollupState(ctx, rollupJob)
+	return s.ClosedThrough, err
+}

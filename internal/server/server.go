@@ -1,7 +1,7 @@
 // Package server is gpumeter's HTTP side (gin): health, readiness and
-// Prometheus metrics now, for `serve` and for the collector's listener;
-// the versioned /v1 API joins it later. Handlers hold service interfaces
-// only and never touch storage directly.
+// Prometheus metrics for `serve` and the collector's listener, and the
+// versioned /v1 API (api.go). Handlers hold service interfaces only and
+// never touch storage directly.
 package server
 
 import (
@@ -34,6 +34,17 @@ type Config struct {
 	ReadTimeout       time.Duration `yaml:"read_timeout"`
 	WriteTimeout      time.Duration `yaml:"write_timeout"`
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	// MaxBodyBytes bounds a request body; a larger one is refused with 413.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// RateLimit bounds each API key's requests.
+	RateLimit RateLimit `yaml:"rate_limit"`
+}
+
+// RateLimit is a token bucket per API key: PerSecond requests on average,
+// Burst at once. Over it a request gets 429 with Retry-After.
+type RateLimit struct {
+	PerSecond float64 `yaml:"per_second"`
+	Burst     int     `yaml:"burst"`
 }
 
 // DefaultConfig listens on loopback port 8080.
@@ -44,6 +55,8 @@ func DefaultConfig() Config {
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxBodyBytes:      1 << 20,
+		RateLimit:         RateLimit{PerSecond: 50, Burst: 100},
 	}
 }
 
@@ -61,6 +74,12 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("server.%s: %s: must be positive", d.name, d.v))
 		}
 	}
+	if c.MaxBodyBytes <= 0 {
+		errs = append(errs, fmt.Errorf("server.max_body_bytes %d: must be positive", c.MaxBodyBytes))
+	}
+	if c.RateLimit.PerSecond <= 0 || c.RateLimit.Burst < 1 {
+		errs = append(errs, fmt.Errorf("server.rate_limit: per_second %g and burst %d must be positive", c.RateLimit.PerSecond, c.RateLimit.Burst))
+	}
 	return errors.Join(errs...)
 }
 
@@ -77,13 +96,14 @@ type Server struct {
 	logger *slog.Logger
 }
 
-// New builds the routes. gather is the registry /metrics exposes; checks
-// decide /readyz.
-func New(cfg Config, gather prometheus.Gatherer, logger *slog.Logger, checks ...Check) *Server {
+// New builds the routes. reg is the registry /metrics exposes, which the
+// server adds its request metrics to; checks decide /readyz.
+func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger, checks ...Check) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	logger = logger.With("component", "server")
-	e.Use(requestLog(logger))
+	m := newHTTPMetrics(reg)
+	e.Use(recoverJSON(logger), requestID(), accessLog(logger), m.observe, bodyLimit(cfg.MaxBodyBytes))
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", func(c *gin.Context) {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
@@ -101,8 +121,10 @@ func New(cfg Config, gather prometheus.Gatherer, logger *slog.Logger, checks ...
 		}
 		c.JSON(http.StatusOK, gin.H{"status": "ready"})
 	})
-	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(gather, promhttp.HandlerOpts{})))
-	e.NoRoute(func(c *gin.Context) { c.JSON(http.StatusNotFound, gin.H{"error": "not found"}) })
+	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	e.NoRoute(func(c *gin.Context) {
+		writeError(c, http.StatusNotFound, "not_found", "not found: "+c.Request.Method+" "+c.Request.URL.Path)
+	})
 	return &Server{cfg: cfg, engine: e, logger: logger}
 }
 
@@ -146,13 +168,4 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve http: %w", err)
 	}
 	return nil
-}
-
-func requestLog(logger *slog.Logger) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		start := time.Now()
-		c.Next()
-		logger.Debug("request", "method", c.Request.Method, "path", c.FullPath(),
-			"status", c.Writer.Status(), "duration", time.Since(start))
-	}
 }

@@ -3,11 +3,14 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -205,6 +208,102 @@ func (s *Store) ChargebackUsage(ctx context.Context, from, to time.Time) ([]bill
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("chargeback usage: %w", err)
+	}
+	return out, nil
+}
+
+// InvoiceQuery lists invoices as an API key may see them: the scope is
+// applied in SQL, so no parameter can widen it.
+type InvoiceQuery struct {
+	Issuer string
+	Scope  auth.Scope
+	Period string // "" for all
+	Tenant string // "" for all the scope allows
+	// After is the last invoice id of the previous page; Limit bounds the page.
+	After string
+	Limit int
+}
+
+// InvoicesFor lists the latest revision of the issuer's invoices in the
+// query's scope, by invoice id.
+func (s *Store) InvoicesFor(ctx context.Context, q InvoiceQuery) ([]billing.StoredInvoice, error) {
+	if err := q.Scope.Validate(); err != nil {
+		return nil, fmt.Errorf("list invoices: %w", err)
+	}
+	where := []string{"issuer = ?"}
+	args := []any{q.Issuer}
+	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
+	if t := q.Scope.Tenant(); t != "" {
+		add("tenant = ?", t)
+	}
+	if d := q.Scope.Department(); d != "" {
+		add("department = ?", d)
+	}
+	if q.Period != "" {
+		add("period_label = ?", q.Period)
+	}
+	if q.Tenant != "" {
+		add("tenant = ?", q.Tenant)
+	}
+	if q.After != "" {
+		add("invoice_id > ?", q.After)
+	}
+	limit := q.Limit
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	sql := "SELECT revision, document FROM invoices FINAL WHERE " + strings.Join(where, " AND ") +
+		" ORDER BY invoice_id LIMIT " + strconv.Itoa(limit)
+	return s.scanInvoices(ctx, "list invoices", sql, args...)
+}
+
+// InvoiceFor reads one invoice by id or number within the scope; one
+// outside it is as absent as one that never existed.
+func (s *Store) InvoiceFor(ctx context.Context, issuer string, scope auth.Scope, ref string) (billing.StoredInvoice, error) {
+	if err := scope.Validate(); err != nil {
+		return billing.StoredInvoice{}, fmt.Errorf("read invoice: %w", err)
+	}
+	where := []string{"issuer = ?", "(invoice_id = ? OR (number = ? AND number != ''))"}
+	args := []any{issuer, ref, ref}
+	if t := scope.Tenant(); t != "" {
+		where = append(where, "tenant = ?")
+		args = append(args, t)
+	}
+	if d := scope.Department(); d != "" {
+		where = append(where, "department = ?")
+		args = append(args, d)
+	}
+	invs, err := s.scanInvoices(ctx, "read invoice", "SELECT revision, document FROM invoices FINAL WHERE "+strings.Join(where, " AND "), args...)
+	if err != nil {
+		return billing.StoredInvoice{}, err
+	}
+	if len(invs) == 0 {
+		return billing.StoredInvoice{}, fmt.Errorf("invoice %q: %w", ref, billing.ErrNotFound)
+	}
+	return invs[0], nil
+}
+
+func (s *Store) scanInvoices(ctx context.Context, what, sql string, args ...any) ([]billing.StoredInvoice, error) {
+	rows, err := s.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []billing.StoredInvoice
+	for rows.Next() {
+		var rev uint64
+		var doc string
+		if err := rows.Scan(&rev, &doc); err != nil {
+			return nil, fmt.Errorf("%s: scan: %w", what, err)
+		}
+		inv, err := billing.ParseDocument([]byte(doc))
+		if err != nil {
+			return nil, fmt.Errorf("%s: revision %d: %w", what, rev, err)
+		}
+		out = append(out, billing.StoredInvoice{Invoice: inv, Revision: rev, Document: []byte(doc)})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }

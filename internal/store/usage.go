@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/auth"
 )
 
 // Dimension is a column usage can be grouped by.
@@ -17,7 +18,14 @@ const (
 	DimTenant     Dimension = "tenant"
 	DimDepartment Dimension = "department"
 	DimSKU        Dimension = "sku"
+	// DimHost and DimWorkload exist in raw samples only; the hourly
+	// rollup sums over them.
+	DimHost     Dimension = "host"
+	DimWorkload Dimension = "workload"
 )
+
+// dimensions in the order rows hold them.
+var dimensions = []Dimension{DimTenant, DimDepartment, DimSKU, DimHost, DimWorkload}
 
 // Bucket is the time bucket of a usage query.
 type Bucket string
@@ -70,13 +78,15 @@ func (m Meters) Add(o Meters) Meters {
 
 // UsageQuery sums every meter over [From, To), grouped by the chosen
 // dimensions and time bucket. A sample belongs to the bucket of its start.
-// Tenant and Department, when set, restrict the rows (API scopes use them).
+// Tenant and Department, when set, restrict the rows; Scope, when set,
+// restricts them to what an API key may read, on top of any filter.
 type UsageQuery struct {
 	From, To   time.Time
 	GroupBy    []Dimension
 	Bucket     Bucket
 	Tenant     string
 	Department string
+	Scope      auth.Scope
 	Source     Source
 }
 
@@ -87,6 +97,8 @@ type UsageRow struct {
 	Tenant     string
 	Department string
 	SKU        string
+	Host       string
+	Workload   string
 	Samples    uint64
 	Meters
 }
@@ -105,8 +117,12 @@ func (q UsageQuery) Validate() error {
 	for _, d := range q.GroupBy {
 		switch d {
 		case DimTenant, DimDepartment, DimSKU:
+		case DimHost, DimWorkload:
+			if q.Source == SourceHourly {
+				errs = append(errs, fmt.Errorf("group_by: %q is in raw samples only, not in hourly rollups", d))
+			}
 		default:
-			errs = append(errs, fmt.Errorf("group_by: unknown dimension %q (want tenant, department or sku)", d))
+			errs = append(errs, fmt.Errorf("group_by: unknown dimension %q (want tenant, department, sku, host or workload)", d))
 		}
 		if seen[d] {
 			errs = append(errs, fmt.Errorf("group_by: %q twice", d))
@@ -122,6 +138,11 @@ func (q UsageQuery) Validate() error {
 	case SourceRaw, SourceHourly, "":
 	default:
 		errs = append(errs, fmt.Errorf("source: unknown %q (want raw or hourly)", q.Source))
+	}
+	if q.Scope.Kind != "" {
+		if err := q.Scope.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -159,7 +180,7 @@ func (q UsageQuery) toSQL() (string, []any) {
 	for _, d := range q.GroupBy {
 		has[d] = true
 	}
-	for _, d := range []Dimension{DimTenant, DimDepartment, DimSKU} {
+	for _, d := range dimensions {
 		if has[d] {
 			sel = append(sel, string(d))
 			group = append(group, string(d))
@@ -186,6 +207,14 @@ func (q UsageQuery) toSQL() (string, []any) {
 	if q.Department != "" {
 		where = append(where, "department = ?")
 		args = append(args, q.Department)
+	}
+	if t := q.Scope.Tenant(); t != "" {
+		where = append(where, "tenant = ?")
+		args = append(args, t)
+	}
+	if d := q.Scope.Department(); d != "" {
+		where = append(where, "department = ?")
+		args = append(args, d)
 	}
 	if q.Source == SourceHourly {
 		// A recompute leaves a tombstone (samples = 0, every meter zero) where a
@@ -224,7 +253,7 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error) {
 	var out []UsageRow
 	for rows.Next() {
 		var r UsageRow
-		dest := []any{&r.Bucket, &r.Tenant, &r.Department, &r.SKU, &r.Samples}
+		dest := []any{&r.Bucket, &r.Tenant, &r.Department, &r.SKU, &r.Host, &r.Workload, &r.Samples}
 		for m := range collectors.NumMeters {
 			dest = append(dest, r.Ptr(m))
 		}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/auth"
 )
 
 func TestUsageQueryToSQL(t *testing.T) {
@@ -18,27 +20,34 @@ func TestUsageQueryToSQL(t *testing.T) {
 		wantArgs []any
 	}{
 		{
+			name: "an API key's tenant scope filters on top of any filter, host from raw samples",
+			q: UsageQuery{From: from, To: to, GroupBy: []Dimension{DimHost}, Department: "research",
+				Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"}},
+			wantSQL:  "SELECT toDateTime(0) AS bucket, '' AS no_tenant, '' AS no_department, '' AS no_sku, host, '' AS no_workload, " + meters + " FROM usage_samples FINAL WHERE start >= ? AND start < ? AND department = ? AND tenant = ? GROUP BY host ORDER BY host",
+			wantArgs: []any{from, to, "research", "acme"},
+		},
+		{
 			name:     "tenant by day from raw samples reads FINAL",
 			q:        UsageQuery{From: from, To: to, GroupBy: []Dimension{DimTenant}, Bucket: BucketDay},
-			wantSQL:  "SELECT toStartOfDay(start) AS bucket, tenant, '' AS no_department, '' AS no_sku, " + meters + " FROM usage_samples FINAL WHERE start >= ? AND start < ? GROUP BY bucket, tenant ORDER BY bucket, tenant",
+			wantSQL:  "SELECT toStartOfDay(start) AS bucket, tenant, '' AS no_department, '' AS no_sku, '' AS no_host, '' AS no_workload, " + meters + " FROM usage_samples FINAL WHERE start >= ? AND start < ? GROUP BY bucket, tenant ORDER BY bucket, tenant",
 			wantArgs: []any{from, to},
 		},
 		{
 			name:     "tenant scope adds the tenant predicate",
 			q:        UsageQuery{From: from, To: to, GroupBy: []Dimension{DimSKU}, Bucket: BucketMonth, Tenant: "acme"},
-			wantSQL:  "SELECT toDateTime(toStartOfMonth(start)) AS bucket, '' AS no_tenant, '' AS no_department, sku, " + meters + " FROM usage_samples FINAL WHERE start >= ? AND start < ? AND tenant = ? GROUP BY bucket, sku ORDER BY bucket, sku",
+			wantSQL:  "SELECT toDateTime(toStartOfMonth(start)) AS bucket, '' AS no_tenant, '' AS no_department, sku, '' AS no_host, '' AS no_workload, " + meters + " FROM usage_samples FINAL WHERE start >= ? AND start < ? AND tenant = ? GROUP BY bucket, sku ORDER BY bucket, sku",
 			wantArgs: []any{from, to, "acme"},
 		},
 		{
 			name:     "department scope and no grouping",
 			q:        UsageQuery{From: from, To: to, Department: "physics"},
-			wantSQL:  "SELECT toDateTime(0) AS bucket, '' AS no_tenant, '' AS no_department, '' AS no_sku, " + meters + " FROM usage_samples FINAL WHERE start >= ? AND start < ? AND department = ?",
+			wantSQL:  "SELECT toDateTime(0) AS bucket, '' AS no_tenant, '' AS no_department, '' AS no_sku, '' AS no_host, '' AS no_workload, " + meters + " FROM usage_samples FINAL WHERE start >= ? AND start < ? AND department = ?",
 			wantArgs: []any{from, to, "physics"},
 		},
 		{
 			name:     "hourly rollup source sums sample counts",
 			q:        UsageQuery{From: from, To: to, GroupBy: []Dimension{DimTenant, DimDepartment, DimSKU}, Bucket: BucketHour, Source: SourceHourly},
-			wantSQL:  "SELECT toStartOfHour(hour) AS bucket, tenant, department, sku, " + strings.Replace(strings.Replace(meters, "count()", "sum(samples)", 1), unmeasuredSums, "sum(sm_unmeasured_microseconds), sum(energy_unmeasured_microseconds), sum(pcie_unmeasured_microseconds), sum(nvlink_unmeasured_microseconds)", 1) + " FROM usage_hourly FINAL WHERE hour >= ? AND hour < ? AND samples > 0 GROUP BY bucket, tenant, department, sku ORDER BY bucket, tenant, department, sku",
+			wantSQL:  "SELECT toStartOfHour(hour) AS bucket, tenant, department, sku, '' AS no_host, '' AS no_workload, " + strings.Replace(strings.Replace(meters, "count()", "sum(samples)", 1), unmeasuredSums, "sum(sm_unmeasured_microseconds), sum(energy_unmeasured_microseconds), sum(pcie_unmeasured_microseconds), sum(nvlink_unmeasured_microseconds)", 1) + " FROM usage_hourly FINAL WHERE hour >= ? AND hour < ? AND samples > 0 GROUP BY bucket, tenant, department, sku ORDER BY bucket, tenant, department, sku",
 			wantArgs: []any{from, to},
 		},
 	}
@@ -69,6 +78,8 @@ func TestUsageQueryValidate(t *testing.T) {
 		"unknown source":      {From: from, To: from.Add(time.Hour), Source: "cache"},
 		"to past DateTime":    {From: from, To: time.Date(2106, 3, 1, 0, 0, 0, 0, time.UTC)},
 		"from before 1970":    {From: time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC), To: from},
+		"host from rollups":   {From: from, To: from.Add(time.Hour), GroupBy: []Dimension{DimHost}, Source: SourceHourly},
+		"bad scope":           {From: from, To: from.Add(time.Hour), Scope: auth.Scope{Kind: "root"}},
 	}
 	for name, q := range cases {
 		t.Run(name, func(t *testing.T) {

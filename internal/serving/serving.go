@@ -1,0 +1,193 @@
+// Package serving holds the services the HTTP API calls (internal/server
+// declares them): usage series and invoices over the store, each query in
+// the caller's scope, which the store applies in SQL.
+package serving
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/server"
+	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// Store is what the services read.
+type Store interface {
+	Usage(ctx context.Context, q store.UsageQuery) ([]store.UsageRow, error)
+	LoadRollupState(ctx context.Context, job string) (billing.RollupState, bool, error)
+	InvoicesFor(ctx context.Context, q store.InvoiceQuery) ([]billing.StoredInvoice, error)
+	InvoiceFor(ctx context.Context, issuer string, scope auth.Scope, ref string) (billing.StoredInvoice, error)
+}
+
+// Service implements server.UsageService and server.InvoiceService.
+type Service struct {
+	store  Store
+	issuer string
+}
+
+var (
+	_ server.UsageService   = (*Service)(nil)
+	_ server.InvoiceService = (*Service)(nil)
+)
+
+// New serves the store's data; issuer names the invoice ledger.
+func New(st Store, issuer string) *Service { return &Service{store: st, issuer: issuer} }
+
+// Usage sums the request's meters per bucket and group: hours the rollup
+// has closed from usage_hourly, later hours from raw samples (exact up to
+// the last sample), merged. Grouping by host or workload reads raw
+// samples for the whole range, since rollups sum over them. Buckets are
+// the step's in the request's zone.
+func (s *Service) Usage(ctx context.Context, q server.UsageRequest) (server.UsageResult, error) {
+	if err := q.Scope.Validate(); err != nil {
+		return server.UsageResult{}, fmt.Errorf("usage: %w", err)
+	}
+	through, err := billing.RolledUpThrough(ctx, s.store)
+	if err != nil {
+		return server.UsageResult{}, err
+	}
+	var dims []store.Dimension
+	rawOnly := false
+	for _, d := range q.GroupBy {
+		dims = append(dims, store.Dimension(d))
+		rawOnly = rawOnly || d == "host" || d == "workload"
+	}
+	bucket := store.BucketHour
+	if q.Location == time.UTC || q.Location.String() == "UTC" {
+		bucket = store.Bucket(q.Step) // the server's buckets are UTC's
+	}
+	split := q.From
+	if !rawOnly && through.After(q.From) {
+		split = through
+		if split.After(q.To) {
+			split = q.To
+		}
+	}
+	var rows []store.UsageRow
+	for _, part := range []struct {
+		from, to time.Time
+		src      store.Source
+	}{{q.From, split, store.SourceHourly}, {split, q.To, store.SourceRaw}} {
+		if !part.to.After(part.from) {
+			continue
+		}
+		r, err := s.store.Usage(ctx, store.UsageQuery{From: part.from, To: part.to, GroupBy: dims, Bucket: bucket,
+			Scope: q.Scope, Source: part.src})
+		if err != nil {
+			return server.UsageResult{}, err
+		}
+		rows = append(rows, r...)
+	}
+	return server.UsageResult{Points: points(rows, q), RolledUpThrough: through}, nil
+}
+
+type pointKey struct {
+	bucket                                  int64
+	tenant, department, sku, host, workload string
+}
+
+// points merges rows into the request's buckets (in its zone) and groups.
+func points(rows []store.UsageRow, q server.UsageRequest) []server.UsagePoint {
+	sums := map[pointKey]*struct {
+		b       time.Time
+		samples uint64
+		m       store.Meters
+	}{}
+	for _, r := range rows {
+		b := bucketStart(r.Bucket, q.Step, q.Location)
+		k := pointKey{b.Unix(), r.Tenant, r.Department, r.SKU, r.Host, r.Workload}
+		acc, ok := sums[k]
+		if !ok {
+			acc = &struct {
+				b       time.Time
+				samples uint64
+				m       store.Meters
+			}{b: b}
+			sums[k] = acc
+		}
+		acc.samples += r.Samples
+		acc.m = acc.m.Add(r.Meters)
+	}
+	keys := make([]pointKey, 0, len(sums))
+	for k := range sums {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.bucket != b.bucket {
+			return a.bucket < b.bucket
+		}
+		if a.tenant != b.tenant {
+			return a.tenant < b.tenant
+		}
+		if a.department != b.department {
+			return a.department < b.department
+		}
+		if a.sku != b.sku {
+			return a.sku < b.sku
+		}
+		if a.host != b.host {
+			return a.host < b.host
+		}
+		return a.workload < b.workload
+	})
+	out := make([]server.UsagePoint, 0, len(keys))
+	for _, k := range keys {
+		acc := sums[k]
+		p := server.UsagePoint{Bucket: acc.b, Tenant: k.tenant, Department: k.department, SKU: k.sku, Host: k.host,
+			Workload: k.workload, Samples: acc.samples, Quantities: map[pricing.Meter]decimal.Decimal{}}
+		for _, m := range q.Meters {
+			p.Quantities[m] = quantity(acc.m, m)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func quantity(m store.Meters, meter pricing.Meter) decimal.Decimal {
+	switch meter {
+	case pricing.GPUHours:
+		return m.GPUHours()
+	case pricing.SMActiveHours:
+		return m.SMActiveHours()
+	case pricing.MemoryGiBHours:
+		return m.MemoryGiBHours()
+	case pricing.EnergyKWh:
+		return m.EnergyKWh()
+	case pricing.PCIeGiB:
+		return m.PCIeGiB()
+	case pricing.NVLinkGiB:
+		return m.NVLinkGiB()
+	}
+	return decimal.Zero
+}
+
+// bucketStart is the start, in loc, of the step holding t.
+func bucketStart(t time.Time, step string, loc *time.Location) time.Time {
+	l := t.In(loc)
+	switch step {
+	case "day":
+		return time.Date(l.Year(), l.Month(), l.Day(), 0, 0, 0, 0, loc)
+	case "month":
+		return time.Date(l.Year(), l.Month(), 1, 0, 0, 0, 0, loc)
+	}
+	return l.Truncate(time.Hour)
+}
+
+// Invoices lists the issuer's invoices in the request's scope.
+func (s *Service) Invoices(ctx context.Context, q server.InvoiceListRequest) ([]billing.StoredInvoice, error) {
+	return s.store.InvoicesFor(ctx, store.InvoiceQuery{Issuer: s.issuer, Scope: q.Scope, Period: q.Period, Tenant: q.Tenant,
+		After: q.After, Limit: q.Limit})
+}
+
+// Invoice reads one invoice in the scope.
+func (s *Service) Invoice(ctx context.Context, scope auth.Scope, ref string) (billing.StoredInvoice, error) {
+	return s.store.InvoiceFor(ctx, s.issuer, scope, ref)
+}

@@ -1,0 +1,409 @@
+package serving_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/server"
+	"github.com/gpumeter/gpumeter/internal/serving"
+	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+const book = `version: api-1
+currency: {code: USD, rounding: {minor_units: 2, mode: half_away_from_zero}}
+skus:
+  H100-SXM5-80GB: {meters: {gpu_hours: {unit_price: "3.00"}}}
+  A100-SXM4-80GB/3g.40gb: {meters: {gpu_hours: {unit_price: "1.75"}}}
+`
+
+// fixture: three tenants in two departments over 2-4 October 2026
+// (rolled up and invoiced for October) and a sample in the current hour
+// (raw only); keys of every scope; the API on an httptest server.
+type fixture struct {
+	store  *store.Store
+	srv    *httptest.Server
+	tokens map[string]string // name → token
+	keyIDs map[string]string
+	invs   map[string]*billing.Invoice // tenant → October invoice
+	stop   func()
+}
+
+func newFixture(t *testing.T, cfg server.Config) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	s := storetest.New(t)
+	logger := slog.New(slog.DiscardHandler)
+	var samples []collectors.Sample
+	add := func(tenant, dept, sku string, h time.Time, us uint64) {
+		model, profile, _ := strings.Cut(sku, "/")
+		x := collectors.Sample{Host: "host-" + tenant, GPUUUID: "GPU-" + tenant, GPUModel: model, MIGProfile: profile, SKU: sku,
+			Tenant: tenant, Department: dept, Workload: "job-" + tenant, Start: h, End: h.Add(time.Hour),
+			Meters: collectors.Meters{GPUMicroseconds: us}}
+		if profile != "" {
+			x.MIGUUID = "MIG-" + tenant
+		}
+		x.ID = collectors.SampleID(x.Host, x.GPUUUID+x.MIGUUID, x.Tenant, x.Workload, x.Start)
+		samples = append(samples, x)
+	}
+	for h := time.Date(2026, 10, 2, 0, 0, 0, 0, time.UTC); h.Before(time.Date(2026, 10, 5, 0, 0, 0, 0, time.UTC)); h = h.Add(time.Hour) {
+		add("acme", "research", "H100-SXM5-80GB", h, 3_600_000_000)
+		add("acme", "research", "A100-SXM4-80GB/3g.40gb", h, 3_600_000_000*3/7)
+		add("globex", "research", "H100-SXM5-80GB", h, 1_800_000_000)
+		add("initech", "ops", "H100-SXM5-80GB", h, 900_000_000)
+	}
+	if err := s.InsertSamples(ctx, samples); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// After the rollup: a sample of this hour, in raw samples only.
+	samples = samples[:0]
+	add("acme", "research", "H100-SXM5-80GB", time.Now().UTC().Truncate(time.Hour), 60_000_000)
+	if err := s.InsertSamples(ctx, samples); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "book.yaml")
+	if err := os.WriteFile(path, []byte(book), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs := billing.Customers{Issuer: billing.Issuer{ID: "gc", Name: "GPU Cloud", NumberPrefix: "GC-"}, Schedule: billing.DefaultInvoiceSchedule}
+	for _, c := range [][2]string{{"acme", "research"}, {"globex", "research"}, {"initech", "ops"}} {
+		cs.Customers = append(cs.Customers, billing.Customer{Tenant: c[0], Department: c[1], Name: c[0], Currency: "USD", Book: path})
+	}
+	rep, err := billing.NewRunner(s, cs, billing.LeaseConfig{TTL: 30 * time.Second, Settle: 2 * time.Second, Retry: 200 * time.Millisecond},
+		time.Now, logger).Run(ctx, billing.RunRequest{Period: "2026-10"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{store: s, tokens: map[string]string{}, keyIDs: map[string]string{}, invs: map[string]*billing.Invoice{}}
+	for _, o := range rep.Outcomes {
+		if o.Action != billing.ActionFinalized {
+			t.Fatalf("%s", o)
+		}
+		f.invs[o.Tenant] = o.Invoice
+	}
+
+	now := time.Now()
+	for name, r := range map[string]auth.NewKeyRequest{
+		"admin":    {Scope: auth.Scope{Kind: auth.KindAdmin}},
+		"acme":     {Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"}},
+		"globex":   {Scope: auth.Scope{Kind: auth.KindTenant, Name: "globex"}},
+		"research": {Scope: auth.Scope{Kind: auth.KindDepartment, Name: "research"}},
+		"portal":   {Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"}, Portal: true, Expires: time.Hour},
+		"expired":  {Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"}, Expires: time.Second},
+		"revoked":  {Scope: auth.Scope{Kind: auth.KindAdmin}},
+	} {
+		created := now
+		if name == "expired" {
+			created = now.Add(-time.Hour)
+		}
+		k, token, err := auth.NewKey(r, created)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		f.tokens[name], f.keyIDs[name] = token, k.ID
+	}
+	if _, err := s.RevokeKey(ctx, f.keyIDs["revoked"], now.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+
+	reg := prometheus.NewRegistry()
+	srv := server.New(cfg, reg, logger)
+	apiCtx, cancel := context.WithCancel(ctx)
+	svc := serving.New(s, "gc")
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc})
+	f.srv = httptest.NewServer(srv.Handler())
+	f.stop = func() { f.srv.Close(); cancel(); wait() }
+	t.Cleanup(func() { f.srv.Close(); cancel(); wait() })
+	return f
+}
+
+func (f *fixture) get(t *testing.T, token, path string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, f.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, resp.Header
+}
+
+type usageBody struct {
+	Scope           string              `json:"scope"`
+	RolledUpThrough time.Time           `json:"rolled_up_through"`
+	Points          []map[string]any    `json:"points"`
+	Extra           map[string]struct{} `json:"-"`
+}
+
+func (f *fixture) usage(t *testing.T, token, query string) usageBody {
+	t.Helper()
+	code, body, _ := f.get(t, token, "/v1/usage?"+query)
+	if code != http.StatusOK {
+		t.Fatalf("usage %s: %d %s", query, code, body)
+	}
+	var u usageBody
+	if err := json.Unmarshal(body, &u); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func tenantsOf(u usageBody) []string {
+	seen := map[string]bool{}
+	for _, p := range u.Points {
+		seen[fmt.Sprint(p["tenant"])] = true
+	}
+	var out []string
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestAPIScopes(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	oct := "from=2026-10-01&to=2026-11-01&step=month&group_by=tenant"
+	for key, want := range map[string]string{
+		"admin":    "[acme globex initech]",
+		"acme":     "[acme]",
+		"globex":   "[globex]",
+		"research": "[acme globex]",
+	} {
+		if got := fmt.Sprint(tenantsOf(f.usage(t, f.tokens[key], oct))); got != want {
+			t.Errorf("%s key sees tenants %s, want %s", key, got, want)
+		}
+	}
+	// No parameter widens a tenant key: grouping, hosts, workloads and an
+	// explicit other tenant all stay inside acme.
+	for _, q := range []string{oct + ",host,workload", "from=2026-10-01&to=2026-11-01&group_by=department,sku", "from=2026-10-01&to=2026-11-01"} {
+		u := f.usage(t, f.tokens["acme"], q)
+		for _, p := range u.Points {
+			if tn, ok := p["tenant"]; ok && tn != "acme" {
+				t.Errorf("acme key, %s: a point of %v", q, tn)
+			}
+			if h, ok := p["host"]; ok && h != "host-acme" {
+				t.Errorf("acme key, %s: host %v", q, h)
+			}
+		}
+	}
+	code, body, _ := f.get(t, f.tokens["acme"], "/v1/invoices?tenant=globex")
+	if code != 200 || strings.Contains(string(body), "globex") {
+		t.Errorf("acme key listing globex's invoices: %d %s", code, body)
+	}
+	for _, ref := range []string{f.invs["globex"].Number, f.invs["globex"].ID, f.invs["initech"].Number} {
+		if code, body, _ := f.get(t, f.tokens["acme"], "/v1/invoices/"+ref); code != 404 {
+			t.Errorf("acme key reading %s: %d %s", ref, code, body)
+		}
+		if code, _, _ := f.get(t, f.tokens["acme"], "/v1/invoices/"+ref+"?format=pdf"); code != 404 {
+			t.Errorf("acme key reading %s as PDF: %d", ref, code)
+		}
+	}
+	code, body, _ = f.get(t, f.tokens["research"], "/v1/invoices")
+	var list struct {
+		Invoices []struct{ Tenant, Number string }
+	}
+	_ = json.Unmarshal(body, &list)
+	if code != 200 || len(list.Invoices) != 2 {
+		t.Errorf("research key lists %d invoices (%s), want acme's and globex's", len(list.Invoices), body)
+	}
+	if code, _, _ := f.get(t, f.tokens["research"], "/v1/invoices/"+f.invs["initech"].Number); code != 404 {
+		t.Errorf("research key reading initech's invoice: %d", code)
+	}
+
+	// The right keys read their invoices in every format.
+	for format, prefix := range map[string]string{"json": `{"id":"acme/2026-10/1"`, "csv": "invoice_number", "pdf": "%PDF"} {
+		code, body, hdr := f.get(t, f.tokens["acme"], "/v1/invoices/"+f.invs["acme"].Number+"?format="+format)
+		if code != 200 || !strings.HasPrefix(string(body), prefix) {
+			t.Errorf("acme's invoice as %s: %d %s %.60q", format, code, hdr.Get("Content-Type"), body)
+		}
+	}
+	if code, body, _ := f.get(t, f.tokens["admin"], "/v1/invoices/"+f.invs["initech"].ID); code != 200 || !strings.Contains(string(body), `"tenant":"initech"`) {
+		t.Errorf("admin reading initech's invoice by id: %d %.80s", code, body)
+	}
+}
+
+func TestAPIAuthentication(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	path := "/v1/usage?from=2026-10-01&to=2026-11-01"
+	id, secret, _ := auth.ParseToken(f.tokens["admin"])
+	for name, token := range map[string]string{
+		"no key":       "",
+		"malformed":    "not-a-token",
+		"unknown id":   "gmk_nosuchkeyid_" + secret,
+		"wrong secret": "gmk_" + id + "_" + strings.Repeat("x", 43),
+		"expired":      f.tokens["expired"],
+		"revoked":      f.tokens["revoked"],
+	} {
+		code, body, hdr := f.get(t, token, path)
+		var e struct{ Code, Message string }
+		if code != 401 || json.Unmarshal(body, &e) != nil || e.Code != "unauthorized" || hdr.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s: %d %s", name, code, body)
+		}
+	}
+	// A portal token may travel in the URL; an API key may not.
+	if code, body, _ := f.get(t, "", path+"&access_token="+f.tokens["portal"]); code != 200 {
+		t.Errorf("portal token as access_token: %d %s", code, body)
+	}
+	if code, _, _ := f.get(t, "", path+"&access_token="+f.tokens["acme"]); code != 401 {
+		t.Errorf("API key as access_token: %d, want 401", code)
+	}
+	if code, body, _ := f.get(t, "", "/v1/openapi.json"); code != 200 || !strings.Contains(string(body), `"openapi"`) {
+		t.Errorf("openapi.json without a key: %d", code)
+	}
+
+	// Every use of a key is audited: who, what, when, from where.
+	f.get(t, f.tokens["globex"], "/v1/invoices?period=2026-10")
+	f.stop()
+	entries, err := f.store.Audit(context.Background(), f.keyIDs["globex"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Route != "/v1/invoices" || entries[0].Status != 200 || entries[0].Scope != "tenant:globex" ||
+		entries[0].Remote != "127.0.0.1" || entries[0].RequestID == "" || !strings.Contains(entries[0].Path, "period=2026-10") {
+		t.Errorf("audit of the globex key: %+v", entries)
+	}
+}
+
+func TestAPIRejectsMalformedInput(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	token := f.tokens["admin"]
+	cases := map[string]string{
+		"no from":              "/v1/usage?to=2026-11-01",
+		"bad date":             "/v1/usage?from=yesterday&to=2026-11-01",
+		"from after to":        "/v1/usage?from=2026-11-01&to=2026-10-01",
+		"from equals to":       "/v1/usage?from=2026-11-01&to=2026-11-01",
+		"range over the limit": "/v1/usage?from=2024-01-01&to=2026-11-01",
+		"not a whole hour":     "/v1/usage?from=2026-10-01T00:30:00Z&to=2026-11-01",
+		"unknown step":         "/v1/usage?from=2026-10-01&to=2026-11-01&step=week",
+		"too many hours":       "/v1/usage?from=2020-01-01&to=2026-01-01&step=hour",
+		"unknown group_by":     "/v1/usage?from=2026-10-01&to=2026-11-01&group_by=colour",
+		"twice the same":       "/v1/usage?from=2026-10-01&to=2026-11-01&group_by=sku,sku",
+		"sql in group_by":      "/v1/usage?from=2026-10-01&to=2026-11-01&group_by=tenant%27%3B%20DROP%20TABLE%20usage_samples%3B--",
+		"sql in from":          "/v1/usage?from=2026-10-01%27%20OR%201%3D1--&to=2026-11-01",
+		"unknown meter":        "/v1/usage?from=2026-10-01&to=2026-11-01&meters=gpu_hours,fun",
+		"unknown tz":           "/v1/usage?from=2026-10-01&to=2026-11-01&tz=Mars/Olympus",
+		"tz path":              "/v1/usage?from=2026-10-01&to=2026-11-01&tz=../../etc/passwd",
+		"half-hour tz":         "/v1/usage?from=2026-10-01&to=2026-11-01&tz=Asia/Kolkata",
+		"bad utf-8":            "/v1/usage?from=2026-10-01&to=2026-11-01&group_by=%ff%fe",
+		"control characters":   "/v1/usage?from=2026-10-01&to=2026-11-01&tz=UTC%00",
+		"unknown parameter":    "/v1/usage?from=2026-10-01&to=2026-11-01&tenant=globex",
+		"bad period":           "/v1/invoices?period=2026-13",
+		"bad page size":        "/v1/invoices?page_size=0",
+		"huge page size":       "/v1/invoices?page_size=100000",
+		"bad invoice format":   "/v1/invoices/GC-000001?format=docx",
+		"bad utf-8 invoice":    "/v1/invoices/%ff%fe",
+	}
+	for name, path := range cases {
+		code, body, _ := f.get(t, token, path)
+		var e struct{ Code, Message string }
+		if code != 400 || json.Unmarshal(body, &e) != nil || e.Code != "bad_request" || e.Message == "" {
+			t.Errorf("%s (%s): %d %s, want 400 {code: bad_request, message}", name, path, code, body)
+		}
+	}
+	if code, body, _ := f.get(t, token, "/v1/invoices/GC-999999"); code != 404 {
+		t.Errorf("unknown invoice: %d %s", code, body)
+	}
+	// A body over the limit is refused before any handler reads it.
+	req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/v1/invoices", strings.NewReader(strings.Repeat("x", 2<<20)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 2 MiB body: %d, want 413", resp.StatusCode)
+	}
+}
+
+func TestAPIRateLimit(t *testing.T) {
+	cfg := server.DefaultConfig()
+	cfg.RateLimit = server.RateLimit{PerSecond: 0.5, Burst: 2}
+	f := newFixture(t, cfg)
+	for i := range 2 {
+		if code, body, _ := f.get(t, f.tokens["acme"], "/v1/invoices"); code != 200 {
+			t.Fatalf("request %d: %d %s", i, code, body)
+		}
+	}
+	code, body, hdr := f.get(t, f.tokens["acme"], "/v1/invoices")
+	if code != 429 || hdr.Get("Retry-After") != "2" || !strings.Contains(string(body), "rate_limited") {
+		t.Fatalf("third request: %d Retry-After %q %s", code, hdr.Get("Retry-After"), body)
+	}
+	// The limit is per key: another key is not held back.
+	if code, _, _ := f.get(t, f.tokens["globex"], "/v1/invoices"); code != 200 {
+		t.Errorf("another key: %d", code)
+	}
+}
+
+// The API's usage for an invoiced month equals what the invoice billed,
+// and hours not yet rolled up come from raw samples.
+func TestAPIUsageMatchesInvoice(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	u := f.usage(t, f.tokens["acme"], "from=2026-10-01&to=2026-11-01&step=month&group_by=sku&meters=gpu_hours")
+	got := map[string]decimal.Decimal{}
+	for _, p := range u.Points {
+		got[fmt.Sprint(p["sku"])] = decimal.RequireFromString(fmt.Sprint(p["gpu_hours"]))
+	}
+	billed := map[string]decimal.Decimal{}
+	for _, l := range f.invs["acme"].Lines {
+		if l.Meter == pricing.GPUHours && (l.Kind == pricing.KindOnDemand || l.Kind == pricing.KindBurst || l.Kind == pricing.KindReserved) {
+			billed[l.SKU] = billed[l.SKU].Add(l.Quantity)
+		}
+	}
+	if len(got) != 2 || len(billed) != 2 {
+		t.Fatalf("usage %v, billed %v", got, billed)
+	}
+	for sku, q := range billed {
+		if !got[sku].Round(pricing.StoragePlaces).Equal(q.Round(pricing.StoragePlaces)) {
+			t.Errorf("%s: the API reports %s GPU-hours, the invoice billed %s", sku, got[sku], q)
+		}
+	}
+
+	// This hour's raw sample: 60 s of an H100 = 1/60 GPU-hour.
+	now := time.Now().UTC().Truncate(time.Hour)
+	q := fmt.Sprintf("from=%s&to=%s&step=hour&meters=gpu_hours", now.Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+	u = f.usage(t, f.tokens["acme"], q)
+	if !u.RolledUpThrough.Before(now.Add(time.Hour)) || len(u.Points) != 1 ||
+		!decimal.RequireFromString(fmt.Sprint(u.Points[0]["gpu_hours"])).Equal(decimal.RequireFromString("0.016666666666666667")) {
+		t.Errorf("the current hour: rolled up through %s, points %v", u.RolledUpThrough, u.Points)
+	}
+	// Day buckets in New York: 2 October 00:00 UTC is 1 October 20:00 EDT.
+	u = f.usage(t, f.tokens["acme"], "from=2026-10-01&to=2026-10-06&step=day&tz=America/New_York&meters=gpu_hours")
+	if len(u.Points) == 0 || u.Points[0]["bucket"] != "2026-10-01T00:00:00-04:00" {
+		t.Errorf("New York days: %v", u.Points)
+	}
+}

@@ -1,0 +1,152 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/auth"
+)
+
+const keyColumns = "key_id, secret_sha256, scope, portal, note, created_at, expires_at, revoked_at"
+
+// SaveKey stores a new key.
+func (s *Store) SaveKey(ctx context.Context, k auth.Key) error {
+	return s.writeKey(ctx, k, 1)
+}
+
+func (s *Store) writeKey(ctx context.Context, k auth.Key, version uint64) error {
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO api_keys ("+keyColumns+", version)")
+	if err != nil {
+		return fmt.Errorf("save key %s: %w", k.ID, err)
+	}
+	var portal uint8
+	if k.Portal {
+		portal = 1
+	}
+	if err := batch.Append(k.ID, k.SecretSHA256, k.Scope.String(), portal, k.Note, k.CreatedAt.UTC(),
+		orEpoch(k.ExpiresAt), orEpoch(k.RevokedAt), version); err != nil {
+		batch.Abort()
+		return fmt.Errorf("save key %s: %w", k.ID, err)
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("save key %s: %w", k.ID, err)
+	}
+	return nil
+}
+
+func orEpoch(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Unix(0, 0).UTC()
+	}
+	return t.UTC()
+}
+
+func fromEpoch(t time.Time) time.Time {
+	if t.Unix() == 0 {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// Keys lists every key, newest first.
+func (s *Store) Keys(ctx context.Context) ([]auth.Key, error) {
+	return s.queryKeys(ctx, "SELECT "+keyColumns+" FROM api_keys FINAL ORDER BY created_at DESC, key_id")
+}
+
+// Key reads one key; an error wrapping auth.ErrUnknownKey when there is none.
+func (s *Store) Key(ctx context.Context, id string) (auth.Key, error) {
+	keys, err := s.queryKeys(ctx, "SELECT "+keyColumns+" FROM api_keys FINAL WHERE key_id = ?", id)
+	if err != nil {
+		return auth.Key{}, err
+	}
+	if len(keys) == 0 {
+		return auth.Key{}, fmt.Errorf("key %q: %w", id, auth.ErrUnknownKey)
+	}
+	return keys[0], nil
+}
+
+func (s *Store) queryKeys(ctx context.Context, q string, args ...any) ([]auth.Key, error) {
+	rows, err := s.conn.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read keys: %w", err)
+	}
+	defer rows.Close()
+	var out []auth.Key
+	for rows.Next() {
+		var (
+			k      auth.Key
+			scope  string
+			portal uint8
+		)
+		if err := rows.Scan(&k.ID, &k.SecretSHA256, &scope, &portal, &k.Note, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt); err != nil {
+			return nil, fmt.Errorf("read keys: scan: %w", err)
+		}
+		if k.Scope, err = auth.ParseScope(scope); err != nil {
+			return nil, fmt.Errorf("read key %s: %w", k.ID, err)
+		}
+		k.Portal = portal == 1
+		k.CreatedAt, k.ExpiresAt, k.RevokedAt = k.CreatedAt.UTC(), fromEpoch(k.ExpiresAt), fromEpoch(k.RevokedAt)
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// RevokeKey marks the key revoked from at on. Revoking twice keeps the
+// first time.
+func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (auth.Key, error) {
+	k, err := s.Key(ctx, id)
+	if err != nil {
+		return auth.Key{}, err
+	}
+	if !k.RevokedAt.IsZero() {
+		return k, nil
+	}
+	k.RevokedAt = at.UTC().Truncate(time.Second)
+	if err := s.writeKey(ctx, k, 2); err != nil {
+		return auth.Key{}, err
+	}
+	return k, nil
+}
+
+// RecordAudit appends entries in one insert.
+func (s *Store) RecordAudit(ctx context.Context, entries []auth.AuditEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO api_audit (at, key_id, scope, method, route, path, status, remote, request_id)")
+	if err != nil {
+		return fmt.Errorf("record audit: %w", err)
+	}
+	for _, e := range entries {
+		if err := batch.Append(e.At.UTC(), e.KeyID, e.Scope, e.Method, e.Route, e.Path, uint16(e.Status), e.Remote, e.RequestID); err != nil {
+			batch.Abort()
+			return fmt.Errorf("record audit: %w", err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("record audit: %w", err)
+	}
+	return nil
+}
+
+// Audit lists the key's uses, oldest first (keys audit, tests).
+func (s *Store) Audit(ctx context.Context, keyID string) ([]auth.AuditEntry, error) {
+	rows, err := s.conn.Query(ctx, "SELECT at, key_id, scope, method, route, path, status, remote, request_id FROM api_audit WHERE key_id = ? ORDER BY at, request_id", keyID)
+	if err != nil {
+		return nil, fmt.Errorf("read audit: %w", err)
+	}
+	defer rows.Close()
+	var out []auth.AuditEntry
+	for rows.Next() {
+		var e auth.AuditEntry
+		var status uint16
+		if err := rows.Scan(&e.At, &e.KeyID, &e.Scope, &e.Method, &e.Route, &e.Path, &status, &e.Remote, &e.RequestID); err != nil {
+			return nil, fmt.Errorf("read audit: scan: %w", err)
+		}
+		e.Status = int(status)
+		e.At = e.At.UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

@@ -280,9 +280,10 @@ func oneArg(fs *flag.FlagSet, args []string, what string) (string, error) {
 	return pos[0], nil
 }
 
-// lookupError turns an unknown invoice into an input error (exit 2).
+// lookupError turns an unknown invoice or a request that cannot be
+// carried out as asked into an input error (exit 2).
 func lookupError(err error) error {
-	if errors.Is(err, billing.ErrNotFound) {
+	if errors.Is(err, billing.ErrNotFound) || errors.Is(err, billing.ErrInvalidRequest) {
 		return usageError{err}
 	}
 	return err

@@ -58,7 +58,7 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	var invoices *billing.Runner
 	if len(g.cfg.Billing.Customers) > 0 {
 		if err := sched.Add(ctx, "invoice", g.cfg.Billing.Schedule, 30*time.Minute, func(ctx context.Context) error {
-			rep, err := invoices.Run(ctx, billing.RunRequest{Period: billing.PreviousMonth(time.Now())}, nil)
+			rep, err := invoices.Run(ctx, billing.RunRequest{Period: billing.PreviousMonth(time.Now()), KeepDrafts: true}, nil)
 			if err != nil {
 				return err
 			}

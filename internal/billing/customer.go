@@ -57,7 +57,10 @@ type Customers struct {
 // DefaultInvoiceSchedule runs hourly on the first two days of a month.
 const DefaultInvoiceSchedule = "0 * 1,2 * *"
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var (
+	idPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	prefixPattern = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,15}$`)
+)
 
 // RelativeTo resolves relative book and contract paths against dir (the
 // config file's directory), so a config works from any working directory.
@@ -104,8 +107,8 @@ func (cs Customers) Validate() error {
 		if strings.TrimSpace(is.Name) == "" {
 			add("billing.issuer.name: required")
 		}
-		if len(is.NumberPrefix) > 16 || strings.ContainsAny(is.NumberPrefix, " \t\r\n") {
-			add("billing.issuer.number_prefix %q: at most 16 characters, no spaces", is.NumberPrefix)
+		if is.NumberPrefix != "" && !prefixPattern.MatchString(is.NumberPrefix) {
+			add("billing.issuer.number_prefix %q: at most 16 letters, digits, '.', '_' or '-', not starting with '.' (numbers name files)", is.NumberPrefix)
 		}
 		switch is.NumberReset {
 		case "", "never", "yearly":
@@ -136,6 +139,11 @@ func (cs Customers) Validate() error {
 		}
 		if c.TaxRate.IsNegative() || c.TaxRate.GreaterThan(decimal.NewFromInt(100)) {
 			add("%s.tax_rate %s: want a percentage from 0 to 100", at, c.TaxRate)
+		} else if c.TaxRate.Exponent() < -4 && !c.TaxRate.Equal(c.TaxRate.Round(4)) {
+			// At most 4 places keep the tax on a subtotal in minor units
+			// exact at the 9 places amounts are stored at, so it is rounded
+			// once, to the minor unit.
+			add("%s.tax_rate %s: at most 4 decimal places", at, c.TaxRate)
 		}
 		if c.Book == "" {
 			add("%s.book: required (a price book file)", at)

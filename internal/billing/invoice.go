@@ -117,8 +117,9 @@ type Invoice struct {
 	BookDigest     string `json:"book_digest"`
 	ContractDigest string `json:"contract_digest,omitempty"`
 	InputsHash     string `json:"inputs_hash"`
-	// RollupVersion is the highest usage_hourly version the period was
-	// priced from; a higher one later means its usage may have changed.
+	// RollupVersion is the rollup's completed version when the period was
+	// priced (RollupState.CompletedVersion): rows above it, from a run then
+	// in flight or a later one, mean its usage may have changed.
 	RollupVersion uint64       `json:"rollup_version"`
 	Corrections   []Correction `json:"corrections,omitempty"`
 

@@ -137,15 +137,26 @@ func (st *ledger) versions(ctx context.Context, s InvoiceStore, from, to time.Ti
 	return v, nil
 }
 
-// firstFinalized is the tenant's finalized invoice of the earliest period.
-func (st *ledger) firstFinalized(tenant string) *Invoice {
+// firstInvoice is the tenant's invoice (of any status) of the earliest period.
+func (st *ledger) firstInvoice(tenant string) *Invoice {
 	var first *Invoice
 	for _, s := range st.byTenant[tenant] {
-		if s.Invoice.Status == StatusFinalized && (first == nil || s.Invoice.PeriodStart.Before(first.PeriodStart)) {
+		if first == nil || s.Invoice.PeriodStart.Before(first.PeriodStart) {
 			first = s.Invoice
 		}
 	}
 	return first
+}
+
+// lastFinalized is the tenant's finalized invoice of the latest period.
+func (st *ledger) lastFinalized(tenant string) *Invoice {
+	var last *Invoice
+	for _, s := range st.byTenant[tenant] {
+		if s.Invoice.Status == StatusFinalized && (last == nil || s.Invoice.PeriodStart.After(last.PeriodStart)) {
+			last = s.Invoice
+		}
+	}
+	return last
 }
 
 func (st *ledger) isFinalized(tenant, label string) bool {
@@ -172,6 +183,21 @@ func (st *ledger) checkWrite(s StoredInvoice) error {
 		return fmt.Errorf("invoice %s (%s) is finalized: it never changes", n.ID, o.Number)
 	case o.Status == StatusFinalized && (n.Number != o.Number || n.TotalMinor != o.TotalMinor || len(n.Lines) != len(o.Lines)):
 		return fmt.Errorf("invoice %s (%s): voiding keeps its number and lines", n.ID, o.Number)
+	}
+	return nil
+}
+
+// draftCorrecting is a draft that carries corrections of orig, if any.
+func (st *ledger) draftCorrecting(orig *Invoice) *Invoice {
+	for _, s := range st.byTenant[orig.Tenant] {
+		if s.Invoice.Status != StatusDraft {
+			continue
+		}
+		for _, c := range s.Invoice.Corrections {
+			if c.InvoiceID == orig.ID {
+				return s.Invoice
+			}
+		}
 	}
 	return nil
 }

@@ -12,6 +12,14 @@ import (
 // ErrNotFound is returned for an invoice id or number nobody issued.
 var ErrNotFound = errors.New("no such invoice")
 
+// ErrInvalidRequest marks a request that cannot be carried out as asked:
+// a malformed period, finalizing what is not a draft, voiding twice.
+var ErrInvalidRequest = errors.New("invalid request")
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, a...), ErrInvalidRequest)
+}
+
 // find is the invoice named by id or number.
 func (st *ledger) find(ref string) (*StoredInvoice, error) {
 	if s, ok := st.byID[ref]; ok {
@@ -68,11 +76,11 @@ func (r *Runner) Invoice(ctx context.Context, ref string) (StoredInvoice, error)
 // no id is given, under the issuer's lease.
 func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]Outcome, error) {
 	if len(refs) == 0 && period == "" {
-		return nil, errors.New("name the drafts to finalize, or give --period")
+		return nil, invalid("name the drafts to finalize, or give --period")
 	}
 	if period != "" {
 		if _, err := MonthlyPeriod(period, time.UTC); err != nil {
-			return nil, fmt.Errorf("--period: %w", err)
+			return nil, invalid("--period: %v", err)
 		}
 	}
 	hold, err := r.acquire(ctx)
@@ -92,7 +100,7 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 			return nil, err
 		}
 		if s.Invoice.Status != StatusDraft {
-			return nil, fmt.Errorf("invoice %s is %s: only a draft can be finalized", ref, s.Invoice.Status)
+			return nil, invalid("invoice %s is %s: only a draft can be finalized", ref, s.Invoice.Status)
 		}
 		targets = append(targets, s)
 	}
@@ -108,7 +116,17 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 			targets = append(targets, st.byID[id])
 		}
 	}
+	state, _, err := r.store.LoadRollupState(ctx, rollupJob)
+	if err != nil {
+		return nil, err
+	}
 	now := r.now()
+	files := &runFiles{readFile: r.readFile, books: map[string]loadedBook{}, contracts: map[string]loadedContract{}}
+	for _, s := range targets {
+		if err := r.checkCurrent(ctx, st, files, s, state.CompletedVersion, now); err != nil {
+			return nil, err
+		}
+	}
 	var save []StoredInvoice
 	var outs []Outcome
 	for _, s := range targets {
@@ -137,13 +155,55 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 	return outs, nil
 }
 
+// checkCurrent prices a draft again before it is numbered. A draft made
+// before later usage arrived, or before another invoice corrected the
+// periods it corrects, would bill what no longer holds, or a correction
+// twice; such a draft is refused, to be refreshed and reviewed again.
+func (r *Runner) checkCurrent(ctx context.Context, st *ledger, files *runFiles, s *StoredInvoice, completed uint64, now time.Time) error {
+	inv := s.Invoice
+	c, ok := r.customer(inv.Tenant)
+	if !ok {
+		return invalid("draft %s: %s is no longer a customer in the config", inv.ID, inv.Tenant)
+	}
+	loc, err := c.Location()
+	if err != nil {
+		return err
+	}
+	p, err := MonthlyPeriod(inv.PeriodLabel, loc)
+	if err != nil {
+		return err
+	}
+	usage, err := r.store.BillingUsage(ctx, p.Start, p.End, c.Tenant)
+	if err != nil {
+		return err
+	}
+	out, _, err := r.invoiceOne(ctx, st, files, c, loc, p, usage[c.Tenant], completed, RunRequest{Period: p.Label, DryRun: true}, now)
+	if err != nil {
+		return err
+	}
+	if out.Action != ActionUnchanged {
+		return fmt.Errorf("draft %s is out of date: its usage, prices or corrections changed since it was made; "+
+			"refresh it with `gpumeter invoice run --period %s --tenant %s --draft`, review it, then finalize", inv.ID, inv.PeriodLabel, inv.Tenant)
+	}
+	return nil
+}
+
+func (r *Runner) customer(tenant string) (Customer, bool) {
+	for _, c := range r.customers.Customers {
+		if c.Tenant == tenant {
+			return c, true
+		}
+	}
+	return Customer{}, false
+}
+
 // Void marks an invoice void with a reason. A finalized invoice keeps its
 // number (the sequence stays gapless) and its lines; the next run of its
 // period issues a new invoice. One whose period has been corrected on a
 // later invoice cannot be voided: that would bill the corrections twice.
 func (r *Runner) Void(ctx context.Context, ref, reason string) (*Invoice, error) {
 	if strings.TrimSpace(reason) == "" {
-		return nil, errors.New("--reason: required (it is printed on the void invoice)")
+		return nil, invalid("--reason: required (it is printed on the void invoice)")
 	}
 	hold, err := r.acquire(ctx)
 	if err != nil {
@@ -160,10 +220,28 @@ func (r *Runner) Void(ctx context.Context, ref, reason string) (*Invoice, error)
 		return nil, err
 	}
 	if s.Invoice.Status == StatusVoid {
-		return nil, fmt.Errorf("invoice %s is already void (%s)", ref, s.Invoice.VoidReason)
+		return nil, invalid("invoice %s is already void (%s)", ref, s.Invoice.VoidReason)
 	}
 	if later := st.correctionsOf(s.Invoice, nil); len(later) > 0 {
-		return nil, fmt.Errorf("invoice %s: its period was corrected on invoice %s; void that one first", ref, later[0].Number)
+		return nil, invalid("invoice %s: its period was corrected on invoice %s; void that one first", ref, later[0].Number)
+	}
+	if d := st.draftCorrecting(s.Invoice); d != nil {
+		return nil, invalid("invoice %s: draft %s corrects its period; void or refresh that draft first", ref, d.ID)
+	}
+	// An invoice whose corrections a later invoice built on cannot go
+	// either: the later one billed only the difference from this one's.
+	for _, c := range s.Invoice.Corrections {
+		for _, other := range st.byTenant[s.Invoice.Tenant] {
+			o := other.Invoice
+			if o.ID == s.Invoice.ID || o.Status != StatusFinalized || !o.PeriodStart.After(s.Invoice.PeriodStart) {
+				continue
+			}
+			for _, oc := range o.Corrections {
+				if oc.InvoiceID == c.InvoiceID {
+					return nil, invalid("invoice %s: invoice %s corrected %s again after it; void that one first", ref, o.Number, c.Period)
+				}
+			}
+		}
 	}
 	inv := *s.Invoice
 	at := r.now().UTC().Truncate(time.Second)

@@ -19,6 +19,10 @@ type RollupState struct {
 	ClosedThrough time.Time
 	// Watermark: samples inserted (server clock) before it have been seen.
 	Watermark time.Time
+	// CompletedVersion is the version of the last run that finished: every
+	// usage_hourly row at or below it was written by a completed run, so
+	// rows above it may belong to a run still in flight.
+	CompletedVersion uint64
 }
 
 // HourRange is [From, To) in whole hours.
@@ -261,7 +265,7 @@ func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
 	}
 	// Until the last chunk is done the watermark stays where it was, so a
 	// run cut short loses no late sample.
-	progress := RollupState{Watermark: prev.Watermark}
+	progress := RollupState{Watermark: prev.Watermark, CompletedVersion: prev.CompletedVersion}
 	for _, hr := range plan.Closing {
 		for from := hr.From; from.Before(hr.To); {
 			to := from.Add(24 * time.Hour)
@@ -280,6 +284,7 @@ func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
 			from = to
 		}
 	}
+	plan.Next.CompletedVersion = v
 	if err := r.store.SaveRollupState(ctx, rollupJob, plan.Next, v); err != nil {
 		return RunResult{}, err
 	}

@@ -16,11 +16,9 @@ import (
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
-// TenantUsage is a tenant's hourly usage over a range, in price-book
-// units, with the highest rollup version among the rows it came from.
+// TenantUsage is a tenant's hourly usage over a range, in price-book units.
 type TenantUsage struct {
-	Usage   []pricing.Usage
-	Version uint64
+	Usage []pricing.Usage
 }
 
 // InvoiceStore is what the invoice run needs from storage.
@@ -54,6 +52,9 @@ type RunRequest struct {
 	Tenant string // only this customer; "" for all
 	DryRun bool   // price and report, store nothing
 	Draft  bool   // store drafts, leave finalizing to `invoice finalize`
+	// KeepDrafts leaves a customer's existing draft for the period alone
+	// (the scheduled run: an operator made it for review).
+	KeepDrafts bool
 }
 
 // Validate checks the request's own fields.
@@ -191,7 +192,7 @@ func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Re
 	files := &runFiles{readFile: r.readFile, books: map[string]loadedBook{}, contracts: map[string]loadedContract{}}
 	var save []StoredInvoice
 	for i, j := range jobs {
-		out, stored, err := r.invoiceOne(ctx, st, files, j.c, j.loc, j.period, usage[j.c.Tenant], req, now)
+		out, stored, err := r.invoiceOne(ctx, st, files, j.c, j.loc, j.period, usage[j.c.Tenant], state.CompletedVersion, req, now)
 		if err != nil {
 			out = Outcome{Tenant: j.c.Tenant, Action: ActionFailed, Detail: err.Error()}
 			r.logger.Error("invoice failed", "tenant", j.c.Tenant, "period", req.Period, "err", err)
@@ -248,10 +249,19 @@ func (e *UnknownTenantError) Error() string {
 // invoiceOne builds the customer's invoice for the period, or says why
 // there is nothing to do. stored is nil when nothing is to be written.
 func (r *Runner) invoiceOne(ctx context.Context, st *ledger, files *runFiles, c Customer, loc *time.Location, p Period,
-	tu TenantUsage, req RunRequest, now time.Time) (Outcome, *StoredInvoice, error) {
+	tu TenantUsage, completed uint64, req RunRequest, now time.Time) (Outcome, *StoredInvoice, error) {
 	current := st.current(c.Tenant, p.Label)
 	if current != nil && current.Invoice.Status == StatusFinalized {
 		return Outcome{Tenant: c.Tenant, Action: ActionUnchanged, Invoice: current.Invoice, Detail: "already finalized"}, nil, nil
+	}
+	if current != nil && req.KeepDrafts {
+		return Outcome{Tenant: c.Tenant, Action: ActionUnchanged, Invoice: current.Invoice, Detail: "a draft awaits review (invoice finalize)"}, nil, nil
+	}
+	// Periods in another zone than the last invoice's would overlap it or
+	// leave hours between them unbilled.
+	if last := st.lastFinalized(c.Tenant); last != nil && last.TimeZone != zoneName(c) {
+		return Outcome{}, nil, fmt.Errorf("customer %s: time_zone is %s, but invoice %s (%s) was in %s; a change of zone would bill hours twice or not at all, so it needs a new tenant or a manual invoice",
+			c.Tenant, zoneName(c), last.Number, last.PeriodLabel, last.TimeZone)
 	}
 	book, err := files.book(c.Book)
 	if err != nil {
@@ -267,7 +277,7 @@ func (r *Runner) invoiceOne(ctx context.Context, st *ledger, files *runFiles, c 
 	if err != nil {
 		return Outcome{}, nil, fmt.Errorf("price %s %s: %w", c.Tenant, p.Label, err)
 	}
-	lines, corrections, err := r.corrections(ctx, st, c, p, book, contract, current)
+	lines, corrections, err := r.corrections(ctx, st, c, p, book, contract, current, completed)
 	if err != nil {
 		return Outcome{}, nil, err
 	}
@@ -278,7 +288,7 @@ func (r *Runner) invoiceOne(ctx context.Context, st *ledger, files *runFiles, c 
 	}
 	inv, err := BuildInvoice(Draft{ID: id, Issuer: r.customers.Issuer, Customer: c, Period: p, Priced: priced,
 		CorrectionLines: lines, Corrections: corrections, BookDigest: book.digest, ContractDigest: contract.digest,
-		InputsHash: in.Hash(), RollupVersion: tu.Version, Now: now})
+		InputsHash: in.Hash(), RollupVersion: completed, Now: now})
 	if err != nil {
 		return Outcome{}, nil, err
 	}
@@ -309,14 +319,33 @@ func (r *Runner) invoiceOne(ctx context.Context, st *ledger, files *runFiles, c 
 	return Outcome{Tenant: c.Tenant, Action: action, Invoice: inv}, &StoredInvoice{Invoice: inv, Revision: revision, Document: doc}, nil
 }
 
+func zoneName(c Customer) string {
+	if c.TimeZone == "" {
+		return "UTC"
+	}
+	return c.TimeZone
+}
+
 // sameDraft says whether two drafts bill the same: equal documents apart
-// from when each was made.
+// from when each was made and the rollup versions they were priced after
+// (a rollup run that changed nothing for the tenant leaves its bill).
 func sameDraft(a, b *Invoice) bool {
 	x, y := *a, *b
 	x.CreatedAt, y.CreatedAt = time.Time{}, time.Time{}
+	x.RollupVersion, y.RollupVersion = 0, 0
+	x.Corrections, y.Corrections = withoutVersions(x.Corrections), withoutVersions(y.Corrections)
 	dx, errX := x.Document()
 	dy, errY := y.Document()
 	return errX == nil && errY == nil && string(dx) == string(dy)
+}
+
+func withoutVersions(cs []Correction) []Correction {
+	out := make([]Correction, len(cs))
+	for i, c := range cs {
+		c.RollupVersion = 0
+		out[i] = c
+	}
+	return out
 }
 
 // finalize draws the invoice's number: the next in its sequence. Only the
@@ -338,7 +367,7 @@ func (r *Runner) finalize(st *ledger, inv *Invoice, now time.Time) error {
 // credit lines for the new invoice with what each period was re-priced
 // from. A period whose usage is unchanged gets no line.
 func (r *Runner) corrections(ctx context.Context, st *ledger, c Customer, p Period, book loadedBook, contract loadedContract,
-	current *StoredInvoice) ([]Line, []Correction, error) {
+	current *StoredInvoice, completed uint64) ([]Line, []Correction, error) {
 	var lines []Line
 	var out []Correction
 	for _, orig := range st.finalizedBefore(c.Tenant, p.Start) {
@@ -357,7 +386,7 @@ func (r *Runner) corrections(ctx context.Context, st *ledger, c Customer, p Peri
 		tu := usage[c.Tenant]
 		op := orig.Period()
 		in := Inputs{Tenant: c.Tenant, Period: op, BookDigest: orig.BookDigest, ContractDigest: orig.ContractDigest, Usage: tu.Usage}
-		corr := Correction{InvoiceID: orig.ID, Number: orig.Number, Period: orig.PeriodLabel, InputsHash: in.Hash(), RollupVersion: tu.Version}
+		corr := Correction{InvoiceID: orig.ID, Number: orig.Number, Period: orig.PeriodLabel, InputsHash: in.Hash(), RollupVersion: completed}
 		if corr.InputsHash != hash {
 			loc, err := time.LoadLocation(orig.TimeZone)
 			if err != nil {
@@ -396,8 +425,8 @@ func inPeriod(rows []pricing.Usage, p Period) []pricing.Usage {
 // touches that every customer has a finalized invoice for, in each of its
 // own periods overlapping that month (a zone west of UTC reaches into the
 // next UTC month, one east into the one before). Periods before a
-// customer's first finalized invoice do not count: it was not billed
-// then. Raw retention drops only closed months.
+// customer's first invoice (of any status) do not count: it was not
+// billed then. Raw retention drops only closed months.
 func (r *Runner) closeMonths(ctx context.Context, st *ledger, label string) ([]time.Time, error) {
 	months := map[time.Time]bool{}
 	for _, c := range r.customers.Customers {
@@ -418,7 +447,7 @@ func (r *Runner) closeMonths(ctx context.Context, st *ledger, label string) ([]t
 		ok := true
 		for _, c := range r.customers.Customers {
 			loc, _ := c.Location()
-			first := st.firstFinalized(c.Tenant)
+			first := st.firstInvoice(c.Tenant)
 			for _, t := range []time.Time{m, m.AddDate(0, 1, 0).Add(-time.Second)} {
 				p, err := MonthContaining(t, loc)
 				if err != nil {
@@ -526,15 +555,16 @@ func (f *runFiles) loadContract(path string) (loadedContract, error) {
 // last renewal is older than half the TTL: by then another run may
 // believe the lease expired.
 type heldLease struct {
-	lease  *Lease
-	ctx    context.Context
-	cancel context.CancelFunc
-	ttl    time.Duration
-	mu     sync.Mutex
-	last   time.Time
-	err    error
-	done   chan struct{}
-	logger *slog.Logger
+	lease   *Lease
+	ctx     context.Context
+	cancel  context.CancelFunc
+	ttl     time.Duration
+	mu      sync.Mutex
+	last    time.Time
+	err     error
+	done    chan struct{}
+	stopped chan struct{} // closed when renew has returned
+	logger  *slog.Logger
 }
 
 func (r *Runner) acquire(ctx context.Context) (*heldLease, error) {
@@ -542,9 +572,14 @@ func (r *Runner) acquire(ctx context.Context) (*heldLease, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &heldLease{lease: l, ttl: r.lease.TTL, last: time.Now(), done: make(chan struct{}), logger: r.logger}
+	// The claim was stamped before the settle delay: count its age from then.
+	h := &heldLease{lease: l, ttl: r.lease.TTL, last: time.Now().Add(-r.lease.Settle), done: make(chan struct{}),
+		stopped: make(chan struct{}), logger: r.logger}
 	h.ctx, h.cancel = context.WithCancel(ctx)
-	go h.renew()
+	go func() {
+		defer close(h.stopped)
+		h.renew()
+	}()
 	return h, nil
 }
 
@@ -587,6 +622,7 @@ func (h *heldLease) check() error {
 
 func (h *heldLease) release() {
 	close(h.done)
+	<-h.stopped // no renewal may land after the release
 	if err := h.lease.Release(context.WithoutCancel(h.ctx)); err != nil {
 		h.logger.Warn("release billing lease; it expires by itself", "err", err)
 	}

@@ -17,11 +17,10 @@ import (
 )
 
 // BillingUsage reads the hourly rollups of [from, to) per tenant, hour and
-// SKU (departments summed), in price-book units, with the highest rollup
-// version each tenant's rows carry. tenant "" reads every tenant. A
-// recompute's tombstones (all meters zero) count for the version only.
+// SKU (departments summed), in price-book units. tenant "" reads every
+// tenant. A recompute's tombstones (all meters zero) add nothing.
 func (s *Store) BillingUsage(ctx context.Context, from, to time.Time, tenant string) (map[string]billing.TenantUsage, error) {
-	q := "SELECT tenant, hour, sku, " + meterColumns("sum") + ", max(version) FROM usage_hourly FINAL WHERE hour >= ? AND hour < ?"
+	q := "SELECT tenant, hour, sku, " + meterColumns("sum") + " FROM usage_hourly FINAL WHERE hour >= ? AND hour < ?"
 	args := []any{from.UTC(), to.UTC()}
 	if tenant != "" {
 		q += " AND tenant = ?"
@@ -36,22 +35,19 @@ func (s *Store) BillingUsage(ctx context.Context, from, to time.Time, tenant str
 	out := map[string]billing.TenantUsage{}
 	for rows.Next() {
 		var (
-			t, sku  string
-			hour    time.Time
-			m       Meters
-			version uint64
+			t, sku string
+			hour   time.Time
+			m      Meters
 		)
 		dest := []any{&t, &hour, &sku}
 		for i := range collectors.NumMeters {
 			dest = append(dest, m.Ptr(i))
 		}
-		dest = append(dest, &version)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("billing usage: scan: %w", err)
 		}
 		tu := out[t]
 		tu.Usage = append(tu.Usage, m.PricingUsage(hour.UTC(), sku)...)
-		tu.Version = max(tu.Version, version)
 		out[t] = tu
 	}
 	if err := rows.Err(); err != nil {
@@ -110,7 +106,9 @@ func (s *Store) Invoices(ctx context.Context, issuer string) ([]billing.StoredIn
 
 // SaveInvoices writes the invoices' lines, then the invoices, one insert
 // each. Lines go first: a run cut short between the two leaves lines no
-// current revision points at, which the repeated run overwrites.
+// current revision points at, which the repeated run overwrites. Readers
+// of invoice_lines take the lines of an invoice's current revision up to
+// its line_count, so lines left over by a cut-short run never count.
 func (s *Store) SaveInvoices(ctx context.Context, invs []billing.StoredInvoice) error {
 	if len(invs) == 0 {
 		return nil
@@ -137,7 +135,7 @@ func (s *Store) SaveInvoices(ctx context.Context, invs []billing.StoredInvoice) 
 	}
 	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO invoices (issuer, invoice_id, revision, tenant, department, period_label, "+
 		"period_start, period_end, status, number, seq, sequence_key, currency, subtotal_minor, tax_minor, total_minor, "+
-		"book_version, book_digest, contract_digest, inputs_hash, rollup_version, document, created_at, written_at)")
+		"book_version, book_digest, contract_digest, inputs_hash, rollup_version, document, created_at, written_at, line_count)")
 	if err != nil {
 		return fmt.Errorf("save invoices: %w", err)
 	}
@@ -147,7 +145,7 @@ func (s *Store) SaveInvoices(ctx context.Context, invs []billing.StoredInvoice) 
 		if err := batch.Append(inv.Issuer.ID, inv.ID, si.Revision, inv.Tenant, inv.Customer.Department, inv.PeriodLabel,
 			inv.PeriodStart.UTC(), inv.PeriodEnd.UTC(), string(inv.Status), inv.Number, inv.Seq, inv.SequenceKey,
 			inv.Currency.Code, inv.SubtotalMinor, inv.TaxMinor, inv.TotalMinor, inv.BookVersion, inv.BookDigest,
-			inv.ContractDigest, inv.InputsHash, inv.RollupVersion, string(si.Document), inv.CreatedAt.UTC(), now); err != nil {
+			inv.ContractDigest, inv.InputsHash, inv.RollupVersion, string(si.Document), inv.CreatedAt.UTC(), now, uint32(len(inv.Lines))); err != nil {
 			batch.Abort()
 			return fmt.Errorf("save invoice %s: %w", inv.ID, err)
 		}

@@ -157,13 +157,13 @@ func (s *Store) ServerNow(ctx context.Context) (time.Time, error) {
 
 // LoadRollupState reads the job's state; ok is false before the first run.
 func (s *Store) LoadRollupState(ctx context.Context, job string) (st billing.RollupState, ok bool, err error) {
-	rows, err := s.conn.Query(ctx, "SELECT closed_through, watermark FROM rollup_state FINAL WHERE job = ?", job)
+	rows, err := s.conn.Query(ctx, "SELECT closed_through, watermark, completed_version FROM rollup_state FINAL WHERE job = ?", job)
 	if err != nil {
 		return billing.RollupState{}, false, fmt.Errorf("load rollup state %s: %w", job, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		if err := rows.Scan(&st.ClosedThrough, &st.Watermark); err != nil {
+		if err := rows.Scan(&st.ClosedThrough, &st.Watermark, &st.CompletedVersion); err != nil {
 			return billing.RollupState{}, false, fmt.Errorf("load rollup state %s: %w", job, err)
 		}
 		ok = true
@@ -174,11 +174,11 @@ func (s *Store) LoadRollupState(ctx context.Context, job string) (st billing.Rol
 
 // SaveRollupState records the job's state with a version that must grow.
 func (s *Store) SaveRollupState(ctx context.Context, job string, st billing.RollupState, version uint64) error {
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO rollup_state (job, closed_through, watermark, version)")
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO rollup_state (job, closed_through, watermark, completed_version, version)")
 	if err != nil {
 		return fmt.Errorf("save rollup state %s: %w", job, err)
 	}
-	if err := batch.Append(job, st.ClosedThrough.UTC(), st.Watermark.UTC(), version); err != nil {
+	if err := batch.Append(job, st.ClosedThrough.UTC(), st.Watermark.UTC(), st.CompletedVersion, version); err != nil {
 		batch.Abort()
 		return fmt.Errorf("save rollup state %s: %w", job, err)
 	}

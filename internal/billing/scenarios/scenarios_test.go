@@ -54,6 +54,11 @@ type step struct {
 	Void     string  `yaml:"void"`     // an invoice number or id
 	Reason   string  `yaml:"reason"`
 	At       string  `yaml:"at"` // the run's clock (RFC 3339); default now
+	// SetTimeZone changes customers' time zones in the config from this
+	// step on (tenant → zone).
+	SetTimeZone map[string]string `yaml:"set_time_zone"`
+	// Error, on a finalize or void step, is what the refusal must say.
+	Error string `yaml:"error"`
 	// Expect is per tenant, for run and finalize steps.
 	Expect map[string]expect `yaml:"expect"`
 }
@@ -183,7 +188,30 @@ func runScenario(t *testing.T, sc scenario) {
 			}
 			clock = func() time.Time { return at }
 		}
+		for tenant, zone := range st.SetTimeZone {
+			found := false
+			for j := range cs.Customers {
+				if cs.Customers[j].Tenant == tenant {
+					cs.Customers[j].TimeZone, found = zone, true
+				}
+			}
+			if !found {
+				t.Fatalf("%s.set_time_zone: no customer %s", where, tenant)
+			}
+		}
 		runner := billing.NewRunner(s, cs, lease, clock, logger)
+		refused := func(err error, what string) bool {
+			if st.Error == "" {
+				if err != nil {
+					t.Fatalf("%s: %s: %v", where, what, err)
+				}
+				return false
+			}
+			if err == nil || !strings.Contains(err.Error(), st.Error) {
+				t.Fatalf("%s: %s: %v, want a refusal saying %q", where, what, err, st.Error)
+			}
+			return true
+		}
 		var outs []billing.Outcome
 		switch {
 		case len(st.Usage) > 0:
@@ -205,13 +233,11 @@ func runScenario(t *testing.T, sc scenario) {
 			outs = rep.Outcomes
 		case st.Finalize != "":
 			var err error
-			if outs, err = runner.Finalize(ctx, nil, st.Finalize); err != nil {
-				t.Fatalf("%s: finalize %s: %v", where, st.Finalize, err)
-			}
+			outs, err = runner.Finalize(ctx, nil, st.Finalize)
+			refused(err, "finalize "+st.Finalize)
 		case st.Void != "":
-			if _, err := runner.Void(ctx, st.Void, st.Reason); err != nil {
-				t.Fatalf("%s: void %s: %v", where, st.Void, err)
-			}
+			_, err := runner.Void(ctx, st.Void, st.Reason)
+			refused(err, "void "+st.Void)
 		default:
 			t.Fatalf("%s: want usage, run, finalize or void", where)
 		}

@@ -93,9 +93,10 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	sched.Start()
 	defer sched.Stop()
 	srv := server.New(srvCfg, reg, g.logger, server.Check{Name: "clickhouse", Ready: s.Ping})
-	svc := serving.New(s, g.cfg.Billing.Issuer.ID)
+	svc := serving.New(s, g.cfg.Billing, g.cfg.Chargeback, time.Now)
 	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
-	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc})
+	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc,
+		Cost: svc, Tenants: svc, Chargeback: svc})
 	err = srv.Serve(ctx, ln)
 	stopAPI() // after the last request: the audit writer flushes what it holds
 	waitAPI()

@@ -647,3 +647,18 @@ func (o Outcome) describe() string {
 
 // String is describe, for printing.
 func (o Outcome) String() string { return o.describe() }
+
+// LoadPricing reads a customer's price book (with the MIG table's
+// weights) and contract (nil without one).
+func LoadPricing(c Customer, readFile func(string) ([]byte, error)) (*pricing.Book, *pricing.Contract, error) {
+	f := &runFiles{readFile: readFile, books: map[string]loadedBook{}, contracts: map[string]loadedContract{}}
+	b, err := f.book(c.Book)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, err := f.contract(c.Contract)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b.book, k.contract, nil
+}

@@ -45,11 +45,14 @@ type InvoiceService interface {
 
 // API is what the /v1 routes call.
 type API struct {
-	Keys     KeyLookup
-	Audit    AuditSink
-	Usage    UsageService
-	Invoices InvoiceService
-	Now      func() time.Time
+	Keys       KeyLookup
+	Audit      AuditSink
+	Usage      UsageService
+	Invoices   InvoiceService
+	Cost       CostService
+	Tenants    TenantService
+	Chargeback ChargebackService
+	Now        func() time.Time
 }
 
 // Context keys of an authenticated request.
@@ -96,6 +99,9 @@ func (s *Server) MountAPI(ctx context.Context, reg prometheus.Registerer, api AP
 	authed.GET("/usage", s.getUsage(api.Usage))
 	authed.GET("/invoices", s.listInvoices(api.Invoices))
 	authed.GET("/invoices/*ref", s.getInvoice(api.Invoices))
+	authed.GET("/cost", s.getCost(api.Cost))
+	authed.GET("/tenants", s.getTenants(api.Tenants))
+	authed.GET("/chargeback", s.getChargeback(api.Chargeback))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -31,14 +31,15 @@ func (e badRequest) Error() string { return e.msg }
 // in the log.
 func (s *Server) respondError(c *gin.Context, err error) {
 	var br badRequest
-	var ve interface{ ValidationProblems() []string }
 	switch {
 	case errors.As(err, &br):
 		writeError(c, http.StatusBadRequest, "bad_request", br.msg)
-	case errors.As(err, &ve):
-		writeError(c, http.StatusBadRequest, "bad_request", err.Error())
 	case errors.Is(err, billing.ErrNotFound):
 		writeError(c, http.StatusNotFound, "not_found", "no such invoice in this key's scope")
+	case errors.Is(err, ErrNotFound):
+		writeError(c, http.StatusNotFound, "not_found", err.Error()+" (in this key's scope)")
+	case errors.Is(err, ErrForbidden):
+		writeError(c, http.StatusForbidden, "forbidden", err.Error())
 	case errors.Is(err, auth.ErrUnknownKey), errors.Is(err, auth.ErrWrongSecret), errors.Is(err, auth.ErrMalformedToken):
 		writeError(c, http.StatusUnauthorized, "unauthorized", "invalid API key")
 	case errors.Is(err, auth.ErrExpired):

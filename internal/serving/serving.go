@@ -20,16 +20,20 @@ import (
 
 // Store is what the services read.
 type Store interface {
+	ChargebackUsage(ctx context.Context, from, to time.Time) ([]billing.UsageRow, error)
 	Usage(ctx context.Context, q store.UsageQuery) ([]store.UsageRow, error)
 	LoadRollupState(ctx context.Context, job string) (billing.RollupState, bool, error)
 	InvoicesFor(ctx context.Context, q store.InvoiceQuery) ([]billing.StoredInvoice, error)
 	InvoiceFor(ctx context.Context, issuer string, scope auth.Scope, ref string) (billing.StoredInvoice, error)
 }
 
-// Service implements server.UsageService and server.InvoiceService.
+// Service implements the API's services.
 type Service struct {
-	store  Store
-	issuer string
+	store      Store
+	issuer     string
+	customers  billing.Customers
+	chargeback billing.ChargebackConfig
+	now        func() time.Time
 }
 
 var (
@@ -37,8 +41,12 @@ var (
 	_ server.InvoiceService = (*Service)(nil)
 )
 
-// New serves the store's data; issuer names the invoice ledger.
-func New(st Store, issuer string) *Service { return &Service{store: st, issuer: issuer} }
+// New serves the store's data for the configured customers (whose issuer
+// names the invoice ledger) and chargeback; now is the clock of
+// month-to-date figures.
+func New(st Store, customers billing.Customers, cb billing.ChargebackConfig, now func() time.Time) *Service {
+	return &Service{store: st, issuer: customers.Issuer.ID, customers: customers, chargeback: cb, now: now}
+}
 
 // Usage sums the request's meters per bucket and group: hours the rollup
 // has closed from usage_hourly, later hours from raw samples (exact up to

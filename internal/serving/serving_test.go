@@ -135,8 +135,8 @@ func newFixture(t *testing.T, cfg server.Config) *fixture {
 	reg := prometheus.NewRegistry()
 	srv := server.New(cfg, reg, logger)
 	apiCtx, cancel := context.WithCancel(ctx)
-	svc := serving.New(s, "gc")
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc})
+	svc := serving.New(s, cs, billing.ChargebackConfig{Book: path, Idle: "own_row"}, time.Now)
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc})
 	f.srv = httptest.NewServer(srv.Handler())
 	f.stop = func() { f.srv.Close(); cancel(); wait() }
 	t.Cleanup(func() { f.srv.Close(); cancel(); wait() })
@@ -405,5 +405,108 @@ func TestAPIUsageMatchesInvoice(t *testing.T) {
 	u = f.usage(t, f.tokens["acme"], "from=2026-10-01&to=2026-10-06&step=day&tz=America/New_York&meters=gpu_hours")
 	if len(u.Points) == 0 || u.Points[0]["bucket"] != "2026-10-01T00:00:00-04:00" {
 		t.Errorf("New York days: %v", u.Points)
+	}
+}
+
+// Month-to-date cost of an invoiced month equals the invoice's lines;
+// other tenants' months are not found through a tenant key.
+func TestAPICostTenantsChargeback(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	code, body, _ := f.get(t, f.tokens["acme"], "/v1/cost?month=2026-10")
+	var cost struct {
+		SoFar    string `json:"so_far"`
+		Forecast string `json:"forecast"`
+	}
+	if code != 200 || json.Unmarshal(body, &cost) != nil {
+		t.Fatalf("cost: %d %s", code, body)
+	}
+	inv := f.invs["acme"]
+	if want := inv.Money(inv.SubtotalMinor); cost.SoFar != want || cost.Forecast != want {
+		t.Errorf("October so far %s, forecast %s; the invoice's subtotal is %s", cost.SoFar, cost.Forecast, want)
+	}
+	var raw struct {
+		Meters []map[string]string `json:"meters"`
+	}
+	_ = json.Unmarshal(body, &raw)
+	byMeter := map[string]int64{}
+	for _, l := range inv.Lines {
+		byMeter[string(l.Meter)] += l.AmountMinor
+	}
+	for _, m := range raw.Meters {
+		if want := inv.Money(byMeter[m["meter"]]); m["so_far"] != want {
+			t.Errorf("meter %s: so far %s, the invoice's lines %s", m["meter"], m["so_far"], want)
+		}
+	}
+	// This month: the current hour is not over, so nothing is priced yet,
+	// and the forecast is at least what has been used.
+	if code, body, _ := f.get(t, f.tokens["acme"], "/v1/cost"); code != 200 || !strings.Contains(string(body), `"month":"`+time.Now().UTC().Format("2006-01")+`"`) {
+		t.Errorf("this month: %d %s", code, body)
+	}
+	for name, c := range map[string]struct {
+		key, query string
+		code       int
+	}{
+		"another tenant":          {"acme", "tenant=globex", 404},
+		"outside the department":  {"research", "tenant=initech", 404},
+		"admin needs a tenant":    {"admin", "", 400},
+		"not a customer":          {"admin", "tenant=nobody", 404},
+		"bad month":               {"acme", "month=2026-1", 400},
+		"unknown parameter":       {"acme", "department=ops", 400},
+		"a month not yet begun":   {"acme", "month=2099-01", 404},
+		"the department's tenant": {"research", "tenant=globex&month=2026-10", 200},
+		"admin with a tenant":     {"admin", "tenant=initech&month=2026-10", 200},
+	} {
+		if code, body, _ := f.get(t, f.tokens[c.key], "/v1/cost?"+c.query); code != c.code {
+			t.Errorf("cost, %s: %d %s, want %d", name, code, body, c.code)
+		}
+	}
+
+	for key, want := range map[string]string{"acme": "acme", "research": "acme globex", "admin": "acme globex initech"} {
+		code, body, _ := f.get(t, f.tokens[key], "/v1/tenants")
+		var ts struct {
+			Tenants []struct{ Tenant, BookVersion string }
+		}
+		_ = json.Unmarshal(body, &ts)
+		var names []string
+		for _, tn := range ts.Tenants {
+			names = append(names, tn.Tenant)
+		}
+		if code != 200 || strings.Join(names, " ") != want {
+			t.Errorf("tenants for %s: %d %v, want %s", key, code, names, want)
+		}
+	}
+
+	if code, body, _ := f.get(t, f.tokens["acme"], "/v1/chargeback?month=2026-10"); code != 403 {
+		t.Errorf("chargeback with a tenant key: %d %s", code, body)
+	}
+	for key, want := range map[string]string{"research": "research", "admin": "ops research"} {
+		code, body, _ := f.get(t, f.tokens[key], "/v1/chargeback?month=2026-10")
+		var rep struct {
+			Departments []struct{ Name string }
+			Days        []struct{ Department string }
+		}
+		_ = json.Unmarshal(body, &rep)
+		var names []string
+		for _, d := range rep.Departments {
+			names = append(names, d.Name)
+		}
+		sort.Strings(names)
+		if code != 200 || strings.Join(names, " ") != want {
+			t.Errorf("chargeback for %s: %d %v, want %s", key, code, names, want)
+		}
+		for _, d := range rep.Days {
+			if key == "research" && d.Department != "research" {
+				t.Errorf("research key sees a day of %s", d.Department)
+			}
+		}
+	}
+	for format, prefix := range map[string]string{"csv": "period,", "html": "<!DOCTYPE html>", "pdf": "%PDF"} {
+		code, body, _ := f.get(t, f.tokens["research"], "/v1/chargeback?month=2026-10&format="+format)
+		if code != 200 || !strings.HasPrefix(strings.TrimSpace(string(body)), prefix) {
+			t.Errorf("chargeback as %s: %d %.40q", format, code, body)
+		}
+	}
+	if code, _, _ := f.get(t, f.tokens["admin"], "/v1/chargeback?month=2026-10&idle=share"); code != 400 {
+		t.Errorf("unknown idle mode: %d", code)
 	}
 }

@@ -1,0 +1,235 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/pricing"
+	"github.com/gpumeter/gpumeter/reports"
+)
+
+// ErrNotFound is what a service returns for something absent, or outside
+// the caller's scope (which is the same to the caller).
+var ErrNotFound = errors.New("not found")
+
+// ErrForbidden is a request the key's kind of scope may not make at all.
+var ErrForbidden = errors.New("forbidden")
+
+// CostService prices a tenant's month so far.
+type CostService interface {
+	Cost(ctx context.Context, q CostRequest) (CostResult, error)
+}
+
+// TenantService lists the customers a scope may see.
+type TenantService interface {
+	Tenants(ctx context.Context, scope auth.Scope) ([]TenantInfo, error)
+}
+
+// ChargebackService charges a month to departments.
+type ChargebackService interface {
+	Chargeback(ctx context.Context, scope auth.Scope, month, idle string) (chargeback.Report, error)
+}
+
+// CostRequest is GET /v1/cost: a tenant (the key's own for a tenant key)
+// and a month (the current one in the tenant's zone by default).
+type CostRequest struct {
+	Scope  auth.Scope
+	Tenant string
+	Month  string
+}
+
+// CostResult is the month so far and its forecast, per meter, in the
+// currency's minor units ("" for lines of no meter, such as a true-up).
+type CostResult struct {
+	Tenant, Month, Currency, BookVersion string
+	MinorUnits                           int32
+	Start, End, AsOf                     time.Time
+	SoFar, Forecast                      map[pricing.Meter]decimal.Decimal
+	SoFarTotal, ForecastTotal            decimal.Decimal
+}
+
+// TenantInfo is a customer as the API shows it.
+type TenantInfo struct {
+	Tenant      string        `json:"tenant"`
+	Department  string        `json:"department,omitempty"`
+	Name        string        `json:"name"`
+	Currency    string        `json:"currency"`
+	TimeZone    string        `json:"time_zone"`
+	BookVersion string        `json:"book_version"`
+	Contract    *ContractInfo `json:"contract,omitempty"`
+}
+
+// ContractInfo is a contract's terms.
+type ContractInfo struct {
+	Start          string            `json:"start,omitempty"`
+	End            string            `json:"end,omitempty"`
+	MinimumMonthly string            `json:"minimum_monthly,omitempty"`
+	Reservations   []ReservationInfo `json:"reservations,omitempty"`
+}
+
+// ReservationInfo is one reservation of a contract.
+type ReservationInfo struct {
+	SKU        string `json:"sku"`
+	GPUs       string `json:"gpus,omitempty"`
+	Instances  int64  `json:"instances,omitempty"`
+	Rate       string `json:"rate,omitempty"`
+	MonthlyFee string `json:"monthly_fee,omitempty"`
+	Start      string `json:"start,omitempty"`
+	End        string `json:"end,omitempty"`
+}
+
+func parseCostRequest(v url.Values, scope auth.Scope) (CostRequest, error) {
+	q := CostRequest{Scope: scope, Tenant: v.Get("tenant"), Month: v.Get("month")}
+	if err := onlyParams(v, 128, "tenant", "month"); err != nil {
+		return q, err
+	}
+	if q.Month != "" {
+		if _, err := billing.MonthlyPeriod(q.Month, time.UTC); err != nil {
+			return q, badRequest{"month: " + err.Error()}
+		}
+	}
+	if scope.Kind == auth.KindTenant {
+		if q.Tenant != "" && q.Tenant != scope.Name {
+			return q, fmt.Errorf("tenant %q: %w", q.Tenant, ErrNotFound)
+		}
+		q.Tenant = scope.Name
+	}
+	if q.Tenant == "" {
+		return q, badRequest{"tenant: required for a " + string(scope.Kind) + " key"}
+	}
+	return q, nil
+}
+
+// onlyParams refuses parameters not named and text that is not short,
+// valid UTF-8 (access_token is always allowed: the portal's token).
+func onlyParams(v url.Values, maxLen int, names ...string) error {
+	allowed := map[string]bool{"access_token": true}
+	for _, n := range names {
+		allowed[n] = true
+	}
+	for k, vals := range v {
+		if !allowed[k] {
+			return badRequest{fmt.Sprintf("unknown parameter %q (want %v)", truncate(k, 64), names)}
+		}
+		for _, s := range vals {
+			if !validText(s) || len(s) > maxLen {
+				return badRequest{fmt.Sprintf("%s: not valid UTF-8 text of at most %d bytes", k, maxLen)}
+			}
+		}
+	}
+	return nil
+}
+
+func money(d decimal.Decimal, places int32) string { return d.StringFixed(places) }
+
+func (s *Server) getCost(svc CostService) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		q, err := parseCostRequest(c.Request.URL.Query(), scopeOf(c))
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		r, err := svc.Cost(c.Request.Context(), q)
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		meters := []gin.H{}
+		for _, m := range append(pricing.Meters(), "") {
+			so, okS := r.SoFar[m]
+			fc, okF := r.Forecast[m]
+			if !okS && !okF {
+				continue
+			}
+			name := string(m)
+			if m == "" {
+				name = "other"
+			}
+			meters = append(meters, gin.H{"meter": name, "so_far": money(so, r.MinorUnits), "forecast": money(fc, r.MinorUnits)})
+		}
+		c.JSON(http.StatusOK, gin.H{"tenant": r.Tenant, "month": r.Month, "currency": r.Currency, "book_version": r.BookVersion,
+			"start": r.Start.UTC().Format(time.RFC3339), "end": r.End.UTC().Format(time.RFC3339), "as_of": r.AsOf.UTC().Format(time.RFC3339),
+			"so_far": money(r.SoFarTotal, r.MinorUnits), "forecast": money(r.ForecastTotal, r.MinorUnits), "meters": meters})
+	}
+}
+
+func (s *Server) getTenants(svc TenantService) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := onlyParams(c.Request.URL.Query(), 128); err != nil {
+			s.respondError(c, err)
+			return
+		}
+		ts, err := svc.Tenants(c.Request.Context(), scopeOf(c))
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		if ts == nil {
+			ts = []TenantInfo{}
+		}
+		c.JSON(http.StatusOK, gin.H{"tenants": ts})
+	}
+}
+
+func (s *Server) getChargeback(svc ChargebackService) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		v := c.Request.URL.Query()
+		if err := onlyParams(v, 64, "month", "idle", "format"); err != nil {
+			s.respondError(c, err)
+			return
+		}
+		month := v.Get("month")
+		if _, err := billing.MonthlyPeriod(month, time.UTC); err != nil {
+			s.respondError(c, badRequest{"month: " + err.Error()})
+			return
+		}
+		idle := v.Get("idle")
+		switch chargeback.IdleMode(idle) {
+		case "", chargeback.IdleOwnRow, chargeback.IdleByUse, chargeback.IdleByWeight, chargeback.IdleEvenly:
+		default:
+			s.respondError(c, badRequest{fmt.Sprintf("idle %q: want own_row, by_use, by_weight or evenly", truncate(idle, 32))})
+			return
+		}
+		writers := map[string]struct {
+			write       func(io.Writer, chargeback.Report) error
+			contentType string
+		}{
+			"json": {reports.WriteChargebackJSON, "application/json"},
+			"csv":  {reports.WriteChargebackCSV, "text/csv; charset=utf-8"},
+			"html": {reports.WriteChargebackHTML, "text/html; charset=utf-8"},
+			"pdf":  {reports.WriteChargebackPDF, "application/pdf"},
+		}
+		format := c.DefaultQuery("format", "json")
+		w, ok := writers[format]
+		if !ok {
+			s.respondError(c, badRequest{fmt.Sprintf("format %q: want json, csv, html or pdf", truncate(format, 16))})
+			return
+		}
+		scope := scopeOf(c)
+		if scope.Kind == auth.KindTenant {
+			s.respondError(c, fmt.Errorf("chargeback is for department and admin keys: %w", ErrForbidden))
+			return
+		}
+		rep, err := svc.Chargeback(c.Request.Context(), scope, month, idle)
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		c.Status(http.StatusOK)
+		c.Header("Content-Type", w.contentType)
+		if err := w.write(c.Writer, rep); err != nil {
+			s.logger.Error("write chargeback", "err", err, "request_id", requestIDOf(c))
+		}
+	}
+}

@@ -1,0 +1,192 @@
+package serving
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/server"
+	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+var (
+	_ server.CostService       = (*Service)(nil)
+	_ server.TenantService     = (*Service)(nil)
+	_ server.ChargebackService = (*Service)(nil)
+)
+
+// customer is the configured customer tenant, if the scope may see it.
+func (s *Service) customer(scope auth.Scope, tenant string) (billing.Customer, error) {
+	for _, c := range s.customers.Customers {
+		if c.Tenant == tenant && scope.Allows(c.Tenant, c.Department) {
+			return c, nil
+		}
+	}
+	return billing.Customer{}, fmt.Errorf("tenant %q: %w", tenant, server.ErrNotFound)
+}
+
+// Cost prices the tenant's month so far, as its invoice will price it,
+// and forecasts the month: rollups for closed hours, raw samples after.
+func (s *Service) Cost(ctx context.Context, q server.CostRequest) (server.CostResult, error) {
+	c, err := s.customer(q.Scope, q.Tenant)
+	if err != nil {
+		return server.CostResult{}, err
+	}
+	loc, err := c.Location()
+	if err != nil {
+		return server.CostResult{}, err
+	}
+	now := s.now()
+	month := q.Month
+	if month == "" {
+		month = now.In(loc).Format("2006-01")
+	}
+	p, err := billing.MonthlyPeriod(month, loc)
+	if err != nil {
+		return server.CostResult{}, err
+	}
+	asOf := now.UTC().Truncate(time.Hour)
+	if asOf.After(p.End) {
+		asOf = p.End
+	}
+	if !asOf.After(p.Start) {
+		return server.CostResult{}, fmt.Errorf("month %s of %s has not begun: %w", month, c.Tenant, server.ErrNotFound)
+	}
+	usage, err := s.hourlyUsage(ctx, q.Scope, c.Tenant, p.Start, asOf)
+	if err != nil {
+		return server.CostResult{}, err
+	}
+	book, contract, err := billing.LoadPricing(c, os.ReadFile)
+	if err != nil {
+		return server.CostResult{}, err
+	}
+	m, err := billing.PriceMonthToDate(c.Tenant, p, loc, usage, book, contract, asOf)
+	if err != nil {
+		return server.CostResult{}, err
+	}
+	cur := book.Currency()
+	return server.CostResult{Tenant: c.Tenant, Month: month, Currency: cur.Code, BookVersion: book.Version(), MinorUnits: cur.MinorUnits,
+		Start: p.Start, End: p.End, AsOf: m.AsOf, SoFar: billing.CostByMeter(m.SoFar), Forecast: billing.CostByMeter(m.Forecast),
+		SoFarTotal: m.SoFar.Total, ForecastTotal: m.Forecast.Total}, nil
+}
+
+// hourlyUsage is the tenant's usage per hour and SKU in [from, to), in
+// price-book units: rollups for closed hours, raw samples after them.
+func (s *Service) hourlyUsage(ctx context.Context, scope auth.Scope, tenant string, from, to time.Time) ([]pricing.Usage, error) {
+	through, err := billing.RolledUpThrough(ctx, s.store)
+	if err != nil {
+		return nil, err
+	}
+	split := from
+	if through.After(from) {
+		split = through
+		if split.After(to) {
+			split = to
+		}
+	}
+	var out []pricing.Usage
+	for _, part := range []struct {
+		from, to time.Time
+		src      store.Source
+	}{{from, split, store.SourceHourly}, {split, to, store.SourceRaw}} {
+		if !part.to.After(part.from) {
+			continue
+		}
+		rows, err := s.store.Usage(ctx, store.UsageQuery{From: part.from, To: part.to, GroupBy: []store.Dimension{store.DimSKU},
+			Bucket: store.BucketHour, Tenant: tenant, Scope: scope, Source: part.src})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			out = append(out, r.PricingUsage(r.Bucket, r.SKU)...)
+		}
+	}
+	return out, nil
+}
+
+// Tenants lists the configured customers the scope may see.
+func (s *Service) Tenants(ctx context.Context, scope auth.Scope) ([]server.TenantInfo, error) {
+	var out []server.TenantInfo
+	for _, c := range s.customers.Customers {
+		if !scope.Allows(c.Tenant, c.Department) {
+			continue
+		}
+		book, contract, err := billing.LoadPricing(c, os.ReadFile)
+		if err != nil {
+			return nil, err
+		}
+		zone := c.TimeZone
+		if zone == "" {
+			zone = "UTC"
+		}
+		t := server.TenantInfo{Tenant: c.Tenant, Department: c.Department, Name: c.Name, Currency: c.Currency, TimeZone: zone,
+			BookVersion: book.Version()}
+		if contract != nil {
+			t.Contract = contractInfo(contract)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func contractInfo(k *pricing.Contract) *server.ContractInfo {
+	when := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	ci := &server.ContractInfo{Start: when(k.Start), End: when(k.End)}
+	if k.MinimumMonthly != nil {
+		ci.MinimumMonthly = k.MinimumMonthly.String()
+	}
+	for _, r := range k.Reservations {
+		ri := server.ReservationInfo{SKU: r.SKU, Instances: r.Instances, Start: when(r.Start), End: when(r.End)}
+		if !r.GPUs.IsZero() {
+			ri.GPUs = r.GPUs.String()
+		}
+		if r.Rate != nil {
+			ri.Rate = r.Rate.String()
+		}
+		if r.MonthlyFee != nil {
+			ri.MonthlyFee = r.MonthlyFee.String()
+		}
+		ci.Reservations = append(ci.Reservations, ri)
+	}
+	return ci
+}
+
+// Chargeback is the month's report. Idle capacity is shared across the
+// whole fleet, so the report is made for the fleet; a department key then
+// gets its own department only (and the fleet's totals, which name no
+// other department or tenant).
+func (s *Service) Chargeback(ctx context.Context, scope auth.Scope, month, idle string) (chargeback.Report, error) {
+	if s.chargeback.Book == "" {
+		return chargeback.Report{}, fmt.Errorf("chargeback: no rate card configured (chargeback.book): %w", server.ErrNotFound)
+	}
+	rep, err := billing.Chargeback(ctx, s.store, s.chargeback, billing.ChargebackRequest{Period: month, Idle: idle})
+	if err != nil {
+		return chargeback.Report{}, err
+	}
+	if d := scope.Department(); d != "" {
+		var deps []chargeback.Department
+		for _, dep := range rep.Departments {
+			if dep.Name == d {
+				deps = append(deps, dep)
+			}
+		}
+		var days []chargeback.DayCost
+		for _, day := range rep.Days {
+			if day.Department == d {
+				days = append(days, day)
+			}
+		}
+		rep.Departments, rep.Days = deps, days
+	}
+	return rep, nil
+}

@@ -93,6 +93,7 @@ func (s *Server) MountAPI(ctx context.Context, reg prometheus.Registerer, api AP
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "gpumeter_api_audit_dropped_total",
 			Help: "API audit entries dropped because the audit writer fell behind."})}
 	st.dropped = register(reg, st.dropped)
+	s.mountPortal()
 	v1 := s.engine.Group("/v1")
 	v1.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openAPIDocument) })
 	authed := v1.Group("", st.authenticate(s), st.recordUse, st.limit)

@@ -1,0 +1,145 @@
+// The customer portal: signs in with a portal token from the URL
+// fragment (#token=gmk_...&month=YYYY-MM; a fragment never reaches a
+// server log) and draws the month from the /v1 API. No libraries.
+(function () {
+  "use strict";
+  var params = new URLSearchParams(location.hash.replace(/^#/, ""));
+  var token = params.get("token") || "";
+  var month = params.get("month") || "";
+  var palette = ["#2563eb", "#16a34a", "#d97706", "#db2777", "#7c3aed", "#0891b2", "#65a30d", "#dc2626"];
+
+  function el(id) { return document.getElementById(id); }
+  function fail(msg) {
+    var e = el("error");
+    e.textContent = msg;
+    e.hidden = false;
+    document.body.dataset.ready = "error";
+  }
+  function api(path) {
+    return fetch(path, { headers: { Authorization: "Bearer " + token } }).then(function (r) {
+      return r.json().then(function (body) {
+        if (!r.ok) { throw new Error(body.message || ("HTTP " + r.status)); }
+        return body;
+      });
+    });
+  }
+  function text(parent, tag, value, cls) {
+    var n = document.createElement(tag);
+    n.textContent = value;
+    if (cls) { n.className = cls; }
+    parent.appendChild(n);
+    return n;
+  }
+  function svg(tag, attrs) {
+    var n = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    Object.keys(attrs).forEach(function (k) { n.setAttribute(k, attrs[k]); });
+    return n;
+  }
+
+  // chart draws stacked bars of GPU-hours per day, one colour per SKU.
+  function chart(points) {
+    var days = [], skus = [], byDay = {};
+    points.forEach(function (p) {
+      var d = p.bucket.slice(0, 10);
+      if (!(d in byDay)) { byDay[d] = {}; days.push(d); }
+      if (skus.indexOf(p.sku) < 0) { skus.push(p.sku); }
+      byDay[d][p.sku] = (byDay[d][p.sku] || 0) + parseFloat(p.gpu_hours);
+    });
+    skus.sort();
+    var W = 1000, H = 260, left = 48, bottom = 24, top = 10;
+    var max = 0;
+    days.forEach(function (d) {
+      var t = 0;
+      skus.forEach(function (s) { t += byDay[d][s] || 0; });
+      max = Math.max(max, t);
+    });
+    var root = svg("svg", { viewBox: "0 0 " + W + " " + H, width: "100%", role: "img", "aria-label": "GPU-hours by day" });
+    if (days.length === 0) {
+      var t = svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle", fill: "#6b7280" });
+      t.textContent = "No usage in this month yet";
+      root.appendChild(t);
+    }
+    var slot = (W - left) / Math.max(days.length, 1);
+    var scale = max > 0 ? (H - bottom - top) / max : 0;
+    for (var g = 0; g <= 4; g++) {
+      var y = H - bottom - g * (H - bottom - top) / 4;
+      root.appendChild(svg("line", { x1: left, x2: W, y1: y, y2: y, stroke: "#eceef1" }));
+      var lab = svg("text", { x: left - 6, y: y + 4, "text-anchor": "end", "font-size": 11, fill: "#6b7280" });
+      lab.textContent = (max * g / 4).toFixed(max < 4 ? 2 : 0);
+      root.appendChild(lab);
+    }
+    days.forEach(function (d, i) {
+      var y = H - bottom;
+      skus.forEach(function (s, k) {
+        var v = byDay[d][s] || 0;
+        if (v <= 0) { return; }
+        var h = v * scale;
+        y -= h;
+        var r = svg("rect", { x: left + i * slot + slot * 0.15, y: y, width: slot * 0.7, height: h, fill: palette[k % palette.length],
+          "data-day": d, "data-sku": s, "data-gpu-hours": v.toFixed(6) });
+        var tip = svg("title", {});
+        tip.textContent = d + " " + s + ": " + v.toFixed(3) + " GPU-h";
+        r.appendChild(tip);
+        root.appendChild(r);
+      });
+      if (days.length <= 16 || i % Math.ceil(days.length / 16) === 0) {
+        var l = svg("text", { x: left + i * slot + slot / 2, y: H - 6, "text-anchor": "middle", "font-size": 11, fill: "#6b7280" });
+        l.textContent = d.slice(5);
+        root.appendChild(l);
+      }
+    });
+    el("chart").appendChild(root);
+    skus.forEach(function (s, k) {
+      var span = document.createElement("span");
+      var i = document.createElement("i");
+      i.style.background = palette[k % palette.length];
+      span.appendChild(i);
+      span.appendChild(document.createTextNode(s));
+      el("legend").appendChild(span);
+    });
+  }
+
+  if (!token) { fail("No token: open the portal with the link you were given (…/portal/#token=…)."); return; }
+  api("/v1/cost" + (month ? "?month=" + encodeURIComponent(month) : "")).then(function (cost) {
+    el("who").textContent = cost.tenant + " · " + cost.month + " · " + cost.currency + " · price book " + cost.book_version;
+    var mtd = el("mtd-cost");
+    mtd.textContent = cost.so_far + " " + cost.currency;
+    mtd.dataset.amount = cost.so_far;
+    el("forecast-cost").textContent = cost.forecast + " " + cost.currency;
+    el("forecast-cost").dataset.amount = cost.forecast;
+    el("mtd-asof").textContent = "usage up to " + cost.as_of;
+    var tbody = el("meters").tBodies[0];
+    cost.meters.forEach(function (m) {
+      var tr = document.createElement("tr");
+      text(tr, "td", m.meter);
+      text(tr, "td", m.so_far, "num");
+      text(tr, "td", m.forecast, "num");
+      tbody.appendChild(tr);
+    });
+    var usage = cost.as_of > cost.start
+      ? api("/v1/usage?from=" + encodeURIComponent(cost.start) + "&to=" + encodeURIComponent(cost.as_of) +
+        "&step=day&group_by=sku&meters=gpu_hours")
+      : Promise.resolve({ points: [] });
+    return Promise.all([usage, api("/v1/invoices?page_size=100")]);
+  }).then(function (both) {
+    chart(both[0].points);
+    var tbody = el("invoices").tBodies[0];
+    both[1].invoices.forEach(function (inv) {
+      var tr = document.createElement("tr");
+      text(tr, "td", inv.number || "(draft)");
+      text(tr, "td", inv.period);
+      text(tr, "td", inv.status);
+      text(tr, "td", inv.total + " " + inv.currency, "num");
+      var td = document.createElement("td");
+      ["pdf", "csv", "json"].forEach(function (f) {
+        var a = document.createElement("a");
+        a.href = "/v1/invoices/" + encodeURIComponent(inv.number || inv.id) + "?format=" + f + "&access_token=" + encodeURIComponent(token);
+        a.textContent = f.toUpperCase();
+        td.appendChild(a);
+      });
+      tr.appendChild(td);
+      tbody.appendChild(tr);
+    });
+    document.body.dataset.ready = "1";
+  }).catch(function (e) { fail(e.message); });
+})();

@@ -8,6 +8,7 @@ CH        := scripts/clickhouse.sh
 DEMO_DSN  ?= clickhouse://127.0.0.1:9000/gpumeter_demo
 DEMO_CONFIG := internal/demo/billing/gpumeter.yaml
 DEMO_OUT  ?= .data/demo
+DEMO_LISTEN ?= 127.0.0.1:8080
 # A count, not a duration: go1.26's fuzz coordinator can fail a target with a
 # bare "context deadline exceeded" when a -fuzztime duration ends while a
 # worker is mid-call on a loaded machine (golang/go#75804, fixed in 1.27).
@@ -94,6 +95,13 @@ demo: clickhouse build
 	$(BIN) --clickhouse $(DEMO_DSN) --config $(DEMO_CONFIG) invoice run --period 2026-11 --quiet
 	$(BIN) --clickhouse $(DEMO_DSN) --config $(DEMO_CONFIG) invoice render --period 2026-11 --format pdf --out-dir $(DEMO_OUT)/invoices
 	$(BIN) --clickhouse $(DEMO_DSN) --config $(DEMO_CONFIG) chargeback --period 2026-11 --format html --out $(DEMO_OUT)/chargeback-2026-11.html
+	@portal=$$($(BIN) --clickhouse $(DEMO_DSN) keys create --scope tenant:acme --portal --expires 24h --note "make demo portal" 2>/dev/null) && \
+	admin=$$($(BIN) --clickhouse $(DEMO_DSN) keys create --scope admin --expires 24h --note "make demo" 2>/dev/null) && \
+	echo && echo "Serving the demo on http://$(DEMO_LISTEN) (Ctrl-C stops it):" && \
+	echo "  portal: http://$(DEMO_LISTEN)/portal/#token=$$portal&month=2026-11" && \
+	echo "  API:    curl -H 'Authorization: Bearer $$admin' 'http://$(DEMO_LISTEN)/v1/invoices?period=2026-11'" && \
+	echo "          curl -H 'Authorization: Bearer $$admin' 'http://$(DEMO_LISTEN)/v1/cost?tenant=acme&month=2026-11'" && \
+	exec $(BIN) --clickhouse $(DEMO_DSN) --config $(DEMO_CONFIG) --log-level warn serve --listen $(DEMO_LISTEN)
 
 clean:
 	rm -rf bin

@@ -14,6 +14,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/serving"
+	"github.com/gpumeter/gpumeter/schemas"
 )
 
 func runServe(ctx context.Context, g *globals, args []string) error {
@@ -92,7 +93,8 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	g.logger.Info("serving", "addr", ln.Addr().String())
 	sched.Start()
 	defer sched.Stop()
-	srv := server.New(srvCfg, reg, g.logger, server.Check{Name: "clickhouse", Ready: s.Ping})
+	srv := server.New(srvCfg, reg, g.logger, server.Check{Name: "clickhouse", Ready: s.Ping},
+		server.Check{Name: "migrations", Ready: func(ctx context.Context) error { return s.Migrated(ctx, schemas.FS) }})
 	svc := serving.New(s, g.cfg.Billing, g.cfg.Chargeback, time.Now)
 	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
 	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc,

@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
 
 func TestServeAnswersHealthReadinessAndMetrics(t *testing.T) {
@@ -61,4 +65,46 @@ func httpGet(addr, path string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// /readyz is unready while ClickHouse is down and ready again when it
+// returns; on a database whose migrations are not applied it says so.
+func TestServeReadinessFollowsClickHouseAndMigrations(t *testing.T) {
+	srv, dsn := privateDB(t)
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--clickhouse", dsn, "serve", "--listen", addr}, io.Discard, io.Discard)
+	}()
+	ready := func(want int, says string) func() bool {
+		return func() bool {
+			code, body := httpGet(addr, "/readyz")
+			return code == want && strings.Contains(body, says)
+		}
+	}
+	eventually(t, "ready", 30*time.Second, ready(200, "ready"))
+	srv.Stop()
+	eventually(t, "unready while ClickHouse is down", 30*time.Second, ready(503, `"clickhouse"`))
+	srv.Start()
+	eventually(t, "ready once ClickHouse is back", 60*time.Second, ready(200, "ready"))
+	cancel()
+	<-done
+
+	// A database nobody migrated.
+	cfg := storetest.Config(t)
+	if err := store.CreateDatabase(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.DropDatabase(context.Background(), cfg, cfg.Database) })
+	addr = freeAddr(t)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	go func() {
+		done <- run(ctx2, []string{"--clickhouse", fmt.Sprintf("clickhouse://%s/%s", cfg.Addrs[0], cfg.Database), "serve", "--listen", addr}, io.Discard, io.Discard)
+	}()
+	eventually(t, "unready without migrations", 30*time.Second, ready(503, `"migrations"`))
+	cancel2()
+	<-done
 }

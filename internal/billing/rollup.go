@@ -199,6 +199,9 @@ type Rollup struct {
 
 const rollupJob = "usage_hourly"
 
+// RollupJob names the hourly rollup's state in rollup_state.
+const RollupJob = rollupJob
+
 // NewRollup builds the job; now supplies versions (nanoseconds).
 func NewRollup(st RollupStore, cfg RollupConfig, now func() time.Time, logger *slog.Logger) *Rollup {
 	return &Rollup{store: st, cfg: cfg, now: now, logger: logger.With("component", "rollup")}

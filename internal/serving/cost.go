@@ -78,10 +78,11 @@ func (s *Service) Cost(ctx context.Context, q server.CostRequest) (server.CostRe
 // hourlyUsage is the tenant's usage per hour and SKU in [from, to), in
 // price-book units: rollups for closed hours, raw samples after them.
 func (s *Service) hourlyUsage(ctx context.Context, scope auth.Scope, tenant string, from, to time.Time) ([]pricing.Usage, error) {
-	through, err := billing.RolledUpThrough(ctx, s.store)
+	state, err := s.rollupState(ctx)
 	if err != nil {
 		return nil, err
 	}
+	through := state.ClosedThrough
 	split := from
 	if through.After(from) {
 		split = through
@@ -97,8 +98,8 @@ func (s *Service) hourlyUsage(ctx context.Context, scope auth.Scope, tenant stri
 		if !part.to.After(part.from) {
 			continue
 		}
-		rows, err := s.store.Usage(ctx, store.UsageQuery{From: part.from, To: part.to, GroupBy: []store.Dimension{store.DimSKU},
-			Bucket: store.BucketHour, Tenant: tenant, Scope: scope, Source: part.src})
+		rows, err := s.usage(ctx, store.UsageQuery{From: part.from, To: part.to, GroupBy: []store.Dimension{store.DimSKU},
+			Bucket: store.BucketHour, Tenant: tenant, Scope: scope, Source: part.src}, state.CompletedVersion)
 		if err != nil {
 			return nil, err
 		}

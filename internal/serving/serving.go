@@ -34,6 +34,7 @@ type Service struct {
 	customers  billing.Customers
 	chargeback billing.ChargebackConfig
 	now        func() time.Time
+	cache      usageCache
 }
 
 var (
@@ -57,10 +58,11 @@ func (s *Service) Usage(ctx context.Context, q server.UsageRequest) (server.Usag
 	if err := q.Scope.Validate(); err != nil {
 		return server.UsageResult{}, fmt.Errorf("usage: %w", err)
 	}
-	through, err := billing.RolledUpThrough(ctx, s.store)
+	state, err := s.rollupState(ctx)
 	if err != nil {
 		return server.UsageResult{}, err
 	}
+	through := state.ClosedThrough
 	var dims []store.Dimension
 	rawOnly := false
 	for _, d := range q.GroupBy {
@@ -86,8 +88,8 @@ func (s *Service) Usage(ctx context.Context, q server.UsageRequest) (server.Usag
 		if !part.to.After(part.from) {
 			continue
 		}
-		r, err := s.store.Usage(ctx, store.UsageQuery{From: part.from, To: part.to, GroupBy: dims, Bucket: bucket,
-			Scope: q.Scope, Source: part.src})
+		r, err := s.usage(ctx, store.UsageQuery{From: part.from, To: part.to, GroupBy: dims, Bucket: bucket,
+			Scope: q.Scope, Source: part.src}, state.CompletedVersion)
 		if err != nil {
 			return server.UsageResult{}, err
 		}

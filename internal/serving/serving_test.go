@@ -510,3 +510,32 @@ func TestAPICostTenantsChargeback(t *testing.T) {
 		t.Errorf("unknown idle mode: %d", code)
 	}
 }
+
+// Cached rollup reads last only until the next rollup run completes.
+func TestAPIUsageCacheFollowsRollups(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	q := "from=2026-10-01&to=2026-11-01&step=month&meters=gpu_hours"
+	before := f.usage(t, f.tokens["globex"], q)
+	late := collectors.Sample{Host: "host-globex", GPUUUID: "GPU-late", GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
+		Tenant: "globex", Department: "research", Workload: "late", Start: time.Date(2026, 10, 20, 0, 0, 0, 0, time.UTC),
+		Meters: collectors.Meters{GPUMicroseconds: 3_600_000_000}}
+	late.End = late.Start.Add(time.Hour)
+	late.ID = collectors.SampleID(late.Host, late.GPUUUID, late.Tenant, late.Workload, late.Start)
+	ctx := context.Background()
+	if err := f.store.InsertSamples(ctx, []collectors.Sample{late}); err != nil {
+		t.Fatal(err)
+	}
+	if again := f.usage(t, f.tokens["globex"], q); fmt.Sprint(again.Points) != fmt.Sprint(before.Points) {
+		t.Fatalf("usage changed before the rollup ran: %v -> %v", before.Points, again.Points)
+	}
+	if _, err := billing.NewRollup(f.store, billing.DefaultRollupConfig(), time.Now, slog.New(slog.DiscardHandler)).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the rollup state is read at most once a second
+	after := f.usage(t, f.tokens["globex"], q)
+	was := decimal.RequireFromString(fmt.Sprint(before.Points[0]["gpu_hours"]))
+	now := decimal.RequireFromString(fmt.Sprint(after.Points[0]["gpu_hours"]))
+	if !now.Sub(was).Equal(decimal.NewFromInt(1)) {
+		t.Fatalf("after the rollup: %s GPU-hours, before %s; want one more", now, was)
+	}
+}

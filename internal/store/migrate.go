@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -179,4 +180,47 @@ func (s *Store) recordMigration(ctx context.Context, m Migration) error {
 		return err
 	}
 	return batch.Send()
+}
+
+// ErrMigrationsPending is Migrated's answer while migrations that this
+// server can apply are not applied.
+var ErrMigrationsPending = errors.New("migrations pending")
+
+// Migrated reports whether every migration this server can run has been
+// applied (readiness: a server on an old schema would fail its queries).
+func (s *Store) Migrated(ctx context.Context, fsys fs.FS) error {
+	migs, err := LoadMigrations(fsys)
+	if err != nil {
+		return err
+	}
+	applied := map[uint32]bool{}
+	rows, err := s.conn.Query(ctx, "SELECT DISTINCT version FROM schema_migrations")
+	if err != nil {
+		return fmt.Errorf("read schema_migrations: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v uint32
+		if err := rows.Scan(&v); err != nil {
+			return fmt.Errorf("read schema_migrations: %w", err)
+		}
+		applied[v] = true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read schema_migrations: %w", err)
+	}
+	server, err := s.ServerVersion(ctx)
+	if err != nil {
+		return err
+	}
+	var pending []string
+	for _, m := range migs {
+		if !applied[m.Version] && (m.MinServer == nil || !server.Less(*m.MinServer)) {
+			pending = append(pending, fmt.Sprintf("%04d_%s", m.Version, m.Name))
+		}
+	}
+	if len(pending) > 0 {
+		return fmt.Errorf("%w: %s (run gpumeter migrate)", ErrMigrationsPending, strings.Join(pending, ", "))
+	}
+	return nil
 }

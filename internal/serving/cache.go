@@ -1,0 +1,82 @@
+package serving
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/store"
+)
+
+// Caching. Hourly rollups change only when a rollup run completes, so a
+// query of closed hours is cached under the rollup's completed version
+// and stays right until the next run. Raw samples of the hours not yet
+// rolled up are cached briefly. The rollup state itself is read at most
+// once a second, so answers are up to a second behind a finished run.
+const (
+	stateTTL      = time.Second
+	rawTTL        = 5 * time.Second
+	maxCacheItems = 4096
+)
+
+type cacheEntry struct {
+	rows    []store.UsageRow
+	version uint64    // hourly: the completed version the rows are of
+	expires time.Time // raw: when they go stale
+}
+
+type usageCache struct {
+	mu      sync.Mutex
+	state   billing.RollupState
+	stateAt time.Time
+	rows    map[string]cacheEntry
+}
+
+// rollupState is the rollup's state, read at most once per stateTTL.
+func (s *Service) rollupState(ctx context.Context) (billing.RollupState, error) {
+	c := &s.cache
+	c.mu.Lock()
+	if time.Since(c.stateAt) < stateTTL {
+		st := c.state
+		c.mu.Unlock()
+		return st, nil
+	}
+	c.mu.Unlock()
+	st, _, err := s.store.LoadRollupState(ctx, billing.RollupJob)
+	if err != nil {
+		return billing.RollupState{}, err
+	}
+	c.mu.Lock()
+	c.state, c.stateAt = st, time.Now()
+	c.mu.Unlock()
+	return st, nil
+}
+
+// usage runs a store usage query through the cache: hourly queries are
+// kept while the rollup's completed version is version, raw ones rawTTL.
+func (s *Service) usage(ctx context.Context, q store.UsageQuery, version uint64) ([]store.UsageRow, error) {
+	key := fmt.Sprintf("%s|%d|%d|%v|%s|%s|%s|%s", q.Source, q.From.Unix(), q.To.Unix(), q.GroupBy, q.Bucket, q.Tenant, q.Department, q.Scope)
+	now := time.Now()
+	c := &s.cache
+	c.mu.Lock()
+	if e, ok := c.rows[key]; ok {
+		if (q.Source == store.SourceHourly && e.version == version) || (q.Source != store.SourceHourly && now.Before(e.expires)) {
+			c.mu.Unlock()
+			return e.rows, nil
+		}
+	}
+	c.mu.Unlock()
+	rows, err := s.store.Usage(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.rows == nil || len(c.rows) >= maxCacheItems {
+		c.rows = map[string]cacheEntry{}
+	}
+	c.rows[key] = cacheEntry{rows: rows, version: version, expires: now.Add(rawTTL)}
+	c.mu.Unlock()
+	return rows, nil
+}

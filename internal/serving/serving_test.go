@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -537,5 +538,38 @@ func TestAPIUsageCacheFollowsRollups(t *testing.T) {
 	now := decimal.RequireFromString(fmt.Sprint(after.Points[0]["gpu_hours"]))
 	if !now.Sub(was).Equal(decimal.NewFromInt(1)) {
 		t.Fatalf("after the rollup: %s GPU-hours, before %s; want one more", now, was)
+	}
+}
+
+func TestAPIPagination(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	var seen []string
+	token := ""
+	for page := 0; page < 5; page++ {
+		path := "/v1/invoices?page_size=2"
+		if token != "" {
+			path += "&page_token=" + url.QueryEscape(token)
+		}
+		code, body, _ := f.get(t, f.tokens["admin"], path)
+		var list struct {
+			Invoices      []struct{ ID string }
+			NextPageToken string `json:"next_page_token"`
+		}
+		if code != 200 || json.Unmarshal(body, &list) != nil {
+			t.Fatalf("page %d: %d %s", page, code, body)
+		}
+		for _, inv := range list.Invoices {
+			seen = append(seen, inv.ID)
+		}
+		if list.NextPageToken == "" {
+			break
+		}
+		if len(list.Invoices) != 2 {
+			t.Fatalf("a page with a next page holds %d invoices, want 2", len(list.Invoices))
+		}
+		token = list.NextPageToken
+	}
+	if strings.Join(seen, " ") != "acme/2026-10/1 globex/2026-10/1 initech/2026-10/1" {
+		t.Fatalf("pages gave %v", seen)
 	}
 }

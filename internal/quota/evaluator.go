@@ -1,0 +1,446 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shopspring/decimal"
+)
+
+// TenantState is what the evaluator knows of one tenant at a refresh.
+type TenantState struct {
+	Tenant     string
+	Department string
+	// Concurrent is the GPU-equivalents held now, by GPU model.
+	Concurrent map[string]decimal.Decimal
+	// GPUHours are this month's GPU-equivalent hours, by GPU model.
+	GPUHours map[string]decimal.Decimal
+	// Spend is this month's cost so far at the tenant's price book.
+	Spend    decimal.Decimal
+	Currency string
+	// SpendRate is the price of one more GPU-equivalent hour, by SKU, at
+	// the tier the tenant has reached: what admitted work will cost.
+	SpendRate map[string]decimal.Decimal
+	// Month labels the month the figures are of (crossings reset with it).
+	Month string
+}
+
+// Snapshot is the evaluator's state of every tenant, taken at At.
+type Snapshot struct {
+	At      time.Time
+	Tenants map[string]TenantState
+}
+
+// Request asks whether work fits: Count devices of GPUModel, whole GPUs
+// or MIG instances of Profile, for Duration.
+type Request struct {
+	Tenant   string        `json:"tenant"`
+	GPUModel string        `json:"gpu_model"`
+	Profile  string        `json:"profile,omitempty"` // MIG profile, e.g. 3g.40gb; empty for whole GPUs
+	Count    int           `json:"count"`
+	Duration time.Duration `json:"-"`
+}
+
+// Limits of one request.
+const (
+	maxCount    = 100_000
+	maxDuration = 31 * 24 * time.Hour
+)
+
+// ErrInvalid marks a request that cannot be decided: the caller's fault.
+var ErrInvalid = errors.New("invalid admission request")
+
+// ErrUnknownTenant is a tenant neither metered nor under any quota.
+var ErrUnknownTenant = errors.New("unknown tenant")
+
+// SKU is the request's SKU (MODEL or MODEL/PROFILE).
+func (r Request) SKU() string {
+	if r.Profile == "" {
+		return r.GPUModel
+	}
+	return r.GPUModel + "/" + r.Profile
+}
+
+// Validate checks the request's own fields.
+func (r Request) Validate() error {
+	var errs []error
+	if r.Tenant == "" {
+		errs = append(errs, errors.New("tenant: required"))
+	}
+	if r.GPUModel == "" {
+		errs = append(errs, errors.New("gpu_model: required, e.g. H100-SXM5-80GB"))
+	}
+	if r.Count < 1 || r.Count > maxCount {
+		errs = append(errs, fmt.Errorf("count %d: want 1 to %d", r.Count, maxCount))
+	}
+	if r.Duration <= 0 || r.Duration > maxDuration {
+		errs = append(errs, fmt.Errorf("expected_duration %s: want more than 0 and at most %s", r.Duration, maxDuration))
+	}
+	if r.GPUModel != "" {
+		if _, _, err := Weight(r.SKU()); err != nil {
+			errs = append(errs, fmt.Errorf("gpu_model/profile: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// Demand is what admitted work adds.
+type Demand struct {
+	GPUs     decimal.Decimal // GPU-equivalents at once
+	GPUHours decimal.Decimal
+	Spend    decimal.Decimal
+}
+
+func (d Demand) of(m Metric) decimal.Decimal {
+	switch m {
+	case ConcurrentGPUs:
+		return d.GPUs
+	case GPUHours:
+		return d.GPUHours
+	}
+	return d.Spend
+}
+
+// Decision is the answer to a Request.
+type Decision struct {
+	ID      string `json:"admission_id,omitempty"`
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason"`
+	// Headroom is, per metric with a hard limit, what is left after this
+	// work (before it, when denied).
+	Headroom map[Metric]decimal.Decimal `json:"headroom"`
+	// Warnings name soft thresholds the work crosses or has crossed.
+	Warnings []string `json:"warnings,omitempty"`
+	Demand   Demand   `json:"-"`
+	Stale    bool     `json:"stale,omitempty"`
+}
+
+type reservation struct {
+	id         string
+	tenant     string
+	department string
+	model      string
+	demand     Demand
+	expires    time.Time
+}
+
+// Evaluator holds the latest snapshot and the admissions not yet running,
+// and decides requests from them alone, one at a time, so requests that
+// together would exceed a quota cannot all be admitted.
+type Evaluator struct {
+	cfg    Config
+	levels []map[Metric]Levels // per rule
+	now    func() time.Time
+
+	mu           sync.Mutex
+	snap         Snapshot
+	reservations []reservation
+	seq          uint64
+	crossed      map[string]bool // subject|metric|level|month
+}
+
+// NewEvaluator checks the config and starts with no data (stale).
+func NewEvaluator(cfg Config, now func() time.Time) (*Evaluator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Evaluator{cfg: cfg, now: now, crossed: map[string]bool{}}
+	for _, r := range cfg.Rules {
+		lv := map[Metric]Levels{}
+		for _, m := range Metrics() {
+			if l := r.Limit(m); l != nil {
+				lv[m], _ = l.Levels() // validated above
+			}
+		}
+		e.levels = append(e.levels, lv)
+	}
+	return e, nil
+}
+
+// Crossing is a threshold a rule's measured value went over since the
+// previous snapshot: once per crossing, again only after the month resets.
+type Crossing struct {
+	Subject string
+	Metric  Metric
+	Level   string // soft or hard
+	Value   decimal.Decimal
+	Limit   decimal.Decimal // the threshold crossed
+	Month   string
+}
+
+// Update installs a new snapshot. Admissions whose work now shows in the
+// tenant's live concurrency are released, oldest first, and expired ones
+// dropped. It returns the thresholds newly crossed by measured values.
+func (e *Evaluator) Update(s Snapshot) []Crossing {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	prev := e.snap
+	e.snap = s
+	e.releaseStarted(prev, s)
+	e.expire(e.now())
+	var out []Crossing
+	for i, r := range e.cfg.Rules {
+		month := e.ruleMonth(r)
+		for _, m := range Metrics() {
+			lv, ok := e.levels[i][m]
+			if !ok {
+				continue
+			}
+			v := e.measured(r, m)
+			for _, level := range []struct {
+				name string
+				at   decimal.Decimal
+				has  bool
+			}{{"soft", lv.Soft, lv.HasSoft}, {"hard", lv.Hard, true}} {
+				if !level.has {
+					continue
+				}
+				key := strings.Join([]string{r.Subject(), string(m), level.name, month}, "|")
+				over := v.GreaterThanOrEqual(level.at) && (level.at.IsPositive() || v.IsPositive())
+				if over && !e.crossed[key] {
+					e.crossed[key] = true
+					out = append(out, Crossing{Subject: r.Subject(), Metric: m, Level: level.name, Value: v, Limit: level.at, Month: month})
+				} else if !over && m == ConcurrentGPUs {
+					delete(e.crossed, key) // concurrency falls back: a new crossing fires again
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ruleMonth is the month label of the rule's tenants' figures.
+func (e *Evaluator) ruleMonth(r Rule) string {
+	for _, t := range e.snap.Tenants {
+		if applies(r, t.Tenant, t.Department) && t.Month != "" {
+			return t.Month
+		}
+	}
+	return ""
+}
+
+// releaseStarted releases admissions whose work appeared: per tenant and
+// model, the growth of live concurrency since the last snapshot releases
+// pending admissions, oldest first.
+func (e *Evaluator) releaseStarted(prev, cur Snapshot) {
+	growth := map[[2]string]decimal.Decimal{}
+	for tenant, t := range cur.Tenants {
+		for model, v := range t.Concurrent {
+			was := prev.Tenants[tenant].Concurrent[model]
+			if v.GreaterThan(was) {
+				growth[[2]string{tenant, model}] = v.Sub(was)
+			}
+		}
+	}
+	kept := e.reservations[:0]
+	for _, r := range e.reservations {
+		k := [2]string{r.tenant, r.model}
+		if g := growth[k]; g.GreaterThanOrEqual(r.demand.GPUs) && r.demand.GPUs.IsPositive() {
+			growth[k] = g.Sub(r.demand.GPUs)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	e.reservations = kept
+}
+
+func (e *Evaluator) expire(now time.Time) {
+	kept := e.reservations[:0]
+	for _, r := range e.reservations {
+		if now.Before(r.expires) {
+			kept = append(kept, r)
+		}
+	}
+	e.reservations = kept
+}
+
+func applies(r Rule, tenant, department string) bool {
+	if r.Tenant != "" {
+		return r.Tenant == tenant
+	}
+	return department != "" && r.Department == department
+}
+
+// measured sums a rule's metric over the tenants it covers.
+func (e *Evaluator) measured(r Rule, m Metric) decimal.Decimal {
+	sum := decimal.Zero
+	for _, t := range e.snap.Tenants {
+		if !applies(r, t.Tenant, t.Department) {
+			continue
+		}
+		switch m {
+		case ConcurrentGPUs:
+			sum = sum.Add(byModel(t.Concurrent, r.GPUModel))
+		case GPUHours:
+			sum = sum.Add(byModel(t.GPUHours, r.GPUModel))
+		case Spend:
+			sum = sum.Add(t.Spend)
+		}
+	}
+	return sum
+}
+
+func byModel(v map[string]decimal.Decimal, model string) decimal.Decimal {
+	if model != "" {
+		return v[model]
+	}
+	sum := decimal.Zero
+	for _, x := range v {
+		sum = sum.Add(x)
+	}
+	return sum
+}
+
+// reserved sums pending admissions a rule covers.
+func (e *Evaluator) reserved(r Rule, m Metric) decimal.Decimal {
+	sum := decimal.Zero
+	for _, res := range e.reservations {
+		if applies(r, res.tenant, res.department) && (r.GPUModel == "" || r.GPUModel == res.model) {
+			sum = sum.Add(res.demand.of(m))
+		}
+	}
+	return sum
+}
+
+// department is the tenant's department from the snapshot; a tenant not
+// metered yet is known when a tenant rule names it.
+func (e *Evaluator) department(tenant string) (string, bool) {
+	if t, ok := e.snap.Tenants[tenant]; ok {
+		return t.Department, true
+	}
+	for _, r := range e.cfg.Rules {
+		if r.Tenant == tenant {
+			return "", true
+		}
+	}
+	return "", false
+}
+
+// Admit decides a request and, when it is allowed, holds its demand as an
+// admission until its work shows up or ReservationTTL passes.
+func (e *Evaluator) Admit(req Request) (Decision, error) {
+	if err := req.Validate(); err != nil {
+		return Decision{}, err
+	}
+	gpus, _ := devices(req.SKU(), req.Count) // validated above
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	dept, known := e.department(req.Tenant)
+	if !known {
+		return Decision{}, fmt.Errorf("tenant %q: %w (not metered and under no quota)", req.Tenant, ErrUnknownTenant)
+	}
+	e.expire(now)
+	d := Decision{Headroom: map[Metric]decimal.Decimal{}}
+	d.Demand.GPUs = gpus
+	hours := decimal.NewFromInt(int64(req.Duration)).DivRound(decimal.NewFromInt(int64(time.Hour)), 18)
+	d.Demand.GPUHours = d.Demand.GPUs.Mul(hours)
+	if t, ok := e.snap.Tenants[req.Tenant]; ok {
+		if rate, ok := t.SpendRate[req.SKU()]; ok {
+			d.Demand.Spend = d.Demand.GPUHours.Mul(rate)
+		}
+	}
+	if age := now.Sub(e.snap.At); e.snap.At.IsZero() || age > e.cfg.StaleAfter {
+		d.Stale = true
+		what := "no quota data yet"
+		if !e.snap.At.IsZero() {
+			what = fmt.Sprintf("quota data is %s old (stale after %s)", age.Round(time.Second), e.cfg.StaleAfter)
+		}
+		if e.cfg.OnStale == FailClosed {
+			d.Reason = what + "; failing closed"
+			return d, nil
+		}
+		d.Allowed, d.Reason = true, what+"; failing open"
+		e.hold(&d, req, dept, now)
+		return d, nil
+	}
+	var denials []string
+	for i, r := range e.cfg.Rules {
+		if !applies(r, req.Tenant, dept) || (r.GPUModel != "" && r.GPUModel != req.GPUModel) {
+			continue
+		}
+		for _, m := range Metrics() {
+			lv, ok := e.levels[i][m]
+			if !ok {
+				continue
+			}
+			current := e.measured(r, m).Add(e.reserved(r, m))
+			after := current.Add(d.Demand.of(m))
+			left := lv.Hard.Sub(after)
+			if after.GreaterThan(lv.Hard) {
+				left = lv.Hard.Sub(current)
+				denials = append(denials, fmt.Sprintf("%s: %s would be %s, over the hard limit %s (%s in use or admitted)",
+					r.Subject(), m, after.Round(3), lv.Hard.Round(3), current.Round(3)))
+			} else if lv.HasSoft && after.GreaterThan(lv.Soft) {
+				d.Warnings = append(d.Warnings, fmt.Sprintf("%s: %s would be %s, over the soft limit %s", r.Subject(), m, after.Round(3), lv.Soft.Round(3)))
+			}
+			if h, seen := d.Headroom[m]; !seen || left.LessThan(h) {
+				d.Headroom[m] = left
+			}
+		}
+	}
+	if len(denials) > 0 {
+		d.Reason = strings.Join(denials, "; ")
+		return d, nil
+	}
+	d.Allowed = true
+	d.Reason = "within every quota"
+	if len(d.Headroom) == 0 {
+		d.Reason = "no quota applies"
+	}
+	e.hold(&d, req, dept, now)
+	return d, nil
+}
+
+func (e *Evaluator) hold(d *Decision, req Request, dept string, now time.Time) {
+	e.seq++
+	d.ID = fmt.Sprintf("adm-%d-%d", now.UnixMilli(), e.seq)
+	e.reservations = append(e.reservations, reservation{id: d.ID, tenant: req.Tenant, department: dept, model: req.GPUModel,
+		demand: d.Demand, expires: now.Add(e.cfg.ReservationTTL)})
+}
+
+// RuleState is one rule's metric as /v1/quotas and /metrics show it.
+type RuleState struct {
+	Subject  string           `json:"subject"`
+	Tenant   string           `json:"tenant,omitempty"`
+	Dept     string           `json:"department,omitempty"`
+	GPUModel string           `json:"gpu_model,omitempty"`
+	Metric   Metric           `json:"metric"`
+	Limit    decimal.Decimal  `json:"limit"`
+	Soft     *decimal.Decimal `json:"soft,omitempty"`
+	Hard     decimal.Decimal  `json:"hard"`
+	Used     decimal.Decimal  `json:"used"`
+	Admitted decimal.Decimal  `json:"admitted"` // pending admissions
+}
+
+// State lists every rule's metrics, with the snapshot's time.
+func (e *Evaluator) State() ([]RuleState, time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.expire(e.now())
+	var out []RuleState
+	for i, r := range e.cfg.Rules {
+		for _, m := range Metrics() {
+			lv, ok := e.levels[i][m]
+			if !ok {
+				continue
+			}
+			s := RuleState{Subject: r.Subject(), Tenant: r.Tenant, Dept: r.Department, GPUModel: r.GPUModel, Metric: m,
+				Limit: r.Limit(m).Limit, Hard: lv.Hard, Used: e.measured(r, m), Admitted: e.reserved(r, m)}
+			if lv.HasSoft {
+				soft := lv.Soft
+				s.Soft = &soft
+			}
+			out = append(out, s)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Subject < out[j].Subject })
+	return out, e.snap.At
+}

@@ -97,11 +97,23 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 		server.Check{Name: "migrations", Ready: func(ctx context.Context) error { return s.Migrated(ctx, schemas.FS) }})
 	svc := serving.New(s, g.cfg.Billing, g.cfg.Chargeback, time.Now)
 	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
+	quotas, err := serving.NewQuotas(svc, s, g.cfg.Quotas, g.logger)
+	if err != nil {
+		stopAPI()
+		return usageError{err}
+	}
+	reg.MustRegister(quotas)
+	quotasDone := make(chan struct{})
+	go func() {
+		defer close(quotasDone)
+		quotas.Run(apiCtx, nil)
+	}()
 	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc,
-		Cost: svc, Tenants: svc, Chargeback: svc})
+		Cost: svc, Tenants: svc, Chargeback: svc, Quotas: quotas})
 	err = srv.Serve(ctx, ln)
 	stopAPI() // after the last request: the audit writer flushes what it holds
 	waitAPI()
+	<-quotasDone
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

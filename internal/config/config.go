@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/spool"
 )
@@ -29,6 +30,7 @@ type Config struct {
 	Collector  Collector                `yaml:"collector"`
 	Billing    billing.Customers        `yaml:"billing"`
 	Chargeback billing.ChargebackConfig `yaml:"chargeback"`
+	Quotas     quota.Config             `yaml:"quotas"`
 }
 
 // Collector configures delivery on GPU hosts; collect's flags override it.
@@ -57,6 +59,7 @@ func Default() Config {
 		Retention:  billing.DefaultRetentionConfig(),
 		Billing:    billing.Customers{Schedule: billing.DefaultInvoiceSchedule},
 		Chargeback: billing.DefaultChargebackConfig(),
+		Quotas:     quota.DefaultConfig(),
 		Collector: Collector{
 			Spool:   spool.DefaultConfig("/var/lib/gpumeter/spool"),
 			Shipper: spool.DefaultShipperConfig(),
@@ -109,7 +112,7 @@ func (c Config) Validate() error {
 	}
 	for _, err := range []error{c.Server.Validate(), c.Rollup.Validate(), c.Retention.Validate(),
 		prefixed("collector.spool", c.Collector.Spool.Validate()), prefixed("collector.shipper", c.Collector.Shipper.Validate()), c.Billing.Validate(),
-		c.Chargeback.Validate()} {
+		c.Chargeback.Validate(), c.Quotas.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}

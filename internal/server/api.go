@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ type API struct {
 	Cost       CostService
 	Tenants    TenantService
 	Chargeback ChargebackService
+	Quotas     QuotaService
 	Now        func() time.Time
 }
 
@@ -96,6 +98,7 @@ func (s *Server) MountAPI(ctx context.Context, reg prometheus.Registerer, api AP
 	s.mountPortal()
 	v1 := s.engine.Group("/v1")
 	v1.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openAPIDocument) })
+	v1.Use(func(c *gin.Context) { c.Header("Cache-Control", "no-store"); c.Next() })
 	authed := v1.Group("", st.authenticate(s), st.recordUse, st.limit)
 	authed.GET("/usage", s.getUsage(api.Usage))
 	authed.GET("/invoices", s.listInvoices(api.Invoices))
@@ -103,6 +106,8 @@ func (s *Server) MountAPI(ctx context.Context, reg prometheus.Registerer, api AP
 	authed.GET("/cost", s.getCost(api.Cost))
 	authed.GET("/tenants", s.getTenants(api.Tenants))
 	authed.GET("/chargeback", s.getChargeback(api.Chargeback))
+	authed.POST("/admission", s.postAdmission(api.Quotas))
+	authed.GET("/quotas", s.getQuotas(api.Quotas))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -136,6 +141,10 @@ func (st *apiState) authenticate(s *Server) gin.HandlerFunc {
 				}
 			}
 		}
+		if !isAuthError(err) {
+			s.respondError(c, err) // the key store failed: a 500, not a bad token
+			return
+		}
 		c.Header("WWW-Authenticate", `Bearer realm="gpumeter", error="invalid_token"`)
 		if errors.Is(err, errPortalOnly) {
 			writeError(c, http.StatusUnauthorized, "unauthorized", err.Error())
@@ -145,13 +154,22 @@ func (st *apiState) authenticate(s *Server) gin.HandlerFunc {
 	}
 }
 
+func isAuthError(err error) bool {
+	for _, e := range []error{auth.ErrUnknownKey, auth.ErrWrongSecret, auth.ErrMalformedToken, auth.ErrExpired, auth.ErrRevoked, errPortalOnly} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // errPortalOnly: a token in the URL ends up in logs and browser history,
 // so only short-lived portal tokens may travel there.
 var errPortalOnly = errors.New("only portal tokens may be passed as access_token")
 
 func bearer(c *gin.Context) (token string, fromQuery bool) {
 	if h := c.GetHeader("Authorization"); h != "" {
-		if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+		if scheme, t, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
 			return strings.TrimSpace(t), false
 		}
 		return "", false
@@ -210,13 +228,24 @@ func (st *apiState) recordUse(c *gin.Context) {
 	scope, _ := c.Get(scopeContext)
 	sc, _ := scope.(auth.Scope)
 	e := auth.AuditEntry{At: st.api.Now().UTC(), KeyID: c.GetString(keyIDContext), Scope: sc.String(),
-		Method: c.Request.Method, Route: route(c), Path: truncate(c.Request.URL.RequestURI(), 512), Status: c.Writer.Status(),
+		Method: c.Request.Method, Route: route(c), Path: truncate(auditPath(c.Request.URL), 512), Status: c.Writer.Status(),
 		Remote: c.ClientIP(), RequestID: requestIDOf(c)}
 	select {
 	case st.audit <- e:
 	default:
 		st.dropped.Inc()
 	}
+}
+
+// auditPath is the request's path and query without access_token: a
+// portal token in the audit table would be a credential at rest.
+func auditPath(u *url.URL) string {
+	q := u.Query()
+	if !q.Has("access_token") {
+		return u.RequestURI()
+	}
+	q.Set("access_token", "redacted")
+	return u.Path + "?" + q.Encode()
 }
 
 func truncate(s string, n int) string {
@@ -317,6 +346,10 @@ func (s *Server) listInvoices(svc InvoiceService) gin.HandlerFunc {
 func (s *Server) getInvoice(svc InvoiceService) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ref := strings.TrimPrefix(c.Param("ref"), "/")
+		if err := onlyParams(c.Request.URL.Query(), 16, "format"); err != nil {
+			s.respondError(c, err)
+			return
+		}
 		format := c.DefaultQuery("format", "json")
 		if ref == "" || len(ref) > 200 || !validText(ref) {
 			s.respondError(c, badRequest{"invoice: give an id (tenant/period/n) or a number"})

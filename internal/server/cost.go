@@ -53,6 +53,7 @@ type CostRequest struct {
 // currency's minor units ("" for lines of no meter, such as a true-up).
 type CostResult struct {
 	Tenant, Month, Currency, BookVersion string
+	TimeZone                             string
 	MinorUnits                           int32
 	Start, End, AsOf                     time.Time
 	SoFar, Forecast                      map[pricing.Meter]decimal.Decimal
@@ -158,7 +159,7 @@ func (s *Server) getCost(svc CostService) gin.HandlerFunc {
 			}
 			meters = append(meters, gin.H{"meter": name, "so_far": money(so, r.MinorUnits), "forecast": money(fc, r.MinorUnits)})
 		}
-		c.JSON(http.StatusOK, gin.H{"tenant": r.Tenant, "month": r.Month, "currency": r.Currency, "book_version": r.BookVersion,
+		c.JSON(http.StatusOK, gin.H{"tenant": r.Tenant, "month": r.Month, "time_zone": r.TimeZone, "currency": r.Currency, "book_version": r.BookVersion,
 			"start": r.Start.UTC().Format(time.RFC3339), "end": r.End.UTC().Format(time.RFC3339), "as_of": r.AsOf.UTC().Format(time.RFC3339),
 			"so_far": money(r.SoFarTotal, r.MinorUnits), "forecast": money(r.ForecastTotal, r.MinorUnits), "meters": meters})
 	}

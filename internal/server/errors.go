@@ -21,6 +21,10 @@ func writeError(c *gin.Context, status int, code, message string) {
 	c.AbortWithStatusJSON(status, apiError{Code: code, Message: message})
 }
 
+// ErrInvalidInput marks a service error caused by the request (its
+// message is shown): a 400.
+var ErrInvalidInput = errors.New("invalid input")
+
 // badRequest is an input problem the handler found itself.
 type badRequest struct{ msg string }
 
@@ -34,6 +38,8 @@ func (s *Server) respondError(c *gin.Context, err error) {
 	switch {
 	case errors.As(err, &br):
 		writeError(c, http.StatusBadRequest, "bad_request", br.msg)
+	case errors.Is(err, ErrInvalidInput):
+		writeError(c, http.StatusBadRequest, "bad_request", err.Error())
 	case errors.Is(err, billing.ErrNotFound):
 		writeError(c, http.StatusNotFound, "not_found", "no such invoice in this key's scope")
 	case errors.Is(err, ErrNotFound):

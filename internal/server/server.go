@@ -101,6 +101,9 @@ type Server struct {
 func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger, checks ...Check) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
+	// No proxy is trusted: X-Forwarded-For from a client must not set the
+	// remote address that access logs and the audit table record.
+	_ = e.SetTrustedProxies(nil)
 	logger = logger.With("component", "server")
 	m := newHTTPMetrics(reg)
 	e.Use(recoverJSON(logger), requestID(), accessLog(logger), m.observe, bodyLimit(cfg.MaxBodyBytes))

@@ -3,6 +3,7 @@ package serving
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ const (
 	stateTTL      = time.Second
 	rawTTL        = 5 * time.Second
 	maxCacheItems = 4096
+	maxCacheRows  = 1_000_000 // rows held across entries
 )
 
 type cacheEntry struct {
@@ -32,6 +34,7 @@ type usageCache struct {
 	state   billing.RollupState
 	stateAt time.Time
 	rows    map[string]cacheEntry
+	held    int // rows across entries
 }
 
 // rollupState is the rollup's state, read at most once per stateTTL.
@@ -73,10 +76,31 @@ func (s *Service) usage(ctx context.Context, q store.UsageQuery, version uint64)
 		return nil, err
 	}
 	c.mu.Lock()
-	if c.rows == nil || len(c.rows) >= maxCacheItems {
-		c.rows = map[string]cacheEntry{}
+	if c.rows == nil || len(c.rows) >= maxCacheItems || c.held+len(rows) > maxCacheRows {
+		c.evict(now, version)
+	}
+	if old, ok := c.rows[key]; ok {
+		c.held -= len(old.rows)
 	}
 	c.rows[key] = cacheEntry{rows: rows, version: version, expires: now.Add(rawTTL)}
+	c.held += len(rows)
 	c.mu.Unlock()
 	return rows, nil
+}
+
+// evict drops entries that can no longer answer (raw ones expired, hourly
+// ones of an older version), and everything when that is not enough.
+func (c *usageCache) evict(now time.Time, version uint64) {
+	if c.rows == nil {
+		c.rows = map[string]cacheEntry{}
+	}
+	for k, e := range c.rows {
+		if (e.expires.Before(now) && strings.HasPrefix(k, string(store.SourceRaw))) || (strings.HasPrefix(k, string(store.SourceHourly)) && e.version != version) {
+			c.held -= len(e.rows)
+			delete(c.rows, k)
+		}
+	}
+	if len(c.rows) >= maxCacheItems || c.held > maxCacheRows/2 {
+		c.rows, c.held = map[string]cacheEntry{}, 0
+	}
 }

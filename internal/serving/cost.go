@@ -2,6 +2,7 @@ package serving
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -57,7 +58,10 @@ func (s *Service) Cost(ctx context.Context, q server.CostRequest) (server.CostRe
 	if !asOf.After(p.Start) {
 		return server.CostResult{}, fmt.Errorf("month %s of %s has not begun: %w", month, c.Tenant, server.ErrNotFound)
 	}
-	usage, err := s.hourlyUsage(ctx, q.Scope, c.Tenant, p.Start, asOf)
+	// The scope allowed the customer above, by its configured department;
+	// the usage is the tenant's whole, as its invoice bills it, whatever
+	// department its samples carry.
+	usage, err := s.hourlyUsage(ctx, auth.Scope{Kind: auth.KindAdmin}, c.Tenant, p.Start, asOf)
 	if err != nil {
 		return server.CostResult{}, err
 	}
@@ -70,7 +74,7 @@ func (s *Service) Cost(ctx context.Context, q server.CostRequest) (server.CostRe
 		return server.CostResult{}, err
 	}
 	cur := book.Currency()
-	return server.CostResult{Tenant: c.Tenant, Month: month, Currency: cur.Code, BookVersion: book.Version(), MinorUnits: cur.MinorUnits,
+	return server.CostResult{Tenant: c.Tenant, Month: month, TimeZone: loc.String(), Currency: cur.Code, BookVersion: book.Version(), MinorUnits: cur.MinorUnits,
 		Start: p.Start, End: p.End, AsOf: m.AsOf, SoFar: billing.CostByMeter(m.SoFar), Forecast: billing.CostByMeter(m.Forecast),
 		SoFarTotal: m.SoFar.Total, ForecastTotal: m.Forecast.Total}, nil
 }
@@ -171,6 +175,14 @@ func (s *Service) Chargeback(ctx context.Context, scope auth.Scope, month, idle 
 		return chargeback.Report{}, fmt.Errorf("chargeback: no rate card configured (chargeback.book): %w", server.ErrNotFound)
 	}
 	rep, err := billing.Chargeback(ctx, s.store, s.chargeback, billing.ChargebackRequest{Period: month, Idle: idle})
+	var ve *pricing.ValidationError
+	if errors.As(err, &ve) {
+		if scope.Kind != auth.KindAdmin {
+			// Its problems may name other departments.
+			return chargeback.Report{}, fmt.Errorf("chargeback of %s cannot be allocated as configured (ask an admin): %w", month, server.ErrInvalidInput)
+		}
+		return chargeback.Report{}, fmt.Errorf("%v: %w", err, server.ErrInvalidInput)
+	}
 	if err != nil {
 		return chargeback.Report{}, err
 	}

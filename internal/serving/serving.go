@@ -5,6 +5,7 @@ package serving
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 // Store is what the services read.
 type Store interface {
+	RawDroppedBefore(ctx context.Context) (time.Time, error)
 	ChargebackUsage(ctx context.Context, from, to time.Time) ([]billing.UsageRow, error)
 	Usage(ctx context.Context, q store.UsageQuery) ([]store.UsageRow, error)
 	LoadRollupState(ctx context.Context, job string) (billing.RollupState, bool, error)
@@ -73,6 +75,18 @@ func (s *Service) Usage(ctx context.Context, q server.UsageRequest) (server.Usag
 	if q.Location == time.UTC || q.Location.String() == "UTC" {
 		bucket = store.Bucket(q.Step) // the server's buckets are UTC's
 	}
+	if rawOnly {
+		// Host and workload live in raw samples only: where retention
+		// dropped them, an answer would be silently short.
+		dropped, err := s.store.RawDroppedBefore(ctx)
+		if err != nil {
+			return server.UsageResult{}, err
+		}
+		if q.From.Before(dropped) {
+			return server.UsageResult{}, fmt.Errorf("group_by host or workload reads raw samples, and retention dropped those before %s: %w",
+				dropped.UTC().Format(time.RFC3339), server.ErrInvalidInput)
+		}
+	}
 	split := q.From
 	if !rawOnly && through.After(q.From) {
 		split = through
@@ -91,11 +105,32 @@ func (s *Service) Usage(ctx context.Context, q server.UsageRequest) (server.Usag
 		r, err := s.usage(ctx, store.UsageQuery{From: part.from, To: part.to, GroupBy: dims, Bucket: bucket,
 			Scope: q.Scope, Source: part.src}, state.CompletedVersion)
 		if err != nil {
-			return server.UsageResult{}, err
+			return server.UsageResult{}, inputError(err)
 		}
 		rows = append(rows, r...)
+		if len(rows) > 4*server.MaxUsagePoints {
+			return server.UsageResult{}, tooManyPoints()
+		}
 	}
-	return server.UsageResult{Points: points(rows, q), RolledUpThrough: through}, nil
+	pts := points(rows, q)
+	if len(pts) > server.MaxUsagePoints {
+		return server.UsageResult{}, tooManyPoints()
+	}
+	return server.UsageResult{Points: pts, RolledUpThrough: through}, nil
+}
+
+func tooManyPoints() error {
+	return fmt.Errorf("the answer would hold more than %d points: use a larger step, a shorter range or fewer group_by dimensions: %w",
+		server.MaxUsagePoints, server.ErrInvalidInput)
+}
+
+// inputError marks a store error the request caused (a time the server
+// cannot hold) as invalid input.
+func inputError(err error) error {
+	if errors.Is(err, store.ErrTimeOutOfRange) {
+		return fmt.Errorf("%v: %w", err, server.ErrInvalidInput)
+	}
+	return err
 }
 
 type pointKey struct {

@@ -46,6 +46,10 @@ type fixture struct {
 	keyIDs map[string]string
 	invs   map[string]*billing.Invoice // tenant → October invoice
 	stop   func()
+	// customers and chargeback are the fixture's config, for tests that
+	// build a server of their own.
+	customers  billing.Customers
+	chargeback billing.ChargebackConfig
 }
 
 func newFixture(t *testing.T, cfg server.Config) *fixture {
@@ -98,7 +102,8 @@ func newFixture(t *testing.T, cfg server.Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{store: s, tokens: map[string]string{}, keyIDs: map[string]string{}, invs: map[string]*billing.Invoice{}}
+	f := &fixture{store: s, tokens: map[string]string{}, keyIDs: map[string]string{}, invs: map[string]*billing.Invoice{},
+		customers: cs, chargeback: billing.ChargebackConfig{Book: path, Idle: "own_row"}}
 	for _, o := range rep.Outcomes {
 		if o.Action != billing.ActionFinalized {
 			t.Fatalf("%s", o)
@@ -286,12 +291,30 @@ func TestAPIAuthentication(t *testing.T) {
 		t.Errorf("openapi.json without a key: %d", code)
 	}
 
-	// Every use of a key is audited: who, what, when, from where.
-	f.get(t, f.tokens["globex"], "/v1/invoices?period=2026-10")
+	// The scheme is case-insensitive; X-Forwarded-For from a client does
+	// not set the remote address recorded.
+	req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/v1/invoices?period=2026-10", nil)
+	req.Header.Set("Authorization", "bearer "+f.tokens["globex"])
+	req.Header.Set("X-Forwarded-For", "203.0.113.7")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("lower-case bearer: %d, Cache-Control %q", resp.StatusCode, resp.Header.Get("Cache-Control"))
+	}
 	f.stop()
 	entries, err := f.store.Audit(context.Background(), f.keyIDs["globex"])
 	if err != nil {
 		t.Fatal(err)
+	}
+	portal, err := f.store.Audit(context.Background(), f.keyIDs["portal"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(portal) != 1 || strings.Contains(portal[0].Path, f.tokens["portal"]) || !strings.Contains(portal[0].Path, "access_token=redacted") {
+		t.Errorf("the portal token reached the audit table: %+v", portal)
 	}
 	if len(entries) != 1 || entries[0].Route != "/v1/invoices" || entries[0].Status != 200 || entries[0].Scope != "tenant:globex" ||
 		entries[0].Remote != "127.0.0.1" || entries[0].RequestID == "" || !strings.Contains(entries[0].Path, "period=2026-10") {
@@ -509,6 +532,17 @@ func TestAPICostTenantsChargeback(t *testing.T) {
 	}
 	if code, _, _ := f.get(t, f.tokens["admin"], "/v1/chargeback?month=2026-10&idle=share"); code != 400 {
 		t.Errorf("unknown idle mode: %d", code)
+	}
+	// Shared by weight without weights configured: the request cannot be
+	// answered as asked, a 400 rather than a 500; a department key is not
+	// told about other departments.
+	code, body, _ = f.get(t, f.tokens["admin"], "/v1/chargeback?month=2026-10&idle=by_weight")
+	if code != 400 || !strings.Contains(string(body), "weight") {
+		t.Errorf("by_weight without weights, admin: %d %s", code, body)
+	}
+	code, body, _ = f.get(t, f.tokens["research"], "/v1/chargeback?month=2026-10&idle=by_weight")
+	if code != 400 || strings.Contains(string(body), "ops") {
+		t.Errorf("by_weight without weights, department key: %d %s", code, body)
 	}
 }
 

@@ -247,8 +247,8 @@ func (s *Store) InvoicesFor(ctx context.Context, q InvoiceQuery) ([]billing.Stor
 		add("invoice_id > ?", q.After)
 	}
 	limit := q.Limit
-	if limit <= 0 || limit > 1000 {
-		limit = 1000
+	if limit <= 0 || limit > 1001 { // a page of 1,000 and one more, to know another follows
+		limit = 1001
 	}
 	sql := "SELECT revision, document FROM invoices FINAL WHERE " + strings.Join(where, " AND ") +
 		" ORDER BY invoice_id LIMIT " + strconv.Itoa(limit)

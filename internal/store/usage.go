@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/shopspring/decimal"
 )
 
 // Dimension is a column usage can be grouped by.
@@ -272,4 +273,35 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error) {
 		return nil, fmt.Errorf("usage query: %w", err)
 	}
 	return out, nil
+}
+
+// LiveConcurrency is what each tenant holds now, in GPU-equivalents by
+// GPU model: per GPU and MIG instance the latest sample ending in
+// [since, until] (a sample cannot end in the future), its GPU-microseconds over its length (a time-sliced share
+// or a MIG instance holds less than one GPU). Idle capacity (tenant "")
+// is left out.
+func (s *Store) LiveConcurrency(ctx context.Context, since, until time.Time) (map[string]map[string]decimal.Decimal, error) {
+	rows, err := s.conn.Query(ctx, "SELECT tenant, gpu_model, argMax(gpu_microseconds, end), toUInt64(argMax(toUInt64(end) - toUInt64(start), end))"+
+		" FROM usage_samples WHERE end >= ? AND end <= ? AND tenant != '' GROUP BY gpu_uuid, mig_uuid, tenant, gpu_model", since.UTC(), until.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("live concurrency: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[string]decimal.Decimal{}
+	for rows.Next() {
+		var tenant, model string
+		var us, secs uint64
+		if err := rows.Scan(&tenant, &model, &us, &secs); err != nil {
+			return nil, fmt.Errorf("live concurrency: scan: %w", err)
+		}
+		if secs == 0 {
+			continue
+		}
+		if out[tenant] == nil {
+			out[tenant] = map[string]decimal.Decimal{}
+		}
+		share := decimal.NewFromUint64(us).DivRound(decimal.NewFromUint64(secs*1_000_000), 18)
+		out[tenant][model] = out[tenant][model].Add(share)
+	}
+	return out, rows.Err()
 }

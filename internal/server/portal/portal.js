@@ -6,6 +6,8 @@
   var params = new URLSearchParams(location.hash.replace(/^#/, ""));
   var token = params.get("token") || "";
   var month = params.get("month") || "";
+  // Keep the token out of the address bar and the history once read.
+  if (token && history.replaceState) { history.replaceState(null, "", location.pathname + location.search); }
   var palette = ["#2563eb", "#16a34a", "#d97706", "#db2777", "#7c3aed", "#0891b2", "#65a30d", "#dc2626"];
 
   function el(id) { return document.getElementById(id); }
@@ -118,7 +120,7 @@
     });
     var usage = cost.as_of > cost.start
       ? api("/v1/usage?from=" + encodeURIComponent(cost.start) + "&to=" + encodeURIComponent(cost.as_of) +
-        "&step=day&group_by=sku&meters=gpu_hours")
+        "&step=day&group_by=sku&meters=gpu_hours&tz=" + encodeURIComponent(cost.time_zone || "UTC"))
       : Promise.resolve({ points: [] });
     return Promise.all([usage, api("/v1/invoices?page_size=100")]);
   }).then(function (both) {

@@ -1,0 +1,145 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/quota"
+)
+
+// QuotaService decides admissions and reports quota state, from memory.
+type QuotaService interface {
+	Admit(ctx context.Context, scope auth.Scope, r quota.Request) (quota.Decision, error)
+	State(ctx context.Context, scope auth.Scope) ([]quota.RuleState, time.Time, error)
+}
+
+// maxAdmissionBody bounds POST /v1/admission.
+const maxAdmissionBody = 64 << 10
+
+// admissionBody is POST /v1/admission's JSON.
+type admissionBody struct {
+	Tenant           string `json:"tenant"`
+	GPUModel         string `json:"gpu_model"`
+	Profile          string `json:"profile"`
+	Count            int    `json:"count"`
+	ExpectedDuration string `json:"expected_duration"` // Go duration: 90m, 2h
+}
+
+func decodeAdmission(r io.Reader, scope auth.Scope) (quota.Request, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxAdmissionBody+1))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return quota.Request{}, badRequest{"body over the server's limit"}
+		}
+		return quota.Request{}, badRequest{"read body: " + err.Error()}
+	}
+	if len(data) > maxAdmissionBody {
+		return quota.Request{}, badRequest{fmt.Sprintf("body over %d bytes", maxAdmissionBody)}
+	}
+	if !validText(strings.ReplaceAll(strings.ReplaceAll(string(data), "\n", " "), "\t", " ")) {
+		return quota.Request{}, badRequest{"body: not valid UTF-8 text"}
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	var b admissionBody
+	if err := dec.Decode(&b); err != nil {
+		return quota.Request{}, badRequest{"body: " + err.Error() + ` (want {"tenant","gpu_model","profile","count","expected_duration"})`}
+	}
+	if dec.More() {
+		return quota.Request{}, badRequest{"body: one JSON object only"}
+	}
+	if b.Tenant == "" && scope.Kind == auth.KindTenant {
+		b.Tenant = scope.Name
+	}
+	d, err := time.ParseDuration(b.ExpectedDuration)
+	if err != nil {
+		return quota.Request{}, badRequest{fmt.Sprintf("expected_duration %q: want a duration such as 90m or 2h", truncate(b.ExpectedDuration, 32))}
+	}
+	req := quota.Request{Tenant: b.Tenant, GPUModel: b.GPUModel, Profile: b.Profile, Count: b.Count, Duration: d}
+	if err := req.Validate(); err != nil {
+		return quota.Request{}, badRequest{err.Error()}
+	}
+	return req, nil
+}
+
+func (s *Server) postAdmission(svc QuotaService) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		scope := scopeOf(c)
+		req, err := decodeAdmission(c.Request.Body, scope)
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		d, err := svc.Admit(c.Request.Context(), scope, req)
+		switch {
+		case errors.Is(err, quota.ErrUnknownTenant):
+			s.respondError(c, fmt.Errorf("%s: %w", err.Error(), ErrNotFound))
+			return
+		case errors.Is(err, quota.ErrInvalid):
+			s.respondError(c, badRequest{err.Error()})
+			return
+		case err != nil:
+			s.respondError(c, err)
+			return
+		}
+		headroom := gin.H{}
+		for m, v := range d.Headroom {
+			headroom[string(m)] = v.Round(9).String()
+		}
+		warnings := d.Warnings
+		if warnings == nil {
+			warnings = []string{}
+		}
+		c.JSON(http.StatusOK, gin.H{"admission_id": d.ID, "allowed": d.Allowed, "reason": d.Reason, "headroom": headroom,
+			"warnings": warnings, "stale": d.Stale, "gpu_equivalents": d.Demand.GPUs.Round(9).String(),
+			"gpu_hours": d.Demand.GPUHours.Round(9).String(), "spend": d.Demand.Spend.Round(9).String()})
+	}
+}
+
+func (s *Server) getQuotas(svc QuotaService) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := onlyParams(c.Request.URL.Query(), 64); err != nil {
+			s.respondError(c, err)
+			return
+		}
+		states, at, err := svc.State(c.Request.Context(), scopeOf(c))
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		out := make([]gin.H, 0, len(states))
+		for _, st := range states {
+			h := gin.H{"subject": st.Subject, "metric": st.Metric, "limit": st.Limit.String(), "hard": st.Hard.Round(9).String(),
+				"used": st.Used.Round(9).String(), "admitted": st.Admitted.Round(9).String(),
+				"headroom": st.Hard.Sub(st.Used).Sub(st.Admitted).Round(9).String()}
+			if st.Tenant != "" {
+				h["tenant"] = st.Tenant
+			}
+			if st.Dept != "" {
+				h["department"] = st.Dept
+			}
+			if st.GPUModel != "" {
+				h["gpu_model"] = st.GPUModel
+			}
+			if st.Soft != nil {
+				h["soft"] = st.Soft.Round(9).String()
+			}
+			out = append(out, h)
+		}
+		asOf := ""
+		if !at.IsZero() {
+			asOf = at.UTC().Format(time.RFC3339)
+		}
+		c.JSON(http.StatusOK, gin.H{"as_of": asOf, "quotas": out})
+	}
+}

@@ -1,0 +1,228 @@
+package serving_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/quota"
+	"github.com/gpumeter/gpumeter/internal/server"
+	"github.com/gpumeter/gpumeter/internal/serving"
+)
+
+func lim(l string) *quota.Limit { return &quota.Limit{Limit: decimal.RequireFromString(l)} }
+
+// quotaServer is the fixture's API with an evaluator refreshed once, and
+// acme running two H100s right now.
+func quotaServer(t *testing.T, f *fixture, cfg quota.Config, refresh bool) (*httptest.Server, *serving.Quotas, *prometheus.Registry) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now().UTC()
+	var running []collectors.Sample
+	for g := range 2 {
+		x := collectors.Sample{Host: "host-acme", GPUUUID: fmt.Sprintf("GPU-run-%d", g), GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
+			Tenant: "acme", Department: "research", Workload: "train", Start: now.Add(-10 * time.Second), End: now,
+			Meters: collectors.Meters{GPUMicroseconds: 10_000_000}}
+		x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
+		running = append(running, x)
+	}
+	if err := f.store.InsertSamples(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	svc := serving.New(f.store, f.customers, f.chargeback, time.Now)
+	q, err := serving.NewQuotas(svc, f.store, cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refresh {
+		if err := q.Refresh(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(q)
+	srv := server.New(server.DefaultConfig(), reg, logger)
+	apiCtx, cancel := context.WithCancel(ctx)
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc,
+		Chargeback: svc, Quotas: q})
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { ts.Close(); cancel(); wait() })
+	return ts, q, reg
+}
+
+func post(t *testing.T, url, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(data, &out)
+	if out == nil {
+		out = map[string]any{"raw": string(data)}
+	}
+	return resp.StatusCode, out
+}
+
+func TestAPIAdmission(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	cfg := quota.DefaultConfig()
+	cfg.Rules = []quota.Rule{
+		{Tenant: "acme", ConcurrentGPUs: lim("4")},
+		{Department: "research", GPUModel: "H100-SXM5-80GB", GPUHours: lim("200")},
+		{Tenant: "globex", Spend: lim("100")},
+	}
+	ts, _, reg := quotaServer(t, f, cfg, true)
+	url := ts.URL + "/v1/admission"
+	acme := f.tokens["acme"]
+
+	// acme runs 2 H100s now: 2 more fit exactly, a third does not.
+	code, d := post(t, url, acme, `{"gpu_model":"H100-SXM5-80GB","count":2,"expected_duration":"1h"}`)
+	if code != 200 || d["allowed"] != true || d["admission_id"] == "" || d["headroom"].(map[string]any)["concurrent_gpus"] != "0" {
+		t.Fatalf("two more GPUs: %d %v", code, d)
+	}
+	code, d = post(t, url, acme, `{"gpu_model":"H100-SXM5-80GB","profile":"1g.10gb","count":1,"expected_duration":"1h"}`)
+	if code != 200 || d["allowed"] != false || !strings.Contains(fmt.Sprint(d["reason"]), "tenant acme: concurrent_gpus") {
+		t.Fatalf("over the limit: %d %v", code, d)
+	}
+	// research's H100 GPU-hours: acme used 72 and globex 36 in October,
+	// not this month; this month acme runs 2 GPUs and has 2 admitted.
+	// globex (research) may take 190 GPU-hours of H100 at most.
+	code, d = post(t, url, f.tokens["globex"], `{"gpu_model":"H100-SXM5-80GB","count":10,"expected_duration":"20h"}`)
+	if code != 200 || d["allowed"] != false || !strings.Contains(fmt.Sprint(d["reason"]), "department research on H100-SXM5-80GB: gpu_hours") {
+		t.Fatalf("department GPU-hours: %d %v", code, d)
+	}
+	code, d = post(t, url, f.tokens["research"], `{"tenant":"globex","gpu_model":"A100-SXM4-80GB","profile":"3g.40gb","count":7,"expected_duration":"2h"}`)
+	if code != 200 || d["allowed"] != true || d["gpu_equivalents"] != "3" {
+		t.Fatalf("7 x 3g.40gb for globex: %d %v", code, d)
+	}
+
+	for name, c := range map[string]struct {
+		token, body string
+		code        int
+	}{
+		"another tenant":   {acme, `{"tenant":"globex","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`, 404},
+		"outside the dept": {f.tokens["research"], `{"tenant":"initech","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`, 404},
+		"unknown tenant":   {f.tokens["admin"], `{"tenant":"nobody","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`, 404},
+		"negative count":   {acme, `{"gpu_model":"H100-SXM5-80GB","count":-2,"expected_duration":"1h"}`, 400},
+		"unknown profile":  {acme, `{"gpu_model":"H100-SXM5-80GB","profile":"9g.1tb","count":1,"expected_duration":"1h"}`, 400},
+		"bad duration":     {acme, `{"gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"soon"}`, 400},
+		"unknown field":    {acme, `{"gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h","priority":9}`, 400},
+		"not json":         {acme, `count=1`, 400},
+		"two objects":      {acme, `{"gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}{}`, 400},
+		"huge body":        {acme, `{"tenant":"` + strings.Repeat("a", 70_000) + `"}`, 400},
+		"bad utf-8":        {acme, "{\"gpu_model\":\"\xff\xfe\",\"count\":1,\"expected_duration\":\"1h\"}", 400},
+	} {
+		if code, d := post(t, url, c.token, c.body); code != c.code {
+			t.Errorf("%s: %d %v, want %d", name, code, d, c.code)
+		}
+	}
+
+	// /v1/quotas in each scope.
+	subjects := func(token string) string {
+		_, body, _ := getWith(t, ts.URL+"/v1/quotas", token)
+		var qs struct {
+			Quotas []struct{ Subject, Metric string }
+		}
+		_ = json.Unmarshal(body, &qs)
+		var out []string
+		for _, q := range qs.Quotas {
+			out = append(out, q.Subject+" "+q.Metric)
+		}
+		return strings.Join(out, ", ")
+	}
+	if got := subjects(acme); got != "tenant acme concurrent_gpus" {
+		t.Errorf("acme sees quotas %q", got)
+	}
+	if got := subjects(f.tokens["research"]); got != "department research on H100-SXM5-80GB gpu_hours, tenant acme concurrent_gpus, tenant globex spend" {
+		t.Errorf("research sees quotas %q", got)
+	}
+	// And /metrics carries the state.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "gpumeter_quota_used" {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no gpumeter_quota_used in /metrics")
+	}
+}
+
+// Before the first refresh (or with data older than stale_after) the
+// configured policy answers: fail closed denies, fail open allows.
+func TestAPIAdmissionWithStaleData(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	for _, mode := range []quota.OnStale{quota.FailClosed, quota.FailOpen} {
+		cfg := quota.DefaultConfig()
+		cfg.OnStale = mode
+		cfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: lim("100")}}
+		ts, _, _ := quotaServer(t, f, cfg, false)
+		code, d := post(t, ts.URL+"/v1/admission", f.tokens["acme"], `{"gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`)
+		if code != 200 || d["allowed"] != (mode == quota.FailOpen) || d["stale"] != true {
+			t.Errorf("%s: %d %v", mode, code, d)
+		}
+	}
+}
+
+// Concurrent admissions through HTTP never exceed the quota together.
+func TestAPIAdmissionUnderConcurrency(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	cfg := quota.DefaultConfig()
+	cfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: lim("12")}}
+	ts, _, _ := quotaServer(t, f, cfg, true)
+	var mu sync.Mutex
+	allowed := 0
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, d := post(t, ts.URL+"/v1/admission", f.tokens["admin"], `{"tenant":"acme","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"30m"}`)
+			if d["allowed"] == true {
+				mu.Lock()
+				allowed++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if allowed != 10 { // 12 minus the 2 running
+		t.Fatalf("%d admitted, want 10", allowed)
+	}
+}
+
+func getWith(t *testing.T, url, token string) (int, []byte, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, resp.Header
+}

@@ -129,6 +129,25 @@ type reservation struct {
 	model      string
 	demand     Demand
 	expires    time.Time
+	done       bool // released or expired
+}
+
+// keys are the sums a reservation counts in: its tenant's and its
+// department's, for its model and for every model.
+func (r *reservation) keys() []string {
+	k := []string{"t|" + r.tenant + "|" + r.model, "t|" + r.tenant + "|"}
+	if r.department != "" {
+		k = append(k, "d|"+r.department+"|"+r.model, "d|"+r.department+"|")
+	}
+	return k
+}
+
+// ruleKey is the sum of reservations a rule covers.
+func ruleKey(r Rule) string {
+	if r.Tenant != "" {
+		return "t|" + r.Tenant + "|" + r.GPUModel
+	}
+	return "d|" + r.Department + "|" + r.GPUModel
 }
 
 // Evaluator holds the latest snapshot and the admissions not yet running,
@@ -139,11 +158,17 @@ type Evaluator struct {
 	levels []map[Metric]Levels // per rule
 	now    func() time.Time
 
-	mu           sync.Mutex
-	snap         Snapshot
-	reservations []reservation
-	seq          uint64
-	crossed      map[string]bool // subject|metric|level|month
+	mu   sync.Mutex
+	snap Snapshot
+	// Admissions not yet running: in expiry order (one TTL for all, so
+	// that is admission order), per tenant in the same order, and summed
+	// per tenant and department, so a decision reads sums, not lists.
+	queue    []*reservation
+	byTenant map[string][]*reservation
+	sums     map[string]Demand
+	rules    map[string][]int // "t|tenant" or "d|department" → rule indexes
+	seq      uint64
+	crossed  map[string]bool // subject|metric|level|month
 }
 
 // NewEvaluator checks the config and starts with no data (stale).
@@ -151,8 +176,14 @@ func NewEvaluator(cfg Config, now func() time.Time) (*Evaluator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Evaluator{cfg: cfg, now: now, crossed: map[string]bool{}}
-	for _, r := range cfg.Rules {
+	e := &Evaluator{cfg: cfg, now: now, crossed: map[string]bool{}, byTenant: map[string][]*reservation{},
+		sums: map[string]Demand{}, rules: map[string][]int{}}
+	for i, r := range cfg.Rules {
+		if r.Tenant != "" {
+			e.rules["t|"+r.Tenant] = append(e.rules["t|"+r.Tenant], i)
+		} else {
+			e.rules["d|"+r.Department] = append(e.rules["d|"+r.Department], i)
+		}
 		lv := map[Metric]Levels{}
 		for _, m := range Metrics() {
 			if l := r.Limit(m); l != nil {
@@ -230,35 +261,60 @@ func (e *Evaluator) ruleMonth(r Rule) string {
 // model, the growth of live concurrency since the last snapshot releases
 // pending admissions, oldest first.
 func (e *Evaluator) releaseStarted(prev, cur Snapshot) {
-	growth := map[[2]string]decimal.Decimal{}
 	for tenant, t := range cur.Tenants {
 		for model, v := range t.Concurrent {
-			was := prev.Tenants[tenant].Concurrent[model]
-			if v.GreaterThan(was) {
-				growth[[2]string{tenant, model}] = v.Sub(was)
+			growth := v.Sub(prev.Tenants[tenant].Concurrent[model])
+			if !growth.IsPositive() {
+				continue
+			}
+			for _, r := range e.byTenant[tenant] {
+				if r.done || r.model != model || !r.demand.GPUs.IsPositive() || growth.LessThan(r.demand.GPUs) {
+					continue
+				}
+				growth = growth.Sub(r.demand.GPUs)
+				e.remove(r)
 			}
 		}
 	}
-	kept := e.reservations[:0]
-	for _, r := range e.reservations {
-		k := [2]string{r.tenant, r.model}
-		if g := growth[k]; g.GreaterThanOrEqual(r.demand.GPUs) && r.demand.GPUs.IsPositive() {
-			growth[k] = g.Sub(r.demand.GPUs)
-			continue
-		}
-		kept = append(kept, r)
-	}
-	e.reservations = kept
 }
 
+func (e *Evaluator) add(r *reservation) {
+	e.queue = append(e.queue, r)
+	e.byTenant[r.tenant] = append(e.byTenant[r.tenant], r)
+	for _, k := range r.keys() {
+		s := e.sums[k]
+		e.sums[k] = Demand{GPUs: s.GPUs.Add(r.demand.GPUs), GPUHours: s.GPUHours.Add(r.demand.GPUHours), Spend: s.Spend.Add(r.demand.Spend)}
+	}
+}
+
+func (e *Evaluator) remove(r *reservation) {
+	if r.done {
+		return
+	}
+	r.done = true
+	for _, k := range r.keys() {
+		s := e.sums[k]
+		e.sums[k] = Demand{GPUs: s.GPUs.Sub(r.demand.GPUs), GPUHours: s.GPUHours.Sub(r.demand.GPUHours), Spend: s.Spend.Sub(r.demand.Spend)}
+	}
+}
+
+// expire drops admissions past their TTL: the oldest are at the front.
 func (e *Evaluator) expire(now time.Time) {
-	kept := e.reservations[:0]
-	for _, r := range e.reservations {
-		if now.Before(r.expires) {
-			kept = append(kept, r)
+	for len(e.queue) > 0 && !now.Before(e.queue[0].expires) {
+		r := e.queue[0]
+		e.queue[0] = nil
+		e.queue = e.queue[1:]
+		e.remove(r)
+		list := e.byTenant[r.tenant]
+		for len(list) > 0 && list[0].done {
+			list = list[1:]
+		}
+		if len(list) == 0 {
+			delete(e.byTenant, r.tenant)
+		} else {
+			e.byTenant[r.tenant] = list
 		}
 	}
-	e.reservations = kept
 }
 
 func applies(r Rule, tenant, department string) bool {
@@ -298,15 +354,9 @@ func byModel(v map[string]decimal.Decimal, model string) decimal.Decimal {
 	return sum
 }
 
-// reserved sums pending admissions a rule covers.
+// reserved is what pending admissions hold against a rule.
 func (e *Evaluator) reserved(r Rule, m Metric) decimal.Decimal {
-	sum := decimal.Zero
-	for _, res := range e.reservations {
-		if applies(r, res.tenant, res.department) && (r.GPUModel == "" || r.GPUModel == res.model) {
-			sum = sum.Add(res.demand.of(m))
-		}
-	}
-	return sum
+	return e.sums[ruleKey(r)].of(m)
 }
 
 // department is the tenant's department from the snapshot; a tenant not
@@ -362,7 +412,8 @@ func (e *Evaluator) Admit(req Request) (Decision, error) {
 		return d, nil
 	}
 	var denials []string
-	for i, r := range e.cfg.Rules {
+	for _, i := range append(append([]int(nil), e.rules["t|"+req.Tenant]...), e.rules["d|"+dept]...) {
+		r := e.cfg.Rules[i]
 		if !applies(r, req.Tenant, dept) || (r.GPUModel != "" && r.GPUModel != req.GPUModel) {
 			continue
 		}
@@ -402,7 +453,7 @@ func (e *Evaluator) Admit(req Request) (Decision, error) {
 func (e *Evaluator) hold(d *Decision, req Request, dept string, now time.Time) {
 	e.seq++
 	d.ID = fmt.Sprintf("adm-%d-%d", now.UnixMilli(), e.seq)
-	e.reservations = append(e.reservations, reservation{id: d.ID, tenant: req.Tenant, department: dept, model: req.GPUModel,
+	e.add(&reservation{id: d.ID, tenant: req.Tenant, department: dept, model: req.GPUModel,
 		demand: d.Demand, expires: now.Add(e.cfg.ReservationTTL)})
 }
 

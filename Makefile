@@ -40,7 +40,7 @@ FUZZ_TARGETS := \
 	./internal/chargeback:FuzzParseCarbonCSV
 
 # Packages with concurrency that also run under the race detector.
-RACE_PKGS := ./collectors/... ./internal/billing ./internal/spool/...
+RACE_PKGS := ./collectors/... ./internal/billing ./internal/quota ./internal/server ./internal/spool/...
 
 .PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop clean
 

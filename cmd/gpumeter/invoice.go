@@ -87,7 +87,9 @@ func invoiceRunner(ctx context.Context, g *globals) (*billing.Runner, *store.Sto
 	if err != nil {
 		return nil, nil, err
 	}
-	return billing.NewRunner(s, g.cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger), s, nil
+	r := billing.NewRunner(s, g.cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger)
+	r.OnFinalized = invoiceEvents(s)
+	return r, s, nil
 }
 
 func runInvoiceRun(ctx context.Context, g *globals, args []string) error {

@@ -47,6 +47,7 @@ func commands() map[string]command {
 		"invoice":    {"run, list, show, finalize, void and render invoices", runInvoice},
 		"chargeback": {"charge a month's GPU use to departments and tenants", runChargeback},
 		"keys":       {"create, list and revoke API keys and portal tokens", runKeys},
+		"webhooks":   {"list the webhook outbox and replay events", runWebhooks},
 		"mig":        {"plan and apply MIG partition layouts", runMIG},
 		"collect":    {"run the GPU collector (NVML, or --simulate)", runCollect},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/serving"
+	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/schemas"
 )
 
@@ -85,6 +86,7 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	rollup = billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
 	retention = billing.NewRetention(s, g.cfg.Retention, time.Now, g.logger)
 	invoices = billing.NewRunner(s, g.cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger)
+	invoices.OnFinalized = invoiceEvents(s)
 
 	ln, err := net.Listen("tcp", srvCfg.Listen)
 	if err != nil {
@@ -106,7 +108,14 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	quotasDone := make(chan struct{})
 	go func() {
 		defer close(quotasDone)
-		quotas.Run(apiCtx, nil)
+		quotas.Run(apiCtx, crossingEvents(apiCtx, g, s))
+	}()
+	webhooksDone := make(chan struct{})
+	go func() {
+		defer close(webhooksDone)
+		if len(g.cfg.Webhooks.Endpoints) > 0 {
+			webhook.NewSender(g.cfg.Webhooks, s, g.logger).Run(apiCtx, s)
+		}
 	}()
 	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc,
 		Cost: svc, Tenants: svc, Chargeback: svc, Quotas: quotas})
@@ -114,6 +123,7 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	stopAPI() // after the last request: the audit writer flushes what it holds
 	waitAPI()
 	<-quotasDone
+	<-webhooksDone
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

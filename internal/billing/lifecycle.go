@@ -152,6 +152,9 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 	if err := r.store.SaveInvoices(ctx, save); err != nil {
 		return nil, err
 	}
+	if err := r.finalized(ctx, save); err != nil {
+		return outs, err
+	}
 	return outs, nil
 }
 

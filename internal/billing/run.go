@@ -109,6 +109,10 @@ type Runner struct {
 	logger    *slog.Logger
 	// readFile loads books and contracts; paths are as configured.
 	readFile func(string) ([]byte, error)
+	// OnFinalized, when set, is told of invoices finalized, once they are
+	// stored (the webhook outbox). Its error fails the call that
+	// finalized them, which a re-run repeats without numbering anew.
+	OnFinalized func(ctx context.Context, invs []*Invoice) error
 }
 
 // NewRunner builds a runner.
@@ -217,6 +221,9 @@ func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Re
 	}
 	if err := r.store.SaveInvoices(ctx, save); err != nil {
 		return Report{}, err
+	}
+	if err := r.finalized(ctx, save); err != nil {
+		return rep, err
 	}
 	if rep.ClosedMonths, err = r.closeMonths(ctx, st, req.Period); err != nil {
 		return rep, err
@@ -661,4 +668,21 @@ func LoadPricing(c Customer, readFile func(string) ([]byte, error)) (*pricing.Bo
 		return nil, nil, err
 	}
 	return b.book, k.contract, nil
+}
+
+// finalized tells OnFinalized of the finalized invoices among saved.
+func (r *Runner) finalized(ctx context.Context, saved []StoredInvoice) error {
+	if r.OnFinalized == nil {
+		return nil
+	}
+	var invs []*Invoice
+	for _, s := range saved {
+		if s.Invoice.Status == StatusFinalized {
+			invs = append(invs, s.Invoice)
+		}
+	}
+	if len(invs) == 0 {
+		return nil
+	}
+	return r.OnFinalized(ctx, invs)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/spool"
+	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
 // Config is the whole file. Sections grow with the features that need them.
@@ -31,6 +32,7 @@ type Config struct {
 	Billing    billing.Customers        `yaml:"billing"`
 	Chargeback billing.ChargebackConfig `yaml:"chargeback"`
 	Quotas     quota.Config             `yaml:"quotas"`
+	Webhooks   webhook.Config           `yaml:"webhooks"`
 }
 
 // Collector configures delivery on GPU hosts; collect's flags override it.
@@ -60,6 +62,7 @@ func Default() Config {
 		Billing:    billing.Customers{Schedule: billing.DefaultInvoiceSchedule},
 		Chargeback: billing.DefaultChargebackConfig(),
 		Quotas:     quota.DefaultConfig(),
+		Webhooks:   webhook.DefaultConfig(),
 		Collector: Collector{
 			Spool:   spool.DefaultConfig("/var/lib/gpumeter/spool"),
 			Shipper: spool.DefaultShipperConfig(),
@@ -112,7 +115,7 @@ func (c Config) Validate() error {
 	}
 	for _, err := range []error{c.Server.Validate(), c.Rollup.Validate(), c.Retention.Validate(),
 		prefixed("collector.spool", c.Collector.Spool.Validate()), prefixed("collector.shipper", c.Collector.Shipper.Validate()), c.Billing.Validate(),
-		c.Chargeback.Validate(), c.Quotas.Validate()} {
+		c.Chargeback.Validate(), c.Quotas.Validate(), c.Webhooks.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -226,3 +226,22 @@ func getWith(t *testing.T, url, token string) (int, []byte, http.Header) {
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, body, resp.Header
 }
+
+// A threshold crossed by measured use is reported once, through the
+// refresher's callback (serve puts it in the webhook outbox).
+func TestQuotaRefreshReportsCrossingsOnce(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	cfg := quota.DefaultConfig()
+	cfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: &quota.Limit{Limit: decimal.NewFromInt(4), Soft: "25%"}}}
+	_, q, _ := quotaServer(t, f, cfg, false)
+	var got []quota.Crossing
+	collect := func(cs []quota.Crossing) { got = append(got, cs...) }
+	for range 2 {
+		if err := q.Refresh(context.Background(), collect); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != 1 || got[0].Subject != "tenant acme" || got[0].Level != "soft" || !got[0].Value.Equal(decimal.NewFromInt(2)) {
+		t.Fatalf("crossings %+v, want acme's soft threshold once at 2 GPUs", got)
+	}
+}

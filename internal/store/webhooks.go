@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/webhook"
+)
+
+// SaveEvents puts events in the outbox.
+func (s *Store) SaveEvents(ctx context.Context, evs []webhook.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO webhook_events (event_id, type, created_at, body)")
+	if err != nil {
+		return fmt.Errorf("save events: %w", err)
+	}
+	for _, ev := range evs {
+		body, err := json.Marshal(ev)
+		if err != nil {
+			batch.Abort()
+			return fmt.Errorf("save event %s: %w", ev.ID, err)
+		}
+		if err := batch.Append(ev.ID, ev.Type, ev.CreatedAt.UTC(), string(body)); err != nil {
+			batch.Abort()
+			return fmt.Errorf("save event %s: %w", ev.ID, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("save events: %w", err)
+	}
+	return nil
+}
+
+// RecordAttempt records one delivery attempt.
+func (s *Store) RecordAttempt(ctx context.Context, a webhook.Attempt) error {
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO webhook_attempts (event_id, endpoint, attempt, at, status, error, duration_ms)")
+	if err != nil {
+		return fmt.Errorf("record attempt: %w", err)
+	}
+	if err := batch.Append(a.EventID, a.Endpoint, uint32(a.N), a.At.UTC(), uint16(a.Status), a.Error, uint32(a.Duration.Milliseconds())); err != nil {
+		batch.Abort()
+		return fmt.Errorf("record attempt: %w", err)
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("record attempt: %w", err)
+	}
+	return nil
+}
+
+// Events lists the outbox since a time, oldest first, with attempts.
+func (s *Store) Events(ctx context.Context, since time.Time) ([]webhook.Status, error) {
+	rows, err := s.conn.Query(ctx, "SELECT body FROM webhook_events FINAL WHERE created_at >= ? ORDER BY created_at, event_id", since.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	var out []webhook.Status
+	index := map[string]int{}
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&body); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read events: scan: %w", err)
+		}
+		var ev webhook.Event
+		if err := json.Unmarshal([]byte(body), &ev); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read events: %w", err)
+		}
+		index[ev.ID] = len(out)
+		out = append(out, webhook.Status{Event: ev, Attempts: map[string][]webhook.Attempt{}})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	arows, err := s.conn.Query(ctx, "SELECT event_id, endpoint, attempt, at, status, error, duration_ms FROM webhook_attempts WHERE at >= ? ORDER BY event_id, endpoint, attempt", since.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("read attempts: %w", err)
+	}
+	defer arows.Close()
+	for arows.Next() {
+		var a webhook.Attempt
+		var n uint32
+		var status uint16
+		var ms uint32
+		if err := arows.Scan(&a.EventID, &a.Endpoint, &n, &a.At, &status, &a.Error, &ms); err != nil {
+			return nil, fmt.Errorf("read attempts: scan: %w", err)
+		}
+		a.N, a.Status, a.Duration, a.At = int(n), int(status), time.Duration(ms)*time.Millisecond, a.At.UTC()
+		if i, ok := index[a.EventID]; ok {
+			out[i].Attempts[a.Endpoint] = append(out[i].Attempts[a.Endpoint], a)
+		}
+	}
+	return out, arows.Err()
+}

@@ -1,0 +1,139 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestSignAndVerify(t *testing.T) {
+	secret := []byte("a-secret-of-some-length")
+	at := time.Unix(1_796_000_000, 0)
+	body := []byte(`{"id":"evt_1"}`)
+	h := Sign(secret, at, body)
+	if !strings.HasPrefix(h, "t=1796000000,v1=") {
+		t.Fatalf("header %q", h)
+	}
+	if err := Verify(secret, h, body, at.Add(time.Minute), 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		secret []byte
+		header string
+		body   string
+		now    time.Time
+		want   error
+	}{
+		"tampered body": {secret, h, `{"id":"evt_2"}`, at, ErrBadSignature},
+		"other secret":  {[]byte("another-secret-xxxxx"), h, string(body), at, ErrBadSignature},
+		"no v1":         {secret, "t=1796000000", string(body), at, ErrBadSignature},
+		"garbage":       {secret, "hello", string(body), at, ErrBadSignature},
+		"replayed late": {secret, h, string(body), at.Add(time.Hour), ErrStale},
+	} {
+		if err := Verify(c.secret, c.header, []byte(c.body), c.now, 5*time.Minute); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", name, err, c.want)
+		}
+	}
+}
+
+type memRecorder struct {
+	mu       sync.Mutex
+	attempts []Attempt
+}
+
+func (m *memRecorder) RecordAttempt(_ context.Context, a Attempt) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.attempts = append(m.attempts, a)
+	return nil
+}
+
+// A receiver that fails the first two attempts: the third delivers, each
+// attempt is signed and recorded, and the waits between grow.
+func TestDeliverRetriesUntilDelivered(t *testing.T) {
+	secret := "receiver-shared-secret"
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := Verify([]byte(secret), r.Header.Get(SignatureHeader), body, time.Now(), time.Minute); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n <= 2 {
+			http.Error(w, "try later", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	rec := &memRecorder{}
+	cfg := DefaultConfig()
+	s := NewSender(cfg, rec, slog.New(slog.DiscardHandler))
+	var waits []time.Duration
+	s.sleep = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	ev, err := NewEvent(TypeInvoiceFinalized, time.Now(), map[string]string{"number": "GC-000001"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := s.Deliver(context.Background(), Endpoint{Name: "erp", URL: srv.URL, Secret: secret}, ev, 1, cfg.MaxAttempts)
+	if err != nil || last.N != 3 || last.Status != 204 {
+		t.Fatalf("last attempt %+v, %v", last, err)
+	}
+	if len(rec.attempts) != 3 || rec.attempts[0].Status != 503 || rec.attempts[1].Status != 503 || !rec.attempts[2].Delivered() {
+		t.Fatalf("recorded %+v", rec.attempts)
+	}
+	if len(waits) != 2 || waits[0] > cfg.BackoffInitial || waits[1] > 2*cfg.BackoffInitial || waits[1] < cfg.BackoffInitial {
+		t.Fatalf("waits %v", waits)
+	}
+
+	// A receiver that never accepts: MaxAttempts, then an error.
+	cfg.MaxAttempts = 3
+	s = NewSender(cfg, rec, slog.New(slog.DiscardHandler))
+	s.sleep = func(context.Context, time.Duration) error { return nil }
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }))
+	defer down.Close()
+	if _, err := s.Deliver(context.Background(), Endpoint{Name: "down", URL: down.URL, Secret: secret}, ev, 4, cfg.MaxAttempts); err == nil ||
+		!strings.Contains(err.Error(), "not delivered after 3 attempts") || rec.attempts[len(rec.attempts)-1].N != 6 {
+		t.Fatalf("a receiver that is down: %v, attempts %+v", err, rec.attempts)
+	}
+}
+
+func TestBackoffGrowsWithJitterToTheMaximum(t *testing.T) {
+	c := Config{BackoffInitial: time.Second, BackoffMax: 10 * time.Second}
+	for n, limit := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 9: 10 * time.Second} {
+		for range 50 {
+			if d := c.Backoff(n); d < limit/2 || d > limit {
+				t.Fatalf("backoff(%d) = %s, want in [%s, %s]", n, d, limit/2, limit)
+			}
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	c := DefaultConfig()
+	c.Endpoints = []Endpoint{
+		{Name: "a", URL: "ftp://x", Secret: "short"},
+		{Name: "a", URL: "https://ok.example/hook", Secret: "long-enough-secret", Events: []string{"invoice.paid"}},
+	}
+	err := c.Validate()
+	for _, want := range []string{"endpoints[0].url", "endpoints[0].secret", "endpoints[1].name", "unknown type \"invoice.paid\""} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v lacks %q", err, want)
+		}
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

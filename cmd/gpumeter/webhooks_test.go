@@ -61,7 +61,9 @@ func TestWebhooksDeliverFinalizedInvoices(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, append(g, "--log-level", "error", "serve", "--listen", freeAddr(t)), io.Discard, io.Discard) }()
+	go func() {
+		done <- run(ctx, append(g, "--log-level", "error", "serve", "--listen", freeAddr(t)), io.Discard, io.Discard)
+	}()
 	eventually(t, "three deliveries", 60*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 })
 	cancel()
 	<-done

@@ -61,12 +61,24 @@ func TestWebhooksDeliverFinalizedInvoices(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
+	var serveErr syncBuffer
 	go func() {
-		done <- run(ctx, append(g, "--log-level", "error", "serve", "--listen", freeAddr(t)), io.Discard, io.Discard)
+		done <- run(ctx, append(g, "--log-level", "warn", "serve", "--listen", "127.0.0.1:0"), io.Discard, &serveErr) // port 0: no race for a free port
 	}()
-	eventually(t, "three deliveries", 60*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 })
+	eventually(t, "three deliveries", 90*time.Second, func() bool {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d before delivering: %s", code, serveErr.String())
+		default:
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 3
+	})
 	cancel()
-	<-done
+	if code := <-done; code != 0 {
+		t.Errorf("serve exit %d: %s", code, serveErr.String())
+	}
 	numbers := map[string]bool{}
 	for _, ev := range got {
 		var data struct{ Number string }
@@ -97,3 +109,16 @@ func TestWebhooksDeliverFinalizedInvoices(t *testing.T) {
 		t.Errorf("replaying an unknown event: exit %d, want 2", code)
 	}
 }
+
+// syncBuffer is a strings.Builder safe for the serve goroutine to write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

@@ -118,7 +118,7 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 		}
 	}()
 	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc,
-		Cost: svc, Tenants: svc, Chargeback: svc, Quotas: quotas})
+		Cost: svc, Tenants: svc, Chargeback: svc, Quotas: quotas, Kubernetes: serving.NewKubernetes(quotas, g.cfg.Kubernetes)})
 	err = srv.Serve(ctx, ln)
 	stopAPI() // after the last request: the audit writer flushes what it holds
 	waitAPI()

@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpumeter/gpumeter/internal/admission"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
@@ -33,6 +34,7 @@ type Config struct {
 	Chargeback billing.ChargebackConfig `yaml:"chargeback"`
 	Quotas     quota.Config             `yaml:"quotas"`
 	Webhooks   webhook.Config           `yaml:"webhooks"`
+	Kubernetes admission.Config         `yaml:"kubernetes"`
 }
 
 // Collector configures delivery on GPU hosts; collect's flags override it.
@@ -63,6 +65,7 @@ func Default() Config {
 		Chargeback: billing.DefaultChargebackConfig(),
 		Quotas:     quota.DefaultConfig(),
 		Webhooks:   webhook.DefaultConfig(),
+		Kubernetes: admission.DefaultConfig(),
 		Collector: Collector{
 			Spool:   spool.DefaultConfig("/var/lib/gpumeter/spool"),
 			Shipper: spool.DefaultShipperConfig(),

@@ -54,6 +54,7 @@ type API struct {
 	Tenants    TenantService
 	Chargeback ChargebackService
 	Quotas     QuotaService
+	Kubernetes KubernetesService
 	Now        func() time.Time
 }
 
@@ -108,6 +109,7 @@ func (s *Server) MountAPI(ctx context.Context, reg prometheus.Registerer, api AP
 	authed.GET("/chargeback", s.getChargeback(api.Chargeback))
 	authed.POST("/admission", s.postAdmission(api.Quotas))
 	authed.GET("/quotas", s.getQuotas(api.Quotas))
+	authed.POST("/admission/k8s", s.postK8sAdmission(api.Kubernetes))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

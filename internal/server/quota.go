@@ -143,3 +143,25 @@ func (s *Server) getQuotas(svc QuotaService) gin.HandlerFunc {
 		c.JSON(http.StatusOK, gin.H{"as_of": asOf, "quotas": out})
 	}
 }
+
+// KubernetesService answers ValidatingAdmissionWebhook reviews: the
+// AdmissionReview in, the AdmissionReview to return out.
+type KubernetesService interface {
+	Review(ctx context.Context, scope auth.Scope, body []byte) ([]byte, error)
+}
+
+func (s *Server) postK8sAdmission(svc KubernetesService) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		body, err := io.ReadAll(io.LimitReader(c.Request.Body, s.cfg.MaxBodyBytes+1))
+		if err != nil || int64(len(body)) > s.cfg.MaxBodyBytes {
+			s.respondError(c, badRequest{fmt.Sprintf("AdmissionReview over %d bytes or unreadable", s.cfg.MaxBodyBytes)})
+			return
+		}
+		out, err := svc.Review(c.Request.Context(), scopeOf(c), body)
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		c.Data(http.StatusOK, "application/json", out)
+	}
+}

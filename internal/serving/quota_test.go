@@ -17,6 +17,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/admission"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/serving"
@@ -57,7 +58,8 @@ func quotaServer(t *testing.T, f *fixture, cfg quota.Config, refresh bool) (*htt
 	srv := server.New(server.DefaultConfig(), reg, logger)
 	apiCtx, cancel := context.WithCancel(ctx)
 	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc,
-		Chargeback: svc, Quotas: q})
+		Chargeback: svc, Quotas: q, Kubernetes: serving.NewKubernetes(q, admission.Config{Namespaces: map[string]string{"team-acme": "acme"},
+			DefaultModel: "H100-SXM5-80GB", DefaultDuration: time.Hour})})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ts.Close(); cancel(); wait() })
 	return ts, q, reg
@@ -243,5 +245,37 @@ func TestQuotaRefreshReportsCrossingsOnce(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Subject != "tenant acme" || got[0].Level != "soft" || !got[0].Value.Equal(decimal.NewFromInt(2)) {
 		t.Fatalf("crossings %+v, want acme's soft threshold once at 2 GPUs", got)
+	}
+}
+
+// The Kubernetes webhook over HTTP: a Pod that fits is allowed, one that
+// would break acme's hard limit is denied with the reason, malformed
+// reviews are 400s.
+func TestAPIKubernetesAdmission(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	cfg := quota.DefaultConfig()
+	cfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: lim("4")}}
+	ts, _, _ := quotaServer(t, f, cfg, true)
+	pod := func(gpus string) string {
+		return `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1","kind":{"group":"","version":"v1","kind":"Pod"},` +
+			`"namespace":"team-acme","operation":"CREATE","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"team-acme"},` +
+			`"spec":{"containers":[{"name":"c","image":"x","resources":{"limits":{"nvidia.com/gpu":"` + gpus + `"}}}]}}}}`
+	}
+	url := ts.URL + "/v1/admission/k8s"
+	code, d := post(t, url, f.tokens["admin"], pod("2"))
+	resp, _ := d["response"].(map[string]any)
+	if code != 200 || resp["allowed"] != true || resp["uid"] != "u-1" {
+		t.Fatalf("2 GPUs next to 2 running: %d %v", code, d)
+	}
+	code, d = post(t, url, f.tokens["admin"], pod("1"))
+	resp, _ = d["response"].(map[string]any)
+	status, _ := resp["status"].(map[string]any)
+	if code != 200 || resp["allowed"] != false || !strings.Contains(fmt.Sprint(status["message"]), "would break a quota of tenant acme") {
+		t.Fatalf("one more: %d %v", code, d)
+	}
+	for name, body := range map[string]string{"not json": "{", "not a review": `{"kind":"Pod"}`, "huge": strings.Repeat(" ", 2<<20) + pod("1")} {
+		if code, d := post(t, url, f.tokens["admin"], body); code != 400 && code != 413 {
+			t.Errorf("%s: %d %v", name, code, d)
+		}
 	}
 }

@@ -1,0 +1,33 @@
+package serving
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gpumeter/gpumeter/internal/admission"
+	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/server"
+)
+
+// Kubernetes answers admission reviews from the quota evaluator.
+type Kubernetes struct {
+	quotas *Quotas
+	cfg    admission.Config
+}
+
+var _ server.KubernetesService = (*Kubernetes)(nil)
+
+// NewKubernetes maps namespaces to tenants by cfg.
+func NewKubernetes(q *Quotas, cfg admission.Config) *Kubernetes {
+	return &Kubernetes{quotas: q, cfg: cfg}
+}
+
+// Review decides one AdmissionReview.
+func (k *Kubernetes) Review(ctx context.Context, scope auth.Scope, body []byte) ([]byte, error) {
+	out, err := admission.Review(ctx, k.quotas, scope, k.cfg, body)
+	if errors.Is(err, admission.ErrMalformed) {
+		return nil, fmt.Errorf("%v: %w", err, server.ErrInvalidInput)
+	}
+	return out, err
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/shopspring/decimal"
 )
 
 func write(t *testing.T, body string) string {
@@ -115,5 +116,51 @@ func TestLoadResolvesBillingPathsAgainstTheFile(t *testing.T) {
 	}
 	if cfg.Billing.Schedule != billing.DefaultInvoiceSchedule {
 		t.Fatalf("schedule %q, want the default", cfg.Billing.Schedule)
+	}
+}
+
+// The quotas, webhooks and kubernetes sections load from YAML as the
+// docs write them.
+func TestLoadQuotasWebhooksKubernetes(t *testing.T) {
+	path := write(t, `quotas:
+  refresh: 30s
+  stale_after: 2m
+  on_stale: allow
+  rules:
+    - tenant: acme
+      concurrent_gpus: {limit: 16, soft: 75%}
+      gpu_hours: {limit: 5000, soft: 80%, hard: 100%}
+    - department: research
+      gpu_model: H100-SXM5-80GB
+      gpu_hours: {limit: 20000}
+    - tenant: globex
+      spend: {limit: "25000", soft: "20000"}
+webhooks:
+  endpoints:
+    - {name: erp, url: "https://erp.example.com/hook", secret: "a long random shared secret", events: [invoice.finalized]}
+kubernetes:
+  namespaces: {team-acme: acme}
+  default_model: H100-SXM5-80GB
+`)
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := cfg.Quotas
+	if q.Refresh != 30*time.Second || q.OnStale != "allow" || len(q.Rules) != 3 || q.Rules[0].ConcurrentGPUs.Soft != "75%" ||
+		!q.Rules[2].Spend.Limit.Equal(decimal.NewFromInt(25000)) || q.ReservationTTL != 10*time.Minute {
+		t.Fatalf("quotas %+v", q)
+	}
+	lv, err := q.Rules[0].ConcurrentGPUs.Levels()
+	if err != nil || !lv.Soft.Equal(decimal.NewFromInt(12)) || !lv.Hard.Equal(decimal.NewFromInt(16)) {
+		t.Fatalf("levels %+v %v", lv, err)
+	}
+	if len(cfg.Webhooks.Endpoints) != 1 || cfg.Webhooks.MaxAttempts != 8 || cfg.Kubernetes.Namespaces["team-acme"] != "acme" ||
+		cfg.Kubernetes.DefaultDuration != time.Hour {
+		t.Fatalf("webhooks %+v kubernetes %+v", cfg.Webhooks, cfg.Kubernetes)
+	}
+	bad := write(t, "quotas:\n  rules:\n    - {tenant: acme, gpu_hours: {limit: 10, soft: eighty}}\nwebhooks:\n  endpoints:\n    - {name: x, url: ftp://x, secret: s}\n")
+	if _, err := Load(bad); err == nil || !strings.Contains(err.Error(), "quotas.rules[0].gpu_hours") || !strings.Contains(err.Error(), "webhooks.endpoints[0].url") {
+		t.Fatalf("bad sections: %v", err)
 	}
 }

@@ -86,30 +86,14 @@ func (s *Service) hourlyUsage(ctx context.Context, scope auth.Scope, tenant stri
 	if err != nil {
 		return nil, err
 	}
-	through := state.ClosedThrough
-	split := from
-	if through.After(from) {
-		split = through
-		if split.After(to) {
-			split = to
-		}
+	rows, err := s.read(ctx, store.UsageQuery{From: from, To: to, GroupBy: []store.Dimension{store.DimSKU},
+		Bucket: store.BucketHour, Tenant: tenant, Scope: scope}, state, false)
+	if err != nil {
+		return nil, err
 	}
 	var out []pricing.Usage
-	for _, part := range []struct {
-		from, to time.Time
-		src      store.Source
-	}{{from, split, store.SourceHourly}, {split, to, store.SourceRaw}} {
-		if !part.to.After(part.from) {
-			continue
-		}
-		rows, err := s.usage(ctx, store.UsageQuery{From: part.from, To: part.to, GroupBy: []store.Dimension{store.DimSKU},
-			Bucket: store.BucketHour, Tenant: tenant, Scope: scope, Source: part.src}, state.CompletedVersion)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rows {
-			out = append(out, r.PricingUsage(r.Bucket, r.SKU)...)
-		}
+	for _, r := range rows {
+		out = append(out, r.PricingUsage(r.Bucket, r.SKU)...)
 	}
 	return out, nil
 }

@@ -131,7 +131,8 @@ func (q *Quotas) snapshot(ctx context.Context) (quota.Snapshot, error) {
 			return quota.Snapshot{}, err
 		}
 		to := now.UTC().Truncate(time.Hour).Add(time.Hour) // this hour so far, from raw samples
-		rows, err := q.svc.monthRows(ctx, p.Start, to, state)
+		rows, err := q.svc.read(ctx, store.UsageQuery{From: p.Start, To: to,
+			GroupBy: []store.Dimension{store.DimTenant, store.DimDepartment, store.DimSKU}}, state, false)
 		if err != nil {
 			return quota.Snapshot{}, err
 		}
@@ -178,34 +179,6 @@ func (q *Quotas) snapshot(ctx context.Context) (quota.Snapshot, error) {
 		snap.Tenants[c.Tenant] = t
 	}
 	return snap, nil
-}
-
-// monthRows is usage per tenant, department and SKU over [from, to):
-// rollups for closed hours, raw samples after them.
-func (s *Service) monthRows(ctx context.Context, from, to time.Time, state billing.RollupState) ([]store.UsageRow, error) {
-	split := from
-	if state.ClosedThrough.After(from) {
-		split = state.ClosedThrough
-		if split.After(to) {
-			split = to
-		}
-	}
-	var out []store.UsageRow
-	for _, part := range []struct {
-		from, to time.Time
-		src      store.Source
-	}{{from, split, store.SourceHourly}, {split, to, store.SourceRaw}} {
-		if !part.to.After(part.from) {
-			continue
-		}
-		rows, err := s.store.Usage(ctx, store.UsageQuery{From: part.from, To: part.to, Source: part.src,
-			GroupBy: []store.Dimension{store.DimTenant, store.DimDepartment, store.DimSKU}})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rows...)
-	}
-	return out, nil
 }
 
 // spend prices the customer's month so far and the price of one more

@@ -87,9 +87,27 @@ func (s *Service) Usage(ctx context.Context, q server.UsageRequest) (server.Usag
 				dropped.UTC().Format(time.RFC3339), server.ErrInvalidInput)
 		}
 	}
+	rows, err := s.read(ctx, store.UsageQuery{From: q.From, To: q.To, GroupBy: dims, Bucket: bucket, Scope: q.Scope}, state, rawOnly)
+	if err != nil {
+		return server.UsageResult{}, inputError(err)
+	}
+	if len(rows) > 4*server.MaxUsagePoints {
+		return server.UsageResult{}, tooManyPoints()
+	}
+	pts := points(rows, q)
+	if len(pts) > server.MaxUsagePoints {
+		return server.UsageResult{}, tooManyPoints()
+	}
+	return server.UsageResult{Points: pts, RolledUpThrough: through}, nil
+}
+
+// read runs q over [q.From, q.To): hourly rollups for the hours the
+// rollup has closed (none when rawOnly), raw samples after them, both
+// through the cache. q.Source is set here.
+func (s *Service) read(ctx context.Context, q store.UsageQuery, state billing.RollupState, rawOnly bool) ([]store.UsageRow, error) {
 	split := q.From
-	if !rawOnly && through.After(q.From) {
-		split = through
+	if !rawOnly && state.ClosedThrough.After(q.From) {
+		split = state.ClosedThrough
 		if split.After(q.To) {
 			split = q.To
 		}
@@ -102,21 +120,15 @@ func (s *Service) Usage(ctx context.Context, q server.UsageRequest) (server.Usag
 		if !part.to.After(part.from) {
 			continue
 		}
-		r, err := s.usage(ctx, store.UsageQuery{From: part.from, To: part.to, GroupBy: dims, Bucket: bucket,
-			Scope: q.Scope, Source: part.src}, state.CompletedVersion)
+		pq := q
+		pq.From, pq.To, pq.Source = part.from, part.to, part.src
+		r, err := s.usage(ctx, pq, state.CompletedVersion)
 		if err != nil {
-			return server.UsageResult{}, inputError(err)
+			return nil, err
 		}
 		rows = append(rows, r...)
-		if len(rows) > 4*server.MaxUsagePoints {
-			return server.UsageResult{}, tooManyPoints()
-		}
 	}
-	pts := points(rows, q)
-	if len(pts) > server.MaxUsagePoints {
-		return server.UsageResult{}, tooManyPoints()
-	}
-	return server.UsageResult{Points: pts, RolledUpThrough: through}, nil
+	return rows, nil
 }
 
 func tooManyPoints() error {

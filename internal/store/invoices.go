@@ -80,28 +80,7 @@ func (s *Store) RollupVersions(ctx context.Context, from, to time.Time) (map[str
 
 // Invoices reads the latest revision of every invoice of the issuer.
 func (s *Store) Invoices(ctx context.Context, issuer string) ([]billing.StoredInvoice, error) {
-	rows, err := s.conn.Query(ctx, "SELECT revision, document FROM invoices FINAL WHERE issuer = ?", issuer)
-	if err != nil {
-		return nil, fmt.Errorf("read invoices of %s: %w", issuer, err)
-	}
-	defer rows.Close()
-	var out []billing.StoredInvoice
-	for rows.Next() {
-		var rev uint64
-		var doc string
-		if err := rows.Scan(&rev, &doc); err != nil {
-			return nil, fmt.Errorf("read invoices of %s: scan: %w", issuer, err)
-		}
-		inv, err := billing.ParseDocument([]byte(doc))
-		if err != nil {
-			return nil, fmt.Errorf("read invoices of %s: revision %d: %w", issuer, rev, err)
-		}
-		out = append(out, billing.StoredInvoice{Invoice: inv, Revision: rev, Document: []byte(doc)})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read invoices of %s: %w", issuer, err)
-	}
-	return out, nil
+	return s.scanInvoices(ctx, "read invoices of "+issuer, "SELECT revision, document FROM invoices FINAL WHERE issuer = ?", issuer)
 }
 
 // SaveInvoices writes the invoices' lines, then the invoices, one insert

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -129,17 +130,20 @@ type reservation struct {
 	model      string
 	demand     Demand
 	expires    time.Time
-	done       bool // released or expired
+	done       bool     // released or expired
+	sumKeys    []string // the sums it counts in, from keys()
 }
 
 // keys are the sums a reservation counts in: its tenant's and its
 // department's, for its model and for every model.
 func (r *reservation) keys() []string {
-	k := []string{"t|" + r.tenant + "|" + r.model, "t|" + r.tenant + "|"}
-	if r.department != "" {
-		k = append(k, "d|"+r.department+"|"+r.model, "d|"+r.department+"|")
+	if r.sumKeys == nil {
+		r.sumKeys = []string{"t|" + r.tenant + "|" + r.model, "t|" + r.tenant + "|"}
+		if r.department != "" {
+			r.sumKeys = append(r.sumKeys, "d|"+r.department+"|"+r.model, "d|"+r.department+"|")
+		}
 	}
-	return k
+	return r.sumKeys
 }
 
 // ruleKey is the sum of reservations a rule covers.
@@ -160,6 +164,11 @@ type Evaluator struct {
 
 	mu   sync.Mutex
 	snap Snapshot
+	// used[i][m] is rule i's measured value of m in snap, summed once per
+	// snapshot so a decision does not walk every tenant.
+	used []map[Metric]decimal.Decimal
+	// months[i] is rule i's month label in snap.
+	months []string
 	// Admissions not yet running: in expiry order (one TTL for all, so
 	// that is admission order), per tenant in the same order, and summed
 	// per tenant and department, so a decision reads sums, not lists.
@@ -213,18 +222,18 @@ func (e *Evaluator) Update(s Snapshot) []Crossing {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	prev := e.snap
-	e.snap = s
+	e.install(s)
 	e.releaseStarted(prev, s)
 	e.expire(e.now())
 	var out []Crossing
 	for i, r := range e.cfg.Rules {
-		month := e.ruleMonth(r)
+		month := e.months[i]
 		for _, m := range Metrics() {
 			lv, ok := e.levels[i][m]
 			if !ok {
 				continue
 			}
-			v := e.measured(r, m)
+			v := e.used[i][m]
 			for _, level := range []struct {
 				name string
 				at   decimal.Decimal
@@ -247,14 +256,34 @@ func (e *Evaluator) Update(s Snapshot) []Crossing {
 	return out
 }
 
-// ruleMonth is the month label of the rule's tenants' figures.
-func (e *Evaluator) ruleMonth(r Rule) string {
-	for _, t := range e.snap.Tenants {
-		if applies(r, t.Tenant, t.Department) && t.Month != "" {
-			return t.Month
+// install makes s the snapshot and sums every rule's measured values and
+// month label from it in one pass over the tenants.
+func (e *Evaluator) install(s Snapshot) {
+	e.snap = s
+	e.used = make([]map[Metric]decimal.Decimal, len(e.cfg.Rules))
+	e.months = make([]string, len(e.cfg.Rules))
+	for i := range e.cfg.Rules {
+		e.used[i] = map[Metric]decimal.Decimal{ConcurrentGPUs: decimal.Zero, GPUHours: decimal.Zero, Spend: decimal.Zero}
+	}
+	for _, t := range s.Tenants {
+		for _, i := range append(append([]int(nil), e.rules["t|"+t.Tenant]...), e.departmentRules(t.Department)...) {
+			r := e.cfg.Rules[i]
+			u := e.used[i]
+			u[ConcurrentGPUs] = u[ConcurrentGPUs].Add(byModel(t.Concurrent, r.GPUModel))
+			u[GPUHours] = u[GPUHours].Add(byModel(t.GPUHours, r.GPUModel))
+			u[Spend] = u[Spend].Add(t.Spend)
+			if e.months[i] == "" {
+				e.months[i] = t.Month
+			}
 		}
 	}
-	return ""
+}
+
+func (e *Evaluator) departmentRules(dept string) []int {
+	if dept == "" {
+		return nil
+	}
+	return e.rules["d|"+dept]
 }
 
 // releaseStarted releases admissions whose work appeared: per tenant and
@@ -324,23 +353,12 @@ func applies(r Rule, tenant, department string) bool {
 	return department != "" && r.Department == department
 }
 
-// measured sums a rule's metric over the tenants it covers.
-func (e *Evaluator) measured(r Rule, m Metric) decimal.Decimal {
-	sum := decimal.Zero
-	for _, t := range e.snap.Tenants {
-		if !applies(r, t.Tenant, t.Department) {
-			continue
-		}
-		switch m {
-		case ConcurrentGPUs:
-			sum = sum.Add(byModel(t.Concurrent, r.GPUModel))
-		case GPUHours:
-			sum = sum.Add(byModel(t.GPUHours, r.GPUModel))
-		case Spend:
-			sum = sum.Add(t.Spend)
-		}
+// measured is rule i's metric summed over the tenants it covers.
+func (e *Evaluator) measured(i int, m Metric) decimal.Decimal {
+	if i >= len(e.used) { // no snapshot yet
+		return decimal.Zero
 	}
-	return sum
+	return e.used[i][m]
 }
 
 func byModel(v map[string]decimal.Decimal, model string) decimal.Decimal {
@@ -365,12 +383,8 @@ func (e *Evaluator) department(tenant string) (string, bool) {
 	if t, ok := e.snap.Tenants[tenant]; ok {
 		return t.Department, true
 	}
-	for _, r := range e.cfg.Rules {
-		if r.Tenant == tenant {
-			return "", true
-		}
-	}
-	return "", false
+	_, ruled := e.rules["t|"+tenant]
+	return "", ruled
 }
 
 // Admit decides a request and, when it is allowed, holds its demand as an
@@ -412,7 +426,7 @@ func (e *Evaluator) Admit(req Request) (Decision, error) {
 		return d, nil
 	}
 	var denials []string
-	for _, i := range append(append([]int(nil), e.rules["t|"+req.Tenant]...), e.rules["d|"+dept]...) {
+	for _, i := range append(append([]int(nil), e.rules["t|"+req.Tenant]...), e.departmentRules(dept)...) {
 		r := e.cfg.Rules[i]
 		if !applies(r, req.Tenant, dept) || (r.GPUModel != "" && r.GPUModel != req.GPUModel) {
 			continue
@@ -422,7 +436,7 @@ func (e *Evaluator) Admit(req Request) (Decision, error) {
 			if !ok {
 				continue
 			}
-			current := e.measured(r, m).Add(e.reserved(r, m))
+			current := e.measured(i, m).Add(e.reserved(r, m))
 			after := current.Add(d.Demand.of(m))
 			left := lv.Hard.Sub(after)
 			if after.GreaterThan(lv.Hard) {
@@ -452,7 +466,7 @@ func (e *Evaluator) Admit(req Request) (Decision, error) {
 
 func (e *Evaluator) hold(d *Decision, req Request, dept string, now time.Time) {
 	e.seq++
-	d.ID = fmt.Sprintf("adm-%d-%d", now.UnixMilli(), e.seq)
+	d.ID = "adm-" + strconv.FormatInt(now.UnixMilli(), 10) + "-" + strconv.FormatUint(e.seq, 10)
 	e.add(&reservation{id: d.ID, tenant: req.Tenant, department: dept, model: req.GPUModel,
 		demand: d.Demand, expires: now.Add(e.cfg.ReservationTTL)})
 }
@@ -484,7 +498,7 @@ func (e *Evaluator) State() ([]RuleState, time.Time) {
 				continue
 			}
 			s := RuleState{Subject: r.Subject(), Tenant: r.Tenant, Dept: r.Department, GPUModel: r.GPUModel, Metric: m,
-				Limit: r.Limit(m).Limit, Hard: lv.Hard, Used: e.measured(r, m), Admitted: e.reserved(r, m)}
+				Limit: r.Limit(m).Limit, Hard: lv.Hard, Used: e.measured(i, m), Admitted: e.reserved(r, m)}
 			if lv.HasSoft {
 				soft := lv.Soft
 				s.Soft = &soft

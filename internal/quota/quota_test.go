@@ -238,3 +238,51 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("settings: %v", err)
 	}
 }
+
+// A department rule on one model sums that model's use over the
+// department's tenants, from the snapshot installed last.
+func TestDepartmentRuleSumsItsTenantsPerModel(t *testing.T) {
+	c := &clock{time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
+	const a100 = "A100-SXM4-80GB"
+	e := newEval(t, testConfig(Rule{Department: "research", GPUModel: h100, ConcurrentGPUs: limit("10", "", "")}), c)
+	state := func(acme, globex string) Snapshot {
+		return snapshot(c.t,
+			TenantState{Tenant: "acme", Department: "research", Concurrent: map[string]decimal.Decimal{h100: d(acme), a100: d("50")}},
+			TenantState{Tenant: "globex", Department: "research", Concurrent: map[string]decimal.Decimal{h100: d(globex)}},
+			TenantState{Tenant: "initech", Department: "ops", Concurrent: map[string]decimal.Decimal{h100: d("99")}})
+	}
+	e.Update(state("4", "3"))
+	cases := []struct {
+		tenant, model string
+		count         int
+		allowed       bool
+		headroom      string
+	}{
+		{"globex", h100, 4, false, "3"}, // 4 + 3 in use, 4 more is 11
+		{"globex", h100, 3, true, "0"},  // exactly 10
+		{"acme", a100, 5, true, ""},     // the rule is for H100 only
+		{"acme", h100, 1, false, "0"},   // the 3 admitted above count
+	}
+	for _, tc := range cases {
+		dec, err := e.Admit(Request{Tenant: tc.tenant, GPUModel: tc.model, Count: tc.count, Duration: time.Hour})
+		if err != nil || dec.Allowed != tc.allowed {
+			t.Fatalf("%s %d×%s: %+v, %v; want allowed=%v", tc.tenant, tc.count, tc.model, dec, err, tc.allowed)
+		}
+		if h, ok := dec.Headroom[ConcurrentGPUs]; tc.headroom != "" && (!ok || !h.Equal(d(tc.headroom))) {
+			t.Fatalf("%s %d×%s: headroom %v, want %s", tc.tenant, tc.count, tc.model, dec.Headroom, tc.headroom)
+		}
+	}
+	// A new snapshot replaces the sums: use fell to 1 + 0, and the 3
+	// pending H100s are still held, so 6 more fit and 7 do not.
+	e.Update(state("1", "0"))
+	if dec, _ := e.Admit(Request{Tenant: "acme", GPUModel: h100, Count: 7, Duration: time.Hour}); dec.Allowed {
+		t.Fatalf("7 after the new snapshot: %+v", dec)
+	}
+	if dec, _ := e.Admit(Request{Tenant: "acme", GPUModel: h100, Count: 6, Duration: time.Hour}); !dec.Allowed {
+		t.Fatalf("6 after the new snapshot: %+v", dec)
+	}
+	states, _ := e.State()
+	if len(states) != 1 || !states[0].Used.Equal(d("1")) || !states[0].Admitted.Equal(d("9")) {
+		t.Fatalf("state: %+v", states)
+	}
+}

@@ -64,9 +64,16 @@ const (
 	scopeContext = "gpumeter.scope"
 )
 
-// keyCacheTTL is how long a looked-up key is trusted: a revoked key stops
-// working within it, and a busy key costs one ClickHouse read per TTL.
-const keyCacheTTL = 2 * time.Second
+// keyCacheTTL is how long a looked-up key is trusted without asking the
+// store again: a revoked key stops working within it (plus one lookup).
+// A key older than that is still served while a background lookup
+// refreshes it, so no request waits on ClickHouse for a key it has seen,
+// and ClickHouse being down does not stop admissions decided from memory;
+// keyCacheMaxStale bounds how long that lasts.
+const (
+	keyCacheTTL      = 2 * time.Second
+	keyCacheMaxStale = 5 * time.Minute
+)
 
 type cachedKey struct {
 	key     auth.Key
@@ -79,6 +86,7 @@ type apiState struct {
 	cfg      RateLimit
 	mu       sync.Mutex
 	keys     map[string]cachedKey
+	fetching map[string]bool // key ids with a background lookup running
 	limiters map[string]*rate.Limiter
 	audit    chan auth.AuditEntry
 	dropped  prometheus.Counter
@@ -91,7 +99,7 @@ func (s *Server) MountAPI(ctx context.Context, reg prometheus.Registerer, api AP
 	if api.Now == nil {
 		api.Now = time.Now
 	}
-	st := &apiState{api: api, cfg: s.cfg.RateLimit, keys: map[string]cachedKey{}, limiters: map[string]*rate.Limiter{},
+	st := &apiState{api: api, cfg: s.cfg.RateLimit, keys: map[string]cachedKey{}, fetching: map[string]bool{}, limiters: map[string]*rate.Limiter{},
 		audit: make(chan auth.AuditEntry, 10_000), logger: s.logger,
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "gpumeter_api_audit_dropped_total",
 			Help: "API audit entries dropped because the audit writer fell behind."})}
@@ -183,13 +191,41 @@ func bearer(c *gin.Context) (token string, fromQuery bool) {
 }
 
 func (st *apiState) key(ctx context.Context, id string) (auth.Key, error) {
-	now := time.Now()
+	now := st.api.Now()
 	st.mu.Lock()
 	ck, ok := st.keys[id]
-	st.mu.Unlock()
-	if ok && now.Sub(ck.fetched) < keyCacheTTL {
+	age := now.Sub(ck.fetched)
+	if ok && age >= keyCacheTTL && age < keyCacheMaxStale {
+		if !st.fetching[id] {
+			st.fetching[id] = true
+			go st.refreshKey(context.WithoutCancel(ctx), id)
+		}
+		st.mu.Unlock()
 		return ck.key, ck.err
 	}
+	st.mu.Unlock()
+	if ok && age < keyCacheTTL {
+		return ck.key, ck.err
+	}
+	return st.fetchKey(ctx, id)
+}
+
+// refreshKey looks a cached key up again in the background.
+func (st *apiState) refreshKey(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := st.fetchKey(ctx, id); err != nil {
+		st.logger.Warn("refresh API key; serving the cached one", "key_id", id, "err", err)
+	}
+	st.mu.Lock()
+	delete(st.fetching, id)
+	st.mu.Unlock()
+}
+
+// fetchKey reads a key from the store and caches the answer (an unknown
+// id too, so guessing ids costs one read per TTL each).
+func (st *apiState) fetchKey(ctx context.Context, id string) (auth.Key, error) {
+	fetched := st.api.Now()
 	k, err := st.api.Keys.Key(ctx, id)
 	if err != nil && !errors.Is(err, auth.ErrUnknownKey) {
 		return auth.Key{}, err // a store error is not cached
@@ -198,7 +234,7 @@ func (st *apiState) key(ctx context.Context, id string) (auth.Key, error) {
 	if len(st.keys) > 100_000 { // unknown ids must not grow the cache without bound
 		st.keys = map[string]cachedKey{}
 	}
-	st.keys[id] = cachedKey{key: k, err: err, fetched: now}
+	st.keys[id] = cachedKey{key: k, err: err, fetched: fetched}
 	st.mu.Unlock()
 	return k, err
 }

@@ -1,13 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -46,10 +46,10 @@ func decodeAdmission(r io.Reader, scope auth.Scope) (quota.Request, error) {
 	if len(data) > maxAdmissionBody {
 		return quota.Request{}, badRequest{fmt.Sprintf("body over %d bytes", maxAdmissionBody)}
 	}
-	if !validText(strings.ReplaceAll(strings.ReplaceAll(string(data), "\n", " "), "\t", " ")) {
+	if !validJSONText(data) {
 		return quota.Request{}, badRequest{"body: not valid UTF-8 text"}
 	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var b admissionBody
 	if err := dec.Decode(&b); err != nil {
@@ -92,18 +92,35 @@ func (s *Server) postAdmission(svc QuotaService) gin.HandlerFunc {
 			s.respondError(c, err)
 			return
 		}
-		headroom := gin.H{}
-		for m, v := range d.Headroom {
-			headroom[string(m)] = v.Round(9).String()
-		}
-		warnings := d.Warnings
-		if warnings == nil {
-			warnings = []string{}
-		}
-		c.JSON(http.StatusOK, gin.H{"admission_id": d.ID, "allowed": d.Allowed, "reason": d.Reason, "headroom": headroom,
-			"warnings": warnings, "stale": d.Stale, "gpu_equivalents": d.Demand.GPUs.Round(9).String(),
-			"gpu_hours": d.Demand.GPUHours.Round(9).String(), "spend": d.Demand.Spend.Round(9).String()})
+		c.JSON(http.StatusOK, admissionResponseOf(d))
 	}
+}
+
+// admissionResponse is POST /v1/admission's answer; amounts are decimal
+// strings.
+type admissionResponse struct {
+	AdmissionID    string            `json:"admission_id"`
+	Allowed        bool              `json:"allowed"`
+	Reason         string            `json:"reason"`
+	Headroom       map[string]string `json:"headroom"`
+	Warnings       []string          `json:"warnings"`
+	Stale          bool              `json:"stale"`
+	GPUEquivalents string            `json:"gpu_equivalents"`
+	GPUHours       string            `json:"gpu_hours"`
+	Spend          string            `json:"spend"`
+}
+
+func admissionResponseOf(d quota.Decision) admissionResponse {
+	out := admissionResponse{AdmissionID: d.ID, Allowed: d.Allowed, Reason: d.Reason, Headroom: make(map[string]string, len(d.Headroom)),
+		Warnings: d.Warnings, Stale: d.Stale, GPUEquivalents: d.Demand.GPUs.Round(9).String(),
+		GPUHours: d.Demand.GPUHours.Round(9).String(), Spend: d.Demand.Spend.Round(9).String()}
+	for m, v := range d.Headroom {
+		out.Headroom[string(m)] = v.Round(9).String()
+	}
+	if out.Warnings == nil {
+		out.Warnings = []string{}
+	}
+	return out
 }
 
 func (s *Server) getQuotas(svc QuotaService) gin.HandlerFunc {

@@ -246,3 +246,17 @@ func summarize(inv *billing.Invoice) invoiceSummary {
 	return invoiceSummary{ID: inv.ID, Number: inv.Number, Status: string(inv.Status), Tenant: inv.Tenant, Period: inv.PeriodLabel,
 		Currency: inv.Currency.Code, Subtotal: inv.Money(inv.SubtotalMinor), Tax: inv.Money(inv.TaxMinor), Total: inv.Money(inv.TotalMinor)}
 }
+
+// validJSONText is validText for a JSON body, whose whitespace may hold
+// newlines, tabs and carriage returns.
+func validJSONText(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, c := range b { // bytes of multi-byte runes are all >= 0x80
+		if (c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -71,7 +71,107 @@ type GPUReading struct {
 	PCIeRxBytes       Delta
 	NVLinkTxBytes     Delta
 	NVLinkRxBytes     Delta
+
+	// Virtualization is how the GPU is shared with virtual machines.
+	// On a vGPU host (VirtHostVGPU) VGPUs lists the vGPU instances seen
+	// during the interval and Scheduler says how time-sliced instances
+	// share the GPU; SRIOV is true when the host runs vGPU on SR-IOV
+	// virtual functions (Ampere and newer).
+	Virtualization Virtualization
+	SRIOV          bool
+	Scheduler      VGPUScheduler
+	// SchedulerTimesliceMicros is the scheduler's time slice, 0 when the
+	// driver chose it or did not say.
+	SchedulerTimesliceMicros uint32
+	VGPUs                    []VGPUInstance
 }
+
+// Virtualization is NVML's GPU virtualization mode.
+type Virtualization uint8
+
+const (
+	VirtNone        Virtualization = iota // bare metal
+	VirtPassthrough                       // the GPU is passed through to this VM (read from inside it)
+	VirtVGPUGuest                         // a vGPU, read from inside the VM that holds it
+	VirtHostVGPU                          // a vGPU host: the GPU is shared by vGPU instances
+	VirtHostVSGA                          // a vSGA host (graphics sharing; not metered per VM)
+)
+
+var virtualizationNames = [...]string{"none", "passthrough", "vgpu", "host_vgpu", "host_vsga"}
+
+func (v Virtualization) String() string {
+	if int(v) < len(virtualizationNames) {
+		return virtualizationNames[v]
+	}
+	return "unknown"
+}
+
+// VGPUScheduler is the vGPU scheduler policy of a vGPU host's GPU.
+type VGPUScheduler uint8
+
+const (
+	// SchedulerBestEffort is NVIDIA's default: an instance may use the
+	// whole GPU when the others are idle. An unknown or unreported policy
+	// is read as best effort.
+	SchedulerBestEffort VGPUScheduler = iota
+	// SchedulerEqualShare gives each running instance an equal share.
+	SchedulerEqualShare
+	// SchedulerFixedShare gives each instance 1/(max instances of its
+	// type), used or not.
+	SchedulerFixedShare
+)
+
+var schedulerNames = [...]string{"best_effort", "equal_share", "fixed_share"}
+
+func (s VGPUScheduler) String() string {
+	if int(s) < len(schedulerNames) {
+		return schedulerNames[s]
+	}
+	return "unknown"
+}
+
+// VGPUInstance is one vGPU instance on a vGPU host's GPU during an
+// interval.
+type VGPUInstance struct {
+	UUID     string // the vGPU instance UUID
+	VMID     string // the VM that holds it: a domain name/id or a UUID
+	VMIDType string // "domain" or "uuid", as NVML reports the VM id
+	MdevUUID string // the mediated device UUID (KVM), empty where none
+	PCIBusID string // the instance's (virtual function's) PCI address as NVML reports it
+	Type     string // vGPU type name, e.g. "A100-4C" or "A100-3-20C"
+	// MaxInstances is how many instances of its type fit on the GPU
+	// (nvmlVgpuTypeGetMaxInstances): a fixed-share instance holds 1/MaxInstances.
+	MaxInstances     uint32
+	FramebufferBytes uint64 // the type's framebuffer
+	// GPUInstanceID is the MIG GPU instance a MIG-backed vGPU runs on, -1
+	// for a time-sliced vGPU; MilliSlices is then that GPU instance's
+	// compute share in thousandths of a slice.
+	GPUInstanceID int
+	MilliSlices   uint64
+	FBUsedBytes   uint64 // framebuffer in use at the read
+	Licensed      bool
+	// SMActive and MemActive are the instance's mean SM and memory
+	// controller utilization over the interval, as shares of the whole GPU.
+	SMActive  Ratio
+	MemActive Ratio
+	// ActiveFrom and ActiveTo bound the part of the interval the instance
+	// existed in (zero: from the start, to the end).
+	ActiveFrom time.Time
+	ActiveTo   time.Time
+	// Claims are the holders of the instance as attribution found them:
+	// its VM's tenant.
+	Claims []Owner
+}
+
+// MIGBacked reports whether the instance runs on a MIG GPU instance.
+func (v *VGPUInstance) MIGBacked() bool { return v.GPUInstanceID >= 0 }
+
+// Profile is the instance's profile in SKUs: "vgpu:" and its type name.
+func (v *VGPUInstance) Profile() string { return VGPUProfilePrefix + v.Type }
+
+// VGPUProfilePrefix marks a vGPU type where a SKU holds a MIG profile:
+// "A100-SXM4-40GB/vgpu:A100-4C".
+const VGPUProfilePrefix = "vgpu:"
 
 // MIGInstance is one MIG device (a compute instance inside a GPU instance).
 type MIGInstance struct {

@@ -48,19 +48,19 @@ import (
 //
 // Per GPU and interval, GPU-microseconds of all rows add up to the interval
 // exactly, and energy rows to the energy delta.
+//
+// A vGPU host's GPU (docs/collector.md, "vGPU hosts") is split by its
+// scheduler's policy over its vGPU instances instead: see apportionVGPU.
+// Apportion uses the default Options.
 func Apportion(dst []collectors.Sample, host string, start, end time.Time, g *collectors.GPUReading) []collectors.Sample {
-	if g == nil || g.Err != nil || !end.After(start) {
-		return dst
-	}
-	var a apportioner
-	a.run(host, start.UTC(), end.UTC(), g)
-	return a.emit(dst, host, start.UTC(), end.UTC(), g)
+	return Options{}.Apportion(dst, host, start, end, g)
 }
 
 // row is one consumer of one slot before it becomes a sample.
 type row struct {
-	device string // MIG UUID or GPU UUID: the sample id's device
+	device string // MIG UUID, vGPU UUID or GPU UUID: the sample id's device
 	mig    *collectors.MIGInstance
+	vgpu   *collectors.VGPUInstance
 	owner  collectors.Owner
 	idle   bool
 	m      collectors.Meters
@@ -69,6 +69,7 @@ type row struct {
 type slot struct {
 	device   string
 	mig      *collectors.MIGInstance // nil for the whole GPU or the unpartitioned rest
+	vgpu     *collectors.VGPUInstance
 	weight   uint64
 	capacity uint64
 	claims   []collectors.Owner
@@ -79,6 +80,7 @@ type slot struct {
 }
 
 type apportioner struct {
+	opts     Options
 	interval uint64 // µs
 	slots    []slot
 	rows     []row
@@ -115,9 +117,13 @@ func (a *apportioner) run(host string, start, end time.Time, g *collectors.GPURe
 	for i := range g.Processes {
 		a.procPtrs[i] = &g.Processes[i]
 	}
-	a.buildSlots(g)
-	for i := range a.slots {
-		a.fillSlot(&a.slots[i], start, end)
+	if g.Virtualization == collectors.VirtHostVGPU {
+		a.apportionVGPU(g, start, end)
+	} else {
+		a.buildSlots(g)
+		for i := range a.slots {
+			a.fillSlot(&a.slots[i], start, end)
+		}
 	}
 	a.splitCounters(g)
 }
@@ -285,7 +291,7 @@ func (a *apportioner) rowFor(s *slot, o collectors.Owner) *row {
 			return r
 		}
 	}
-	a.rows = append(a.rows, row{device: s.device, mig: s.mig, owner: o})
+	a.rows = append(a.rows, row{device: s.device, mig: s.mig, vgpu: s.vgpu, owner: o})
 	return &a.rows[len(a.rows)-1]
 }
 
@@ -352,13 +358,22 @@ func (a *apportioner) emit(dst []collectors.Sample, host string, start, end time
 			End:        end,
 			Meters:     r.m,
 		}
-		if r.mig != nil {
+		switch {
+		case r.vgpu != nil:
+			// A vGPU instance takes the sub-device columns a MIG
+			// instance does: its UUID and its profile, "vgpu:<type>".
+			s.MIGUUID = r.vgpu.UUID
+			s.MIGProfile = r.vgpu.Profile()
+			if !r.vgpu.SMActive.OK {
+				s.Unmeasured |= collectors.UnmeasuredSMActive
+			}
+		case r.mig != nil:
 			s.MIGUUID = r.mig.UUID
 			s.MIGProfile = r.mig.Profile
 			if !r.mig.SMActive.OK {
 				s.Unmeasured |= collectors.UnmeasuredSMActive
 			}
-		} else if !g.ProcessUtilization && !g.SMActive.OK {
+		case !g.ProcessUtilization && !g.SMActive.OK:
 			s.Unmeasured |= collectors.UnmeasuredSMActive
 		}
 		s.Unmeasured |= gpuUnmeasured(g)

@@ -288,7 +288,9 @@ func ParseSKU(sku string) (model, profile string) {
 // (so 7g is 1/1). Compute slices, not memory, because the 1g profiles with
 // one or two memory slices hold the same SMs and 3g and 4g hold the same
 // memory. A whole-GPU SKU of a model outside these tables is still one GPU;
-// a MIG SKU must name a known model and profile, else ok is false.
+// a MIG SKU must name a known model and profile, else ok is false. A
+// vGPU SKU ("<model>/vgpu:<type>") weighs its type's share: a MIG-backed
+// type its GPU instance profile's, a time-sliced one 1/(max instances).
 func GPUEquivalent(sku string) (num, den int, ok bool) {
 	model, profile := ParseSKU(sku)
 	if model == "" || strings.ContainsAny(model, " \t\n") {
@@ -299,6 +301,9 @@ func GPUEquivalent(sku string) (num, den int, ok bool) {
 			return 0, 0, false
 		}
 		return 1, 1, true
+	}
+	if strings.HasPrefix(profile, VGPUProfilePrefix) {
+		return vgpuWeight(model, profile)
 	}
 	p, found := Lookup(model, profile)
 	if !found {
@@ -389,6 +394,12 @@ func CheckSKU(sku string) error {
 		return nil
 	}
 	if profile == "" {
+		return nil
+	}
+	if name, isVGPU := strings.CutPrefix(profile, VGPUProfilePrefix); isVGPU {
+		if _, ok := LookupVGPU(model, name); !ok {
+			return fmt.Errorf("%s has no vGPU type %q (want <board>-<GB>C such as %s-4C, or <board>-<slices>-<GB>C for a MIG-backed type)", model, name, vgpuBoards[model])
+		}
 		return nil
 	}
 	if _, ok := m.ProfileIndex(profile); ok {

@@ -176,6 +176,50 @@ func TestGPUEquivalent(t *testing.T) {
 	}
 }
 
+func TestVGPUTypes(t *testing.T) {
+	cases := []struct {
+		sku      string
+		num, den int
+		ok       bool
+	}{
+		{"A100-SXM4-40GB/vgpu:A100-4C", 1, 10, true},
+		{"A100-SXM4-40GB/vgpu:A100-40C", 1, 1, true},
+		{"A100-SXM4-40GB/vgpu:A100-8C", 1, 5, true},
+		{"A100-SXM4-40GB/vgpu:A100-3-20C", 3, 7, true}, // MIG-backed: 3g.20gb's weight
+		{"A100-SXM4-40GB/vgpu:A100-7-40C", 1, 1, true},
+		{"A100-SXM4-80GB/vgpu:A100D-2-20C", 2, 7, true},
+		{"H100-SXM5-80GB/vgpu:H100XM-4C", 1, 20, true},
+		{"H100-SXM5-80GB/vgpu:H100XM-1-10C", 1, 7, true},
+		{"H200-SXM5-141GB/vgpu:H200X-141C", 1, 1, true},
+		{"A100-SXM4-40GB/vgpu:A100-4Q", 1, 10, true},
+		{"A100-SXM4-40GB/vgpu:H100XM-4C", 0, 0, false},  // another board
+		{"A100-SXM4-40GB/vgpu:A100-3-40C", 0, 0, false}, // no 3g.40gb on 40 GB
+		{"A100-SXM4-40GB/vgpu:A100-80C", 0, 0, false},   // more than the GPU
+		{"A100-SXM4-40GB/vgpu:A100-04C", 0, 0, false},
+		{"A100-SXM4-40GB/vgpu:A100-4X", 0, 0, false},
+		{"A100-SXM4-40GB/vgpu:A100-3-20Q", 0, 0, false}, // MIG-backed types are C only
+		{"A100-SXM4-40GB/vgpu:", 0, 0, false},
+		{"Tesla-T4/vgpu:T4-4C", 0, 0, false}, // no vGPU table for the model
+	}
+	for _, tc := range cases {
+		num, den, ok := GPUEquivalent(tc.sku)
+		if num != tc.num || den != tc.den || ok != tc.ok {
+			t.Errorf("GPUEquivalent(%q) = %d/%d %t, want %d/%d %t", tc.sku, num, den, ok, tc.num, tc.den, tc.ok)
+		}
+		if err := CheckSKU(tc.sku); (err == nil) != tc.ok && !strings.HasPrefix(tc.sku, "Tesla") {
+			t.Errorf("CheckSKU(%q) = %v, want ok %t", tc.sku, err, tc.ok)
+		}
+	}
+	// A time-sliced type's weight is the fixed share the scheduler gives
+	// it: 1/(max instances), the count NVML reports for the type.
+	if v, ok := LookupVGPU(A100SXM4_40GB, "A100-5C"); !ok || v.MaxInstances != 8 || v.MIGProfile != "" {
+		t.Fatalf("A100-5C: %+v %t", v, ok)
+	}
+	if v, ok := LookupVGPU(H100SXM5_80GB, "H100XM-3-40C"); !ok || v.MIGProfile != "3g.40gb" {
+		t.Fatalf("H100XM-3-40C: %+v %t", v, ok)
+	}
+}
+
 func TestModelFromDeviceName(t *testing.T) {
 	for _, tc := range []struct {
 		name, model string

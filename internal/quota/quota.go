@@ -212,14 +212,12 @@ func (c Config) Validate() error {
 
 // Weight is the GPU-equivalents one device of sku holds, as a fraction:
 // 1/1 for a whole GPU, the MIG profile's compute slices over the GPU's
-// (from the one profile table) otherwise.
+// (from the one profile table), a vGPU type's share ("vgpu:A100-4C" is
+// 1/10 of an A100) otherwise.
 func Weight(sku string) (num, den int64, err error) {
 	n, dn, ok := migprofile.GPUEquivalent(sku)
-	if model, profile := migprofile.ParseSKU(sku); ok && profile != "" {
-		_, ok = migprofile.Lookup(model, profile)
-	}
 	if !ok {
-		return 0, 0, fmt.Errorf("unknown GPU model or MIG profile %q", sku)
+		return 0, 0, fmt.Errorf("unknown GPU model, MIG profile or vGPU type %q", sku)
 	}
 	return int64(n), int64(dn), nil
 }

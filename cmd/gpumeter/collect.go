@@ -65,6 +65,7 @@ type collectFlags struct {
 	accountIsTenant   bool
 	gpm               bool
 	maxPowerWatts     uint64
+	vgpuUnused        string
 }
 
 func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
@@ -87,6 +88,7 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	fs.DurationVar(&f.shipFlush, "ship-flush", shc.FlushInterval, "ship a smaller batch after this long")
 	fs.DurationVar(&f.shipBackoff, "ship-backoff-max", shc.BackoffMax, "longest wait between retries while ClickHouse is down")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "at the end of a finite run, how long to wait for the spool to ship (it stays on disk either way)")
+	fs.StringVar(&f.vgpuUnused, "vgpu-best-effort-unused", "idle", "on best-effort vGPU GPUs, the time no instance used: idle, or holders (shared over the instances present)")
 	fs.BoolVar(&f.simulate, "simulate", false, "read a simulated DGX fleet instead of NVML")
 	fs.IntVar(&f.hosts, "hosts", 2, "simulated hosts")
 	fs.IntVar(&f.gpus, "gpus", 8, "GPUs per simulated host")
@@ -122,6 +124,9 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	case "clickhouse", "jsonl", "discard":
 	default:
 		errs = append(errs, fmt.Errorf("--sink: %q is not clickhouse, jsonl or discard", f.sink))
+	}
+	if _, err := vgpuUnused(f.vgpuUnused); err != nil {
+		errs = append(errs, err)
 	}
 	if f.podsURL != "" {
 		pcfg := attribution.DefaultPodLabelsConfig()
@@ -210,7 +215,7 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) e
 		return err
 	}
 
-	loop, err := collectors.NewLoop(collectors.LoopConfig{Interval: f.interval, Until: hs.until}, hs.hosts, attribution.Apportion, batch, hs.clock, logger, observer)
+	loop, err := collectors.NewLoop(collectors.LoopConfig{Interval: f.interval, Until: hs.until}, hs.hosts, apportioner(f), batch, hs.clock, logger, observer)
 	if err != nil {
 		return err
 	}
@@ -266,4 +271,22 @@ func printLedger(w io.Writer, fleet *sim.Fleet, written uint64) error {
 		out.Tenants = append(out.Tenants, reports.SimTenant{Tenant: t, GPUMicroseconds: l.GPUMicroseconds[t], EnergyMillijoules: l.EnergyMillijoules[t]})
 	}
 	return reports.WriteSimLedger(w, out)
+}
+
+// vgpuUnused reads --vgpu-best-effort-unused.
+func vgpuUnused(v string) (attribution.Unused, error) {
+	switch v {
+	case "idle":
+		return attribution.UnusedIdle, nil
+	case "holders":
+		return attribution.UnusedToHolders, nil
+	}
+	return 0, fmt.Errorf("--vgpu-best-effort-unused: %q is not idle or holders", v)
+}
+
+// apportioner is the apportioning rules under the flags' choices
+// (validated by then).
+func apportioner(f collectFlags) collectors.ApportionFunc {
+	unused, _ := vgpuUnused(f.vgpuUnused)
+	return attribution.Options{BestEffortUnused: unused}.Apportion
 }

@@ -180,6 +180,7 @@ const (
 	sigPCIe
 	sigNVLink
 	sigGPM
+	sigVGPU
 )
 
 // signals in reading order: MIG layout before processes (to place them),
@@ -187,6 +188,7 @@ const (
 var signals = [...]signal{
 	{name: "identity", bit: sigIdentity, required: true, read: (*Collector).readIdentity},
 	{name: "mig", bit: sigMIG, required: true, read: (*Collector).readMIG},
+	{name: "vgpu", bit: sigVGPU, required: true, read: (*Collector).readVGPU},
 	{name: "memory", bit: sigMemory, read: (*Collector).readMemory},
 	{name: "utilization", bit: sigUtilization, read: (*Collector).readUtilization},
 	{name: "processes", bit: sigProcesses, required: true, read: (*Collector).readProcesses},
@@ -246,5 +248,6 @@ func (c *Collector) failDevice(d *device, r *collectors.GPUReading, err error) {
 	d.readOK = false
 	d.procs.forget()
 	d.migs = nil
+	d.vgpu = nil
 	c.freeGPM(d, false)
 }

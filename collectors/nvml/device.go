@@ -41,6 +41,8 @@ type device struct {
 	pcieFV   [2]nvml.FieldValue
 	nvlinkFV [2]nvml.FieldValue
 
+	vgpu *vgpuState // on a vGPU host
+
 	gpmChecked bool
 	gpm        map[uint32]*gpmState // by GPU instance id
 }
@@ -57,7 +59,8 @@ func newDevice(index int) *device {
 func (d *device) resetReading(r *collectors.GPUReading) {
 	procs := r.Processes[:0]
 	insts := r.Instances[:0]
-	*r = collectors.GPUReading{GPU: d.gpu, Processes: procs, Instances: insts}
+	vgpus := r.VGPUs[:0]
+	*r = collectors.GPUReading{GPU: d.gpu, Processes: procs, Instances: insts, VGPUs: vgpus}
 }
 
 // identify reads what does not change while the driver is loaded.

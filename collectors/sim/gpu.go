@@ -315,6 +315,14 @@ func (g *GPU) install() {
 		used = min(used, g.memTotal)
 		return nvml.Memory{Total: g.memTotal, Used: used, Free: g.memTotal - used}, nvml.SUCCESS
 	}
+	// Bare metal: no virtualization (vGPU hosts answer for themselves).
+	d.GetVirtualizationModeFunc = func() (nvml.GpuVirtualizationMode, nvml.Return) {
+		defer read()()
+		if g.lost {
+			return 0, nvml.ERROR_GPU_IS_LOST
+		}
+		return nvml.GPU_VIRTUALIZATION_MODE_NONE, nvml.SUCCESS
+	}
 	d.GetMigModeFunc = func() (int, int, nvml.Return) {
 		defer read()()
 		if g.lost {

@@ -42,7 +42,7 @@ FUZZ_TARGETS := \
 # Packages with concurrency that also run under the race detector.
 RACE_PKGS := ./collectors/... ./internal/billing ./internal/quota ./internal/server ./internal/spool/...
 
-.PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop clean
+.PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop prometheus clean
 
 all: build
 
@@ -55,7 +55,11 @@ clickhouse:
 clickhouse-stop:
 	$(CH) stop
 
-test: clickhouse lint unit race fuzz
+test: clickhouse prometheus lint unit race fuzz
+
+# Debian's prometheus and promtool, for the scrape test and the alert rules.
+prometheus:
+	scripts/prometheus.sh install
 
 unit:
 	$(GO) test -count=1 ./...

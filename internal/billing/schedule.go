@@ -30,14 +30,14 @@ func NewScheduler(logger *slog.Logger, reg prometheus.Registerer) (*Scheduler, e
 			cron.Recover(cronLogger{logger}), cron.SkipIfStillRunning(cronLogger{logger}))),
 		logger: logger,
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gpumeter_job_runs_total", Help: "Scheduled job runs."}, []string{"job"}),
+			Name: "gpumeter_job_runs_total", Help: "Scheduled job runs."}, []string{"task"}),
 		fails: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gpumeter_job_failures_total", Help: "Scheduled job runs that returned an error."}, []string{"job"}),
+			Name: "gpumeter_job_failures_total", Help: "Scheduled job runs that returned an error."}, []string{"task"}),
 		lastOK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "gpumeter_job_last_success_timestamp_seconds", Help: "End of the last successful run."}, []string{"job"}),
+			Name: "gpumeter_job_last_success_timestamp_seconds", Help: "End of the last successful run."}, []string{"task"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "gpumeter_job_duration_seconds", Help: "Scheduled job run time.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 4, 8)}, []string{"job"}),
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 8)}, []string{"task"}),
 	}
 	for _, c := range []prometheus.Collector{s.runs, s.fails, s.lastOK, s.seconds} {
 		if err := reg.Register(c); err != nil {

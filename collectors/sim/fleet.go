@@ -16,7 +16,10 @@ import (
 
 // Config describes a simulated fleet.
 type Config struct {
-	Hosts       int
+	Hosts int // DGX hosts (Kubernetes and Slurm nodes)
+	// VGPUHosts are NVIDIA vGPU hypervisors (PresetVGPU), after the DGX
+	// hosts: A100-SXM4-40GB and H100-SXM5-80GB in turn.
+	VGPUHosts   int
 	GPUsPerHost int
 	Seed        int64
 	// Start is the simulated time the fleet starts at; it is rounded down
@@ -38,8 +41,14 @@ func DefaultConfig() Config {
 // Validate reports every problem with the config.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Hosts < 1 || c.Hosts > 256 {
-		errs = append(errs, fmt.Errorf("hosts: %d is not within 1..256", c.Hosts))
+	if c.Hosts < 0 || c.Hosts > 256 {
+		errs = append(errs, fmt.Errorf("hosts: %d is not within 0..256", c.Hosts))
+	}
+	if c.VGPUHosts < 0 || c.VGPUHosts > 64 {
+		errs = append(errs, fmt.Errorf("vgpu hosts: %d is not within 0..64", c.VGPUHosts))
+	}
+	if c.Hosts+c.VGPUHosts < 1 {
+		errs = append(errs, errors.New("hosts: none (DGX or vGPU)"))
 	}
 	if c.GPUsPerHost < 1 || c.GPUsPerHost > 16 {
 		errs = append(errs, fmt.Errorf("gpus per host: %d is not within 1..16", c.GPUsPerHost))
@@ -73,9 +82,10 @@ var fleetTenants = []tenantSpec{
 
 // Fleet is a set of simulated hosts sharing one simulated clock.
 type Fleet struct {
-	cfg    Config
-	hosts  []*Host
-	scheds []*scheduler
+	cfg     Config
+	hosts   []*Host
+	scheds  []*scheduler
+	vscheds []*vgpuScheduler
 
 	mu  sync.Mutex
 	now time.Time
@@ -87,6 +97,9 @@ type Fleet struct {
 // first half of the GPUs are whole (training jobs and notebooks), the next
 // quarter are MIG-partitioned with mixed profiles rented to tenants, the
 // rest are time-sliced between several tenants' inference and notebooks.
+// The vGPU hosts follow (PresetVGPU): VMs of the tenants (and two nothing
+// maps) start and stop at random microseconds inside steps, each running
+// 2 to 60 minutes.
 func New(cfg Config) (*Fleet, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("sim fleet: %w", err)
@@ -125,6 +138,40 @@ func New(cfg Config) (*Fleet, error) {
 		}
 		f.hosts = append(f.hosts, h)
 		f.scheds = append(f.scheds, s)
+	}
+	vmodels := VGPUModels()
+	for i := 0; i < cfg.VGPUHosts; i++ {
+		model := vmodels[i%len(vmodels)]
+		vc, err := PresetVGPU(model, cfg.GPUsPerHost)
+		if err != nil {
+			return nil, fmt.Errorf("sim fleet: %w", err)
+		}
+		hc := HostConfig{
+			Name:  fmt.Sprintf("sim-vgpu-%s-%02d", strings.ToLower(strings.SplitN(model, "-", 2)[0]), i+1),
+			Model: model,
+			GPUs:  cfg.GPUsPerHost,
+			Seed:  cfg.Seed*1_000_003 + 500_000 + int64(i),
+			Start: start,
+			Step:  cfg.Step,
+			VGPU:  vc,
+		}
+		if cfg.Root != "" {
+			hc.Root = filepath.Join(cfg.Root, hc.Name)
+		}
+		h, err := NewHost(hc)
+		if err != nil {
+			return nil, fmt.Errorf("sim fleet: %w", err)
+		}
+		s := newVGPUScheduler(h, i, uint64(hc.Seed))
+		if err := s.layout(); err != nil {
+			return nil, fmt.Errorf("sim fleet: %w", err)
+		}
+		h.onBoundary = s.boundary
+		if err := s.boundary(start); err != nil {
+			return nil, fmt.Errorf("sim fleet: %w", err)
+		}
+		f.hosts = append(f.hosts, h)
+		f.vscheds = append(f.vscheds, s)
 	}
 	return f, nil
 }
@@ -167,8 +214,10 @@ func (f *Fleet) Ledger() Ledger {
 }
 
 // MapFile is the attribution map for the fleet, in the format of
-// attribution.ParseMapping: the tenants' namespaces and accounts, and the
-// rented MIG instances.
+// attribution.ParseMapping: the tenants' namespaces and accounts, the
+// rented MIG instances, and the vGPU hosts' VMs mapped by the map file
+// rather than by libvirt metadata (`vm <VM id> <tenant> <department>`,
+// the id as NVML reports it).
 func (f *Fleet) MapFile() string {
 	var b strings.Builder
 	b.WriteString("# gpumeter attribution map of the simulated fleet\n")
@@ -187,6 +236,11 @@ func (f *Fleet) MapFile() string {
 				if tenant, dept := in.Tenant(); tenant != "" {
 					fmt.Fprintf(&b, "device %s %s %s # %s gpu %d %s\n", in.uuid, tenant, dept, h.cfg.Name, g.index, in.profile.Name)
 				}
+			}
+		}
+		for _, vm := range h.VMs() {
+			if vm.Tenant != "" && vm.Mapping == VMByMapFile {
+				fmt.Fprintf(&b, "vm %s %s %s # %s %s\n", vm.ID(), vm.Tenant, vm.Department, h.cfg.Name, vm.Name)
 			}
 		}
 	}

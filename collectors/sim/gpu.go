@@ -32,6 +32,18 @@ type GPU struct {
 	lost   bool
 	nvlink bool
 
+	// virtualization (vgpu.go)
+	vmode      VGPUMode
+	vcfg       VGPUGPUConfig
+	virt       nvml.GpuVirtualizationMode
+	vgis       []*vgpuGI // GPU instances of a MIG-backed vGPU GPU
+	vgpus      []*VGPU   // not yet destroyed by the host's time, by handle
+	nextHandle uint32
+	vsamples   []nvml.VgpuInstanceUtilizationSample
+	vstep      []vgpuPresence // the last step's instances
+	passVM     *vmState       // the VM a passthrough GPU is given to
+	passUtil   uint32         // its utilization in the last step
+
 	energy             uint64 // mJ since "driver load"
 	pcieTx, pcieRx     uint64 // bytes
 	nvlinkTx, nvlinkRx uint64 // KiB
@@ -69,6 +81,7 @@ func newGPU(h *Host, i int, d *server.Device) *GPU {
 	d.UUID = g.uuid
 	d.Config.Name = h.model.nvmlName
 	g.install()
+	g.installVGPU()
 	return g
 }
 
@@ -117,6 +130,9 @@ func (g *GPU) EnableMIG(profiles ...string) ([]*Instance, error) {
 	defer h.mu.Unlock()
 	if len(g.procs) > 0 {
 		return nil, fmt.Errorf("sim gpu %d: enable mig: processes are running", g.index)
+	}
+	if g.vmode != BareMetal {
+		return nil, fmt.Errorf("sim gpu %d: enable mig: the gpu is %s", g.index, g.vmode)
 	}
 	slicesUsed := 0
 	for _, in := range g.instances {
@@ -218,7 +234,12 @@ func (g *GPU) advance(stepUs uint64, end time.Time) {
 	m := g.host.model
 	// busy = busyNum / busyDen of the board's SMs.
 	var busyNum, busyDen uint64
-	if g.mig {
+	if g.vmode != BareMetal {
+		busyNum, busyDen = g.vgpuBusy(stepUs)
+		if !g.mig {
+			g.lastUtil = uint32(busyNum)
+		}
+	} else if g.mig {
 		busyDen = uint64(migprofile.ComputeSlices) * 100
 		for _, in := range g.instances {
 			u := uint64(0)
@@ -312,16 +333,13 @@ func (g *GPU) install() {
 		for _, p := range g.procs {
 			used += p.MemBytes
 		}
+		for _, v := range g.vgpus {
+			if v.existsAt(h.now) {
+				used += uint64(v.typ.FramebufferGB) << 30 // a vGPU holds its type's framebuffer
+			}
+		}
 		used = min(used, g.memTotal)
 		return nvml.Memory{Total: g.memTotal, Used: used, Free: g.memTotal - used}, nvml.SUCCESS
-	}
-	// Bare metal: no virtualization (vGPU hosts answer for themselves).
-	d.GetVirtualizationModeFunc = func() (nvml.GpuVirtualizationMode, nvml.Return) {
-		defer read()()
-		if g.lost {
-			return 0, nvml.ERROR_GPU_IS_LOST
-		}
-		return nvml.GPU_VIRTUALIZATION_MODE_NONE, nvml.SUCCESS
 	}
 	d.GetMigModeFunc = func() (int, int, nvml.Return) {
 		defer read()()
@@ -363,6 +381,11 @@ func (g *GPU) install() {
 		for _, in := range g.instances {
 			if int(in.gi) == id {
 				return in.giHandle, nvml.SUCCESS
+			}
+		}
+		for _, gi := range g.vgis {
+			if int(gi.id) == id {
+				return gi.handle, nvml.SUCCESS
 			}
 		}
 		return nil, nvml.ERROR_NOT_FOUND

@@ -10,6 +10,14 @@
 // faster than the wall clock. World changes (processes starting and
 // stopping) happen on step boundaries. A Ledger records what the simulator
 // ran, so end-to-end tests can compare the collector's output with it.
+//
+// A host can also be an NVIDIA vGPU hypervisor (HostConfig.VGPU): its GPUs
+// answer the vGPU host queries (virtualization mode, scheduler state,
+// active vGPU instances on go-nvml's VgpuInstance and VgpuTypeId mocks,
+// per-vGPU utilization samples), its VMs are libvirt domains whose XML it
+// writes, and the ledger books each VM's vGPU time by the scheduler's
+// rule. vGPU instances are created and destroyed at any whole microsecond,
+// inside steps too.
 package sim
 
 import (
@@ -55,6 +63,11 @@ type HostConfig struct {
 	// log directory (Root/pods) are written, for cgroup attribution.
 	Root   string
 	Cgroup CgroupLayout
+	// VGPU, when set, makes the host a KVM hypervisor with NVIDIA's vGPU
+	// manager: its GPUs are time-sliced or MIG-backed vGPU hosts, passed
+	// through or bare metal, and its VMs' domain XML is written under
+	// Root/libvirt/qemu.
+	VGPU *VGPUConfig
 }
 
 // Validate reports every problem with the config.
@@ -75,6 +88,11 @@ func (c HostConfig) Validate() error {
 	if c.Step < time.Millisecond || c.Step%time.Microsecond != 0 {
 		errs = append(errs, fmt.Errorf("step: %s is below 1ms or not whole microseconds", c.Step))
 	}
+	if m, ok := lookupModel(c.Model); ok && c.VGPU != nil {
+		if err := c.VGPU.validate(m, c.GPUs); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -89,6 +107,7 @@ type Host struct {
 	step   int64 // steps taken
 	procs  map[uint32]*Process
 	pid    uint32
+	vms    map[string]*vmState // by name
 	ledger Ledger
 
 	// onBoundary, when set, runs at every step boundary after the step
@@ -119,12 +138,18 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		cfg: cfg, model: m, server: srv,
 		now:    cfg.Start.UTC(),
 		procs:  make(map[uint32]*Process),
+		vms:    make(map[string]*vmState),
 		pid:    1000 + uint32(splitmix(uint64(cfg.Seed)^hashString(cfg.Name))%20000),
 		ledger: newLedger(),
 	}
 	for i, d := range srv.Devices {
 		g := newGPU(h, i, d.(*server.Device))
 		h.gpus = append(h.gpus, g)
+		if cfg.VGPU != nil && i < len(cfg.VGPU.GPUs) {
+			if err := g.setupVGPU(cfg.VGPU.GPUs[i]); err != nil {
+				return nil, fmt.Errorf("sim host: %w", err)
+			}
+		}
 	}
 	h.installServer()
 	if cfg.Root != "" {
@@ -223,6 +248,7 @@ func (h *Host) stepLocked() {
 		for _, p := range g.procs {
 			p.util = p.utilAt(h.step)
 		}
+		g.stepVGPU(h.step, h.now, end)
 		g.advance(stepUs, end)
 		h.ledger.record(g, stepUs)
 	}
@@ -276,6 +302,9 @@ func (h *Host) Start(p Process) (uint32, error) {
 		return 0, fmt.Errorf("sim host %s: start: no gpu %d", h.cfg.Name, p.GPU)
 	}
 	g := h.gpus[p.GPU]
+	if g.vmode != BareMetal {
+		return 0, fmt.Errorf("sim host %s: start: gpu %d is a %s gpu: it runs no host processes", h.cfg.Name, p.GPU, g.vmode)
+	}
 	if p.MIG != "" && g.instance(p.MIG) == nil {
 		return 0, fmt.Errorf("sim host %s: start: gpu %d has no mig device %s", h.cfg.Name, p.GPU, p.MIG)
 	}

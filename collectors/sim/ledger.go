@@ -20,20 +20,29 @@ import (
 // instances run only on rented ones (their exact start and stop are not
 // visible to NVML). Energy is apportioned by the same rule in floating
 // point; the collector's integer split differs by rounding only.
+//
+// On vGPU hosts each VM is booked its vGPU instances' time by the rules of
+// vgpuShares (the scheduler's policy, MIG-backed by slices) and a
+// passthrough GPU's whole time, under its tenant ("(unattributed)" for a
+// VM nothing maps) and, in GPUMicrosecondsByWorkload, under "vm/<VM id>".
 type Ledger struct {
-	GPUMicroseconds        map[string]uint64  // by tenant; "" is idle
-	EnergyMillijoules      map[string]float64 // by tenant; "" is idle
-	TotalEnergyMillijoules uint64
-	GPUSteps               uint64 // GPU × steps recorded
+	GPUMicroseconds map[string]uint64 // by tenant; "" is idle
+	// GPUMicrosecondsByWorkload is the VMs' time by workload, "vm/<id>"
+	// with the id as NVML's GetVmID reports it (VM.Workload).
+	GPUMicrosecondsByWorkload map[string]uint64
+	EnergyMillijoules         map[string]float64 // by tenant; "" is idle
+	TotalEnergyMillijoules    uint64
+	GPUSteps                  uint64 // GPU × steps recorded
 }
 
 func newLedger() Ledger {
-	return Ledger{GPUMicroseconds: map[string]uint64{}, EnergyMillijoules: map[string]float64{}}
+	return Ledger{GPUMicroseconds: map[string]uint64{}, GPUMicrosecondsByWorkload: map[string]uint64{}, EnergyMillijoules: map[string]float64{}}
 }
 
 func (l Ledger) clone() Ledger {
 	c := l
 	c.GPUMicroseconds = maps.Clone(l.GPUMicroseconds)
+	c.GPUMicrosecondsByWorkload = maps.Clone(l.GPUMicrosecondsByWorkload)
 	c.EnergyMillijoules = maps.Clone(l.EnergyMillijoules)
 	return c
 }
@@ -45,6 +54,9 @@ func (l *Ledger) Add(o Ledger) {
 	}
 	for k, v := range o.GPUMicroseconds {
 		l.GPUMicroseconds[k] += v
+	}
+	for k, v := range o.GPUMicrosecondsByWorkload {
+		l.GPUMicrosecondsByWorkload[k] += v
 	}
 	for k, v := range o.EnergyMillijoules {
 		l.EnergyMillijoules[k] += v
@@ -59,14 +71,17 @@ func (l Ledger) Tenants() []string {
 }
 
 type ledgerRow struct {
-	tenant  string
-	gpu, sm float64
+	tenant   string
+	workload string // a VM's "vm/<id>"; empty otherwise
+	gpu, sm  float64
 }
 
 // record books one step of one GPU.
 func (l *Ledger) record(g *GPU, stepUs uint64) {
 	var rows []ledgerRow
-	if !g.mig {
+	if g.vmode != BareMetal {
+		rows = vgpuRows(g, stepUs)
+	} else if !g.mig {
 		rows = splitProcs(g.procs, stepUs, true)
 		if len(rows) == 0 {
 			rows = append(rows, ledgerRow{tenant: "", gpu: float64(stepUs)})
@@ -126,6 +141,9 @@ func (l *Ledger) record(g *GPU, stepUs uint64) {
 	var total float64
 	for _, r := range rows {
 		l.GPUMicroseconds[r.tenant] += uint64(r.gpu)
+		if r.workload != "" {
+			l.GPUMicrosecondsByWorkload[r.workload] += uint64(r.gpu)
+		}
 		total += r.gpu + r.sm
 	}
 	for _, r := range rows {

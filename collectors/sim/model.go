@@ -17,6 +17,7 @@ type modelSpec struct {
 	idleW    uint64 // board power when idle
 	maxW     uint64 // board power at full load
 	gpm      bool   // GPU Performance Monitoring (Hopper)
+	sriov    bool   // vGPU on SR-IOV virtual functions (Ampere and newer)
 	pcieBps  uint64 // PCIe bytes per second per direction at full load (a training job's typical, not the link's peak)
 	nvlinkBp uint64 // NVLink bytes per second per direction at full load (likewise)
 }
@@ -44,6 +45,7 @@ func lookupModel(name string) (modelSpec, bool) {
 		return modelSpec{}, false
 	}
 	m.name, m.mig = name, mig
+	m.sriov = true // every simulated model is Ampere or Hopper
 	m.mock.Name = m.nvmlName
 	return m, true
 }

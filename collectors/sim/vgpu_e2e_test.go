@@ -1,0 +1,155 @@
+package sim_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/collectors/attribution"
+	"github.com/gpumeter/gpumeter/collectors/nvml"
+	"github.com/gpumeter/gpumeter/collectors/sim"
+)
+
+// vmClaims is a stand-in for the VM attributor: a vGPU instance belongs
+// to its VM's tenant as the simulator defined it, a passthrough GPU to
+// the VM whose domain XML names its PCI address. A VM without a tenant
+// is left to the apportioner's default, unattributed with its workload.
+type vmClaims struct {
+	t  *testing.T
+	h  *sim.Host
+	id map[string]sim.VM // by NVML's VM id
+}
+
+func newVMClaims(t *testing.T, h *sim.Host) *vmClaims {
+	c := &vmClaims{t: t, h: h, id: map[string]sim.VM{}}
+	for _, vm := range h.VMs() {
+		c.id[vm.ID()] = vm
+	}
+	return c
+}
+
+func (c *vmClaims) Attribute(_ context.Context, gpus []collectors.GPUReading) error {
+	for i := range gpus {
+		g := &gpus[i]
+		for j := range g.VGPUs {
+			v := &g.VGPUs[j]
+			vm, ok := c.id[v.VMID]
+			if !ok {
+				return fmt.Errorf("vgpu %s: unknown vm %q", v.UUID, v.VMID)
+			}
+			if len(v.Claims) == 0 && vm.Tenant != "" {
+				v.Claims = []collectors.Owner{{Tenant: vm.Tenant, Department: vm.Department, Workload: vm.Workload()}}
+			}
+		}
+		if g.Virtualization != collectors.VirtPassthrough || len(g.Claims) > 0 {
+			continue
+		}
+		for _, vm := range c.h.VMs() {
+			for _, hd := range readDomain(c.t, c.h, vm.Name).Hostdevs {
+				if hd.Type == "pci" && strings.EqualFold(fmt.Sprintf("0000%s:%s:%s.%s", hd.Address.Domain[2:], hd.Address.Bus[2:], hd.Address.Slot[2:], hd.Address.Function[2:]), g.GPU.PCIBusID) {
+					g.Claims = []collectors.Owner{{Tenant: vm.Tenant, Department: vm.Department, Workload: vm.Workload()}}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// The production collector and apportioner over simulated vGPU hosts (an
+// A100 and an H100, every scheduler policy, MIG-backed vGPU, passthrough,
+// VMs starting and stopping inside intervals) book every VM exactly what
+// the simulator's ledger says it ran.
+func TestVGPUCollectorMatchesLedger(t *testing.T) {
+	cfg := sim.DefaultConfig()
+	cfg.Start, cfg.Seed, cfg.Hosts, cfg.VGPUHosts, cfg.Root = fleetStart, 9, 0, 2, t.TempDir()
+	f, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var hosts []collectors.Host
+	for _, h := range f.Hosts() {
+		src, err := nvml.New(h.NVML(), nvml.DefaultConfig(), logger, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { src.Close() })
+		hosts = append(hosts, collectors.Host{Name: h.Name(), Sources: []collectors.NamedSource{{Name: "nvml", Source: src}}, Attributor: newVMClaims(t, h)})
+	}
+	type gpuInterval struct {
+		host, gpu string
+		start     time.Time
+	}
+	wall := map[gpuInterval]uint64{}
+	byWorkload, byTenant, energy := map[string]uint64{}, map[string]uint64{}, map[string]float64{}
+	var totalEnergy uint64
+	var samples, vgpuRows int
+	app := collectors.AppenderFunc(func(_ context.Context, batch []collectors.Sample) error {
+		for _, s := range batch {
+			if err := s.Validate(); err != nil {
+				return fmt.Errorf("invalid sample %+v: %w", s, err)
+			}
+			samples++
+			if strings.Contains(s.SKU, "/vgpu:") {
+				vgpuRows++
+			}
+			wall[gpuInterval{s.Host, s.GPUUUID, s.Start}] += s.GPUMicroseconds
+			if strings.HasPrefix(s.Workload, "vm/") {
+				byWorkload[s.Workload] += s.GPUMicroseconds
+			}
+			byTenant[s.Tenant] += s.GPUMicroseconds
+			energy[s.Tenant] += float64(s.EnergyMillijoules)
+			totalEnergy += s.EnergyMillijoules
+		}
+		return nil
+	})
+	const d = time.Hour
+	loop, err := collectors.NewLoop(collectors.LoopConfig{Interval: cfg.Step, Until: f.Start().Add(d)}, hosts, attribution.Apportion, app, f.Clock(0), logger, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loop.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	led := f.Ledger()
+
+	if want := 2 * 8 * int(d/cfg.Step); len(wall) != want {
+		t.Errorf("%d GPU intervals, want %d", len(wall), want)
+	}
+	for k, us := range wall {
+		if us != uint64(cfg.Step/time.Microsecond) {
+			t.Errorf("%s %s %s: %d µs allocated + idle, want the interval", k.host, k.gpu, k.start.Format(time.TimeOnly), us)
+		}
+	}
+	for w, us := range led.GPUMicrosecondsByWorkload {
+		if byWorkload[w] != us {
+			t.Errorf("%s: collector %d µs, simulator %d µs (diff %d)", w, byWorkload[w], us, int64(byWorkload[w])-int64(us))
+		}
+	}
+	for w, us := range byWorkload {
+		if _, ok := led.GPUMicrosecondsByWorkload[w]; !ok {
+			t.Errorf("%s: collector %d µs, simulator none", w, us)
+		}
+	}
+	for tenant, us := range led.GPUMicroseconds {
+		if byTenant[tenant] != us {
+			t.Errorf("tenant %q: collector %d µs, simulator %d µs", tenant, byTenant[tenant], us)
+		}
+		if diff := math.Abs(energy[tenant] - led.EnergyMillijoules[tenant]); diff > float64(led.GPUSteps) {
+			t.Errorf("tenant %q: collector %.0f mJ, simulator %.0f mJ", tenant, energy[tenant], led.EnergyMillijoules[tenant])
+		}
+	}
+	if totalEnergy != led.TotalEnergyMillijoules {
+		t.Errorf("energy: collector %d mJ, simulator %d mJ", totalEnergy, led.TotalEnergyMillijoules)
+	}
+	if len(led.GPUMicrosecondsByWorkload) < 20 || led.GPUMicroseconds[collectors.UnattributedTenant] == 0 || vgpuRows == 0 {
+		t.Errorf("a thin run: %d VMs, %d µs unattributed, %d vGPU rows", len(led.GPUMicrosecondsByWorkload), led.GPUMicroseconds[collectors.UnattributedTenant], vgpuRows)
+	}
+	t.Logf("%d samples (%d vGPU rows), %d VMs, tenants %v", samples, vgpuRows, len(led.GPUMicrosecondsByWorkload), byTenant)
+}

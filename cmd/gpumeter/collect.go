@@ -49,6 +49,7 @@ type collectFlags struct {
 
 	simulate bool
 	hosts    int
+	vgpu     bool
 	gpus     int
 	seed     int64
 	start    string
@@ -91,6 +92,7 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	fs.StringVar(&f.vgpuUnused, "vgpu-best-effort-unused", "idle", "on best-effort vGPU GPUs, the time no instance used: idle, or holders (shared over the instances present)")
 	fs.BoolVar(&f.simulate, "simulate", false, "read a simulated DGX fleet instead of NVML")
 	fs.IntVar(&f.hosts, "hosts", 2, "simulated hosts")
+	fs.BoolVar(&f.vgpu, "vgpu", false, "with --simulate, also a simulated NVIDIA vGPU host (VMs under each scheduler policy, MIG-backed vGPU, passthrough)")
 	fs.IntVar(&f.gpus, "gpus", 8, "GPUs per simulated host")
 	fs.Int64Var(&f.seed, "seed", 1, "seed of the simulated fleet")
 	fs.StringVar(&f.start, "start", "", "simulated start time, RFC 3339 (default: --duration before the last full hour, or now)")
@@ -143,6 +145,9 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	}
 	if f.batchRows < 0 {
 		errs = append(errs, fmt.Errorf("--batch-rows: %d is negative", f.batchRows))
+	}
+	if f.vgpu && !f.simulate {
+		errs = append(errs, errors.New("--vgpu: only with --simulate"))
 	}
 	if f.simulate {
 		if f.speed < 0 {

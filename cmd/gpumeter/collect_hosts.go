@@ -35,9 +35,9 @@ func (hs *hostSet) close(logger *slog.Logger) {
 	}
 }
 
-// simulatedHosts builds the simulated DGX fleet: each host's mock NVML
-// behind the production NVML source, and cgroup attribution over the
-// fleet's own /proc and pod logs.
+// simulatedHosts builds the simulated DGX fleet (and with --vgpu a vGPU
+// host): each host's mock NVML behind the production NVML source, and
+// cgroup attribution over the fleet's own /proc and pod logs.
 func simulatedHosts(f collectFlags, nvmlCfg nvml.Config, observer *metrics.Observer, logger *slog.Logger) (hostSet, error) {
 	var hs hostSet
 	// By default a finite run covers the hours up to the last full hour
@@ -55,7 +55,11 @@ func simulatedHosts(f collectFlags, nvmlCfg nvml.Config, observer *metrics.Obser
 		return hs, fmt.Errorf("simulated fleet: %w", err)
 	}
 	hs.closers = append(hs.closers, func() error { return os.RemoveAll(root) })
-	fleet, err := sim.New(sim.Config{Hosts: f.hosts, GPUsPerHost: f.gpus, Seed: f.seed, Start: start, Step: f.interval, Root: root})
+	vgpuHosts := 0
+	if f.vgpu {
+		vgpuHosts = 1
+	}
+	fleet, err := sim.New(sim.Config{Hosts: f.hosts, VGPUHosts: vgpuHosts, GPUsPerHost: f.gpus, Seed: f.seed, Start: start, Step: f.interval, Root: root})
 	if err != nil {
 		return hs, usageError{err}
 	}

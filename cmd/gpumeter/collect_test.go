@@ -200,6 +200,7 @@ func TestCollectRejectsBadFlags(t *testing.T) {
 		{"bad start", []string{"--simulate", "--duration", "1h", "--start", "yesterday"}, "--start"},
 		{"map file with the simulation", []string{"--simulate", "--duration", "1h", "--map-file", "x.map"}, "--map-file"},
 		{"too many hosts", []string{"--simulate", "--duration", "1h", "--hosts", "1000", "--sink", "discard", "--listen", ""}, "hosts"},
+		{"vGPU host without the simulation", []string{"--vgpu", "--sink", "discard"}, "--vgpu"},
 		{"stray argument", []string{"now"}, "unexpected arguments"},
 		{"bad kubelet pods url", []string{"--kubelet-pods-url", "unix:///x", "--sink", "discard"}, "pod labels url"},
 		{"zero drain timeout", []string{"--drain-timeout", "0s"}, "--drain-timeout"},

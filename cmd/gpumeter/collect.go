@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -67,6 +68,7 @@ type collectFlags struct {
 	gpm               bool
 	maxPowerWatts     uint64
 	vgpuUnused        string
+	libvirtDir        string
 }
 
 func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
@@ -89,6 +91,7 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	fs.DurationVar(&f.shipFlush, "ship-flush", shc.FlushInterval, "ship a smaller batch after this long")
 	fs.DurationVar(&f.shipBackoff, "ship-backoff-max", shc.BackoffMax, "longest wait between retries while ClickHouse is down")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "at the end of a finite run, how long to wait for the spool to ship (it stays on disk either way)")
+	fs.StringVar(&f.libvirtDir, "libvirt-dir", "", "libvirt domain XML directory (e.g. /etc/libvirt/qemu) whose gpumeter:owner metadata maps VMs to tenants; empty disables")
 	fs.StringVar(&f.vgpuUnused, "vgpu-best-effort-unused", "idle", "on best-effort vGPU GPUs, the time no instance used: idle, or holders (shared over the instances present)")
 	fs.BoolVar(&f.simulate, "simulate", false, "read a simulated DGX fleet instead of NVML")
 	fs.IntVar(&f.hosts, "hosts", 2, "simulated hosts")
@@ -130,6 +133,9 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	if _, err := vgpuUnused(f.vgpuUnused); err != nil {
 		errs = append(errs, err)
 	}
+	if st, err := os.Stat(f.libvirtDir); f.libvirtDir != "" && (err != nil || !st.IsDir()) {
+		errs = append(errs, fmt.Errorf("--libvirt-dir: %s is not a readable directory", f.libvirtDir))
+	}
 	if f.podsURL != "" {
 		pcfg := attribution.DefaultPodLabelsConfig()
 		pcfg.URL = f.podsURL
@@ -158,6 +164,9 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 		}
 		if f.mapFile != "" {
 			errs = append(errs, errors.New("--map-file: the simulated fleet brings its own map"))
+		}
+		if f.libvirtDir != "" {
+			errs = append(errs, errors.New("--libvirt-dir: the simulated fleet writes its own domain files"))
 		}
 		if f.start != "" {
 			if _, err := time.Parse(time.RFC3339, f.start); err != nil {

@@ -82,7 +82,10 @@ func simulatedHosts(f collectFlags, nvmlCfg nvml.Config, observer *metrics.Obser
 		}
 		chain := attribution.NewChain(logger,
 			attribution.Step{Name: "cgroup", Attributor: cg},
-			attribution.Step{Name: "static", Attributor: attribution.NewStatic(mapping)})
+			attribution.Step{Name: "static", Attributor: attribution.NewStatic(mapping)},
+			// Simulated time outruns the wall clock: look at new domain
+			// files every poll.
+			attribution.Step{Name: "vm", Attributor: attribution.NewVM(mapping, h.LibvirtDir(), 0)})
 		hs.hosts = append(hs.hosts, collectors.Host{Name: h.Name(), Sources: []collectors.NamedSource{{Name: "nvml", Source: src}}, Attributor: chain})
 	}
 	hs.clock = fleet.Clock(f.speed)
@@ -149,7 +152,8 @@ func nvmlHost(f collectFlags, lib gonvml.Interface, nvmlCfg nvml.Config, observe
 		}
 		steps = append(steps, attribution.Step{Name: "cgroup", Attributor: cg})
 	}
-	steps = append(steps, attribution.Step{Name: "static", Attributor: attribution.NewStatic(mapping)})
+	steps = append(steps, attribution.Step{Name: "static", Attributor: attribution.NewStatic(mapping)},
+		attribution.Step{Name: "vm", Attributor: attribution.NewVM(mapping, f.libvirtDir, 10*time.Second)})
 	hs.hosts = []collectors.Host{{Name: name, Sources: []collectors.NamedSource{{Name: "nvml", Source: src}}, Attributor: attribution.NewChain(logger, steps...)}}
 	hs.clock = collectors.WallClock{}
 	if f.duration > 0 {

@@ -195,6 +195,7 @@ func TestCollectRejectsBadFlags(t *testing.T) {
 		{"sub-second interval", []string{"--interval", "500ms"}, "--interval"},
 		{"unknown sink", []string{"--sink", "kafka"}, "--sink"},
 		{"unknown vGPU unused-time rule", []string{"--vgpu-best-effort-unused", "owners"}, "--vgpu-best-effort-unused"},
+		{"missing libvirt directory", []string{"--libvirt-dir", "/nonexistent/qemu", "--sink", "discard"}, "--libvirt-dir"},
 		{"flat-out simulation without end", []string{"--simulate"}, "needs a --duration"},
 		{"negative speed", []string{"--simulate", "--speed", "-1", "--duration", "1h"}, "--speed"},
 		{"bad start", []string{"--simulate", "--duration", "1h", "--start", "yesterday"}, "--start"},

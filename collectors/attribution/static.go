@@ -26,6 +26,10 @@ type Mapping struct {
 	Devices    map[string]Tenant // GPU or MIG UUID
 	Namespaces map[string]Tenant
 	Accounts   map[string]Tenant
+	// VMs map a virtual machine to a tenant by any of its keys (VMKey):
+	// the VM id NVML reports (libvirt domain name or id), the VM UUID,
+	// the vGPU instance UUID, the mdev UUID or a PCI address.
+	VMs map[string]Tenant
 	// Labels map a pod label to a tenant, in file order: the first rule
 	// a pod's labels match wins, before its namespace is looked at.
 	Labels []LabelRule
@@ -114,12 +118,13 @@ func LoadMapping(path string) (Mapping, error) {
 //
 //	<kind> <key> <tenant> [department]
 //
-// where kind is device (a GPU or MIG UUID), namespace, account or label
+// where kind is device (a GPU or MIG UUID), namespace, account, label
 // (key=value of a pod label; rules apply in file order, before namespace
-// entries); fields are separated by blanks and '#' starts a comment. Every problem is
+// entries) or vm (a virtual machine by its id, UUID, vGPU or mdev UUID, or
+// PCI address; see VMKey); fields are separated by blanks and '#' starts a comment. Every problem is
 // reported with its line number; a file with any problem changes nothing.
 func ParseMapping(r io.Reader) (Mapping, error) {
-	m := Mapping{Devices: map[string]Tenant{}, Namespaces: map[string]Tenant{}, Accounts: map[string]Tenant{}}
+	m := Mapping{Devices: map[string]Tenant{}, Namespaces: map[string]Tenant{}, Accounts: map[string]Tenant{}, VMs: map[string]Tenant{}}
 	var errs []error
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
@@ -164,8 +169,11 @@ func ParseMapping(r io.Reader) (Mapping, error) {
 			dst = m.Namespaces
 		case "account":
 			dst = m.Accounts
+		case "vm":
+			dst = m.VMs
+			f[1] = VMKey(f[1])
 		default:
-			errs = append(errs, fmt.Errorf("line %d: unknown kind %q (want device, namespace, account or label)", line, f[0]))
+			errs = append(errs, fmt.Errorf("line %d: unknown kind %q (want device, namespace, account, label or vm)", line, f[0]))
 			continue
 		}
 		if _, dup := dst[f[1]]; dup {
@@ -187,7 +195,7 @@ func ParseMapping(r io.Reader) (Mapping, error) {
 // tenant, or with blanks in a name (which the file format cannot hold).
 func (m Mapping) Validate() error {
 	var errs []error
-	for kind, table := range map[string]map[string]Tenant{"device": m.Devices, "namespace": m.Namespaces, "account": m.Accounts} {
+	for kind, table := range map[string]map[string]Tenant{"device": m.Devices, "namespace": m.Namespaces, "account": m.Accounts, "vm": m.VMs} {
 		for key, t := range table {
 			switch {
 			case key == "" || t.Name == "":

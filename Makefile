@@ -88,10 +88,11 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # The bundled data set first, then six hours of a simulated 2-host fleet
-# through the collector (fixed start: re-running changes no totals).
+# and a vGPU host through the collector (fixed start: re-running changes
+# no totals).
 demo: clickhouse build
 	$(BIN) --clickhouse $(DEMO_DSN) demo
-	$(BIN) --clickhouse $(DEMO_DSN) collect --simulate --hosts 2 --seed 1 \
+	$(BIN) --clickhouse $(DEMO_DSN) collect --simulate --hosts 2 --vgpu --seed 1 \
 		--start 2026-11-05T00:00:00Z --duration 6h --listen ""
 	$(BIN) --clickhouse $(DEMO_DSN) usage --from 2026-11-05 --to 2026-11-06 --by tenant,department
 	@echo; echo "Invoicing November 2026 ($(DEMO_CONFIG)):"

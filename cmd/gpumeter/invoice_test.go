@@ -268,7 +268,7 @@ func TestDemoInvoicesNovember(t *testing.T) {
 	cfg := filepath.Join("..", "..", "internal", "demo", "billing", "gpumeter.yaml")
 	for _, args := range [][]string{
 		{"demo"},
-		{"collect", "--simulate", "--hosts", "2", "--seed", "1", "--start", "2026-11-05T00:00:00Z", "--duration", "6h", "--listen", ""},
+		{"collect", "--simulate", "--hosts", "2", "--vgpu", "--seed", "1", "--start", "2026-11-05T00:00:00Z", "--duration", "6h", "--listen", ""},
 		{"rollup", "--scheduled"},
 	} {
 		if code, _, stderr := cli(t, append([]string{"--clickhouse", dsn}, args...)...); code != 0 {

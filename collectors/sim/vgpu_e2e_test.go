@@ -16,59 +16,21 @@ import (
 	"github.com/gpumeter/gpumeter/collectors/sim"
 )
 
-// vmClaims is a stand-in for the VM attributor: a vGPU instance belongs
-// to its VM's tenant as the simulator defined it, a passthrough GPU to
-// the VM whose domain XML names its PCI address. A VM without a tenant
-// is left to the apportioner's default, unattributed with its workload.
-type vmClaims struct {
-	t  *testing.T
-	h  *sim.Host
-	id map[string]sim.VM // by NVML's VM id
-}
-
-func newVMClaims(t *testing.T, h *sim.Host) *vmClaims {
-	c := &vmClaims{t: t, h: h, id: map[string]sim.VM{}}
-	for _, vm := range h.VMs() {
-		c.id[vm.ID()] = vm
-	}
-	return c
-}
-
-func (c *vmClaims) Attribute(_ context.Context, gpus []collectors.GPUReading) error {
-	for i := range gpus {
-		g := &gpus[i]
-		for j := range g.VGPUs {
-			v := &g.VGPUs[j]
-			vm, ok := c.id[v.VMID]
-			if !ok {
-				return fmt.Errorf("vgpu %s: unknown vm %q", v.UUID, v.VMID)
-			}
-			if len(v.Claims) == 0 && vm.Tenant != "" {
-				v.Claims = []collectors.Owner{{Tenant: vm.Tenant, Department: vm.Department, Workload: vm.Workload()}}
-			}
-		}
-		if g.Virtualization != collectors.VirtPassthrough || len(g.Claims) > 0 {
-			continue
-		}
-		for _, vm := range c.h.VMs() {
-			for _, hd := range readDomain(c.t, c.h, vm.Name).Hostdevs {
-				if hd.Type == "pci" && strings.EqualFold(fmt.Sprintf("0000%s:%s:%s.%s", hd.Address.Domain[2:], hd.Address.Bus[2:], hd.Address.Slot[2:], hd.Address.Function[2:]), g.GPU.PCIBusID) {
-					g.Claims = []collectors.Owner{{Tenant: vm.Tenant, Department: vm.Department, Workload: vm.Workload()}}
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// The production collector and apportioner over simulated vGPU hosts (an
-// A100 and an H100, every scheduler policy, MIG-backed vGPU, passthrough,
-// VMs starting and stopping inside intervals) book every VM exactly what
-// the simulator's ledger says it ran.
+// The production collector, VM attribution (map file rules and libvirt
+// domain XML) and apportioner over simulated vGPU hosts (an A100 and an
+// H100, every scheduler policy, MIG-backed vGPU, passthrough, VMs
+// starting and stopping inside intervals) book every VM and tenant
+// exactly what the simulator's ledger says it ran.
 func TestVGPUCollectorMatchesLedger(t *testing.T) {
 	cfg := sim.DefaultConfig()
 	cfg.Start, cfg.Seed, cfg.Hosts, cfg.VGPUHosts, cfg.Root = fleetStart, 9, 0, 2, t.TempDir()
 	f, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fleet's map file holds the vm rules; the other VMs' tenants are
+	// in their libvirt domain XML.
+	m, err := attribution.ParseMapping(strings.NewReader(f.MapFile()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +42,10 @@ func TestVGPUCollectorMatchesLedger(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { src.Close() })
-		hosts = append(hosts, collectors.Host{Name: h.Name(), Sources: []collectors.NamedSource{{Name: "nvml", Source: src}}, Attributor: newVMClaims(t, h)})
+		chain := attribution.NewChain(logger,
+			attribution.Step{Name: "static", Attributor: attribution.NewStatic(m)},
+			attribution.Step{Name: "vm", Attributor: attribution.NewVM(m, h.LibvirtDir(), 0)})
+		hosts = append(hosts, collectors.Host{Name: h.Name(), Sources: []collectors.NamedSource{{Name: "nvml", Source: src}}, Attributor: chain})
 	}
 	type gpuInterval struct {
 		host, gpu string

@@ -14,6 +14,7 @@ import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/collectors/attribution"
 	"github.com/gpumeter/gpumeter/collectors/sim"
 )
 
@@ -736,6 +737,9 @@ func TestVGPUFleetHasTheAdvertisedShape(t *testing.T) {
 		t.Errorf("policies %v, want all three", policies)
 	}
 	m := f.MapFile()
+	if _, err := attribution.ParseMapping(strings.NewReader(m)); err != nil {
+		t.Fatalf("map file does not parse: %v", err)
+	}
 	uuidKeyed := vmByName(t, hosts[0], "vm-acme-04")
 	for _, want := range []string{"\nvm " + uuidKeyed.UUID + " acme research", "\nvm vm-globex-04 globex platform", "\nvm vm-globex-09 globex platform"} {
 		if !strings.Contains(m, want) {

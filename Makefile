@@ -42,7 +42,7 @@ FUZZ_TARGETS := \
 # Packages with concurrency that also run under the race detector.
 RACE_PKGS := ./collectors/... ./internal/billing ./internal/quota ./internal/server ./internal/spool/...
 
-.PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop prometheus clean
+.PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop prometheus compose clean
 
 all: build
 
@@ -55,11 +55,15 @@ clickhouse:
 clickhouse-stop:
 	$(CH) stop
 
-test: clickhouse prometheus lint unit race fuzz
+test: clickhouse prometheus compose lint unit race fuzz
 
 # Debian's prometheus and promtool, for the scrape test and the alert rules.
 prometheus:
 	scripts/prometheus.sh install
+
+# Debian's docker-compose, for validating docker-compose.yaml (no daemon).
+compose:
+	scripts/compose.sh install
 
 unit:
 	$(GO) test -count=1 ./...

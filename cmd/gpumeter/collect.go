@@ -91,7 +91,7 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	fs.DurationVar(&f.shipFlush, "ship-flush", shc.FlushInterval, "ship a smaller batch after this long")
 	fs.DurationVar(&f.shipBackoff, "ship-backoff-max", shc.BackoffMax, "longest wait between retries while ClickHouse is down")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "at the end of a finite run, how long to wait for the spool to ship (it stays on disk either way)")
-	fs.StringVar(&f.libvirtDir, "libvirt-dir", "", "libvirt domain XML directory (e.g. /etc/libvirt/qemu) whose gpumeter:owner metadata maps VMs to tenants; empty disables")
+	fs.StringVar(&f.libvirtDir, "libvirt-dir", "", "libvirt domain XML directory (e.g. /etc/libvirt/qemu) whose gpumeter:owner metadata maps VMs to tenants (default collector.libvirt_dir of the config; empty there too disables)")
 	fs.StringVar(&f.vgpuUnused, "vgpu-best-effort-unused", "idle", "on best-effort vGPU GPUs, the time no instance used: idle, or holders (shared over the instances present)")
 	fs.BoolVar(&f.simulate, "simulate", false, "read a simulated DGX fleet instead of NVML")
 	fs.IntVar(&f.hosts, "hosts", 2, "simulated hosts")
@@ -107,7 +107,7 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	fs.BoolVar(&f.podsInsecure, "kubelet-insecure-tls", false, "do not verify the kubelet's serving certificate")
 	fs.StringVar(&f.procRoot, "proc-root", cg.ProcRoot, "procfs, for PID → pod or Slurm job")
 	fs.StringVar(&f.podLogDir, "pod-log-dir", cg.PodLogDir, "kubelet pod log directory, for pod UID → namespace/name")
-	fs.StringVar(&f.mapFile, "map-file", "", "attribution map: device, namespace and account → tenant (docs/collector.md)")
+	fs.StringVar(&f.mapFile, "map-file", "", "attribution map: device, namespace, account, label and vm → tenant (docs/collector.md)")
 	fs.BoolVar(&f.namespaceIsTenant, "namespace-is-tenant", true, "an unmapped namespace is its own tenant")
 	fs.BoolVar(&f.accountIsTenant, "account-is-tenant", true, "an unmapped Slurm account is its own tenant")
 	fs.BoolVar(&f.gpm, "gpm", true, "read per-MIG SM activity from GPM where supported")
@@ -133,8 +133,11 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	if _, err := vgpuUnused(f.vgpuUnused); err != nil {
 		errs = append(errs, err)
 	}
+	if f.libvirtDir == "" && !f.simulate {
+		f.libvirtDir = g.cfg.Collector.LibvirtDir
+	}
 	if st, err := os.Stat(f.libvirtDir); f.libvirtDir != "" && (err != nil || !st.IsDir()) {
-		errs = append(errs, fmt.Errorf("--libvirt-dir: %s is not a readable directory", f.libvirtDir))
+		errs = append(errs, fmt.Errorf("--libvirt-dir (or collector.libvirt_dir): %s is not a readable directory", f.libvirtDir))
 	}
 	if f.podsURL != "" {
 		pcfg := attribution.DefaultPodLabelsConfig()

@@ -218,6 +218,37 @@ func TestCollectRejectsBadFlags(t *testing.T) {
 	}
 }
 
+// --libvirt-dir defaults to the config's collector.libvirt_dir on real
+// hosts, a flag overrides it, the simulated fleet ignores it (it writes
+// its own domain files), and a directory that is not there is refused.
+func TestCollectLibvirtDirFromConfig(t *testing.T) {
+	fromConfig, fromFlag := t.TempDir(), t.TempDir()
+	cfg := config.Default()
+	cfg.Collector.LibvirtDir = fromConfig
+	g := &globals{cfg: cfg, stdout: io.Discard, stderr: io.Discard}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"the config's", []string{"--sink", "discard"}, fromConfig},
+		{"the flag over the config", []string{"--sink", "discard", "--libvirt-dir", fromFlag}, fromFlag},
+		{"none for the simulated fleet", []string{"--simulate", "--duration", "1h", "--sink", "discard"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := parseCollectFlags(g, tc.args)
+			if err != nil || f.libvirtDir != tc.want {
+				t.Fatalf("libvirt dir %q, %v; want %q", f.libvirtDir, err, tc.want)
+			}
+		})
+	}
+	g.cfg.Collector.LibvirtDir = filepath.Join(fromConfig, "missing")
+	if _, err := parseCollectFlags(g, []string{"--sink", "discard"}); err == nil || !strings.Contains(err.Error(), "collector.libvirt_dir") {
+		t.Fatalf("a missing configured directory: %v", err)
+	}
+}
+
 // gathered sums a metric's values over its series.
 func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+
+	"github.com/gpumeter/gpumeter/collectors"
 )
 
 // LibvirtNamespace is the XML namespace of gpumeter's element in a libvirt
@@ -27,8 +30,11 @@ const LibvirtNamespace = "https://gpumeter.dev/xmlns/libvirt/1"
 
 // Domain is what gpumeter reads of one libvirt domain XML file.
 type Domain struct {
-	File   string
-	Name   string
+	File string
+	Name string
+	// ID is the numeric domain id of a running VM, known only from its
+	// status file (a definition in /etc/libvirt/qemu has none).
+	ID     string
 	UUID   string // lowercase
 	Tenant Tenant // from the gpumeter metadata; empty without it
 	// Mdevs are the mediated devices (vGPUs) it holds, lowercase UUIDs;
@@ -39,6 +45,7 @@ type Domain struct {
 
 type domainXML struct {
 	XMLName  xml.Name `xml:"domain"`
+	ID       string   `xml:"id,attr"` // only in a running VM's status file
 	Name     string   `xml:"name"`
 	UUID     string   `xml:"uuid"`
 	Metadata struct {
@@ -67,46 +74,106 @@ type domainXML struct {
 // maxDomainXML bounds one domain file: real ones are a few KiB.
 const maxDomainXML = 4 << 20
 
-// ParseDomain reads one libvirt domain XML document.
+// ParseDomain reads one libvirt domain XML document: a <domain> as in
+// /etc/libvirt/qemu, or libvirt's run-time status file (/run/libvirt/qemu)
+// whose <domstatus> wraps the <domain> of a running VM.
 func ParseDomain(r io.Reader) (Domain, error) {
-	var x domainXML
 	dec := xml.NewDecoder(io.LimitReader(r, maxDomainXML))
-	if err := dec.Decode(&x); err != nil {
+	x, err := decodeDomain(dec)
+	if err != nil {
+		var syntax *xml.SyntaxError
+		switch {
+		case errors.Is(err, io.EOF):
+			return Domain{}, errors.New("no <domain> element")
+		case errors.As(err, &syntax):
+			return Domain{}, err // names its line already
+		}
 		line, _ := dec.InputPos()
 		return Domain{}, fmt.Errorf("line %d: %w", line, err)
 	}
-	d := Domain{Name: strings.TrimSpace(x.Name), UUID: strings.ToLower(strings.TrimSpace(x.UUID))}
+	d := Domain{Name: strings.TrimSpace(x.Name), ID: strings.TrimSpace(x.ID), UUID: strings.ToLower(strings.TrimSpace(x.UUID))}
 	if d.Name == "" {
 		return Domain{}, errors.New("domain without a <name>")
 	}
+	// A UUID we cannot read would silently never match NVML's VM id.
+	if d.UUID != "" && !isUUID(d.UUID) {
+		return Domain{}, fmt.Errorf("domain %s: <uuid> %q is not a UUID", d.Name, d.UUID)
+	}
+	owners := 0
 	for _, o := range x.Metadata.Owner {
 		if o.XMLName.Space != LibvirtNamespace || o.XMLName.Local != "owner" {
 			continue // other tools' metadata
 		}
+		// libvirt keeps one element per namespace; two are a hand edit
+		// whose intent we cannot guess.
+		if owners++; owners > 1 {
+			return Domain{}, fmt.Errorf("domain %s: more than one gpumeter:owner element", d.Name)
+		}
 		d.Tenant = Tenant{Name: strings.TrimSpace(o.Tenant), Department: strings.TrimSpace(o.Department)}
 		if d.Tenant.Name == "" {
-			return Domain{}, errors.New("gpumeter:owner without a gpumeter:tenant")
+			return Domain{}, fmt.Errorf("domain %s: gpumeter:owner without a gpumeter:tenant", d.Name)
 		}
-		if err := (Mapping{VMs: map[string]Tenant{d.Name: d.Tenant}}).Validate(); err != nil {
-			return Domain{}, fmt.Errorf("gpumeter:owner: %w", err)
+		// The map file's rules for names (a domain name may hold blanks;
+		// a tenant may not, anywhere).
+		switch {
+		case d.Tenant.Name == collectors.UnattributedTenant:
+			return Domain{}, fmt.Errorf("domain %s: gpumeter:owner: tenant %q is reserved", d.Name, d.Tenant.Name)
+		case strings.ContainsFunc(d.Tenant.Name+d.Tenant.Department, unicode.IsSpace):
+			return Domain{}, fmt.Errorf("domain %s: gpumeter:owner: tenant %q, department %q: names may not hold blanks", d.Name, d.Tenant.Name, d.Tenant.Department)
 		}
 	}
 	for _, h := range x.Devices.Hostdevs {
 		a := h.Source.Address
 		switch h.Type {
 		case "mdev":
-			if a.UUID != "" {
-				d.Mdevs = append(d.Mdevs, strings.ToLower(a.UUID))
+			if a.UUID == "" {
+				continue
 			}
+			if !isUUID(a.UUID) {
+				return Domain{}, fmt.Errorf("domain %s: mdev hostdev: %q is not a UUID", d.Name, a.UUID)
+			}
+			d.Mdevs = append(d.Mdevs, strings.ToLower(a.UUID))
 		case "pci":
+			if a.Domain == "" {
+				a.Domain = "0" // libvirt's default PCI domain
+			}
 			key, err := libvirtPCI(a.Domain, a.Bus, a.Slot, a.Function)
 			if err != nil {
-				return Domain{}, fmt.Errorf("pci hostdev: %w", err)
+				return Domain{}, fmt.Errorf("domain %s: pci hostdev: %w", d.Name, err)
 			}
 			d.PCIs = append(d.PCIs, key)
 		}
 	}
 	return d, nil
+}
+
+// decodeDomain finds the <domain> element, at the root or as a child of
+// a root <domstatus>, and decodes it.
+func decodeDomain(dec *xml.Decoder) (domainXML, error) {
+	var x domainXML
+	inStatus := false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return x, err
+		}
+		se, ok := tok.(xml.StartElement)
+		if !ok {
+			continue
+		}
+		switch {
+		case se.Name.Local == "domain":
+			return x, dec.DecodeElement(&x, &se)
+		case inStatus:
+			if err := dec.Skip(); err != nil { // the status's other parts
+				return x, err
+			}
+		case se.Name.Local == "domstatus":
+			inStatus = true
+		default:
+			return x, fmt.Errorf("root element <%s>, want <domain> or <domstatus>", se.Name.Local)
+		}
+	}
 }
 
 // libvirtPCI turns libvirt's address attributes (0x-prefixed hex) into
@@ -116,28 +183,38 @@ func libvirtPCI(domain, bus, slot, function string) (string, error) {
 	for i, s := range []string{domain, bus, slot, function} {
 		n, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(s), "0x"), 16, 32)
 		if err != nil {
-			return "", fmt.Errorf("address %s:%s:%s.%s: %w", domain, bus, slot, function, err)
+			return "", fmt.Errorf("PCI address %s:%s:%s.%s: %w", domain, bus, slot, function, err)
 		}
 		v[i] = n
 	}
 	if v[0] > 0xffff || v[1] > 0xff || v[2] > 0x1f || v[3] > 7 {
-		return "", fmt.Errorf("address %s:%s:%s.%s out of range", domain, bus, slot, function)
+		return "", fmt.Errorf("PCI address %s:%s:%s.%s: out of range", domain, bus, slot, function)
 	}
 	return fmt.Sprintf("%04x:%02x:%02x.%x", v[0], v[1], v[2], v[3]), nil
 }
 
 // LibvirtDomains reads the domain XML files of a directory such as
-// /etc/libvirt/qemu, again only when a file changed: at most once per
-// RecheckEvery the directory is listed and the files' sizes and times
-// compared with the last read.
+// /etc/libvirt/qemu. At most once per RecheckEvery (0: at every call) it
+// lists the directory and reads again only the files whose size or
+// modification time changed, so a poll costs one stat per domain.
 type LibvirtDomains struct {
 	Dir          string
 	RecheckEvery time.Duration
 
 	mu      sync.Mutex
 	checked time.Time
-	stamp   string // names, sizes and mtimes of the files last read
+	files   map[string]domainFile
 	domains []Domain
+	err     error // the problems of the last check, reported until fixed
+}
+
+// domainFile is what one file held when it was last read.
+type domainFile struct {
+	size    int64
+	modTime time.Time
+	domain  Domain
+	ok      bool  // domain was read from this file at some point
+	err     error // the file as it is now does not parse
 }
 
 // NewLibvirtDomains watches dir, re-listing it at most every 10 s.
@@ -145,50 +222,60 @@ func NewLibvirtDomains(dir string) *LibvirtDomains {
 	return &LibvirtDomains{Dir: dir, RecheckEvery: 10 * time.Second}
 }
 
-// Domains returns the domains as of the last change. A file that does not
-// parse is an error naming it, and the domains read before stay in use.
+// Domains returns the domains as of the last check, in file name order.
+// A file that does not parse is an error naming it, returned at every
+// check until it is fixed or removed; meanwhile the domain last read from
+// it (if any) stays in use, and the other files are read as usual, so one
+// broken file cannot hide new VMs.
 func (l *LibvirtDomains) Domains(now time.Time) ([]Domain, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.checked.IsZero() && l.RecheckEvery > 0 && now.Sub(l.checked) < l.RecheckEvery {
-		return l.domains, nil
+		return l.domains, l.err
 	}
 	l.checked = now
-	files, err := filepath.Glob(filepath.Join(l.Dir, "*.xml"))
-	if err != nil {
-		return l.domains, fmt.Errorf("libvirt dir %s: %w", l.Dir, err)
+	paths, err := filepath.Glob(filepath.Join(l.Dir, "*.xml"))
+	if err != nil { // only a malformed pattern, i.e. a Dir with glob syntax
+		l.err = fmt.Errorf("libvirt dir %s: %w", l.Dir, err)
+		return l.domains, l.err
 	}
-	slices.Sort(files)
-	var stamp strings.Builder
-	for _, f := range files {
-		st, err := os.Stat(f)
-		if err != nil {
-			continue // removed since the listing
+	if len(paths) == 0 {
+		// Glob hides a missing or unreadable directory: say so.
+		if _, err := os.ReadDir(l.Dir); err != nil {
+			l.err = fmt.Errorf("libvirt dir: %w", err)
+			return l.domains, l.err
 		}
-		fmt.Fprintf(&stamp, "%s %d %d\n", f, st.Size(), st.ModTime().UnixNano())
 	}
-	if stamp.String() == l.stamp && l.stamp != "" {
-		return l.domains, nil
-	}
+	slices.Sort(paths)
+	files := make(map[string]domainFile, len(paths))
 	var out []Domain
 	var errs []error
-	for _, f := range files {
-		d, err := readDomain(f)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil || st.IsDir() {
+			continue // removed since the listing, or not a file
 		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		f, seen := l.files[p]
+		if !seen || f.size != st.Size() || !f.modTime.Equal(st.ModTime()) {
+			d, err := readDomain(p)
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			f.size, f.modTime, f.err = st.Size(), st.ModTime(), err
+			if err == nil {
+				f.domain, f.ok = d, true
+			}
 		}
-		out = append(out, d)
+		files[p] = f
+		if f.err != nil {
+			errs = append(errs, f.err)
+		}
+		if f.ok {
+			out = append(out, f.domain)
+		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		l.stamp = "" // try again at the next check
-		return l.domains, err
-	}
-	l.domains, l.stamp = out, stamp.String()
-	return l.domains, nil
+	l.files, l.domains, l.err = files, out, errors.Join(errs...)
+	return l.domains, l.err
 }
 
 func readDomain(path string) (Domain, error) {

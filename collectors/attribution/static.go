@@ -120,9 +120,10 @@ func LoadMapping(path string) (Mapping, error) {
 //
 // where kind is device (a GPU or MIG UUID), namespace, account, label
 // (key=value of a pod label; rules apply in file order, before namespace
-// entries) or vm (a virtual machine by its id, UUID, vGPU or mdev UUID, or
-// PCI address; see VMKey); fields are separated by blanks and '#' starts a comment. Every problem is
-// reported with its line number; a file with any problem changes nothing.
+// entries) or vm (a virtual machine by its id, UUID, vGPU or mdev UUID,
+// or PCI address; see VMKey); fields are separated by blanks and '#'
+// starts a comment. Every problem is reported with its line number; a file
+// with any problem changes nothing.
 func ParseMapping(r io.Reader) (Mapping, error) {
 	m := Mapping{Devices: map[string]Tenant{}, Namespaces: map[string]Tenant{}, Accounts: map[string]Tenant{}, VMs: map[string]Tenant{}}
 	var errs []error
@@ -171,7 +172,12 @@ func ParseMapping(r io.Reader) (Mapping, error) {
 			dst = m.Accounts
 		case "vm":
 			dst = m.VMs
-			f[1] = VMKey(f[1])
+			key, err := parseVMKey(f[1])
+			if err != nil {
+				errs = append(errs, fmt.Errorf("line %d: vm key: %w", line, err))
+				continue
+			}
+			f[1] = key
 		default:
 			errs = append(errs, fmt.Errorf("line %d: unknown kind %q (want device, namespace, account, label or vm)", line, f[0]))
 			continue
@@ -192,7 +198,8 @@ func ParseMapping(r io.Reader) (Mapping, error) {
 }
 
 // Validate reports every entry without a key or tenant, with the reserved
-// tenant, or with blanks in a name (which the file format cannot hold).
+// tenant, with blanks in a name (which the file format cannot hold), or a
+// vm key not in VMKey's form.
 func (m Mapping) Validate() error {
 	var errs []error
 	for kind, table := range map[string]map[string]Tenant{"device": m.Devices, "namespace": m.Namespaces, "account": m.Accounts, "vm": m.VMs} {
@@ -205,6 +212,15 @@ func (m Mapping) Validate() error {
 			case strings.ContainsFunc(key+t.Name+t.Department, unicode.IsSpace):
 				errs = append(errs, fmt.Errorf("%s %q: names may not hold blanks", kind, key))
 			}
+		}
+	}
+	// Lookups normalize their keys (VMKey): a rule kept in another form,
+	// built in code rather than parsed, would never match.
+	for key := range m.VMs {
+		if k, err := parseVMKey(key); err != nil {
+			errs = append(errs, fmt.Errorf("vm %q: %w", key, err))
+		} else if k != key {
+			errs = append(errs, fmt.Errorf("vm %q: key not in canonical form %q", key, k))
 		}
 	}
 	for _, r := range m.Labels {

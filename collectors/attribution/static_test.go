@@ -26,6 +26,12 @@ func TestLoadMapping(t *testing.T) {
 	if got := m.Accounts["physics"]; got != (Tenant{Name: "uni", Department: "physics-dept"}) {
 		t.Errorf("account: %+v", got)
 	}
+	if got := m.VMs["vm-acme-01"]; got != (Tenant{Name: "acme", Department: "research"}) {
+		t.Errorf("vm: %+v", got)
+	}
+	if got := m.VMs["0000:07:00.0"]; got != (Tenant{Name: "globex"}) {
+		t.Errorf("vm by PCI address: %+v (keys %v)", got, m.VMs)
+	}
 	if _, err := LoadMapping("testdata/missing.map"); err == nil {
 		t.Error("missing file accepted")
 	}
@@ -82,12 +88,18 @@ func FuzzParseMapping(f *testing.F) {
 	f.Add("device GPU-1 acme research\nnamespace ns acme\n")
 	f.Add("# comment only\n\n")
 	f.Add("account a b c d e\n")
+	f.Add("vm 00000000:07:00.0 acme\nvm 5D6C2A4E-1111-4222-8333-944455556666 globex ops\nvm 0000:07:20.0 x\n")
 	f.Fuzz(func(t *testing.T, input string) {
 		m, err := ParseMapping(strings.NewReader(input))
 		if err != nil {
 			return
 		}
-		for _, table := range []map[string]Tenant{m.Devices, m.Namespaces, m.Accounts} {
+		for k := range m.VMs {
+			if VMKey(k) != k {
+				t.Fatalf("vm key %q not canonical", k)
+			}
+		}
+		for _, table := range []map[string]Tenant{m.Devices, m.Namespaces, m.Accounts, m.VMs} {
 			for k, v := range table {
 				if k == "" || v.Name == "" || strings.ContainsAny(k+v.Name+v.Department, " \t\n#") {
 					t.Fatalf("bad entry %q → %+v", k, v)

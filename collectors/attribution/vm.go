@@ -2,6 +2,8 @@ package attribution
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,38 +15,55 @@ import (
 // domain/bus/slot/function attributes both become "0000:07:00.0"), a UUID
 // in lowercase, anything else (a domain name or id) as written.
 func VMKey(k string) string {
-	k = strings.TrimSpace(k)
-	if pci, ok := pciKey(k); ok {
-		return pci
-	}
-	if isUUID(k) {
-		return strings.ToLower(k)
-	}
-	return k
+	key, _ := parseVMKey(k)
+	return key
 }
 
-// pciKey reads "[domain:]bus:slot.function" in hex.
-func pciKey(k string) (string, bool) {
+// parseVMKey is VMKey that also says when k looks like a PCI address but
+// is not one (a slot above 0x1f, say): a map file rule with such a key
+// could never match, so ParseMapping refuses it. The key is then k as
+// written.
+func parseVMKey(k string) (string, error) {
+	k = strings.TrimSpace(k)
+	if pci, shaped, err := pciKey(k); shaped {
+		if err != nil {
+			return k, err
+		}
+		return pci, nil
+	}
+	if isUUID(k) {
+		return strings.ToLower(k), nil
+	}
+	return k, nil
+}
+
+// pciKey reads "[domain:]bus:slot.function" in hex. shaped says k has
+// that form (hex digits, two or three ':'-separated parts, one '.'),
+// whether or not the numbers are in range.
+func pciKey(k string) (key string, shaped bool, err error) {
 	parts := strings.Split(k, ":")
 	if len(parts) == 2 {
 		parts = append([]string{"0"}, parts...)
 	}
 	if len(parts) != 3 {
-		return "", false
+		return "", false, nil
 	}
 	slot, fn, ok := strings.Cut(parts[2], ".")
-	if !ok || len(parts[0]) > 8 || len(parts[1]) > 2 || len(slot) > 2 || len(fn) != 1 {
-		return "", false
+	if !ok || !isHex(parts[0]) || !isHex(parts[1]) || !isHex(slot) || !isHex(fn) {
+		return "", false, nil
 	}
 	domain := parts[0]
 	if len(domain) > 4 { // NVML's 8-digit domain; only the low 16 bits are used
 		if strings.Trim(domain[:len(domain)-4], "0") != "" {
-			return "", false
+			return "", true, fmt.Errorf("PCI address %s: domain above 0xffff", k)
 		}
 		domain = domain[len(domain)-4:]
 	}
-	key, err := libvirtPCI(domain, parts[1], slot, fn)
-	return key, err == nil
+	if len(parts[1]) > 2 || len(slot) > 2 || len(fn) > 1 {
+		return "", true, fmt.Errorf("PCI address %s: want [dddd:]bb:ss.f", k)
+	}
+	key, err = libvirtPCI(domain, parts[1], slot, fn)
+	return key, true, err
 }
 
 func isUUID(k string) bool {
@@ -122,52 +141,59 @@ func (a *VM) Attribute(_ context.Context, gpus []collectors.GPUReading) error {
 	return loadErr
 }
 
+// vgpuOwner resolves a vGPU instance: vm rules on the instance's own keys
+// first (the most specific), then the libvirt domain holding it.
 func (a *VM) vgpuOwner(v *collectors.VGPUInstance, load func() []Domain) collectors.Owner {
-	id := v.VMID
+	d, found := domainOf(load(), v)
+	workload := "vm/" + workloadID(v.VMID, d.Name, v.UUID)
 	for _, k := range []string{v.UUID, v.MdevUUID, v.PCIBusID, v.VMID} {
 		if t, ok := a.rule(k); ok {
-			return t.owner("vm/" + workloadID(id, "", v.UUID))
+			return t.owner(workload)
 		}
 	}
-	if d, ok := domainOf(load(), v); ok {
-		workload := "vm/" + workloadID(id, d.Name, v.UUID)
-		if d.Tenant.Name != "" {
-			return d.Tenant.owner(workload)
+	if found {
+		if t, ok := a.domainTenant(d); ok {
+			return t.owner(workload)
 		}
-		for _, k := range []string{d.Name, d.UUID} {
-			if t, ok := a.rule(k); ok {
-				return t.owner(workload)
-			}
-		}
-		return collectors.Owner{Tenant: collectors.UnattributedTenant, Workload: workload}
 	}
-	return collectors.Owner{Tenant: collectors.UnattributedTenant, Workload: "vm/" + workloadID(id, "", v.UUID)}
+	return collectors.Owner{Tenant: collectors.UnattributedTenant, Workload: workload}
 }
 
+// passthroughOwner resolves a GPU passed through whole: vm rules on its
+// PCI address and UUID, then the libvirt domain with that PCI host
+// device. ok is false when neither knows the GPU: it is not a VM's.
 func (a *VM) passthroughOwner(g *collectors.GPUReading, load func() []Domain) (collectors.Owner, bool) {
+	d, found := domainWithPCI(load(), g.GPU.PCIBusID)
 	for _, k := range []string{g.GPU.PCIBusID, g.GPU.UUID} {
 		if t, ok := a.rule(k); ok {
-			return t.owner("vm/" + VMKey(k)), true
+			workload := "vm/" + VMKey(k)
+			if found {
+				workload = "vm/" + d.Name
+			}
+			return t.owner(workload), true
 		}
 	}
-	pci := VMKey(g.GPU.PCIBusID)
-	for _, d := range load() {
-		for _, p := range d.PCIs {
-			if g.GPU.PCIBusID == "" || p != pci {
-				continue
-			}
-			if d.Tenant.Name != "" {
-				return d.Tenant.owner("vm/" + d.Name), true
-			}
-			for _, k := range []string{d.Name, d.UUID} {
-				if t, ok := a.rule(k); ok {
-					return t.owner("vm/" + d.Name), true
-				}
-			}
-			return collectors.Owner{Tenant: collectors.UnattributedTenant, Workload: "vm/" + d.Name}, true
+	if !found {
+		return collectors.Owner{}, false
+	}
+	if t, ok := a.domainTenant(d); ok {
+		return t.owner("vm/" + d.Name), true
+	}
+	return collectors.Owner{Tenant: collectors.UnattributedTenant, Workload: "vm/" + d.Name}, true
+}
+
+// domainTenant is a domain's gpumeter metadata, else a vm rule on its
+// name or UUID.
+func (a *VM) domainTenant(d Domain) (Tenant, bool) {
+	if d.Tenant.Name != "" {
+		return d.Tenant, true
+	}
+	for _, k := range []string{d.Name, d.UUID} {
+		if t, ok := a.rule(k); ok {
+			return t, true
 		}
 	}
-	return collectors.Owner{}, false
+	return Tenant{}, false
 }
 
 func (a *VM) rule(k string) (Tenant, bool) {
@@ -179,18 +205,43 @@ func (a *VM) rule(k string) (Tenant, bool) {
 }
 
 // domainOf finds the libvirt domain holding a vGPU: by its mdev, else by
-// the VM id (a domain name, or a UUID when NVML says so).
+// its virtual function's PCI address (SR-IOV vGPU handed to the VM as a
+// PCI host device), else by the VM id: a domain name, a numeric domain id
+// (found only in status files of running VMs; otherwise it finds
+// nothing), or a UUID when NVML says so.
 func domainOf(domains []Domain, v *collectors.VGPUInstance) (Domain, bool) {
-	mdev := strings.ToLower(v.MdevUUID)
-	for _, d := range domains {
-		for _, m := range d.Mdevs {
-			if mdev != "" && m == mdev {
+	if mdev := strings.ToLower(v.MdevUUID); mdev != "" {
+		for _, d := range domains {
+			if slices.Contains(d.Mdevs, mdev) {
 				return d, true
 			}
 		}
 	}
+	if d, ok := domainWithPCI(domains, v.PCIBusID); ok {
+		return d, true
+	}
+	if v.VMID == "" {
+		return Domain{}, false
+	}
 	for _, d := range domains {
-		if (v.VMIDType == "uuid" && d.UUID != "" && d.UUID == strings.ToLower(v.VMID)) || (v.VMIDType != "uuid" && d.Name == v.VMID) {
+		byUUID := v.VMIDType == "uuid" && d.UUID != "" && d.UUID == strings.ToLower(v.VMID)
+		byDomain := v.VMIDType != "uuid" && (d.Name == v.VMID || (d.ID != "" && d.ID == v.VMID))
+		if byUUID || byDomain {
+			return d, true
+		}
+	}
+	return Domain{}, false
+}
+
+// domainWithPCI finds the libvirt domain a PCI device is passed through
+// to.
+func domainWithPCI(domains []Domain, busID string) (Domain, bool) {
+	if busID == "" {
+		return Domain{}, false
+	}
+	pci := VMKey(busID)
+	for _, d := range domains {
+		if slices.Contains(d.PCIs, pci) {
 			return d, true
 		}
 	}

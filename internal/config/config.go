@@ -37,10 +37,26 @@ type Config struct {
 	Kubernetes admission.Config         `yaml:"kubernetes"`
 }
 
-// Collector configures delivery on GPU hosts; collect's flags override it.
+// Collector configures delivery and attribution on GPU hosts; collect's
+// flags override it.
 type Collector struct {
 	Spool   spool.Config        `yaml:"spool"`
 	Shipper spool.ShipperConfig `yaml:"shipper"`
+	// LibvirtDir holds the libvirt domain XML files (e.g. /etc/libvirt/qemu)
+	// whose gpumeter metadata maps VMs to tenants; empty: off.
+	LibvirtDir string `yaml:"libvirt_dir"`
+}
+
+// Validate names the field path of every problem in the section.
+func (c Collector) Validate() error {
+	errs := []error{prefixed("collector.spool", c.Spool.Validate()), prefixed("collector.shipper", c.Shipper.Validate())}
+	// The collector's working directory is whatever its service manager
+	// gives it, so a relative path would mean nothing reliable; whether the
+	// directory exists is checked where it is used.
+	if c.LibvirtDir != "" && !filepath.IsAbs(c.LibvirtDir) {
+		errs = append(errs, fmt.Errorf("collector.libvirt_dir: %q is not an absolute path", c.LibvirtDir))
+	}
+	return errors.Join(errs...)
 }
 
 // ClickHouse says where usage is stored.
@@ -117,7 +133,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("log.level: %q: want debug, info, warn or error", c.Log.Level))
 	}
 	for _, err := range []error{c.Server.Validate(), c.Rollup.Validate(), c.Retention.Validate(),
-		prefixed("collector.spool", c.Collector.Spool.Validate()), prefixed("collector.shipper", c.Collector.Shipper.Validate()), c.Billing.Validate(),
+		c.Collector.Validate(), c.Billing.Validate(),
 		c.Chargeback.Validate(), c.Quotas.Validate(), c.Webhooks.Validate()} {
 		if err != nil {
 			errs = append(errs, err)

@@ -164,3 +164,40 @@ kubernetes:
 		t.Fatalf("bad sections: %v", err)
 	}
 }
+
+// collector.libvirt_dir: off by default, an absolute path when set, its
+// problems named by field path beside the rest of the section's.
+func TestCollectorConfigLibvirtDir(t *testing.T) {
+	if d := Default().Collector.LibvirtDir; d != "" {
+		t.Fatalf("default %q, want empty (off)", d)
+	}
+	cases := []struct {
+		name, body string
+		want       string   // the loaded value
+		errs       []string // empty: loads
+	}{
+		{"an absolute path", "collector:\n  libvirt_dir: /etc/libvirt/qemu\n", "/etc/libvirt/qemu", nil},
+		{"empty is off", "collector:\n  libvirt_dir: \"\"\n", "", nil},
+		{"a relative path", "collector:\n  libvirt_dir: etc/libvirt/qemu\n", "", []string{`collector.libvirt_dir: "etc/libvirt/qemu" is not an absolute path`}},
+		{"not a string", "collector:\n  libvirt_dir: [a, b]\n", "", []string{"line 2: cannot unmarshal"}},
+		{"a misspelt key", "collector:\n  libvirtdir: /etc/libvirt/qemu\n", "", []string{"libvirtdir"}},
+		{"every problem of the section at once", "collector:\n  libvirt_dir: qemu\n  spool:\n    overflow: block\n", "",
+			[]string{"collector.libvirt_dir", `collector.spool: overflow: "block"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Load(write(t, tc.body))
+			if len(tc.errs) == 0 {
+				if err != nil || cfg.Collector.LibvirtDir != tc.want {
+					t.Fatalf("libvirt_dir %q, %v; want %q", cfg.Collector.LibvirtDir, err, tc.want)
+				}
+				return
+			}
+			for _, w := range tc.errs {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("err %v lacks %q", err, w)
+				}
+			}
+		})
+	}
+}

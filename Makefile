@@ -42,7 +42,7 @@ FUZZ_TARGETS := \
 # Packages with concurrency that also run under the race detector.
 RACE_PKGS := ./collectors/... ./internal/billing ./internal/quota ./internal/server ./internal/spool/...
 
-.PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop prometheus compose clean
+.PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop prometheus compose chdb-test clean
 
 all: build
 
@@ -55,7 +55,7 @@ clickhouse:
 clickhouse-stop:
 	$(CH) stop
 
-test: clickhouse prometheus compose lint unit race fuzz
+test: clickhouse prometheus compose lint unit race fuzz chdb-test
 
 # Debian's prometheus and promtool, for the scrape test and the alert rules.
 prometheus:
@@ -67,6 +67,18 @@ compose:
 
 unit:
 	$(GO) test -count=1 ./...
+
+# Every migration and the store's statements on ClickHouse 26.x (chDB, in
+# process) beside the 18.16 server, results compared (internal/chdbcheck).
+# libchdb.so is fetched with npm into .data/chdb/ once; chdb-go loads it at
+# run time from CHDB_LIB_PATH. Outside CI a failed fetch skips the check
+# with a warning; in CI (CI=true) it fails.
+chdb-test: clickhouse
+	@lib=$$(scripts/chdb.sh fetch) || { \
+		if [ "$$CI" = true ]; then echo "chdb-test: could not fetch libchdb.so"; exit 1; fi; \
+		echo "chdb-test: SKIPPED, could not fetch libchdb.so (fails in CI)"; exit 0; }; \
+	echo "chdb-test: $$lib"; \
+	TZ=UTC CHDB_LIB_PATH=$$lib $(GO) test -count=1 -tags chdb ./internal/chdbcheck/
 
 race:
 	@if [ -n "$(strip $(RACE_PKGS))" ]; then $(GO) test -count=1 -race $(RACE_PKGS); fi
@@ -88,6 +100,7 @@ bench: clickhouse
 lint:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags chdb ./internal/chdbcheck/
 	@out=$$(gofmt -l $$(git ls-files '*.go' ; git ls-files --others --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

@@ -20,13 +20,7 @@ import (
 // SKU (departments summed), in price-book units. tenant "" reads every
 // tenant. A recompute's tombstones (all meters zero) add nothing.
 func (s *Store) BillingUsage(ctx context.Context, from, to time.Time, tenant string) (map[string]billing.TenantUsage, error) {
-	q := "SELECT tenant, hour, sku, " + meterColumns("sum") + " FROM usage_hourly FINAL WHERE hour >= ? AND hour < ?"
-	args := []any{from.UTC(), to.UTC()}
-	if tenant != "" {
-		q += " AND tenant = ?"
-		args = append(args, tenant)
-	}
-	q += " GROUP BY tenant, hour, sku"
+	q, args := billingUsageSQL(from, to, tenant)
 	rows, err := s.conn.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("billing usage %s..%s: %w", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
@@ -56,12 +50,32 @@ func (s *Store) BillingUsage(ctx context.Context, from, to time.Time, tenant str
 	return out, nil
 }
 
+// billingUsageSQL is BillingUsage's statement and arguments.
+func billingUsageSQL(from, to time.Time, tenant string) (string, []any) {
+	q := "SELECT tenant, hour, sku, " + meterColumns("sum") + " FROM usage_hourly FINAL WHERE hour >= ? AND hour < ?"
+	args := []any{from.UTC(), to.UTC()}
+	if tenant != "" {
+		q += " AND tenant = ?"
+		args = append(args, tenant)
+	}
+	return q + " GROUP BY tenant, hour, sku", args
+}
+
+// rollupVersionsSQL is RollupVersions' statement; its arguments are from
+// and to.
+const rollupVersionsSQL = "SELECT tenant, max(version) FROM usage_hourly WHERE hour >= ? AND hour < ? GROUP BY tenant"
+
+// chargebackUsageSQL is ChargebackUsage's statement; its arguments are from
+// and to.
+var chargebackUsageSQL = "SELECT hour, tenant, department, sku, " + meterColumns("sum") +
+	", sum(sm_unmeasured_microseconds), sum(energy_unmeasured_microseconds) FROM usage_hourly FINAL" +
+	" WHERE hour >= ? AND hour < ? AND samples > 0 GROUP BY hour, tenant, department, sku ORDER BY hour, tenant, department, sku"
+
 // RollupVersions is the highest usage_hourly version per tenant in
 // [from, to): the highest version of a key is the one FINAL keeps, so no
 // FINAL is needed to find it.
 func (s *Store) RollupVersions(ctx context.Context, from, to time.Time) (map[string]uint64, error) {
-	rows, err := s.conn.Query(ctx, "SELECT tenant, max(version) FROM usage_hourly WHERE hour >= ? AND hour < ? GROUP BY tenant",
-		from.UTC(), to.UTC())
+	rows, err := s.conn.Query(ctx, rollupVersionsSQL, from.UTC(), to.UTC())
 	if err != nil {
 		return nil, fmt.Errorf("rollup versions: %w", err)
 	}
@@ -148,10 +162,7 @@ const unassignedDepartment = "(unassigned)"
 // its GPU's energy split by compute slices (NVML measures energy per GPU);
 // of a whole GPU, measured.
 func (s *Store) ChargebackUsage(ctx context.Context, from, to time.Time) ([]billing.UsageRow, error) {
-	rows, err := s.conn.Query(ctx, "SELECT hour, tenant, department, sku, "+meterColumns("sum")+
-		", sum(sm_unmeasured_microseconds), sum(energy_unmeasured_microseconds) FROM usage_hourly FINAL"+
-		" WHERE hour >= ? AND hour < ? AND samples > 0 GROUP BY hour, tenant, department, sku ORDER BY hour, tenant, department, sku",
-		from.UTC(), to.UTC())
+	rows, err := s.conn.Query(ctx, chargebackUsageSQL, from.UTC(), to.UTC())
 	if err != nil {
 		return nil, fmt.Errorf("chargeback usage: %w", err)
 	}

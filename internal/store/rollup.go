@@ -112,12 +112,14 @@ func HourRanges(hours []time.Time) [][2]time.Time {
 	return append(out, cur)
 }
 
+// hoursInsertedSinceSQL is HoursInsertedSince's statement; its arguments
+// are since and before.
+const hoursInsertedSinceSQL = "SELECT DISTINCT toStartOfHour(start) AS hour FROM usage_samples WHERE inserted_at >= ? AND start < ? ORDER BY hour"
+
 // HoursInsertedSince lists the hours of samples inserted at or after since
 // (server time) whose start is before `before`: the hours late data reopened.
 func (s *Store) HoursInsertedSince(ctx context.Context, since, before time.Time) ([]time.Time, error) {
-	rows, err := s.conn.Query(ctx,
-		"SELECT DISTINCT toStartOfHour(start) AS hour FROM usage_samples WHERE inserted_at >= ? AND start < ? ORDER BY hour",
-		since.UTC(), before.UTC())
+	rows, err := s.conn.Query(ctx, hoursInsertedSinceSQL, since.UTC(), before.UTC())
 	if err != nil {
 		return nil, fmt.Errorf("find late hours: %w", err)
 	}

@@ -275,14 +275,18 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error) {
 	return out, nil
 }
 
+// liveConcurrencySQL is LiveConcurrency's statement; its arguments are
+// since and until.
+const liveConcurrencySQL = "SELECT tenant, gpu_model, argMax(gpu_microseconds, end), toUInt64(argMax(toUInt64(end) - toUInt64(start), end))" +
+	" FROM usage_samples WHERE end >= ? AND end <= ? AND tenant != '' GROUP BY gpu_uuid, mig_uuid, tenant, gpu_model"
+
 // LiveConcurrency is what each tenant holds now, in GPU-equivalents by
 // GPU model: per GPU and MIG instance the latest sample ending in
 // [since, until] (a sample cannot end in the future), its GPU-microseconds over its length (a time-sliced share
 // or a MIG instance holds less than one GPU). Idle capacity (tenant "")
 // is left out.
 func (s *Store) LiveConcurrency(ctx context.Context, since, until time.Time) (map[string]map[string]decimal.Decimal, error) {
-	rows, err := s.conn.Query(ctx, "SELECT tenant, gpu_model, argMax(gpu_microseconds, end), toUInt64(argMax(toUInt64(end) - toUInt64(start), end))"+
-		" FROM usage_samples WHERE end >= ? AND end <= ? AND tenant != '' GROUP BY gpu_uuid, mig_uuid, tenant, gpu_model", since.UTC(), until.UTC())
+	rows, err := s.conn.Query(ctx, liveConcurrencySQL, since.UTC(), until.UTC())
 	if err != nil {
 		return nil, fmt.Errorf("live concurrency: %w", err)
 	}

@@ -1,0 +1,439 @@
+//go:build chdb
+
+package chdbcheck
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/chdb-io/chdb-go/chdb"
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/schemas"
+)
+
+// engine runs literal SQL (arguments already bound) and returns each row
+// as its values in text form.
+type engine interface {
+	exec(sql string) error
+	query(sql string) ([][]string, error)
+}
+
+// server is the 18.16 server through clickhouse-go's native protocol.
+type server struct{ conn driver.Conn }
+
+func (s server) exec(sql string) error { return s.conn.Exec(context.Background(), sql) }
+
+func (s server) query(sql string) ([][]string, error) {
+	rows, err := s.conn.Query(context.Background(), sql)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	types := rows.ColumnTypes()
+	var out [][]string
+	for rows.Next() {
+		dest := make([]any, len(types))
+		for i, ct := range types {
+			dest[i] = reflect.New(ct.ScanType()).Interface()
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		row := make([]string, len(dest))
+		for i, d := range dest {
+			row[i] = text(reflect.ValueOf(d).Elem().Interface())
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
+}
+
+// text is how ClickHouse's TabSeparated format writes v (for the values the
+// compared statements return: strings without escapes, integers, UTC times).
+func text(v any) string {
+	switch v := v.(type) {
+	case time.Time:
+		return v.UTC().Format(time.DateTime)
+	case decimal.Decimal:
+		return v.String()
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// embedded is ClickHouse 26.x in process.
+type embedded struct{ s *chdb.Session }
+
+func (e embedded) run(sql, format string) (string, error) {
+	res, err := e.s.Query(sql, format)
+	if err != nil {
+		return "", err
+	}
+	if res == nil {
+		return "", nil
+	}
+	defer res.Free()
+	if err := res.Error(); err != nil {
+		return "", err
+	}
+	return res.String(), nil
+}
+
+func (e embedded) exec(sql string) error { _, err := e.run(sql, "TabSeparated"); return err }
+
+func (e embedded) query(sql string) ([][]string, error) {
+	out, err := e.run(sql, "TabSeparated")
+	if err != nil {
+		return nil, err
+	}
+	var rows [][]string
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if line != "" {
+			fields := strings.Split(line, "\t")
+			for i, f := range fields {
+				fields[i] = unescapeTSV(f)
+			}
+			rows = append(rows, fields)
+		}
+	}
+	return rows, nil
+}
+
+// unescapeTSV undoes TabSeparated's escapes (\\, \', \t, \n, \0 ...).
+func unescapeTSV(f string) string {
+	if !strings.Contains(f, `\`) {
+		return f
+	}
+	var b strings.Builder
+	for i := 0; i < len(f); i++ {
+		if f[i] != '\\' || i+1 == len(f) {
+			b.WriteByte(f[i])
+			continue
+		}
+		i++
+		switch f[i] {
+		case 't':
+			b.WriteByte('\t')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case '0':
+			b.WriteByte(0)
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		default:
+			b.WriteByte(f[i])
+		}
+	}
+	return b.String()
+}
+
+// bind writes args into sql as clickhouse-go does for these types when the
+// server's time zone is UTC (scripts/clickhouse.sh; chDB runs with TZ=UTC).
+func bind(t *testing.T, sql string, args []any) string {
+	t.Helper()
+	var b strings.Builder
+	n := 0
+	for _, r := range sql {
+		if r != '?' {
+			b.WriteRune(r)
+			continue
+		}
+		if n >= len(args) {
+			t.Fatalf("bind: more ? than arguments in %s", sql)
+		}
+		b.WriteString(literal(t, args[n]))
+		n++
+	}
+	if n != len(args) {
+		t.Fatalf("bind: %d arguments for %d ? in %s", len(args), n, sql)
+	}
+	return b.String()
+}
+
+func literal(t *testing.T, v any) string {
+	switch v := v.(type) {
+	case time.Time:
+		return v.UTC().Format("toDateTime('2006-01-02 15:04:05')")
+	case string:
+		return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
+	case uint64:
+		return strconv.FormatUint(v, 10)
+	case uint8, uint16, uint32, int, int64:
+		return fmt.Sprint(v)
+	case decimal.Decimal:
+		return "'" + v.String() + "'"
+	}
+	t.Fatalf("bind: no literal for %T", v)
+	return ""
+}
+
+// samples is a small fleet: 3 hosts × 2 GPUs (one split into MIG
+// instances) × 3 tenants over 6 hours at 5-minute intervals, some meters
+// unmeasured.
+func samples(from time.Time) []collectors.Sample {
+	tenants := []struct{ tenant, dept string }{{"acme", "ml"}, {"acme", "search"}, {"globex", "research"}, {"", ""}}
+	var out []collectors.Sample
+	id := uint64(1)
+	for h := range 3 {
+		for g := range 2 {
+			uuid := fmt.Sprintf("GPU-%d-%d", h, g)
+			for step := range 72 {
+				if (step+h+g)%3 != 0 { // thin it out: a few hundred rows
+					continue
+				}
+				start := from.Add(time.Duration(step) * 5 * time.Minute)
+				tn := tenants[(step+h+g)%len(tenants)]
+				s := collectors.Sample{
+					ID: id, Host: fmt.Sprintf("host-%d", h), GPUUUID: uuid, GPUModel: "H100-SXM5-80GB",
+					SKU: "H100-SXM5-80GB", Tenant: tn.tenant, Department: tn.dept,
+					Workload: fmt.Sprintf("job-%d", step%5), Start: start, End: start.Add(5 * time.Minute),
+				}
+				if tn.tenant == "" { // idle capacity
+					s.Workload = ""
+				}
+				if g == 1 {
+					s.MIGUUID, s.MIGProfile, s.SKU = fmt.Sprintf("MIG-%d-%d", h, step%2), "3g.40gb", "H100-SXM5-80GB/3g.40gb"
+				}
+				for m := range collectors.NumMeters {
+					*s.Ptr(m) = id*1000 + uint64(m)*7 + uint64(step)
+				}
+				s.Unmeasured = collectors.Unmeasured(step % 4)
+				out = append(out, s)
+				id++
+			}
+		}
+	}
+	return out
+}
+
+func TestChDBMatchesServer(t *testing.T) {
+	if os.Getenv("CHDB_LIB_PATH") == "" {
+		t.Fatal("CHDB_LIB_PATH is not set: run `make chdb-test`, which fetches libchdb.so")
+	}
+	ctx := context.Background()
+	from := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
+	to := from.Add(6 * time.Hour)
+
+	// 18.16: a migrated database (store.Migrate) with samples inserted by
+	// the store, a third of them twice (at-least-once delivery).
+	st := storetest.New(t)
+	all := samples(from)
+	if err := st.InsertSamples(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.InsertSamples(ctx, all[:len(all)/3]); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := clickhouse.ParseDSN(storetest.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Auth.Database = st.Database()
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	old := server{conn}
+
+	// 26.x: every migration, statement by statement as Migrate sends them.
+	sess, err := chdb.NewSession(t.TempDir())
+	if err != nil {
+		t.Fatalf("chDB: %v", err)
+	}
+	defer sess.Close()
+	modern := embedded{sess}
+	info, err := modern.query("SELECT version(), timezone()")
+	if err != nil || len(info) != 1 {
+		t.Fatalf("chDB: version: %v %v", info, err)
+	}
+	t.Logf("chDB %s, time zone %s", info[0][0], info[0][1])
+	ver, err := store.ParseVersion(info[0][0])
+	if err != nil || ver.Major < 24 {
+		t.Fatalf("chDB version %q: want 24.x or newer (%v)", info[0][0], err)
+	}
+	if info[0][1] != "UTC" {
+		t.Fatalf("chDB time zone %s: run with TZ=UTC, as the 18.16 test server is", info[0][1])
+	}
+	migs, err := store.LoadMigrations(schemas.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range migs {
+		if m.MinServer != nil && ver.Less(*m.MinServer) {
+			t.Errorf("migration %04d_%s needs %s, chDB is %s", m.Version, m.Name, m.MinServer, ver)
+			continue
+		}
+		for _, stmt := range m.Statements {
+			if err := modern.exec(stmt); err != nil {
+				t.Errorf("migration %04d_%s on chDB: %v\n%s", m.Version, m.Name, err, stmt)
+			}
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	// The same schema: every column of every table, with its type and
+	// default. 18.16 stores the default of a column added by ALTER as
+	// CAST(0, 'UInt32') where 26.x keeps 0: the same value, so compared
+	// without the cast.
+	const columns = "SELECT table, name, type, default_kind," +
+		" replaceRegexpOne(default_expression, '^CAST\\\\((.*), \\'[A-Za-z0-9]+\\'\\\\)$', '\\\\1')" +
+		" FROM system.columns WHERE database = currentDatabase() AND table != 'schema_migrations' ORDER BY table, name"
+	compare(t, "schema (system.columns)", old, modern, columns, true)
+
+	// The same data: 18.16's deduplicated rows, then again its duplicated
+	// third, so that FINAL has duplicates to collapse on chDB too.
+	copyRows(t, old, modern, "SELECT * FROM usage_samples FINAL ORDER BY sample_id")
+	copyRows(t, old, modern, fmt.Sprintf("SELECT * FROM usage_samples FINAL WHERE sample_id <= %d ORDER BY sample_id", len(all)/3))
+	compare(t, "usage_samples FINAL count", old, modern, "SELECT count(), uniqExact(sample_id), sum(gpu_microseconds) FROM usage_samples FINAL", true)
+
+	checkStatements(t, old, modern, from, to, 7)
+
+	// A re-import moves globex to another department: the rollup's second
+	// run writes tombstones for the keys that vanished.
+	var moved []collectors.Sample
+	for _, s := range all {
+		if s.Tenant == "globex" {
+			s.Department = "moved"
+			moved = append(moved, s)
+		}
+	}
+	if err := st.InsertSamples(ctx, moved); err != nil {
+		t.Fatal(err)
+	}
+	copyRows(t, old, modern, "SELECT * FROM usage_samples FINAL WHERE department = 'moved' ORDER BY sample_id")
+	checkStatements(t, old, modern, from, to, 8)
+	compare(t, "tombstones", old, modern, "SELECT count() FROM usage_hourly FINAL WHERE samples = 0 HAVING count() > 0", true)
+}
+
+// checkStatements runs the store's statements on both engines and compares
+// every read, and the rollups the writes leave.
+func checkStatements(t *testing.T, old server, modern embedded, from, to time.Time, version uint64) {
+	t.Helper()
+	for _, s := range store.CheckedStatements(from, to, "acme", version) {
+		sql := bind(t, s.SQL, s.Args)
+		if s.Exec {
+			errOld, errNew := old.exec(sql), modern.exec(sql)
+			if errOld != nil || errNew != nil {
+				t.Errorf("%s: 18.16: %v; 26.x: %v\n%s", s.Name, errOld, errNew, sql)
+			}
+			continue
+		}
+		compare(t, s.Name, old, modern, sql, true)
+	}
+	compare(t, "usage_hourly after the rollup", old, modern,
+		"SELECT * FROM usage_hourly FINAL ORDER BY tenant, hour, department, sku", true)
+}
+
+// compare runs sql on both engines and reports where the rows differ
+// (sorted first: statements without ORDER BY return any order). An empty
+// result fails: a check that compares nothing cannot fail.
+func compare(t *testing.T, name string, old, modern engine, sql string, nonEmpty bool) {
+	t.Helper()
+	a, errA := old.query(sql)
+	b, errB := modern.query(sql)
+	if errA != nil || errB != nil {
+		t.Errorf("%s: 18.16: %v; 26.x: %v\n%s", name, errA, errB, sql)
+		return
+	}
+	join := func(rows [][]string) []string {
+		out := make([]string, len(rows))
+		for i, r := range rows {
+			out[i] = strings.Join(r, "\t")
+		}
+		sort.Strings(out)
+		return out
+	}
+	ja, jb := join(a), join(b)
+	if nonEmpty && len(ja) == 0 {
+		t.Errorf("%s: no rows on 18.16\n%s", name, sql)
+	}
+	if !reflect.DeepEqual(ja, jb) {
+		t.Errorf("%s: results differ (%d rows on 18.16, %d on 26.x)\n%s\n%s", name, len(ja), len(jb), sql, diff(ja, jb))
+		return
+	}
+	t.Logf("%s: %d rows equal", name, len(ja))
+}
+
+func diff(a, b []string) string {
+	in := func(xs []string) map[string]bool {
+		m := map[string]bool{}
+		for _, x := range xs {
+			m[x] = true
+		}
+		return m
+	}
+	ia, ib := in(a), in(b)
+	var out []string
+	for _, x := range a {
+		if !ib[x] && len(out) < 10 {
+			out = append(out, "  18.16 only: "+x)
+		}
+	}
+	for _, x := range b {
+		if !ia[x] && len(out) < 20 {
+			out = append(out, "  26.x only:  "+x)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// copyRows inserts the rows sql selects on the 18.16 server into chDB,
+// naming every column.
+func copyRows(t *testing.T, old server, modern embedded, sql string) {
+	t.Helper()
+	rows, err := old.conn.Query(context.Background(), sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	types := rows.ColumnTypes()
+	var values []string
+	for rows.Next() {
+		dest := make([]any, len(types))
+		for i, ct := range types {
+			dest[i] = reflect.New(ct.ScanType()).Interface()
+		}
+		if err := rows.Scan(dest...); err != nil {
+			t.Fatal(err)
+		}
+		lits := make([]string, len(dest))
+		for i, d := range dest {
+			v := reflect.ValueOf(d).Elem().Interface()
+			if tm, ok := v.(time.Time); ok {
+				lits[i] = "'" + tm.UTC().Format(time.DateTime) + "'"
+			} else {
+				lits[i] = literal(t, v)
+			}
+		}
+		values = append(values, "("+strings.Join(lits, ", ")+")")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(values) == 0 {
+		t.Fatalf("copy: no rows from %s", sql)
+	}
+	insert := "INSERT INTO usage_samples (" + strings.Join(rows.Columns(), ", ") + ") VALUES " + strings.Join(values, ", ")
+	if err := modern.exec(insert); err != nil {
+		t.Fatalf("copy into chDB: %v", err)
+	}
+}

@@ -35,6 +35,7 @@ FUZZ_TARGETS := \
 	./internal/partition:FuzzSolve \
 	./collectors/attribution:FuzzParseCgroup \
 	./collectors/attribution:FuzzParseMapping \
+	./collectors/attribution:FuzzParseDomain \
 	./internal/spool:FuzzSegmentDecode \
 	./internal/chargeback:FuzzAllocateChargeback \
 	./internal/chargeback:FuzzParseCarbonCSV

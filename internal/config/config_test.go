@@ -28,7 +28,7 @@ func TestLoad(t *testing.T) {
 	}
 	if c, err := Load(write(t, "collector:\n  spool:\n    dir: /srv/spool\n    overflow: reject\n  shipper:\n    flush_interval: 5s\n")); err != nil ||
 		c.Collector.Spool.Dir != "/srv/spool" || c.Collector.Spool.Overflow != "reject" || c.Collector.Shipper.FlushInterval != 5*time.Second ||
-		c.Collector.Shipper.BatchRows != 50_000 {
+		c.Collector.Shipper.BatchRows != 100_000 {
 		t.Fatalf("collector section: %+v, %v", c.Collector, err)
 	}
 	if cfg.Rollup.Grace != 30*time.Minute || cfg.Rollup.Schedule != "@every 5m" || cfg.Retention.RawDays != 45 {

@@ -61,3 +61,35 @@ func BenchmarkRead(b *testing.B) {
 	}
 	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
 }
+
+// BenchmarkReadColumns is BenchmarkRead the way the shipper reads for a
+// ColumnSink: straight into reused column buffers.
+func BenchmarkReadColumns(b *testing.B) {
+	sp := openSpool(b, DefaultConfig(b.TempDir()))
+	batch := testBatch(0, 1000)
+	ctx := context.Background()
+	const spooled = 200
+	for range spooled {
+		if err := sp.Append(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var cols Columns
+	rows := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if cols.Len() >= DefaultBatchRows {
+			cols.Reset()
+		}
+		before := cols.Len()
+		_, st, err := sp.readColumns(ctx, &cols, DefaultBatchRows)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st == readCaughtUp {
+			sp.Rewind() // read the same batches again
+		}
+		rows += cols.Len() - before
+	}
+	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+}

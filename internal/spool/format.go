@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
-	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
 )
@@ -126,6 +125,14 @@ type encoder struct {
 	strs  []string
 	body  []byte
 	out   []byte
+	// last holds, per string column, the value of the row before and its
+	// index: most columns repeat from row to row, and comparing with the
+	// last value is cheaper than a map lookup.
+	last [9]struct {
+		s  string
+		i  uint64
+		ok bool
+	}
 }
 
 // encode returns the whole record (header and payload). The slice is valid
@@ -139,12 +146,21 @@ func (e *encoder) encode(samples []collectors.Sample) ([]byte, error) {
 	}
 	clear(e.index)
 	e.strs = e.strs[:0]
+	e.last = [len(e.last)]struct {
+		s  string
+		i  uint64
+		ok bool
+	}{}
 	b := e.body[:0]
 	for i := range samples {
 		s := &samples[i]
 		b = binary.LittleEndian.AppendUint64(b, s.ID)
-		for _, str := range [...]string{s.Host, s.GPUUUID, s.GPUModel, s.MIGUUID, s.MIGProfile, s.SKU, s.Tenant, s.Department, s.Workload} {
-			b = binary.AppendUvarint(b, e.intern(str))
+		for j, str := range [...]string{s.Host, s.GPUUUID, s.GPUModel, s.MIGUUID, s.MIGProfile, s.SKU, s.Tenant, s.Department, s.Workload} {
+			l := &e.last[j]
+			if !l.ok || str != l.s {
+				l.s, l.i, l.ok = str, e.intern(str), true
+			}
+			b = binary.AppendUvarint(b, l.i)
 		}
 		startSec := s.Start.Unix()
 		b = binary.AppendVarint(b, startSec)
@@ -194,161 +210,12 @@ func (e *encoder) intern(s string) uint64 {
 	return i
 }
 
-// decodeBatch decodes a payload whose CRC already matched. A payload that
-// is not a whole, canonical v1 or v2 batch of exactly rows samples is an error
-// wrapping ErrCorruptSegment; it never panics and never allocates more
-// than the payload can justify.
+// decodeBatch decodes a payload whose CRC already matched into samples
+// (decodeColumns has the rules; the shipper decodes into Columns directly).
 func decodeBatch(payload []byte, rows uint32) ([]collectors.Sample, error) {
-	d := decoder{b: payload}
-	version := d.byte()
-	if d.err == nil && version != payloadV1 && version != payloadV2 {
-		return nil, fmt.Errorf("decode batch: payload version %d, this build reads %d and %d: %w", version, payloadV1, payloadV2, ErrCorruptSegment)
+	var c Columns
+	if err := decodeColumns(payload, rows, &c); err != nil {
+		return nil, err
 	}
-	nstr := d.count(1)
-	strs := make([]string, 0, nstr)
-	for i := uint64(0); i < nstr && d.err == nil; i++ {
-		strs = append(strs, string(d.bytes(d.count(1))))
-	}
-	n := d.count(minSampleBytes)
-	if d.err == nil && n != uint64(rows) {
-		return nil, fmt.Errorf("decode batch: %d samples, header says %d: %w", n, rows, ErrCorruptSegment)
-	}
-	out := make([]collectors.Sample, 0, n)
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		var s collectors.Sample
-		s.ID = d.u64()
-		for _, p := range [...]*string{&s.Host, &s.GPUUUID, &s.GPUModel, &s.MIGUUID, &s.MIGProfile, &s.SKU, &s.Tenant, &s.Department, &s.Workload} {
-			*p = d.str(strs)
-		}
-		startSec := d.varint()
-		startNsec := d.nanos()
-		endSec := startSec + d.varint()
-		endNsec := d.nanos()
-		s.Start = time.Unix(startSec, startNsec).UTC()
-		s.End = time.Unix(endSec, endNsec).UTC()
-		for m := range collectors.Meter(payloadMeters) {
-			*s.Ptr(m) = d.uvarint()
-		}
-		if version >= payloadV2 {
-			u := d.uvarint()
-			if u > uint64(collectors.UnmeasuredAll) && d.err == nil {
-				d.fail(fmt.Sprintf("unmeasured flags %#x", u))
-			}
-			s.Unmeasured = collectors.Unmeasured(u)
-		}
-		out = append(out, s)
-	}
-	if d.err != nil {
-		return nil, fmt.Errorf("decode batch: %w", d.err)
-	}
-	if len(d.b) != 0 {
-		return nil, fmt.Errorf("decode batch: %d trailing bytes: %w", len(d.b), ErrCorruptSegment)
-	}
-	return out, nil
-}
-
-// decoder reads a payload with a sticky error, so decodeBatch reads
-// straight through and checks once.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%s at %d bytes from the end: %w", what, len(d.b), ErrCorruptSegment)
-	}
-}
-
-func (d *decoder) byte() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 1 {
-		d.fail("short byte")
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) u64() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 8 {
-		d.fail("short id")
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a length or count and refuses one that the remaining bytes
-// cannot hold at unit bytes per item.
-func (d *decoder) count(unit uint64) uint64 {
-	v := d.uvarint()
-	if d.err == nil && v > uint64(len(d.b))/unit {
-		d.fail(fmt.Sprintf("count %d too large", v))
-		return 0
-	}
-	return v
-}
-
-func (d *decoder) bytes(n uint64) []byte {
-	if d.err != nil {
-		return nil
-	}
-	p := d.b[:n]
-	d.b = d.b[n:]
-	return p
-}
-
-func (d *decoder) str(table []string) string {
-	i := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	if i >= uint64(len(table)) {
-		d.fail(fmt.Sprintf("string index %d of %d", i, len(table)))
-		return ""
-	}
-	return table[i]
-}
-
-func (d *decoder) nanos() int64 {
-	v := d.uvarint()
-	if d.err == nil && v >= uint64(time.Second) {
-		d.fail(fmt.Sprintf("nanoseconds %d", v))
-		return 0
-	}
-	return int64(v)
+	return c.Samples(), nil
 }

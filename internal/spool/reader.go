@@ -59,8 +59,46 @@ func (r *reader) moveTo(seq uint64) {
 //
 // Read never blocks on the writer; wait on Appended for more.
 func (s *Spool) Read(ctx context.Context) (Batch, error) {
+	var samples []collectors.Sample
+	b, _, err := s.read(ctx, func(payload []byte, rows uint32) (bool, error) {
+		var err error
+		samples, err = decodeBatch(payload, rows)
+		return true, err
+	})
+	if err == nil {
+		b.Samples = samples
+	}
+	return b, err
+}
+
+// readStatus says what read found.
+type readStatus int
+
+const (
+	readCaughtUp readStatus = iota // nothing more to read now
+	readBatch                      // a batch was decoded
+	readLeft                       // a batch is there, but decode left it
+)
+
+// readColumns is Read into dst: it appends the next batch's rows to dst.
+// A batch of more than room rows is left where it is (readLeft), unless
+// dst is empty: a batch larger than a whole insert is taken alone.
+func (s *Spool) readColumns(ctx context.Context, dst *Columns, room int) (Batch, readStatus, error) {
+	return s.read(ctx, func(payload []byte, rows uint32) (bool, error) {
+		if int64(rows) > int64(room) && dst.Len() > 0 {
+			return false, nil
+		}
+		return true, decodeColumns(payload, rows, dst)
+	})
+}
+
+// read finds the next record after the read position and hands its
+// payload to decode, which either takes it (the reader moves past it,
+// decoded or, on a decode error, skipped as corrupt) or leaves it. On an
+// error the status means nothing.
+func (s *Spool) read(ctx context.Context, decode func(payload []byte, rows uint32) (bool, error)) (Batch, readStatus, error) {
 	if err := ctx.Err(); err != nil {
-		return Batch{}, fmt.Errorf("read spool: %w", err)
+		return Batch{}, readCaughtUp, fmt.Errorf("read spool: %w", err)
 	}
 	s.rmu.Lock()
 	defer s.rmu.Unlock()
@@ -69,12 +107,12 @@ func (s *Spool) Read(ctx context.Context) (Batch, error) {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
-			return Batch{}, fmt.Errorf("read spool: %w", ErrClosed)
+			return Batch{}, readCaughtUp, fmt.Errorf("read spool: %w", ErrClosed)
 		}
 		seg, i := s.segAtOrAfterLocked(r.pos.Segment)
 		if seg == nil {
 			s.mu.Unlock()
-			return Batch{Next: r.pos}, nil
+			return Batch{Next: r.pos}, readCaughtUp, nil
 		}
 		if seg.seq != r.pos.Segment {
 			// The reader's segment was dropped (overflow) or shipped: go on
@@ -91,7 +129,7 @@ func (s *Spool) Read(ctx context.Context) (Batch, error) {
 		r.pos.Offset = max(r.pos.Offset, segHeaderLen)
 		if r.pos.Offset >= size {
 			if last {
-				return Batch{Next: r.pos}, nil
+				return Batch{Next: r.pos}, readCaughtUp, nil
 			}
 			r.moveTo(nextSeq)
 			continue
@@ -102,38 +140,45 @@ func (s *Spool) Read(ctx context.Context) (Batch, error) {
 			continue // dropped by the writer since the look above
 		}
 		if errors.Is(err, fs.ErrNotExist) && !last {
-			return s.lost(seg, nextSeq)
+			b, err := s.lost(seg, nextSeq)
+			return b, readBatch, err
 		}
 		if err != nil {
-			return Batch{Next: r.pos}, fmt.Errorf("read spool: %w", err)
+			return Batch{Next: r.pos}, readBatch, fmt.Errorf("read spool: %w", err)
 		}
 		if bad {
-			return s.skip(f, seg.seq, size, size, last, nextSeq, fmt.Errorf("segment %d header unreadable: %w", seg.seq, ErrCorruptSegment))
+			b, err := s.skip(f, seg.seq, size, size, last, nextSeq, fmt.Errorf("segment %d header unreadable: %w", seg.seq, ErrCorruptSegment))
+			return b, readBatch, err
 		}
 		rh, payload, err := readRecordAt(f, off, size, &r.buf)
 		if errors.Is(err, ErrCorruptSegment) {
 			next, found, ferr := findNextRecord(f, off+1, size, &r.buf)
 			if ferr != nil {
-				return Batch{Next: r.pos}, fmt.Errorf("read spool segment %d: %w", seg.seq, ferr)
+				return Batch{Next: r.pos}, readBatch, fmt.Errorf("read spool segment %d: %w", seg.seq, ferr)
 			}
 			if !found {
 				next = size
 			}
-			return s.skip(f, seg.seq, next, size, last, nextSeq, fmt.Errorf("segment %d offset %d: %w", seg.seq, off, err))
+			b, err := s.skip(f, seg.seq, next, size, last, nextSeq, fmt.Errorf("segment %d offset %d: %w", seg.seq, off, err))
+			return b, readBatch, err
 		}
 		if err != nil {
-			return Batch{Next: r.pos}, fmt.Errorf("read spool segment %d: %w", seg.seq, err)
+			return Batch{Next: r.pos}, readBatch, fmt.Errorf("read spool segment %d: %w", seg.seq, err)
 		}
-		samples, derr := decodeBatch(payload, rh.rows)
+		taken, derr := decode(payload, rh.rows)
+		if !taken {
+			return Batch{Next: r.pos}, readLeft, nil
+		}
 		// A whole record counts towards the segment's rows even if its
 		// payload does not decode: recovery counted it the same way.
 		r.pos.rows += int64(rh.rows)
 		end := off + recHeaderLen + int64(rh.payloadLen)
 		if derr != nil {
-			return s.skip(f, seg.seq, end, size, last, nextSeq, fmt.Errorf("segment %d offset %d: %w", seg.seq, off, derr))
+			b, err := s.skip(f, seg.seq, end, size, last, nextSeq, fmt.Errorf("segment %d offset %d: %w", seg.seq, off, derr))
+			return b, readBatch, err
 		}
 		r.pos.Offset = end
-		return Batch{Samples: samples, Segment: seg.seq, Next: r.settle(size, last, nextSeq)}, nil
+		return Batch{Segment: seg.seq, Next: r.settle(size, last, nextSeq)}, readBatch, nil
 	}
 }
 

@@ -15,20 +15,32 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 )
 
-// Sink takes delivered batches. internal/store.Store implements it with one
-// ClickHouse insert per call. A nil error is the acknowledgement after
-// which the shipper commits; the sink must not keep or change samples.
+// Sink takes delivered batches. A nil error is the acknowledgement after
+// which the shipper commits; the sink must not keep or change samples. The
+// shipper calls it from one goroutine at a time.
 type Sink interface {
 	InsertSamples(ctx context.Context, samples []collectors.Sample) error
+}
+
+// ColumnSink is a Sink that also takes rows column by column;
+// internal/store.Store implements it with one ClickHouse insert per call.
+// For a ColumnSink the shipper decodes the spool straight into Columns and
+// keeps up to ShipperConfig.InFlight inserts running at once, so
+// InsertColumns must be safe for concurrent use. Like InsertSamples it
+// must not keep or change cols, and a nil error acknowledges every row.
+type ColumnSink interface {
+	Sink
+	InsertColumns(ctx context.Context, cols *Columns) error
 }
 
 // Shipper defaults and bounds. ClickHouse wants few large inserts (10k to
 // 100k rows); the flush interval bounds delivery delay when traffic is low.
 const (
-	DefaultBatchRows      = 50_000
+	DefaultBatchRows      = 100_000
 	DefaultFlushInterval  = 2 * time.Second
 	DefaultBackoffInitial = 500 * time.Millisecond
 	DefaultBackoffMax     = 30 * time.Second
+	DefaultInFlight       = 2
 
 	minBatchRows     = 10_000
 	maxBatchRows     = 100_000
@@ -36,6 +48,7 @@ const (
 	maxFlushInterval = time.Minute
 	minBackoff       = 10 * time.Millisecond
 	maxBackoff       = 10 * time.Minute
+	maxInFlight      = 8
 )
 
 // ShipperConfig tunes a Shipper.
@@ -50,6 +63,19 @@ type ShipperConfig struct {
 	// between failed attempts.
 	BackoffInitial time.Duration `yaml:"backoff_initial"`
 	BackoffMax     time.Duration `yaml:"backoff_max"`
+	// InFlight is how many inserts may run at once (0: DefaultInFlight),
+	// for a ColumnSink; a plain Sink gets one at a time. The cursor still
+	// moves only past rows the sink acknowledged, with everything before
+	// them: at most InFlight inserts are read and not committed.
+	InFlight int `yaml:"inserts_in_flight"`
+}
+
+// inFlight is InFlight with 0 read as the default.
+func (c ShipperConfig) inFlight() int {
+	if c.InFlight == 0 {
+		return DefaultInFlight
+	}
+	return c.InFlight
 }
 
 // DefaultShipperConfig returns the defaults.
@@ -59,6 +85,7 @@ func DefaultShipperConfig() ShipperConfig {
 		FlushInterval:  DefaultFlushInterval,
 		BackoffInitial: DefaultBackoffInitial,
 		BackoffMax:     DefaultBackoffMax,
+		InFlight:       DefaultInFlight,
 	}
 }
 
@@ -76,6 +103,9 @@ func (c ShipperConfig) Validate() error {
 	}
 	if c.BackoffMax < c.BackoffInitial || c.BackoffMax > maxBackoff {
 		errs = append(errs, fmt.Errorf("backoff_max: %s is outside [backoff_initial %s, %s]", c.BackoffMax, c.BackoffInitial, maxBackoff))
+	}
+	if c.InFlight < 0 || c.InFlight > maxInFlight {
+		errs = append(errs, fmt.Errorf("inserts_in_flight: %d is outside [1, %d] (0: %d)", c.InFlight, maxInFlight, DefaultInFlight))
 	}
 	return errors.Join(errs...)
 }
@@ -119,12 +149,13 @@ type shipperHooks struct {
 // Shipper sends spooled batches to a Sink, at least once: the cursor moves
 // only after the sink acknowledged every row before it.
 type Shipper struct {
-	spool *Spool
-	sink  Sink
-	cfg   ShipperConfig
-	log   *slog.Logger
-	hooks shipperHooks
-	m     shipperMetrics
+	spool   *Spool
+	sink    Sink
+	columns ColumnSink // sink, when it takes columns
+	cfg     ShipperConfig
+	log     *slog.Logger
+	hooks   shipperHooks
+	m       shipperMetrics
 
 	mu     sync.Mutex
 	oldest time.Time // End of the oldest sample read but not yet committed
@@ -157,6 +188,7 @@ func newShipper(sp *Spool, sink Sink, cfg ShipperConfig, logger *slog.Logger, re
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Shipper{spool: sp, sink: sink, cfg: cfg, log: logger.With("component", "shipper"), hooks: hooks}
+	s.columns, _ = sink.(ColumnSink)
 	c := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "gpumeter", Subsystem: "shipper", Name: name, Help: help})
 	}
@@ -198,28 +230,82 @@ func (s *Shipper) lagSeconds() float64 {
 	return max(0, s.hooks.clock.Now().Sub(oldest).Seconds())
 }
 
-// pending is what has been read and not yet committed.
+// pending is one insert's worth of rows read and not yet committed: being
+// filled, being sent, or acknowledged and waiting for the inserts before
+// it. Its rows are in samples for a plain Sink, in cols for a ColumnSink.
 type pending struct {
 	samples []collectors.Sample
-	segs    []uint64  // segs[i] is the segment samples[i] was read from (ascending)
-	sent    int       // samples[:sent] acknowledged
-	late    int       // samples[:late] are sent rows of dropped segments already reported
-	next    Position  // commit this once all are sent
+	cols    *Columns
+	segs    []uint64  // segs[i] is the segment row i was read from (ascending)
+	sent    int       // rows [:sent] acknowledged
+	late    int       // rows [:late] are sent rows of dropped segments already reported
+	next    Position  // commit this once all are sent (and every pending before)
 	moved   bool      // next lies past the committed cursor
-	firstAt time.Time // when the first of samples was read
+	left    bool      // the next spooled batch did not fit: full
+	done    bool      // acknowledged whole (set by Run, not by the sender)
+	firstAt time.Time // when the first row was read
 	oldest  time.Time
 }
 
+// rows is how many rows p holds.
+func (p *pending) rows() int { return len(p.segs) }
+
+// add appends a batch read with Read.
 func (p *pending) add(b Batch, now time.Time) {
-	if len(p.samples) == 0 {
+	if p.rows() == 0 {
 		p.firstAt = now
 	}
-	p.samples = append(p.samples, b.Samples...)
+	if p.cols != nil {
+		p.cols.AppendSamples(b.Samples)
+	} else {
+		p.samples = append(p.samples, b.Samples...)
+	}
 	for range b.Samples {
 		p.segs = append(p.segs, b.Segment)
 	}
 	p.oldest = earliest(p.oldest, oldestEnd(b.Samples))
 	p.next, p.moved = b.Next, true
+}
+
+// addColumns records a batch that readColumns appended to p.cols from row
+// from on.
+func (p *pending) addColumns(b Batch, from int, now time.Time) {
+	if p.rows() == 0 {
+		p.firstAt = now
+	}
+	c := p.cols
+	for range c.Len() - from {
+		p.segs = append(p.segs, b.Segment)
+	}
+	if from < c.Len() {
+		k := from
+		for i := from + 1; i < c.Len(); i++ {
+			if c.EndSeconds[i] < c.EndSeconds[k] || (c.EndSeconds[i] == c.EndSeconds[k] && c.EndNanos[i] < c.EndNanos[k]) {
+				k = i
+			}
+		}
+		p.oldest = earliest(p.oldest, c.End(k))
+	}
+	p.next, p.moved = b.Next, true
+}
+
+// deleteRows removes rows [lo, hi).
+func (p *pending) deleteRows(lo, hi int) {
+	if p.cols != nil {
+		p.cols.deleteRows(lo, hi)
+	} else {
+		clear(p.samples[lo:hi])
+		p.samples = slices.Delete(p.samples, lo, hi)
+	}
+	p.segs = slices.Delete(p.segs, lo, hi)
+}
+
+// row returns row i as a sample.
+func (p *pending) row(i int) collectors.Sample {
+	if p.cols != nil {
+		return p.cols.Row(i)
+	}
+	return p.samples[i]
 }
 
 // oldestEnd is the earliest End among samples, zero when there is none.
@@ -239,9 +325,13 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
+// reset empties p for reuse, keeping its buffers.
 func (p *pending) reset() {
 	clear(p.samples) // let the strings go
-	*p = pending{samples: p.samples[:0], segs: p.segs[:0]}
+	if p.cols != nil {
+		p.cols.Reset()
+	}
+	*p = pending{samples: p.samples[:0], cols: p.cols, segs: p.segs[:0]}
 }
 
 // settleDropped squares p with the spool's drop_oldest deletions, every
@@ -253,16 +343,14 @@ func (s *Shipper) settleDropped(p *pending, dropped uint64) {
 	if dropped == 0 || len(p.segs) == 0 || p.segs[0] > dropped {
 		return
 	}
-	k, _ := slices.BinarySearch(p.segs, dropped+1) // samples[:k] come from dropped segments
+	k, _ := slices.BinarySearch(p.segs, dropped+1) // rows [:k] come from dropped segments
 	if late := min(p.sent, k); late > p.late {
 		s.spool.DroppedRowsDelivered(late - p.late)
 		p.late = late
 	}
 	if k > p.sent {
 		s.log.Debug("shipper discards rows of dropped segments", "rows", k-p.sent)
-		clear(p.samples[p.sent:k])
-		p.samples = slices.Delete(p.samples, p.sent, k)
-		p.segs = slices.Delete(p.segs, p.sent, k)
+		p.deleteRows(p.sent, k)
 	}
 }
 
@@ -270,18 +358,32 @@ func (s *Shipper) settleDropped(p *pending, dropped uint64) {
 // committed cursor, so batches an earlier run read but did not commit are
 // sent again. Sink and commit failures are retried with backoff, never
 // returned; only a closed spool ends Run with an error.
+//
+// One goroutine (this one) reads the spool, hands each full (or due)
+// pending to a sender goroutine and commits; the senders only insert. The
+// pendings handed out and not yet committed form a window in read order,
+// at most InFlight long (one for a plain Sink). The cursor moves to the
+// end of the longest run of acknowledged pendings at the window's head,
+// so it never passes a row that is not acknowledged, whatever order the
+// inserts finish in.
 func (s *Shipper) Run(ctx context.Context) error {
 	s.spool.Rewind()
 	defer s.setOldest(time.Time{})
-	var p pending
-	var carry *Batch       // read, but it would overfill p
-	var ahead []readResult // read ahead during the last send, not yet in p
+	inFlight := 1
+	if s.columns != nil {
+		inFlight = s.cfg.inFlight()
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait() // senders stop with ctx
+	done := make(chan sendResult, inFlight)
+	var window, free []*pending
+	fill := s.newPending(&free)
 	readAttempt := 0
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err := s.fill(ctx, &p, &carry, &ahead); err != nil {
+		if err := s.fill(ctx, fill); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -297,64 +399,124 @@ func (s *Shipper) Run(ctx context.Context) error {
 			continue
 		}
 		readAttempt = 0
-		oldest := p.oldest
-		if carry != nil {
-			oldest = earliest(oldest, oldestEnd(carry.Samples))
-		}
-		s.setOldest(oldest)
+		s.setOldest(heldOldest(window, fill))
 
 		now := s.hooks.clock.Now()
-		full := len(p.samples) >= s.cfg.BatchRows || carry != nil
-		due := len(p.samples) > 0 && !now.Before(p.firstAt.Add(s.cfg.FlushInterval))
+		full := fill.rows() >= s.cfg.BatchRows || fill.left
+		due := fill.rows() > 0 && !now.Before(fill.firstAt.Add(s.cfg.FlushInterval))
 		switch {
-		case full || due:
-			// Read ahead while the insert runs, so that decoding the spool
-			// and the insert (and ClickHouse) use both cores.
-			prefetched := s.readAhead(ctx, ahead)
-			ok := s.send(ctx, &p)
-			ahead = <-prefetched
+		case (full || due) && len(window) < inFlight:
+			window = append(window, fill)
+			p := fill
+			wg.Go(func() {
+				// Buffered: the window never holds more than inFlight.
+				done <- sendResult{p, s.send(ctx, p)}
+			})
+			fill = s.newPending(&free)
+			continue
+		case fill.rows() == 0 && fill.moved && len(window) == 0:
+			// Only a skipped corrupt region: commit past it so its segment
+			// can go.
+			window = append(window, fill)
+			fill.done = true
+			fill = s.newPending(&free)
+		default:
+			r, ok := s.waitForEvent(ctx, fill, len(window) > 0, full, done, now)
 			if !ok {
 				return nil
 			}
-		case len(p.samples) == 0 && p.moved:
-			// Only a skipped corrupt region: commit past it so its segment
-			// can go.
-		default:
-			if !s.waitForData(ctx, &p, now) {
-				return nil
+			if r.p == nil {
+				continue
 			}
+			if !r.ok {
+				return nil // the sender gave up because ctx ended
+			}
+			r.p.done = true
+			// Take what else has finished, then commit the acknowledged head.
+			for more := true; more; {
+				select {
+				case r := <-done:
+					if !r.ok {
+						return nil
+					}
+					r.p.done = true
+				default:
+					more = false
+				}
+			}
+		}
+		k := 0
+		for k < len(window) && window[k].done {
+			k++
+		}
+		if k == 0 {
 			continue
 		}
-		committed := p.next
+		committed := window[k-1].next
 		dropped, ok, err := s.commit(ctx, committed)
 		if !ok {
 			return err
 		}
-		s.settleDropped(&p, dropped)
-		p.reset()
-		if carry != nil {
-			p.add(*carry, s.hooks.clock.Now())
-			carry = nil
+		for _, p := range window[:k] {
+			s.settleDropped(p, dropped)
+			p.reset()
+			free = append(free, p)
 		}
-		s.setOldest(p.oldest)
+		window = slices.Delete(window, 0, k)
+		s.setOldest(heldOldest(window, fill))
 		if s.hooks.onCommit != nil {
 			s.hooks.onCommit(committed)
 		}
 	}
 }
 
+// newPending returns a pending to fill, reusing a committed one.
+func (s *Shipper) newPending(free *[]*pending) *pending {
+	if n := len(*free); n > 0 {
+		p := (*free)[n-1]
+		*free = (*free)[:n-1]
+		return p
+	}
+	p := &pending{}
+	if s.columns != nil {
+		p.cols = &Columns{}
+	}
+	return p
+}
+
+// heldOldest is the End of the oldest row read and not committed.
+func heldOldest(window []*pending, fill *pending) time.Time {
+	t := fill.oldest
+	for _, p := range window {
+		t = earliest(t, p.oldest)
+	}
+	return t
+}
+
 // fill reads whole batches into p until it holds BatchRows rows, the next
-// batch would overfill it (kept in *carry), or the spool is caught up.
-func (s *Shipper) fill(ctx context.Context, p *pending, carry **Batch, ahead *[]readResult) error {
-	for len(p.samples) < s.cfg.BatchRows && *carry == nil {
+// batch would overfill it (left in the spool for the next pending), or the
+// spool is caught up.
+func (s *Shipper) fill(ctx context.Context, p *pending) error {
+	for p.rows() < s.cfg.BatchRows && !p.left {
+		room := s.cfg.BatchRows - p.rows()
 		var b Batch
+		var st readStatus
 		var err error
-		if len(*ahead) > 0 {
-			b, err = (*ahead)[0].batch, (*ahead)[0].err
-			(*ahead)[0] = readResult{} // let the samples go once p holds them
-			*ahead = (*ahead)[1:]
+		from := 0
+		if p.cols != nil {
+			from = p.cols.Len()
+			b, st, err = s.spool.readColumns(ctx, p.cols, room)
 		} else {
-			b, err = s.spool.Read(ctx)
+			var samples []collectors.Sample
+			b, st, err = s.spool.read(ctx, func(payload []byte, rows uint32) (bool, error) {
+				if int64(rows) > int64(room) && p.rows() > 0 {
+					return false, nil
+				}
+				var err error
+				samples, err = decodeBatch(payload, rows)
+				return true, err
+			})
+			b.Samples = samples
 		}
 		if errors.Is(err, ErrCorruptSegment) {
 			// The spool logged and counted it; move past it.
@@ -364,90 +526,84 @@ func (s *Shipper) fill(ctx context.Context, p *pending, carry **Batch, ahead *[]
 		if err != nil {
 			return err
 		}
-		if len(b.Samples) == 0 {
+		switch st {
+		case readCaughtUp:
+			return nil
+		case readLeft:
+			p.left = true
 			return nil
 		}
-		if len(p.samples) > 0 && len(p.samples)+len(b.Samples) > s.cfg.BatchRows {
-			*carry = &b
-			return nil
+		if p.cols != nil {
+			p.addColumns(b, from, s.hooks.clock.Now())
+		} else {
+			p.add(b, s.hooks.clock.Now())
 		}
-		p.add(b, s.hooks.clock.Now())
 	}
 	return nil
 }
 
-// readResult is one spool.Read, kept for later.
-type readResult struct {
-	batch Batch
-	err   error
+// sendResult is a sender's report: ok false means ctx ended before the
+// sink acknowledged p.
+type sendResult struct {
+	p  *pending
+	ok bool
 }
 
-// readAhead reads up to a batch's worth of rows from the spool in its own
-// goroutine while the caller sends; the caller receives them (in order,
-// errors included) before it touches the spool again. Reading ahead only
-// moves the read position, never the committed cursor.
-func (s *Shipper) readAhead(ctx context.Context, queued []readResult) <-chan []readResult {
-	out := make(chan []readResult, 1)
-	rows := 0
-	for _, r := range queued {
-		rows += len(r.batch.Samples)
-	}
-	if rows >= s.cfg.BatchRows || (len(queued) > 0 && queued[len(queued)-1].err != nil) {
-		out <- queued
-		return out
-	}
-	go func() {
-		for rows < s.cfg.BatchRows && ctx.Err() == nil {
-			b, err := s.spool.Read(ctx)
-			if err == nil && len(b.Samples) == 0 {
-				break // caught up
-			}
-			queued = append(queued, readResult{b, err})
-			if err != nil && !errors.Is(err, ErrCorruptSegment) {
-				break
-			}
-			rows += len(b.Samples)
-		}
-		out <- queued
-	}()
-	return out
-}
-
-// waitForData waits for an append, the flush deadline of p, or ctx.
-func (s *Shipper) waitForData(ctx context.Context, p *pending, now time.Time) bool {
+// waitForEvent waits for an append (unless fill is full), fill's flush
+// deadline, a sender finishing, or ctx. It returns the sender's report,
+// if that is what came, and false when ctx ended. The flush deadline is
+// armed only while no insert runs: with one running, its end wakes the
+// loop anyway, and a deadline passed in the meantime is seen then.
+func (s *Shipper) waitForEvent(ctx context.Context, fill *pending, sending, full bool, done <-chan sendResult, now time.Time) (sendResult, bool) {
 	var deadline <-chan time.Time
-	if len(p.samples) > 0 {
-		c, stop := s.hooks.clock.NewTimer(p.firstAt.Add(s.cfg.FlushInterval).Sub(now))
+	if fill.rows() > 0 && !sending {
+		c, stop := s.hooks.clock.NewTimer(fill.firstAt.Add(s.cfg.FlushInterval).Sub(now))
 		defer stop()
 		deadline = c
 	}
+	var appended <-chan struct{}
+	if !full {
+		appended = s.spool.Appended()
+	}
+	var finished <-chan sendResult
+	if sending {
+		finished = done
+	}
 	select {
 	case <-ctx.Done():
-		return false
-	case <-s.spool.Appended():
+		return sendResult{}, false
+	case <-appended:
 	case <-deadline:
+	case r := <-finished:
+		return r, true
 	}
-	return true
+	return sendResult{}, true
 }
 
-// send delivers p.samples[p.sent:] in inserts of at most BatchRows,
+// send delivers p's rows from p.sent on in inserts of at most BatchRows,
 // retrying each failed insert after a backoff. It returns false when ctx
 // ended first.
 func (s *Shipper) send(ctx context.Context, p *pending) bool {
 	for attempt := 0; ; {
 		s.settleDropped(p, s.spool.DroppedThrough())
-		if p.sent >= len(p.samples) {
+		if p.sent >= p.rows() {
 			return true
 		}
-		chunk := p.samples[p.sent:min(len(p.samples), p.sent+s.cfg.BatchRows)]
+		hi := min(p.rows(), p.sent+s.cfg.BatchRows)
 		start := s.hooks.clock.Now()
-		err := s.sink.InsertSamples(ctx, chunk)
+		var err error
+		if p.cols != nil {
+			chunk := p.cols.View(p.sent, hi)
+			err = s.columns.InsertColumns(ctx, &chunk)
+		} else {
+			err = s.sink.InsertSamples(ctx, p.samples[p.sent:hi])
+		}
 		s.m.sendSeconds.Observe(s.hooks.clock.Now().Sub(start).Seconds())
 		if err == nil {
-			p.sent += len(chunk)
-			attempt = 0
 			s.m.batches.Inc()
-			s.m.rows.Add(float64(len(chunk)))
+			s.m.rows.Add(float64(hi - p.sent))
+			p.sent = hi
+			attempt = 0
 			// A drop during the insert counted these rows as lost.
 			s.settleDropped(p, s.spool.DroppedThrough())
 			continue
@@ -455,14 +611,14 @@ func (s *Shipper) send(ctx context.Context, p *pending) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if n := s.dropInvalid(p, chunk); n > 0 {
+		if n := s.dropInvalid(p, hi); n > 0 {
 			// Retrying would fail forever; what is left is sent at once.
 			continue
 		}
 		s.m.sendErrors.Inc()
 		delay := backoffDelay(attempt, s.cfg.BackoffInitial, s.cfg.BackoffMax, s.hooks.jitter())
 		// Warn, not Error: the rows are safe in the spool while we retry.
-		s.log.Warn("shipper insert failed, retrying", "rows", len(chunk), "attempt", attempt+1, "retry_in", delay, "err", err)
+		s.log.Warn("shipper insert failed, retrying", "rows", hi-p.sent, "attempt", attempt+1, "retry_in", delay, "err", err)
 		attempt++
 		if !s.wait(ctx, delay) {
 			return false
@@ -470,29 +626,23 @@ func (s *Shipper) send(ctx context.Context, p *pending) bool {
 	}
 }
 
-// dropInvalid removes from p the samples of chunk that fail validation
+// dropInvalid removes the rows of p in [p.sent, hi) that fail validation
 // (spools written before Append validated could hold some), logging and
 // counting them, and returns how many it removed.
-func (s *Shipper) dropInvalid(p *pending, chunk []collectors.Sample) int {
-	kept, keptSegs := p.samples[:p.sent], p.segs[:p.sent]
-	dropped := 0
-	for i := range chunk {
-		if err := chunk[i].Validate(); err != nil {
-			s.log.Error("shipper drops a spooled sample the store cannot accept", "sample_id", chunk[i].ID, "err", err)
-			dropped++
-			continue
+func (s *Shipper) dropInvalid(p *pending, hi int) int {
+	var bad []int
+	for i := p.sent; i < hi; i++ {
+		x := p.row(i)
+		if err := x.Validate(); err != nil {
+			s.log.Error("shipper drops a spooled sample the store cannot accept", "sample_id", x.ID, "err", err)
+			bad = append(bad, i)
 		}
-		kept = append(kept, chunk[i])
-		keptSegs = append(keptSegs, p.segs[p.sent+i])
 	}
-	if dropped == 0 {
-		return 0
+	for _, i := range slices.Backward(bad) {
+		p.deleteRows(i, i+1)
 	}
-	kept = append(kept, p.samples[p.sent+len(chunk):]...)
-	keptSegs = append(keptSegs, p.segs[p.sent+len(chunk):]...)
-	p.samples, p.segs = kept, keptSegs
-	s.m.invalidRows.Add(float64(dropped))
-	return dropped
+	s.m.invalidRows.Add(float64(len(bad)))
+	return len(bad)
 }
 
 // commit moves the cursor to pos, retrying after a backoff on failure. It

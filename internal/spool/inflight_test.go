@@ -1,0 +1,367 @@
+package spool
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpumeter/gpumeter/collectors"
+)
+
+// fakeColumnSink is a ColumnSink for tests: safe for concurrent use, it
+// records what it acknowledged and how many calls ran at once. onInsert,
+// when set, decides each call's fate (nil: acknowledge).
+type fakeColumnSink struct {
+	mu       sync.Mutex
+	acked    map[uint64]int
+	running  int
+	peak     int
+	calls    int
+	onInsert func(ctx context.Context, call int, rows []collectors.Sample) error
+}
+
+func (s *fakeColumnSink) InsertSamples(context.Context, []collectors.Sample) error {
+	return errors.New("fakeColumnSink takes columns only")
+}
+
+func (s *fakeColumnSink) InsertColumns(ctx context.Context, c *Columns) error {
+	rows := c.Samples()
+	s.mu.Lock()
+	s.calls++
+	call := s.calls
+	s.running++
+	s.peak = max(s.peak, s.running)
+	s.mu.Unlock()
+	var err error
+	if s.onInsert != nil {
+		err = s.onInsert(ctx, call, rows)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running--
+	if err != nil {
+		return err
+	}
+	if s.acked == nil {
+		s.acked = map[uint64]int{}
+	}
+	for _, x := range rows {
+		s.acked[x.ID]++
+	}
+	return nil
+}
+
+func (s *fakeColumnSink) peakRunning() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak
+}
+
+func (s *fakeColumnSink) ackedCopy() map[uint64]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[uint64]int, len(s.acked))
+	for k, v := range s.acked {
+		out[k] = v
+	}
+	return out
+}
+
+// Two inserts in flight, the later one acknowledged first: the cursor
+// stays before the earlier one until it is acknowledged too, and then
+// moves past both at once.
+func TestShipperInFlightCommitsOnlyPastAcknowledgedRows(t *testing.T) {
+	sp := openSpool(t, Config{Dir: t.TempDir(), SegmentBytes: 1 << 20, MaxBytes: 1 << 30, Overflow: OverflowReject})
+	for b := range 20 { // 20,000 rows: two inserts of 10,000
+		mustAppend(t, sp.Spool, testBatch(b, 1000))
+	}
+	releaseFirst := make(chan struct{})
+	secondDone := make(chan Position, 1)
+	sink := &fakeColumnSink{}
+	sink.onInsert = func(ctx context.Context, call int, rows []collectors.Sample) error {
+		if rows[0].ID == testBatch(0, 1)[0].ID {
+			select {
+			case <-releaseFirst:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		secondDone <- sp.Cursor()
+		return nil
+	}
+	var commits []Position
+	var mu sync.Mutex
+	onCommit, drained := commitsUntilDrained(sp.Spool)
+	cfg := testShipperConfig()
+	cfg.InFlight = 2
+	startShipper(t, sp.Spool, sink, cfg, newFakeClock(true), nil, func(p Position) {
+		mu.Lock()
+		commits = append(commits, p)
+		mu.Unlock()
+		onCommit(p)
+	})
+	cursor := <-secondDone
+	if cursor != (Position{}) {
+		t.Fatalf("cursor %s while the first insert is unacknowledged, want it unmoved", cursor)
+	}
+	// The second insert returns; wait until the shipper has seen it.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sink.ackedCopy()) < 10_000 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second insert was never acknowledged")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if c := sp.Cursor(); c != (Position{}) {
+		t.Fatalf("cursor moved to %s past an unacknowledged insert", c)
+	}
+	if rows, _ := sp.Backlog(); rows != 20_000 {
+		t.Fatalf("backlog %d rows, want all 20,000", rows)
+	}
+	close(releaseFirst)
+	waitFor(t, drained, "the backlog to drain")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(commits) != 1 {
+		t.Fatalf("commits %v, want one past both inserts", commits)
+	}
+	if n := sink.peakRunning(); n != 2 {
+		t.Fatalf("%d inserts ran at once, want 2", n)
+	}
+	acked := sink.ackedCopy()
+	for b := range 20 {
+		for _, x := range testBatch(b, 1000) {
+			if n := acked[x.ID]; n != 1 {
+				t.Fatalf("sample %x acknowledged %d times, want 1", x.ID, n)
+			}
+		}
+	}
+}
+
+// A ColumnSink gets exactly what was appended, column for column.
+func TestShipperColumnSinkGetsWhatWasAppended(t *testing.T) {
+	sp := openSpool(t, testConfig(t.TempDir()))
+	var want []collectors.Sample
+	for b := range 60 {
+		want = append(want, testBatch(b, 7)...)
+		mustAppend(t, sp.Spool, testBatch(b, 7))
+	}
+	var mu sync.Mutex
+	var got []collectors.Sample
+	sink := &fakeColumnSink{onInsert: func(_ context.Context, _ int, rows []collectors.Sample) error {
+		mu.Lock()
+		got = append(got, rows...)
+		mu.Unlock()
+		return nil
+	}}
+	onCommit, drained := commitsUntilDrained(sp.Spool)
+	startShipper(t, sp.Spool, sink, testShipperConfig(), newFakeClock(true), nil, onCommit)
+	waitFor(t, drained, "the backlog to drain")
+	mu.Lock()
+	defer mu.Unlock()
+	equalSamples(t, got, want)
+}
+
+// With several inserts in flight failing at random and finishing in any
+// order, every commit leaves behind it only rows the sink acknowledged,
+// no more than InFlight inserts run at once, and everything arrives.
+func TestShipperInFlightUnderFailuresNeverCommitsPastAGap(t *testing.T) {
+	sp := openSpool(t, Config{Dir: t.TempDir(), SegmentBytes: 256 << 10, MaxBytes: 1 << 30, Overflow: OverflowReject})
+	const batches, rows = 300, 400 // 120,000 rows: twelve inserts of 10,000
+	var order []uint64             // sample ids in spool order
+	for b := range batches {
+		x := testBatch(b, rows)
+		mustAppend(t, sp.Spool, x)
+		for _, s := range x {
+			order = append(order, s.ID)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rngMu sync.Mutex
+	sink := &fakeColumnSink{onInsert: func(ctx context.Context, _ int, _ []collectors.Sample) error {
+		rngMu.Lock()
+		fail, pause := rng.IntN(3) == 0, time.Duration(rng.IntN(3))*time.Millisecond
+		rngMu.Unlock()
+		time.Sleep(pause) // inserts finish out of order
+		if fail {
+			return errors.New("clickhouse: connection reset")
+		}
+		return nil
+	}}
+	var violations []string
+	var mu sync.Mutex
+	drained := make(chan struct{})
+	var once sync.Once
+	cfg := testShipperConfig()
+	cfg.InFlight = 3
+	cfg.BackoffInitial, cfg.BackoffMax = minBackoff, minBackoff
+	reg := prometheus.NewRegistry()
+	startShipper(t, sp.Spool, sink, cfg, realClock{}, reg, func(Position) {
+		backlog, _ := sp.Backlog()
+		behind := len(order) - int(backlog)
+		acked := sink.ackedCopy()
+		for _, id := range order[:behind] {
+			if acked[id] == 0 {
+				mu.Lock()
+				violations = append(violations, fmt.Sprintf("sample %x behind the cursor (%d rows) never acknowledged", id, behind))
+				mu.Unlock()
+				break
+			}
+		}
+		if backlog == 0 {
+			once.Do(func() { close(drained) })
+		}
+	})
+	waitFor(t, drained, "the backlog to drain")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(violations) > 0 {
+		t.Fatal(violations[0])
+	}
+	if n := sink.peakRunning(); n > 3 {
+		t.Fatalf("%d inserts ran at once, want at most 3", n)
+	}
+	if n := metric(t, reg, "gpumeter_shipper_send_errors_total"); n == 0 {
+		t.Fatal("no insert failed: the test did not exercise retries")
+	}
+	acked := sink.ackedCopy()
+	for _, id := range order {
+		if acked[id] != 1 {
+			t.Fatalf("sample %x acknowledged %d times, want 1", id, acked[id])
+		}
+	}
+}
+
+// The shipper's own SIGKILL test with inserts in flight: the child's
+// first insert hangs (ClickHouse took it, no acknowledgement yet) while the
+// second is acknowledged, and the child is killed. The cursor must not
+// have moved past the first, so after a restart both are sent again and
+// nothing is lost. The test binary re-runs this test as the child.
+func TestSIGKILLWithInsertsInFlightKeepsTheCursorBehindTheUnacknowledged(t *testing.T) {
+	const childEnv = "GPUMETER_SPOOL_INFLIGHT_CHILD"
+	if dir := os.Getenv(childEnv); dir != "" {
+		if err := runInFlightChild(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	dir := t.TempDir()
+	sp, err := Open(context.Background(), crashConfig(dir), discardLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batches, rows = 100, 500 // 50,000 rows: five inserts of 10,000
+	for b := range batches {
+		mustAppend(t, sp, testBatch(b, rows))
+	}
+	sp.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSIGKILLWithInsertsInFlightKeepsTheCursorBehindTheUnacknowledged$")
+	cmd.Env = append(os.Environ(), childEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, len("acked second\n"))
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "acked second\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child said %q (%v), want it to acknowledge the second insert", line, err)
+	}
+	// The shipper may be committing if it were wrong: give it the chance.
+	time.Sleep(50 * time.Millisecond)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	first := readIDs(t, filepath.Join(dir, "shipped.ids"))
+	if len(first) != 20_000 {
+		t.Fatalf("child inserted %d samples, want 20,000 (two inserts)", len(first))
+	}
+	o := openSpool(t, crashConfig(dir))
+	if rows, _ := o.Backlog(); rows != 50_000 {
+		t.Fatalf("backlog after the kill %d rows, want all 50,000: the first insert was never acknowledged", rows)
+	}
+	sink := &fakeColumnSink{}
+	onCommit, drained := commitsUntilDrained(o.Spool)
+	startShipper(t, o.Spool, sink, crashShipperConfig(), newFakeClock(true), nil, onCommit)
+	waitFor(t, drained, "the backlog to drain")
+	second := sink.ackedCopy()
+	for b := range batches {
+		for _, s := range testBatch(b, rows) {
+			// Inserts 1 and 2 went out before the kill and again after.
+			want := 1
+			if b*rows < 20_000 {
+				want = 2
+			}
+			if got := first[s.ID] + second[s.ID]; got != want {
+				t.Fatalf("sample of batch %d sent %d times, want %d", b, got, want)
+			}
+		}
+	}
+}
+
+// runInFlightChild ships dir with two inserts in flight into a file of
+// ids: the insert holding batch 0 writes its ids and hangs until killed,
+// the other is acknowledged and announced on stdout.
+func runInFlightChild(dir string) error {
+	ctx := context.Background()
+	sp, err := Open(ctx, crashConfig(dir), discardLogger(), nil)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "shipped.ids"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	first := testBatch(0, 1)[0].ID
+	sink := &fakeColumnSink{onInsert: func(ctx context.Context, _ int, rows []collectors.Sample) error {
+		b := make([]byte, 0, 8*len(rows))
+		for _, x := range rows {
+			b = binary.LittleEndian.AppendUint64(b, x.ID)
+		}
+		mu.Lock()
+		_, err := f.Write(b)
+		if err == nil {
+			err = f.Sync()
+		}
+		mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if rows[0].ID == first {
+			<-ctx.Done() // inserted, never acknowledged
+			return ctx.Err()
+		}
+		defer fmt.Fprint(os.Stdout, "acked second\n")
+		return nil
+	}}
+	cfg := crashShipperConfig()
+	cfg.InFlight = 2
+	sh, err := NewShipper(sp, sink, cfg, discardLogger(), nil)
+	if err != nil {
+		return err
+	}
+	return sh.Run(ctx) // until killed
+}

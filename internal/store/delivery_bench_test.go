@@ -2,118 +2,374 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/spool"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
 
-// BenchmarkDeliveryEndToEnd measures the collector's delivery path: samples
-// appended to the spool in poll-sized batches of 1,000 (each fsynced), and
-// the shipper inserting them into ClickHouse, timed from the first append
-// until the spool's backlog is empty. In the same run clickhouse-client
-// inserts the very same rows in Native format (exported from the first
-// database) into a second database; the ratio of the rates is reported
-// (goal >= 0.7).
+// BenchmarkDeliveryEndToEnd measures the collector's delivery path against
+// clickhouse-client inserting the very same rows, all in every iteration.
+//
+//   - e2e: benchRows samples appended to a spool in poll-sized batches of
+//     1,000 (each CRC'd and fsynced) while the shipper runs with its
+//     defaults, timed from the first append until the spool's backlog is
+//     empty (every row acknowledged by ClickHouse and committed).
+//   - client: `clickhouse-client --query "INSERT ... FORMAT Native"` of the
+//     same rows, exported once (before the timer) from a scratch database
+//     sorted by the table's key: the client's best case, since ClickHouse
+//     then skips sorting the part. The ratio is taken against it.
+//   - client, append order: the same rows in the order the collector
+//     appended them, which the server has to sort (ratio_append_order).
+//
+// Each side inserts into a fresh database of its own. The sides rotate
+// which goes first, and each starts only once the server has no merge
+// running, so that none pays for another's background work. Every
+// iteration logs the rates, the ratios, /proc/loadavg and, when the
+// server's pid is known (GPUMETER_BENCH_SERVER_PID, or the pid file of
+// scripts/clickhouse.sh), the CPU seconds the server and this process
+// spent on each side.
 func BenchmarkDeliveryEndToEnd(b *testing.B) {
 	client, err := exec.LookPath("clickhouse-client")
 	if err != nil {
 		b.Fatalf("clickhouse-client is needed for the comparison: %v", err)
 	}
+	samples := testSamples(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), benchRows, "acme", "globex", "initech")
+	// The fixture plays the collector's polls, which a real collector
+	// makes and drops batch by batch; held all at once as 1.5 M separate
+	// small strings, it would make each garbage collection of the run
+	// mark them, a cost of the fixture, not of delivery. Same rows.
+	internStrings(samples)
+	runtime.GC()
+	// testSamples appends GPU by GPU within each interval: that order is
+	// (start, gpu_uuid).
+	native, appendOrder := exportNative(b, client, samples, "tenant, start, sample_id", "start, gpu_uuid")
+	serverPID := benchServerPID(b)
+
+	var e2e, cli, cliAppend sideTotals
+	minRatio := 0.0
+	b.ResetTimer()
+	b.StopTimer()
+	for i := 0; i < b.N; i++ {
+		load := loadAverage()
+		var e, c, a sideResult
+		sides := []func(){
+			func() { e = runShipperSide(b, samples, serverPID) },
+			func() { c = runClientSide(b, client, native, len(samples), serverPID) },
+			func() { a = runClientSide(b, client, appendOrder, len(samples), serverPID) },
+		}
+		for k := range sides {
+			sides[(i+k)%len(sides)]()
+		}
+		e2e.add(e)
+		cli.add(c)
+		cliAppend.add(a)
+		ratio := c.wall.Seconds() / e.wall.Seconds()
+		if i == 0 || ratio < minRatio {
+			minRatio = ratio
+		}
+		b.Logf("iteration %d: e2e %.0f rows/s, client native %.0f rows/s (append order %.0f), ratio %.3f (append order %.3f); server CPU e2e %.2f s, client %.2f s (append order %.2f s); gpumeter CPU %.2f s; spool append %.0f rows/s; parts sorted on arrival e2e %d/%d, client %d/%d (append order %d/%d); loadavg before %s, after %s",
+			i, e.rate(len(samples)), c.rate(len(samples)), a.rate(len(samples)), ratio, a.wall.Seconds()/e.wall.Seconds(),
+			e.serverCPU.Seconds(), c.serverCPU.Seconds(), a.serverCPU.Seconds(), e.selfCPU.Seconds(),
+			float64(len(samples))/e.appendWall.Seconds(), e.blocksSorted, e.blocks, c.blocksSorted, c.blocks, a.blocksSorted, a.blocks, load, loadAverage())
+	}
+	rows := len(samples) * b.N
+	b.ReportMetric(e2e.rate(rows), "e2e_rows/s")
+	b.ReportMetric(cli.rate(rows), "client_native_rows/s")
+	b.ReportMetric(cliAppend.rate(rows), "client_append_order_rows/s")
+	b.ReportMetric(cli.wall.Seconds()/e2e.wall.Seconds(), "ratio")
+	b.ReportMetric(cliAppend.wall.Seconds()/e2e.wall.Seconds(), "ratio_append_order")
+	b.ReportMetric(minRatio, "min_ratio")
+	b.ReportMetric(float64(rows)/e2e.appendWall.Seconds(), "spool_append_rows/s")
+	if serverPID > 0 {
+		b.ReportMetric(e2e.serverCPU.Seconds()/float64(b.N), "server_cpu_e2e_s/op")
+		b.ReportMetric(cli.serverCPU.Seconds()/float64(b.N), "server_cpu_client_s/op")
+	}
+	b.ReportMetric(e2e.selfCPU.Seconds()/float64(b.N), "gpumeter_cpu_s/op")
+	b.ReportMetric(loadAverage1(), "loadavg_1m_end")
+}
+
+// sideResult is one side of one iteration.
+type sideResult struct {
+	wall, appendWall   time.Duration
+	serverCPU, selfCPU time.Duration
+	// parts written and how many of them arrived sorted (server-wide
+	// system.events deltas over the side, merges excluded)
+	blocks, blocksSorted uint64
+}
+
+func (r sideResult) rate(rows int) float64 { return float64(rows) / r.wall.Seconds() }
+
+type sideTotals struct{ sideResult }
+
+func (t *sideTotals) add(r sideResult) {
+	t.wall += r.wall
+	t.appendWall += r.appendWall
+	t.serverCPU += r.serverCPU
+	t.selfCPU += r.selfCPU
+}
+
+// runShipperSide appends samples to a new spool with a shipper running
+// into a new database, and times it until the backlog is empty.
+func runShipperSide(b *testing.B, samples []collectors.Sample, serverPID int) sideResult {
 	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
-	var e2eTime, clientTime, appendTime time.Duration
-	total := 0
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		cfgA := storetest.Config(b)
-		sA := storetest.NewWithConfig(b, cfgA)
-		cfgB := storetest.Config(b)
-		storetest.NewWithConfig(b, cfgB)
-		samples := testSamples(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), benchRows, "acme", "globex", "initech")
-		sp, err := spool.Open(ctx, spool.DefaultConfig(b.TempDir()), logger, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		sh, err := spool.NewShipper(sp, sA, spool.DefaultShipperConfig(), logger, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		shipCtx, stop := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { defer wg.Done(); sh.Run(shipCtx) }()
-		b.StartTimer()
+	s := storetest.New(b)
+	sp, err := spool.Open(ctx, spool.DefaultConfig(b.TempDir()), logger, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sp.Close()
+	sh, err := spool.NewShipper(sp, s, spool.DefaultShipperConfig(), logger, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	waitForMerges(b, s)
+	shipCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	// Labels let a CPU profile of the benchmark (-cpuprofile, then pprof
+	// -tagfocus) tell the shipper's goroutines from the appender's.
+	go pprof.Do(shipCtx, pprof.Labels("side", "shipper"), func(ctx context.Context) { defer wg.Done(); sh.Run(ctx) })
 
-		t0 := time.Now()
+	var r sideResult
+	ev0 := writerEvents(b, s)
+	srv0, self0 := processCPU(serverPID), selfCPU()
+	b.StartTimer()
+	t0 := time.Now()
+	pprof.Do(ctx, pprof.Labels("side", "append"), func(ctx context.Context) {
 		for lo := 0; lo < len(samples); lo += 1000 {
 			if err := sp.Append(ctx, samples[lo:min(lo+1000, len(samples))]); err != nil {
 				b.Fatal(err)
 			}
 		}
-		appendTime += time.Since(t0)
-		tick := time.NewTicker(5 * time.Millisecond)
-		for rows, _ := sp.Backlog(); rows > 0; rows, _ = sp.Backlog() {
-			<-tick.C
-		}
-		tick.Stop()
-		e2eTime += time.Since(t0)
+	})
+	r.appendWall = time.Since(t0)
+	tick := time.NewTicker(time.Millisecond)
+	for rows, _ := sp.Backlog(); rows > 0; rows, _ = sp.Backlog() {
+		<-tick.C
+	}
+	tick.Stop()
+	r.wall = time.Since(t0)
+	b.StopTimer()
+	r.serverCPU, r.selfCPU = processCPU(serverPID)-srv0, selfCPU()-self0
+	ev1 := writerEvents(b, s)
+	r.blocks, r.blocksSorted = ev1[0]-ev0[0], ev1[1]-ev0[1]
+	stop()
+	wg.Wait()
+	checkStored(b, s, len(samples))
+	return r
+}
 
-		b.StopTimer()
-		stop()
-		wg.Wait()
-		sp.Close()
-		total += len(samples)
-		native := filepath.Join(b.TempDir(), "rows.native")
-		port := strings.Split(cfgA.Addrs[0], ":")[1]
-		export := exec.Command(client, "--host", "127.0.0.1", "--port", port, "--database", cfgA.Database,
-			"--query", "SELECT "+sampleColumnsForBench+" FROM usage_samples FORMAT Native")
+// runClientSide inserts the Native file with clickhouse-client into a new
+// database.
+func runClientSide(b *testing.B, client, native string, rows, serverPID int) sideResult {
+	cfg := storetest.Config(b)
+	s := storetest.NewWithConfig(b, cfg)
+	waitForMerges(b, s)
+	in, err := os.Open(native)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	imp := exec.Command(client, "--host", benchHost(cfg), "--port", benchPort(cfg), "--database", cfg.Database,
+		"--query", "INSERT INTO usage_samples ("+sampleColumnsForBench+") FORMAT Native")
+	imp.Stdin = in
+	var r sideResult
+	ev0 := writerEvents(b, s)
+	srv0 := processCPU(serverPID)
+	b.StartTimer()
+	t0 := time.Now()
+	out, err := imp.CombinedOutput()
+	r.wall = time.Since(t0)
+	b.StopTimer()
+	r.serverCPU = processCPU(serverPID) - srv0
+	ev1 := writerEvents(b, s)
+	r.blocks, r.blocksSorted = ev1[0]-ev0[0], ev1[1]-ev0[1]
+	if err != nil {
+		b.Fatalf("clickhouse-client insert: %v %s", err, out)
+	}
+	checkStored(b, s, rows)
+	return r
+}
+
+// exportNative stores samples in a scratch database and exports them in
+// Native format once per order given (ORDER BY lists), which is what the
+// client side sends.
+func exportNative(b *testing.B, client string, samples []collectors.Sample, orders ...string) (sorted, appendOrder string) {
+	cfg := storetest.Config(b)
+	cfg.Database += "_src"
+	s := storetest.NewWithConfig(b, cfg)
+	if err := s.InsertSamples(context.Background(), samples); err != nil {
+		b.Fatal(err)
+	}
+	var files []string
+	for i, order := range orders {
+		native := filepath.Join(b.TempDir(), fmt.Sprintf("rows%d.native", i))
 		f, err := os.Create(native)
 		if err != nil {
 			b.Fatal(err)
 		}
+		export := exec.Command(client, "--host", benchHost(cfg), "--port", benchPort(cfg), "--database", cfg.Database,
+			"--query", "SELECT "+sampleColumnsForBench+" FROM usage_samples ORDER BY "+order+" FORMAT Native")
 		export.Stdout = f
 		if err := export.Run(); err != nil {
 			b.Fatalf("export: %v", err)
 		}
 		f.Close()
-		in, err := os.Open(native)
-		if err != nil {
-			b.Fatal(err)
-		}
-		imp := exec.Command(client, "--host", "127.0.0.1", "--port", port, "--database", cfgB.Database,
-			"--query", "INSERT INTO usage_samples ("+sampleColumnsForBench+") FORMAT Native")
-		imp.Stdin = in
-		t1 := time.Now()
-		if out, err := imp.CombinedOutput(); err != nil {
-			b.Fatalf("clickhouse-client insert: %v %s", err, out)
-		}
-		clientTime += time.Since(t1)
-		in.Close()
-
-		sB, err := store.Open(ctx, cfgB, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, s := range []*store.Store{sA, sB} {
-			rows, err := s.Usage(ctx, store.UsageQuery{From: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)})
-			if err != nil || rows[0].Samples != uint64(len(samples)) {
-				b.Fatalf("database %s holds %+v (%v), want %d samples", s.Database(), rows, err, len(samples))
-			}
-		}
-		sB.Close()
+		files = append(files, native)
 	}
-	e2eRate, clientRate := float64(total)/e2eTime.Seconds(), float64(total)/clientTime.Seconds()
-	b.ReportMetric(e2eRate, "e2e_rows/s")
-	b.ReportMetric(clientRate, "client_native_rows/s")
-	b.ReportMetric(e2eRate/clientRate, "ratio")
-	b.ReportMetric(float64(total)/appendTime.Seconds(), "spool_append_rows/s")
+	return files[0], files[1]
+}
+
+func checkStored(b *testing.B, s *store.Store, want int) {
+	b.Helper()
+	rows, err := s.Usage(context.Background(), store.UsageQuery{From: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)})
+	if err != nil || len(rows) != 1 || rows[0].Samples != uint64(want) {
+		b.Fatalf("database %s holds %+v (%v), want %d samples", s.Database(), rows, err, want)
+	}
+}
+
+// writerEvents reads the server's counters of parts written by inserts and
+// of those that arrived already sorted.
+func writerEvents(b *testing.B, s *store.Store) [2]uint64 {
+	var ev [2]uint64
+	for i, name := range []string{"MergeTreeDataWriterBlocks", "MergeTreeDataWriterBlocksAlreadySorted"} {
+		n, err := s.ServerEvent(context.Background(), name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ev[i] = n
+	}
+	return ev
+}
+
+// waitForMerges returns once the server runs no merge, so that one side's
+// background work does not land on the other's clock.
+func waitForMerges(b *testing.B, s *store.Store) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n, err := s.RunningMerges(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("merges still running after a minute: %d", n)
+		}
+		<-tick.C
+	}
+}
+
+// internStrings makes equal strings of samples share one copy.
+func internStrings(samples []collectors.Sample) {
+	seen := map[string]string{}
+	intern := func(p *string) {
+		if v, ok := seen[*p]; ok {
+			*p = v
+			return
+		}
+		seen[*p] = *p
+	}
+	for i := range samples {
+		x := &samples[i]
+		for _, p := range []*string{&x.Host, &x.GPUUUID, &x.GPUModel, &x.MIGUUID, &x.MIGProfile, &x.SKU, &x.Tenant, &x.Department, &x.Workload} {
+			intern(p)
+		}
+	}
+}
+
+func benchHost(cfg store.Config) string { return strings.Split(cfg.Addrs[0], ":")[0] }
+func benchPort(cfg store.Config) string { return strings.Split(cfg.Addrs[0], ":")[1] }
+
+// benchServerPID is the local ClickHouse server's pid, 0 when unknown.
+func benchServerPID(b *testing.B) int {
+	v := os.Getenv("GPUMETER_BENCH_SERVER_PID")
+	if v == "" {
+		cfg := storetest.Config(b)
+		data, err := os.ReadFile(filepath.Join("..", "..", ".data", "clickhouse", "tcp-"+benchPort(cfg), "clickhouse.pid"))
+		if err != nil {
+			b.Logf("server CPU not measured: no GPUMETER_BENCH_SERVER_PID and %v", err)
+			return 0
+		}
+		v = strings.TrimSpace(string(data))
+	}
+	pid, err := strconv.Atoi(v)
+	if err != nil || processCPU(pid) < 0 {
+		b.Logf("server CPU not measured: pid %q unreadable", v)
+		return 0
+	}
+	return pid
+}
+
+// processCPU is user + system CPU time of pid from /proc, -1 when
+// unreadable, 0 for pid 0.
+func processCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// Fields after the command name, which is in parentheses.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	if len(f) < 13 {
+		return -1
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * (time.Second / 100) // USER_HZ is 100 on Linux
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loadAverage is the first three fields of /proc/loadavg.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func loadAverage1() float64 {
+	f := strings.Fields(loadAverage())
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }

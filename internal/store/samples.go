@@ -1,13 +1,16 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/spool"
 )
 
 // sampleColumns is the explicit column list of every usage_samples INSERT;
@@ -39,6 +42,9 @@ const MaxInsertRows = 100_000
 // blockRows is the size of the data blocks one INSERT is streamed in.
 const blockRows = 10_000
 
+// The shipper hands the store columns decoded straight from the spool.
+var _ spool.ColumnSink = (*Store)(nil)
+
 // InsertSamples writes samples in batches over the native protocol. Every
 // sample is validated first; one bad sample rejects the call and nothing is
 // sent. Inserting a sample twice is harmless: reads deduplicate by sample_id.
@@ -48,16 +54,34 @@ func (s *Store) InsertSamples(ctx context.Context, samples []collectors.Sample) 
 			return fmt.Errorf("insert samples: sample %d (id %d): %w", i, samples[i].ID, err)
 		}
 	}
-	for lo := 0; lo < len(samples); lo += MaxInsertRows {
-		hi := min(lo+MaxInsertRows, len(samples))
-		if err := s.insertBatch(ctx, samples[lo:hi]); err != nil {
-			return fmt.Errorf("insert samples %d..%d of %d: %w", lo, hi, len(samples), err)
+	var c spool.Columns
+	c.AppendSamples(samples)
+	return s.insertColumns(ctx, &c)
+}
+
+// InsertColumns is InsertSamples for rows held column by column (what the
+// shipper reads from the spool). It is safe for concurrent use: each call
+// takes a connection of its own from the pool.
+func (s *Store) InsertColumns(ctx context.Context, c *spool.Columns) error {
+	for i := range c.Len() {
+		if x := c.Row(i); x.Validate() != nil {
+			return fmt.Errorf("insert samples: sample %d (id %d): %w", i, x.ID, x.Validate())
+		}
+	}
+	return s.insertColumns(ctx, c)
+}
+
+func (s *Store) insertColumns(ctx context.Context, c *spool.Columns) error {
+	for lo := 0; lo < c.Len(); lo += MaxInsertRows {
+		hi := min(lo+MaxInsertRows, c.Len())
+		if err := s.insertBatch(ctx, c.View(lo, hi)); err != nil {
+			return fmt.Errorf("insert samples %d..%d of %d: %w", lo, hi, c.Len(), err)
 		}
 	}
 	return nil
 }
 
-func (s *Store) insertBatch(ctx context.Context, samples []collectors.Sample) error {
+func (s *Store) insertBatch(ctx context.Context, c spool.Columns) error {
 	// Bound the whole insert: streaming blocks (Flush) is not covered by the
 	// driver's per-query watchdog, and a stalled peer must not hold the
 	// shipper (or a shutdown) forever.
@@ -68,24 +92,25 @@ func (s *Store) insertBatch(ctx context.Context, samples []collectors.Sample) er
 		return fmt.Errorf("prepare batch: %w", err)
 	}
 	// Column-wise append: one slice per column is several times faster than
-	// row-wise Append with its per-value reflection. The slices are reused
-	// from call to call (the driver copies out of them), which keeps the
-	// shipper's steady state from allocating and zeroing them anew.
-	cb := columnPool.Get().(*columnBuffers)
-	defer columnPool.Put(cb)
-	// Blocks of blockRows within the one INSERT: the server writes a block
-	// while the next one is built, instead of waiting for the whole batch.
-	// A broken connection may leave earlier blocks stored; the caller
-	// retries and reads deduplicate by sample_id.
-	for lo := 0; lo < len(samples); lo += blockRows {
+	// row-wise Append with its per-value reflection. The columns are
+	// gathered in the table's sort order into buffers reused from call to
+	// call (the driver copies out of them).
+	bb := blockPool.Get().(*blockBuffers)
+	defer blockPool.Put(bb)
+	bb.sortRows(&c)
+	// Blocks of blockRows within the one INSERT: the server works on a
+	// block while the next one is built, instead of waiting for the whole
+	// batch. A broken connection may leave earlier blocks stored; the
+	// caller retries and reads deduplicate by sample_id.
+	for lo := 0; lo < c.Len(); lo += blockRows {
 		if lo > 0 {
 			if err := batch.Flush(); err != nil {
 				batch.Abort()
 				return fmt.Errorf("send block at row %d: %w", lo, err)
 			}
 		}
-		cb.fill(samples[lo:min(lo+blockRows, len(samples))])
-		for i, col := range cb.columns() {
+		hi := min(lo+blockRows, c.Len())
+		for i, col := range bb.columns(&c, lo, hi) {
 			if err := batch.Column(i).Append(col); err != nil {
 				batch.Abort()
 				return fmt.Errorf("append column %d: %w", i, err)
@@ -93,60 +118,144 @@ func (s *Store) insertBatch(ctx context.Context, samples []collectors.Sample) er
 		}
 	}
 	if err := batch.Send(); err != nil {
-		return fmt.Errorf("send batch of %d rows: %w", len(samples), err)
+		return fmt.Errorf("send batch of %d rows: %w", c.Len(), err)
 	}
 	return nil
 }
 
-// columnBuffers hold one insert's columns, in sampleColumns order.
-type columnBuffers struct {
-	strs   [9][]string // host … workload
-	times  [2][]time.Time
-	counts [collectors.NumMeters][]uint64
-	ids    []uint64
-	flags  []uint8 // unmeasured
+// blockBuffers hold one insert's row order and one block's columns, in
+// sampleColumns order, reused from insert to insert.
+type blockBuffers struct {
+	keys  []sortKey
+	rank  []uint32 // by Dict index: the tenant's place in byte order
+	codes []uint32 // the tenants' Dict indexes, in byte order
+	ends  []int    // by rank: where the tenant's rows end in keys
+	next  []int
+	ids   []uint64
+	strs  [spool.NumStringColumns][]string
+	times [2][]int64
+	nums  [collectors.NumMeters][]uint64
+	flags []uint8
+	cols  []any
 }
 
-var columnPool = sync.Pool{New: func() any { return new(columnBuffers) }}
+// sortKey is a row's place in usage_samples' sorting key, ORDER BY
+// (tenant, start, sample_id), within its tenant.
+type sortKey struct {
+	start uint32 // DateTime stores the second as a UInt32 (validated to fit)
+	row   int32
+	id    uint64
+}
 
-func (c *columnBuffers) fill(samples []collectors.Sample) {
-	c.ids = c.ids[:0]
-	c.flags = c.flags[:0]
-	for i := range c.strs {
-		c.strs[i] = c.strs[i][:0]
-	}
-	for i := range c.times {
-		c.times[i] = c.times[i][:0]
-	}
-	for i := range c.counts {
-		c.counts[i] = c.counts[i][:0]
-	}
-	for i := range samples {
-		x := &samples[i]
-		c.ids = append(c.ids, x.ID)
-		for j, v := range [9]string{x.Host, x.GPUUUID, x.GPUModel, x.MIGUUID, x.MIGProfile, x.SKU, x.Tenant, x.Department, x.Workload} {
-			c.strs[j] = append(c.strs[j], v)
+var blockPool = sync.Pool{New: func() any { return new(blockBuffers) }}
+
+// sortRows orders the rows of c by usage_samples' sorting key. ClickHouse
+// sorts every part it writes by that key unless the rows arrive sorted,
+// which it checks in one pass: sorting here costs the shipper less than
+// it saves the server (docs/performance.md). Should the table's key ever
+// differ, only that saving is lost, nothing else.
+//
+// Rows go to their tenant by a counting sort (stable), and spooled rows
+// arrive in time order, poll by poll: within a tenant only the ids of
+// each poll are left to sort, unless the starts are out of order (late
+// samples), which gets a full sort of that tenant's rows.
+func (b *blockBuffers) sortRows(c *spool.Columns) {
+	tenants := c.Strings[spool.ColTenant]
+	b.rank = slices.Grow(b.rank[:0], len(c.Dict))[:len(c.Dict)]
+	clear(b.rank)
+	b.codes = b.codes[:0]
+	for _, k := range tenants {
+		if b.rank[k] == 0 {
+			b.rank[k] = 1
+			b.codes = append(b.codes, k)
 		}
-		c.times[0] = append(c.times[0], x.Start.UTC())
-		c.times[1] = append(c.times[1], x.End.UTC())
-		for j, v := range x.Values() {
-			c.counts[j] = append(c.counts[j], v)
+	}
+	// Byte order, as ClickHouse compares String.
+	slices.SortFunc(b.codes, func(x, y uint32) int { return strings.Compare(c.Dict[x], c.Dict[y]) })
+	for r, k := range b.codes {
+		b.rank[k] = uint32(r)
+	}
+	// Counting sort by tenant: ends[r] is where tenant r's rows end.
+	b.ends = slices.Grow(b.ends[:0], len(b.codes))[:len(b.codes)]
+	clear(b.ends)
+	for _, k := range tenants {
+		b.ends[b.rank[k]]++
+	}
+	next := b.next[:0]
+	at := 0
+	for r := range b.ends {
+		next = append(next, at)
+		at += b.ends[r]
+		b.ends[r] = at
+	}
+	b.next = next
+	b.keys = slices.Grow(b.keys[:0], len(tenants))[:len(tenants)]
+	for i, k := range tenants {
+		r := b.rank[k]
+		b.keys[next[r]] = sortKey{start: uint32(c.StartSeconds[i]), row: int32(i), id: c.IDs[i]}
+		next[r]++
+	}
+	byStartID := func(x, y sortKey) int {
+		if x.start != y.start {
+			return cmp.Compare(x.start, y.start)
 		}
-		c.flags = append(c.flags, uint8(x.Unmeasured))
+		return cmp.Compare(x.id, y.id)
+	}
+	byID := func(x, y sortKey) int { return cmp.Compare(x.id, y.id) }
+	lo := 0
+	for _, hi := range b.ends {
+		group := b.keys[lo:hi]
+		lo = hi
+		if !slices.IsSortedFunc(group, func(x, y sortKey) int { return cmp.Compare(x.start, y.start) }) {
+			slices.SortFunc(group, byStartID)
+			continue
+		}
+		for i := 0; i < len(group); {
+			j := i + 1
+			for j < len(group) && group[j].start == group[i].start {
+				j++
+			}
+			if j-i > 1 {
+				slices.SortFunc(group[i:j], byID)
+			}
+			i = j
+		}
 	}
 }
 
-func (c *columnBuffers) columns() []any {
-	cols := make([]any, 0, 14+len(c.counts))
-	cols = append(cols, c.ids)
-	for i := range c.strs {
-		cols = append(cols, c.strs[i])
+// columns returns rows [lo, hi) of the sorted order of c, in
+// sampleColumns order.
+func (b *blockBuffers) columns(c *spool.Columns, lo, hi int) []any {
+	keys := b.keys[lo:hi]
+	b.ids = gather(b.ids, c.IDs, keys)
+	cols := append(b.cols[:0], b.ids)
+	for j := range b.strs {
+		strs, codes := b.strs[j][:0], c.Strings[j]
+		for _, k := range keys {
+			strs = append(strs, c.Dict[codes[k.row]])
+		}
+		b.strs[j] = strs
+		cols = append(cols, strs)
 	}
-	cols = append(cols, c.times[0], c.times[1])
-	for i := range c.counts {
-		cols = append(cols, c.counts[i])
+	b.times[0] = gather(b.times[0], c.StartSeconds, keys)
+	b.times[1] = gather(b.times[1], c.EndSeconds, keys)
+	cols = append(cols, b.times[0], b.times[1])
+	for m := range c.Meters {
+		b.nums[m] = gather(b.nums[m], c.Meters[m], keys)
+		cols = append(cols, b.nums[m])
 	}
-	return append(cols, c.flags)
+	b.flags = gather(b.flags, c.Unmeasured, keys)
+	b.cols = append(cols, b.flags)
+	return b.cols
+}
+
+// gather sets dst to src's rows in keys' order.
+func gather[T any](dst, src []T, keys []sortKey) []T {
+	dst = dst[:0]
+	for _, k := range keys {
+		dst = append(dst, src[k.row])
+	}
+	return dst
 }
 
 // ScanSamples calls fn for every stored sample of the given GPUs whose

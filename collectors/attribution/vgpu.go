@@ -181,16 +181,15 @@ func (a *apportioner) vgpuEqualShare(insts []vgpuShare, start, end time.Time) (i
 			}
 		}
 		if len(active) == 0 {
-			idle += length
-			continue
+			continue // nobody there: idle
 		}
 		parts := collectors.SplitEqual(nil, length, len(active))
 		for j, i := range active {
 			insts[i].gpu += parts[j]
 		}
 	}
-	// Pieces are whole microseconds of whole-microsecond cuts, so they
-	// add up to the interval; any rounding of odd bounds lands in idle.
+	// Idle is what the pieces did not book: pieces without an instance,
+	// and any rounding of bounds finer than a microsecond.
 	var booked uint64
 	for _, s := range insts {
 		booked += s.gpu

@@ -32,3 +32,14 @@ func (s *Store) ServerEvent(ctx context.Context, name string) (uint64, error) {
 	}
 	return n, nil
 }
+
+// ExecForTest runs one statement (tests set up states the store never
+// makes, such as a migration cut short on one node).
+func (s *Store) ExecForTest(ctx context.Context, stmt string) error { return s.conn.Exec(ctx, stmt) }
+
+// CountForTest runs a query that answers one count.
+func (s *Store) CountForTest(ctx context.Context, query string) (uint64, error) {
+	var n uint64
+	err := s.conn.QueryRow(ctx, query).Scan(&n)
+	return n, err
+}

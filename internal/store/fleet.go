@@ -29,10 +29,13 @@ func (q FleetQuery) Validate() error {
 
 // toSQL selects the samples of every GPU's newest interval since since.
 // Duplicates (at-least-once delivery) are harmless here and collapse in
-// partition.FleetFromSamples, so the read skips FINAL.
+// partition.FleetFromSamples, so the read skips FINAL. GLOBAL IN: on a
+// cluster, a GPU's samples lie on every shard and its newest interval is
+// the cluster's, computed once on the initiator (a plain IN over two
+// Distributed tables is refused).
 func (q FleetQuery) toSQL(since time.Time) (string, []any) {
 	return "SELECT host, gpu_uuid, gpu_model, mig_uuid, mig_profile, tenant FROM usage_samples" +
-			" WHERE start >= ? AND (gpu_uuid, start) IN" +
+			" WHERE start >= ? AND (gpu_uuid, start) GLOBAL IN" +
 			" (SELECT gpu_uuid, max(start) FROM usage_samples WHERE start >= ? GROUP BY gpu_uuid)" +
 			" ORDER BY gpu_uuid, mig_uuid, tenant",
 		[]any{since.UTC(), since.UTC()}

@@ -117,25 +117,19 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS) ([]MigrationResult, err
 	if err != nil {
 		return nil, err
 	}
+	cluster, err := s.ClusterName(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cluster != "" {
+		return nil, fmt.Errorf("%w %s: run gpumeter migrate --cluster %s", ErrClusterSchema, cluster, cluster)
+	}
 	if err := s.conn.Exec(ctx, migrationsTable); err != nil {
 		return nil, fmt.Errorf("create schema_migrations: %w", err)
 	}
-	applied := map[uint32]bool{}
-	rows, err := s.conn.Query(ctx, "SELECT DISTINCT version FROM schema_migrations")
+	applied, err := s.appliedMigrations(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read schema_migrations: %w", err)
-	}
-	for rows.Next() {
-		var v uint32
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read schema_migrations: %w", err)
-		}
-		applied[v] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read schema_migrations: %w", err)
+		return nil, err
 	}
 	server, err := s.ServerVersion(ctx)
 	if err != nil {
@@ -193,21 +187,9 @@ func (s *Store) Migrated(ctx context.Context, fsys fs.FS) error {
 	if err != nil {
 		return err
 	}
-	applied := map[uint32]bool{}
-	rows, err := s.conn.Query(ctx, "SELECT DISTINCT version FROM schema_migrations")
+	applied, err := s.appliedMigrations(ctx)
 	if err != nil {
-		return fmt.Errorf("read schema_migrations: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var v uint32
-		if err := rows.Scan(&v); err != nil {
-			return fmt.Errorf("read schema_migrations: %w", err)
-		}
-		applied[v] = true
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read schema_migrations: %w", err)
+		return err
 	}
 	server, err := s.ServerVersion(ctx)
 	if err != nil {
@@ -223,4 +205,25 @@ func (s *Store) Migrated(ctx context.Context, fsys fs.FS) error {
 		return fmt.Errorf("%w: %s (run gpumeter migrate)", ErrMigrationsPending, strings.Join(pending, ", "))
 	}
 	return nil
+}
+
+// appliedMigrations reads the versions recorded in schema_migrations.
+func (s *Store) appliedMigrations(ctx context.Context) (map[uint32]bool, error) {
+	rows, err := s.conn.Query(ctx, "SELECT DISTINCT version FROM schema_migrations")
+	if err != nil {
+		return nil, fmt.Errorf("read schema_migrations: %w", err)
+	}
+	defer rows.Close()
+	applied := map[uint32]bool{}
+	for rows.Next() {
+		var v uint32
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("read schema_migrations: %w", err)
+		}
+		applied[v] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read schema_migrations: %w", err)
+	}
+	return applied, nil
 }

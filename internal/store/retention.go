@@ -14,9 +14,22 @@ var _ billing.RetentionStore = (*Store)(nil)
 
 // RawMonths lists the months (first day, UTC) that have raw-sample parts.
 func (s *Store) RawMonths(ctx context.Context) ([]time.Time, error) {
-	rows, err := s.conn.Query(ctx,
-		"SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = 'usage_samples' AND active",
-		s.cfg.Database)
+	cluster, err := s.ClusterName(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Parts are per node; on a cluster, ask every node through cluster().
+	// The name is a validated identifier (ClusterLayout), as cluster()
+	// takes it only as a literal.
+	query := "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = 'usage_samples' AND active"
+	if cluster != "" {
+		if !validIdentifier(cluster) {
+			return nil, fmt.Errorf("list raw partitions: cluster name %q", cluster)
+		}
+		query = "SELECT DISTINCT partition FROM cluster('" + cluster + "', system, parts)" +
+			" WHERE database = ? AND table = 'usage_samples" + LocalSuffix + "' AND active"
+	}
+	rows, err := s.conn.Query(ctx, query, s.cfg.Database)
 	if err != nil {
 		return nil, fmt.Errorf("list raw partitions: %w", err)
 	}
@@ -50,7 +63,12 @@ func monthFromPartition(p string) (time.Time, error) {
 // from the month's digits, never from user text.
 func (s *Store) DropRawMonth(ctx context.Context, month time.Time) error {
 	id := month.UTC().Year()*100 + int(month.UTC().Month())
-	if err := s.conn.Exec(ctx, "ALTER TABLE usage_samples DROP PARTITION "+strconv.Itoa(id)); err != nil {
+	// On a cluster each node drops its own part of the month (a replicated
+	// drop repeats harmlessly on the other replicas).
+	err := s.onEveryNode(ctx, "usage_samples", func(node *Store, table string) error {
+		return node.conn.Exec(ctx, "ALTER TABLE "+table+" DROP PARTITION "+strconv.Itoa(id))
+	})
+	if err != nil {
 		return fmt.Errorf("drop raw month %d: %w", id, err)
 	}
 	return nil

@@ -44,6 +44,8 @@ GROUP BY hour, tenant, department, sku`
 // raw rows but never empty an hour, so an hour without any is one whose raw
 // month retention dropped (the caller never recomputes those, but a drop
 // can land while a run is under way): its rows are kept, not zeroed.
+// GLOBAL IN reads the subquery once across the cluster in cluster mode;
+// on a single node it is a plain IN.
 var tombstoneSQL = `INSERT INTO usage_hourly (hour, tenant, department, sku, samples,
     ` + meterColumns("") + `,
     sm_unmeasured_microseconds, energy_unmeasured_microseconds, pcie_unmeasured_microseconds, nvlink_unmeasured_microseconds,
@@ -54,7 +56,7 @@ SELECT hour, tenant, department, sku, 0,
     ?
 FROM usage_hourly FINAL
 WHERE hour >= ? AND hour < ? AND version < ? AND samples > 0
-    AND hour IN (SELECT DISTINCT toStartOfHour(start) FROM usage_samples WHERE start >= ? AND start < ?)`
+    AND hour GLOBAL IN (SELECT DISTINCT toStartOfHour(start) FROM usage_samples WHERE start >= ? AND start < ?)`
 
 // RollupRange recomputes usage_hourly for every hour in [from, to); both
 // must be whole hours. version must grow from run to run (the caller uses

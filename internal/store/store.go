@@ -73,6 +73,11 @@ func options(cfg Config) *clickhouse.Options {
 		MaxIdleConns: cfg.MaxIdleConns,
 		Settings: clickhouse.Settings{
 			"max_execution_time": int(cfg.QueryTimeout.Seconds()),
+			// Cluster mode (cluster.go); no effect on a single node's tables.
+			// An insert into a Distributed table returns once every shard
+			// wrote its rows, and fails if one cannot: delivery's "the cursor
+			// moves only after ClickHouse acknowledged" holds on a cluster.
+			"insert_distributed_sync": 1,
 		},
 	}
 	if cfg.Compress {

@@ -210,7 +210,7 @@ func RightSize(in RightSizeInput) (RightSizeReport, error) {
 	}
 	type group struct {
 		tenant, dept, sku string
-		holdings         []Holding
+		holdings          []Holding
 	}
 	groups := map[[2]string]*group{}
 	tenantHours := map[string]gpuHours{}

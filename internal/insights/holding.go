@@ -49,9 +49,13 @@ type Holding struct {
 	Intervals []Interval
 }
 
-// maxMicros bounds every microsecond count so that sums over a fleet-year
-// cannot overflow int64: 10^15 µs is 31 years of one interval.
-const maxMicros = 1_000_000_000_000_000
+// maxMicros bounds one interval: a day (collectors sample every few
+// seconds; an import may carry hourly rows).
+const maxMicros = 24 * 3600 * 1_000_000
+
+// maxTotalMicros bounds the GPU time of all holdings of one input, so that
+// no sum the package forms can overflow int64: 2^62 µs is 146,000 GPU-years.
+const maxTotalMicros = 1 << 62
 
 // maxIntervals bounds one holding: a year of 1 s intervals.
 const maxIntervals = 40_000_000
@@ -125,7 +129,13 @@ func validateHoldings(name string, hs []Holding) error {
 	type k struct{ gpu, inst, tenant string }
 	seen := make(map[k]int, len(hs))
 	var errs []error
+	var total int64 // of valid durations, each ≤ maxMicros: stops short of wrapping
 	for i, h := range hs {
+		for _, iv := range h.Intervals {
+			if iv.DurationMicros > 0 && iv.DurationMicros <= maxMicros && total <= maxTotalMicros {
+				total += iv.DurationMicros
+			}
+		}
 		where := fmt.Sprintf("%s[%d] (%s)", name, i, h.key())
 		if err := h.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
@@ -136,6 +146,9 @@ func validateHoldings(name string, hs []Holding) error {
 		} else {
 			seen[kk] = i
 		}
+	}
+	if total > maxTotalMicros {
+		errs = append(errs, fmt.Errorf("%s: more than %d µs of intervals in all", name, int64(maxTotalMicros)))
 	}
 	return errors.Join(errs...)
 }

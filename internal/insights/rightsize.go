@@ -178,7 +178,7 @@ type RightSizeReport struct {
 	Demand  partition.Demand `json:"demand"`
 	// Plan is the partition planner's layout of Demand on Fleet, nil
 	// without a fleet. GPUsUsed counts its GPUs with an instance that serves
-	// a tenant.
+	// a tenant: the MIG GPUs the right-sized demand needs.
 	Plan     *partition.Plan `json:"plan,omitempty"`
 	GPUsUsed int             `json:"gpus_used"`
 }
@@ -199,10 +199,12 @@ type RightSizeReport struct {
 // when it weighs less than the current SKU, else the verdict is Keep.
 //
 // Demand is the right-sized MIG demand: per tenant, model and profile the
-// most instances it held at once, a whole GPU kept whole counted as the
-// model's 7g profile (vGPU stays out: hypervisors lay it out). With Fleet,
-// Plan is partition.Solve of that demand on the fleet with every GPU of a
-// known model emptied and MIG-enabled: the layout the planner would choose
+// most instances it held at once, of every MIG SKU (kept or right-sized)
+// and of every whole GPU right-sized to a MIG profile; whole GPUs kept
+// whole and vGPU (hypervisors lay it out) stay out. With Fleet, Plan is
+// partition.Solve of that demand on the fleet with its MIG GPUs emptied
+// and the whole GPUs of right-sized holdings turned into empty MIG GPUs,
+// other whole GPUs left whole: the MIG layout the planner would choose
 // from scratch.
 func RightSize(in RightSizeInput) (RightSizeReport, error) {
 	if err := in.Validate(); err != nil {
@@ -243,6 +245,7 @@ func RightSize(in RightSizeInput) (RightSizeReport, error) {
 	})
 	rep := RightSizeReport{From: in.From, To: in.To, Params: in.Params}
 	demand := map[string]map[[2]string]int{} // tenant → (model, profile) → count
+	partitioned := map[string]bool{}         // whole GPUs the demand would partition
 	for _, k := range keys {
 		g := groups[k]
 		r := RightSizing{Tenant: g.tenant, Department: g.dept, Instances: len(g.holdings), Concurrent: concurrency(g.holdings)}
@@ -313,24 +316,25 @@ func RightSize(in RightSizeInput) (RightSizeReport, error) {
 			}
 		}
 		r.SavedGPUMicros = r.HeldGPUMicros - r.RecommendedGPUMicros
-		if kind == KindGPU || kind == KindMIG {
-			p := r.Recommended.SKU
-			_, prof := migprofile.ParseSKU(p)
-			if prof == "" {
-				prof = fullProfile(model)
+		// MIG demand: MIG instances (kept or right-sized) and whole GPUs
+		// that would become MIG instances.
+		if kind == KindMIG || (kind == KindGPU && r.Action == Downsize) {
+			_, prof := migprofile.ParseSKU(r.Recommended.SKU)
+			if demand[g.tenant] == nil {
+				demand[g.tenant] = map[[2]string]int{}
 			}
-			if prof != "" {
-				if demand[g.tenant] == nil {
-					demand[g.tenant] = map[[2]string]int{}
+			demand[g.tenant][[2]string{model, prof}] += max(r.Concurrent, 1)
+			if kind == KindGPU {
+				for _, h := range g.holdings {
+					partitioned[h.GPUUUID] = true
 				}
-				demand[g.tenant][[2]string{model, prof}] += max(r.Concurrent, 1)
 			}
 		}
 		rep.Tenants = append(rep.Tenants, r)
 	}
 	rep.Demand = buildDemand(demand)
 	if in.Fleet != nil {
-		fleet := emptyFleet(*in.Fleet)
+		fleet := emptyFleet(*in.Fleet, partitioned)
 		plan, err := partition.Solve(fleet, rep.Demand)
 		if err != nil {
 			return RightSizeReport{}, fmt.Errorf("right-size: layout: %w", err)
@@ -446,20 +450,6 @@ func smallestFit(cands []ProfileSize, needSM, needMem float64) (ProfileSize, boo
 		}
 	}
 	return best, found
-}
-
-// fullProfile is the model's 7-slice profile, "" when it has none.
-func fullProfile(model string) string {
-	m, ok := migprofile.LookupModel(model)
-	if !ok {
-		return ""
-	}
-	for _, p := range m.Profiles {
-		if p.ComputeSlices == migprofile.ComputeSlices {
-			return p.Name
-		}
-	}
-	return ""
 }
 
 type weighted struct {
@@ -588,11 +578,14 @@ func buildDemand(d map[string]map[[2]string]int) partition.Demand {
 	return out
 }
 
-// emptyFleet is the fleet with every GPU MIG-enabled and empty.
-func emptyFleet(f partition.Fleet) partition.Fleet {
+// emptyFleet is the fleet with its MIG GPUs emptied and the whole GPUs
+// in partition MIG-enabled and empty; other whole GPUs stay whole (the
+// planner leaves them alone).
+func emptyFleet(f partition.Fleet, toMIG map[string]bool) partition.Fleet {
 	out := partition.Fleet{GPUs: make([]partition.GPU, 0, len(f.GPUs))}
 	for _, g := range f.GPUs {
-		out.GPUs = append(out.GPUs, partition.GPU{Host: g.Host, UUID: g.UUID, Model: g.Model, Index: g.Index})
+		whole := g.MIGDisabled && !toMIG[g.UUID]
+		out.GPUs = append(out.GPUs, partition.GPU{Host: g.Host, UUID: g.UUID, Model: g.Model, Index: g.Index, MIGDisabled: whole})
 	}
 	return out
 }

@@ -121,6 +121,7 @@ func TestRightSizeSavingsDemandAndLayout(t *testing.T) {
 		{Host: "h1", UUID: "gpu-1", Model: a100, MIGDisabled: true},
 		{Host: "h1", UUID: "gpu-2", Model: a100, Instances: []partition.Instance{{Profile: "7g.40gb", UUID: "mig-1", Tenant: "big", Busy: true}}},
 		{Host: "h1", UUID: "gpu-3", Model: a100, MIGDisabled: true},
+		{Host: "h1", UUID: "gpu-4", Model: a100, MIGDisabled: true},
 	}}
 	in := RightSizeInput{
 		From: t0, To: t0.Add(24 * time.Hour), Params: DefaultRightSizeParams(),
@@ -130,6 +131,8 @@ func TestRightSizeSavingsDemandAndLayout(t *testing.T) {
 			// whole: two whole GPUs at once, 15 GB, 0.3 GPUs: two 3g.20gb.
 			holding("whole", "", "gpu-1", a100, use(t0, 100, 7_000_000, 2_100_000, 15*gb)),
 			holding("whole", "", "gpu-3", a100, use(t0, 100, 7_000_000, 2_100_000, 15*gb)),
+			// busy: a whole GPU kept whole: no MIG demand, its GPU stays whole.
+			holding("busy", "", "gpu-4", a100, use(t0, 100, 7_000_000, 7_000_000, 30*gb)),
 			// odd: a 7g instance into 1g.10gb, which the book does not price.
 			{Tenant: "odd", GPUUUID: "gpu-2", InstanceUUID: "mig-9", SKU: a100 + "/7g.40gb", Intervals: use(t0, 10, 7_000_000, 0, 9*gb)},
 		},
@@ -176,6 +179,11 @@ func TestRightSizeSavingsDemandAndLayout(t *testing.T) {
 	// instances need a second GPU: two of the three GPUs are used.
 	if rep.GPUsUsed != 2 {
 		t.Errorf("gpus used %d, want 2", rep.GPUsUsed)
+	}
+	for _, g := range rep.Plan.GPUs {
+		if g.MIGDisabled != (g.UUID == "gpu-4") {
+			t.Errorf("%s: mig disabled %v; only the kept whole GPU stays whole", g.UUID, g.MIGDisabled)
+		}
 	}
 }
 

@@ -87,7 +87,15 @@ func fit(s Series, weeks int) (Fit, error) {
 	return f, nil
 }
 
-// ForecastInput is everything Forecast needs.
+// Month is the calendar month holding t, [start, end), in t's location
+// (the tenant's billing time zone): the usual forecast period.
+func Month(t time.Time) (start, end time.Time) {
+	y, m, _ := t.Date()
+	start = time.Date(y, m, 1, 0, 0, 0, 0, t.Location())
+	return start, start.AddDate(0, 1, 0)
+}
+
+// ForecastInput is everything ForecastPeriod needs.
 type ForecastInput struct {
 	// Series is the history up to now (its To): daily spend or usage, or
 	// hourly usage. It covers the period so far, from PeriodStart on.

@@ -202,6 +202,25 @@ func firstAbove(from time.Time, f func(int) float64, limit float64) time.Time {
 	}
 }
 
+func TestMonth(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		at         time.Time
+		start, end time.Time
+	}{
+		{time.Date(2026, 12, 15, 13, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 10, 31, 23, 30, 0, 0, berlin), time.Date(2026, 10, 1, 0, 0, 0, 0, berlin), time.Date(2026, 11, 1, 0, 0, 0, 0, berlin)},
+	} {
+		s, e := Month(tc.at)
+		if !s.Equal(tc.start) || !e.Equal(tc.end) {
+			t.Errorf("Month(%s) = [%s, %s), want [%s, %s)", tc.at, s, e, tc.start, tc.end)
+		}
+	}
+}
+
 func TestForecastAndCapacityValidate(t *testing.T) {
 	s := dailySeries("spend", t0, t0.AddDate(0, 0, 10), func(int) float64 { return 1 })
 	_, err := ForecastPeriod(ForecastInput{Series: s, PeriodStart: t0.AddDate(0, 0, -1), PeriodEnd: t0.AddDate(0, 0, 5), Weeks: 1})

@@ -38,9 +38,10 @@ type Series struct {
 	// Step is Hourly or Daily. Hourly steps are whole UTC hours; daily
 	// steps are calendar days in From's location (a tenant's billing time
 	// zone), so a day around a clock change lasts 23 or 25 hours.
-	Step     time.Duration `json:"step"`
-	From, To time.Time
-	Points   []Point `json:"points"`
+	Step   time.Duration `json:"step"`
+	From   time.Time     `json:"from"`
+	To     time.Time     `json:"to"`
+	Points []Point       `json:"points"`
 }
 
 // Validate reports every problem: a step other than Hourly or Daily, a

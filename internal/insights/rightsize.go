@@ -155,8 +155,11 @@ type RightSizing struct {
 	Reason      string      `json:"reason,omitempty"`
 
 	// HeldGPUMicros is what the tenant held of the SKU; RecommendedGPUMicros
-	// what the recommended SKU would have held over the same time (scaled
-	// by the weights, per hour); SavedGPUMicros the difference.
+	// what an instance of the recommended SKU would have held over the same
+	// time (the wall time it held anything × the recommended weight, per
+	// hour); SavedGPUMicros the difference. For exclusive holdings (MIG
+	// instances, whole GPUs) that is the held time scaled by the weights; a
+	// time-sliced share is recommended a profile only when that holds less.
 	HeldGPUMicros        int64 `json:"held_gpu_microseconds"`
 	RecommendedGPUMicros int64 `json:"recommended_gpu_microseconds"`
 	SavedGPUMicros       int64 `json:"saved_gpu_microseconds"`
@@ -196,7 +199,10 @@ type RightSizeReport struct {
 // (1 + SMHeadroom) and its nominal memory at least the memory percentile ×
 // (1 + MemHeadroom). Of the candidates that fit, the fewest GPU-equivalents
 // win, then the least memory, then table order; it is recommended only
-// when it weighs less than the current SKU, else the verdict is Keep.
+// when it weighs less than the current SKU and, held for all the wall time
+// the tenant held anything, holds less GPU time than the tenant did (a
+// third of a time-sliced GPU is no saving as a 3g instance); else the
+// verdict is Keep.
 //
 // Demand is the right-sized MIG demand: per tenant, model and profile the
 // most instances it held at once, of every MIG SKU (kept or right-sized)
@@ -258,35 +264,51 @@ func RightSize(in RightSizeInput) (RightSizeReport, error) {
 		if len(smVals) > 0 {
 			r.SMGPUs, r.SMMeasured = weightedPercentile(smVals, in.Params.Percentile), true
 		}
-		hourly := gpuHours{}
+		// heldWall is the wall time per hour in which the tenant held the
+		// SKU: what an instance of the recommended profile would be held.
+		heldWall := gpuHours{}
 		for _, h := range g.holdings {
 			for _, iv := range h.Intervals {
 				r.HeldGPUMicros += iv.GPUMicros
-				hourly.add(iv.Start, g.sku, iv.GPUMicros)
+				if iv.GPUMicros > 0 {
+					heldWall.add(iv.Start, g.sku, iv.DurationMicros)
+				}
 			}
 		}
 		r.Current, r.Recommended, r.Action, r.Reason = cur, cur, Keep, reason
+		var scaled gpuHours
 		if reason == "" {
 			needSM := r.SMGPUs * (1 + in.Params.SMHeadroom)
 			if !r.SMMeasured {
 				needSM = cur.weight()
 			}
 			needMem := float64(r.MemBytes) * (1 + in.Params.MemHeadroom)
-			if best, ok := smallestFit(cands, needSM, needMem); ok && best.num*cur.den < cur.num*best.den {
-				r.Recommended, r.Action = best, Downsize
-			} else {
+			best, ok := smallestFit(cands, needSM, needMem)
+			switch {
+			case !ok || best.num*cur.den >= cur.num*best.den:
 				r.Reason = "no smaller profile holds the demand"
+			default:
+				scaled = gpuHours{}
+				var total int64
+				for hk, v := range heldWall {
+					x := mulDiv(v, best.num, best.den)
+					scaled[hourKey{hk.hour, best.SKU}] = x
+					total += x
+				}
+				if total >= r.HeldGPUMicros {
+					// A time-sliced share can hold less than the smaller
+					// profile would, held the whole time.
+					r.Reason = fmt.Sprintf("%s held all the time would hold more than the share used", best.SKU)
+					scaled = nil
+				} else {
+					r.Recommended, r.Action, r.RecommendedGPUMicros = best, Downsize, total
+				}
 			}
 		}
-		r.RecommendedGPUMicros = r.HeldGPUMicros
+		if r.Action != Downsize {
+			r.RecommendedGPUMicros = r.HeldGPUMicros
+		}
 		if r.Action == Downsize {
-			scaled := gpuHours{}
-			r.RecommendedGPUMicros = 0
-			for hk, v := range hourly {
-				s := mulDiv(v, r.Recommended.num*cur.den, r.Recommended.den*cur.num)
-				scaled[hourKey{hk.hour, r.Recommended.SKU}] = s
-				r.RecommendedGPUMicros += s
-			}
 			if tp, ok := in.Pricing[g.tenant]; ok {
 				var unpriced []string
 				for _, s := range []string{g.sku, r.Recommended.SKU} {

@@ -48,6 +48,8 @@ func TestRightSizeChoiceAtTheEdges(t *testing.T) {
 		{"unmeasured SM never shrinks compute", a100, DefaultRightSizeParams(), unmeasuredSM(use(t0, 10, full, 0, gb)), a100, Keep},
 		{"time-sliced vGPU 10C using 3 GB becomes 4C", a100 + "/vgpu:A100-10C", DefaultRightSizeParams(), use(t0, 10, full/4, 300_000, 3*gb), a100 + "/vgpu:A100-4C", Downsize},
 		{"MIG-backed vGPU 3-20C using 3 GB becomes 1-5C", a100 + "/vgpu:A100-3-20C", DefaultRightSizeParams(), use(t0, 10, 3*seventh, 300_000, 3*gb), a100 + "/vgpu:A100-1-5C", Downsize},
+		{"a third of a time-sliced GPU with little demand becomes 1g.5gb", a100, DefaultRightSizeParams(), use(t0, 10, full/3, 300_000, 2*gb), a100 + "/1g.5gb", Downsize},
+		{"a third of a time-sliced GPU needing 3g keeps its share", a100, DefaultRightSizeParams(), use(t0, 10, full/3, 2_100_000, 2*gb), a100, Keep},
 		{"a model without a table keeps", "Tesla-T4", DefaultRightSizeParams(), use(t0, 10, full, 0, 0), "Tesla-T4", Keep},
 	}
 	for _, tc := range cases {

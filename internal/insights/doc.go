@@ -42,10 +42,12 @@
 // time over wall time), each plus headroom (10 %), against the profiles
 // of the same model in migprofile: the fitting profile of fewest
 // GPU-equivalents (then least memory) is recommended when it weighs less
-// than the current one. Memory capacity is the profile name's GB × 10^9.
-// Savings are GPU-microseconds scaled by the weights and money priced as
-// the difference of two priced periods. The right-sized MIG demand is laid
-// out by partition.Solve on the fleet emptied.
+// than the current one and, held for the wall time the tenant held
+// anything, would hold less GPU time than it did. Memory capacity is the
+// profile name's GB × 10^9. Savings are integer GPU-microseconds and money
+// priced as the difference of two priced periods. The right-sized MIG
+// demand is laid out by partition.Solve on the fleet with its MIG GPUs
+// emptied (and the whole GPUs of right-sized holdings made MIG GPUs).
 //
 // # Anomalies (baseline.go, anomaly.go)
 //

@@ -33,6 +33,8 @@ FUZZ_TARGETS := \
 	./pricing:FuzzParseUsage \
 	./pricing:FuzzSpreadQuantity \
 	./internal/partition:FuzzSolve \
+	./internal/insights:FuzzHoldings:5000x \
+	./internal/insights:FuzzSeries:5000x \
 	./collectors/attribution:FuzzParseCgroup \
 	./collectors/attribution:FuzzParseMapping \
 	./collectors/attribution:FuzzParseDomain \

@@ -31,6 +31,9 @@ type Config struct {
 	// Root, when set, is where each host writes its procfs and pod log
 	// directory (Root/<host>/…), for cgroup attribution.
 	Root string
+	// Plants, when set, plants a hoarding tenant, an oversized MIG tenant
+	// and a usage spike on the first DGX host (see Plants). Nil: none.
+	Plants *Plants
 }
 
 // DefaultConfig is two DGX hosts, 10 s steps.
@@ -58,6 +61,9 @@ func (c Config) Validate() error {
 	}
 	if c.Step < time.Second || c.Step%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("step: %s is not a whole number of seconds", c.Step))
+	}
+	if err := c.Plants.validate(c); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -129,6 +135,9 @@ func New(cfg Config) (*Fleet, error) {
 			return nil, fmt.Errorf("sim fleet: %w", err)
 		}
 		s := newScheduler(h, uint64(hc.Seed))
+		if i == 0 && cfg.Plants.any() {
+			s.plants = cfg.Plants
+		}
 		if err := s.layout(); err != nil {
 			return nil, fmt.Errorf("sim fleet: %w", err)
 		}
@@ -230,6 +239,12 @@ func (f *Fleet) MapFile() string {
 		}
 		fmt.Fprintf(&b, "account %s %s %s\n", t.account, t.name, t.department)
 	}
+	if f.cfg.Plants.any() {
+		for _, t := range f.cfg.Plants.tenants() {
+			fmt.Fprintf(&b, "namespace %s %s %s # planted\n", t.namespaces[0], t.name, t.department)
+			fmt.Fprintf(&b, "account %s %s %s # planted\n", t.account, t.name, t.department)
+		}
+	}
 	for _, h := range f.hosts {
 		for _, g := range h.gpus {
 			for _, in := range g.instances {
@@ -284,6 +299,8 @@ type scheduler struct {
 	roles []gpuRole
 	ends  map[uint32]time.Time // pid → end
 	jobs  uint64
+	// plants is set on the plant host only.
+	plants *Plants
 }
 
 type gpuRole int
@@ -317,6 +334,19 @@ func (s *scheduler) layout() error {
 	}
 	layouts := [][]string{{"3g", "2g", "1g", "1g"}, {"4g", "2g", "1g"}}
 	for i, g := range s.h.gpus {
+		if s.plants != nil {
+			if r, ok := s.plants.plantRole(i, whole); ok {
+				s.roles = append(s.roles, r)
+				if r == roleOversized {
+					insts, err := g.EnableMIG(s.profileName("7g"))
+					if err != nil {
+						return err
+					}
+					insts[0].Rent(s.plants.OversizedMIG, PlantDepartment)
+				}
+				continue
+			}
+		}
 		switch {
 		case i < whole:
 			s.roles = append(s.roles, roleWhole)
@@ -377,6 +407,14 @@ func (s *scheduler) boundary(t time.Time) error {
 	}
 	for i, g := range s.h.gpus {
 		switch s.roles[i] {
+		case roleHoard, roleSpike, roleOversized:
+			n := busy[slotKey(i, "")]
+			for _, in := range g.Instances() {
+				n += busy[slotKey(i, in.uuid)]
+			}
+			if err := s.plantBoundary(t, i, n); err != nil {
+				return err
+			}
 		case roleWhole:
 			if busy[slotKey(i, "")] == 0 && s.chance(first, 0.7, 0.02) {
 				k := training

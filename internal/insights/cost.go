@@ -1,0 +1,172 @@
+package insights
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// TenantPricing is how one tenant is priced: its price book and, when it
+// has one, its contract (reservations are take-or-pay, so GPU-hours they
+// cover cost nothing extra and save nothing when given up).
+type TenantPricing struct {
+	Book     *pricing.Book
+	Contract *pricing.Contract
+}
+
+// Validate checks a book is given and the contract is valid.
+func (tp TenantPricing) Validate() error {
+	var errs []error
+	if tp.Book == nil {
+		errs = append(errs, errors.New("book is required"))
+	}
+	if tp.Contract != nil {
+		if err := tp.Contract.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("contract: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validatePricing(tps map[string]TenantPricing) error {
+	names := make([]string, 0, len(tps))
+	for n := range tps {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, n := range names {
+		if err := tps[n].Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("pricing[%s]: %w", n, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Money is an amount in a currency, rounded once to its minor unit with
+// the book's rounding mode.
+type Money struct {
+	Currency string          `json:"currency"`
+	Amount   decimal.Decimal `json:"amount"`
+}
+
+const microsPerHour = 3_600_000_000
+
+// GPUHours converts GPU-microseconds to GPU-hours, exact to 18 places (half
+// up), as the store converts them for pricing.
+func GPUHours(micros int64) decimal.Decimal {
+	return decimal.NewFromInt(micros).DivRound(decimal.NewFromInt(microsPerHour), 18)
+}
+
+// hourKey is one (hour, SKU) cell of gpu_hours.
+type hourKey struct {
+	hour int64 // Unix seconds of the UTC hour
+	sku  string
+}
+
+// gpuHours accumulates GPU-microseconds per hour and SKU.
+type gpuHours map[hourKey]int64
+
+func (g gpuHours) add(t time.Time, sku string, micros int64) {
+	if micros == 0 {
+		return
+	}
+	g[hourKey{t.Truncate(time.Hour).Unix(), sku}] += micros
+}
+
+// usage turns the cells the book prices into pricing rows, in a stable
+// order, and lists the SKUs it left out.
+func (g gpuHours) usage(b *pricing.Book) (rows []pricing.Usage, unpriced []string) {
+	keys := make([]hourKey, 0, len(g))
+	for k, v := range g {
+		if v != 0 {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].hour != keys[j].hour {
+			return keys[i].hour < keys[j].hour
+		}
+		return keys[i].sku < keys[j].sku
+	})
+	skip := map[string]bool{}
+	for _, k := range keys {
+		if !b.Prices(k.sku, pricing.GPUHours) {
+			skip[k.sku] = true
+			continue
+		}
+		rows = append(rows, pricing.Usage{Hour: time.Unix(k.hour, 0).UTC(), SKU: k.sku, Meter: pricing.GPUHours, Quantity: GPUHours(g[k])})
+	}
+	for s := range skip {
+		unpriced = append(unpriced, s)
+	}
+	sort.Strings(unpriced)
+	return rows, unpriced
+}
+
+// exactTotal prices rows and returns the sum of the lines' exact amounts
+// (before rounding to the minor unit).
+func exactTotal(tenant string, tp TenantPricing, from, to time.Time, rows []pricing.Usage) (decimal.Decimal, error) {
+	res, err := pricing.Price(pricing.Input{Tenant: tenant, Start: from, End: to, Usage: rows, Contract: tp.Contract, Book: tp.Book})
+	if err != nil {
+		return decimal.Decimal{}, err
+	}
+	sum := decimal.Zero
+	for _, l := range res.Lines {
+		sum = sum.Add(l.Amount)
+	}
+	return sum, nil
+}
+
+// saving is what the tenant would not have paid for gpu_hours had it used
+// counterfactual instead of actual over [from, to): the difference of the
+// two priced periods, so tiers, reservations and minimum commitments all
+// count as on the invoice. Rounded once to the currency's minor unit.
+// unpriced lists the SKUs of either side the book does not price.
+func saving(tenant string, tp TenantPricing, from, to time.Time, actual, counterfactual gpuHours) (Money, []string, error) {
+	a, ua := actual.usage(tp.Book)
+	c, uc := counterfactual.usage(tp.Book)
+	ta, err := exactTotal(tenant, tp, from, to, a)
+	if err != nil {
+		return Money{}, nil, fmt.Errorf("price %s: %w", tenant, err)
+	}
+	tc, err := exactTotal(tenant, tp, from, to, c)
+	if err != nil {
+		return Money{}, nil, fmt.Errorf("price %s: %w", tenant, err)
+	}
+	cur := tp.Book.Currency()
+	unpriced := append(ua, uc...)
+	sort.Strings(unpriced)
+	return Money{Currency: cur.Code, Amount: cur.Round(ta.Sub(tc))}, dedup(unpriced), nil
+}
+
+func dedup(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// addMoney sums amounts per currency, in currency order.
+func addMoney(sums []Money, m Money) []Money {
+	for i := range sums {
+		if sums[i].Currency == m.Currency {
+			sums[i].Amount = sums[i].Amount.Add(m.Amount)
+			return sums
+		}
+	}
+	sums = append(sums, m)
+	sort.Slice(sums, func(i, j int) bool { return sums[i].Currency < sums[j].Currency })
+	return sums
+}

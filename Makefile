@@ -68,8 +68,10 @@ prometheus:
 compose:
 	scripts/compose.sh install
 
+# cmd/gpumeter runs real servers, clusters and collectors: about 5 minutes on
+# a quiet 2-core machine, so the 10-minute default leaves too little room.
 unit:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 20m ./...
 
 # Every migration and the store's statements on ClickHouse 26.x (chDB, in
 # process) beside the 18.16 server, results compared (internal/chdbcheck).

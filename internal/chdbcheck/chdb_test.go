@@ -32,36 +32,6 @@ type engine interface {
 	query(sql string) ([][]string, error)
 }
 
-// batch sends an INSERT naming its columns with rows, as the store does:
-// a native batch on 18.16 (which waits for a data block after an INSERT
-// sent as a plain query), literal VALUES on chDB.
-func (s server) batch(sql string, rows [][]any) error {
-	b, err := s.conn.PrepareBatch(context.Background(), sql)
-	if err != nil {
-		return err
-	}
-	for _, r := range rows {
-		if err := b.Append(r...); err != nil {
-			b.Abort()
-			return err
-		}
-	}
-	return b.Send()
-}
-
-func (e embedded) batch(t *testing.T, sql string, rows [][]any) error {
-	t.Helper()
-	values := make([]string, len(rows))
-	for i, r := range rows {
-		lits := make([]string, len(r))
-		for j, v := range r {
-			lits[j] = literal(t, v)
-		}
-		values[i] = "(" + strings.Join(lits, ", ") + ")"
-	}
-	return e.exec(sql + " VALUES " + strings.Join(values, ", "))
-}
-
 // server is the 18.16 server through clickhouse-go's native protocol.
 type server struct{ conn driver.Conn }
 
@@ -144,6 +114,36 @@ func (e embedded) query(sql string) ([][]string, error) {
 		}
 	}
 	return rows, nil
+}
+
+// batch sends an INSERT naming its columns with rows, as the store does:
+// a native batch on 18.16 (which waits for a data block after an INSERT
+// sent as a plain query), literal VALUES on chDB.
+func (s server) batch(sql string, rows [][]any) error {
+	b, err := s.conn.PrepareBatch(context.Background(), sql)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if err := b.Append(r...); err != nil {
+			b.Abort()
+			return err
+		}
+	}
+	return b.Send()
+}
+
+func (e embedded) batch(t *testing.T, sql string, rows [][]any) error {
+	t.Helper()
+	values := make([]string, len(rows))
+	for i, r := range rows {
+		lits := make([]string, len(r))
+		for j, v := range r {
+			lits[j] = literal(t, v)
+		}
+		values[i] = "(" + strings.Join(lits, ", ") + ")"
+	}
+	return e.exec(sql + " VALUES " + strings.Join(values, ", "))
 }
 
 // unescapeTSV undoes TabSeparated's escapes (\\, \', \t, \n, \0 ...).

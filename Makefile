@@ -74,7 +74,9 @@ unit:
 	$(GO) test -count=1 -timeout 20m ./...
 
 # Every migration and the store's statements on ClickHouse 26.x (chDB, in
-# process) beside the 18.16 server, results compared (internal/chdbcheck).
+# process) beside the 18.16 server, results compared, and a day of the
+# sizing measurement (internal/chdbcheck; CHDB_SIZING_DAYS=30 with
+# -run TestSizing for docs/operations.md's figures).
 # libchdb.so is fetched with npm into .data/chdb/ once; chdb-go loads it at
 # run time from CHDB_LIB_PATH. Outside CI a failed fetch skips the check
 # with a warning; in CI (CI=true) it fails.

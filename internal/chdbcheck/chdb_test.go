@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,6 +56,9 @@ func (s server) query(sql string) ([][]string, error) {
 		row := make([]string, len(dest))
 		for i, d := range dest {
 			row[i] = text(reflect.ValueOf(d).Elem().Interface())
+			if types[i].DatabaseTypeName() == "Date" {
+				row[i], _, _ = strings.Cut(row[i], " ")
+			}
 		}
 		out = append(out, row)
 	}
@@ -112,6 +116,36 @@ func (e embedded) query(sql string) ([][]string, error) {
 	return rows, nil
 }
 
+// batch sends an INSERT naming its columns with rows, as the store does:
+// a native batch on 18.16 (which waits for a data block after an INSERT
+// sent as a plain query), literal VALUES on chDB.
+func (s server) batch(sql string, rows [][]any) error {
+	b, err := s.conn.PrepareBatch(context.Background(), sql)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if err := b.Append(r...); err != nil {
+			b.Abort()
+			return err
+		}
+	}
+	return b.Send()
+}
+
+func (e embedded) batch(t *testing.T, sql string, rows [][]any) error {
+	t.Helper()
+	values := make([]string, len(rows))
+	for i, r := range rows {
+		lits := make([]string, len(r))
+		for j, v := range r {
+			lits[j] = literal(t, v)
+		}
+		values[i] = "(" + strings.Join(lits, ", ") + ")"
+	}
+	return e.exec(sql + " VALUES " + strings.Join(values, ", "))
+}
+
 // unescapeTSV undoes TabSeparated's escapes (\\, \', \t, \n, \0 ...).
 func unescapeTSV(f string) string {
 	if !strings.Contains(f, `\`) {
@@ -145,8 +179,9 @@ func unescapeTSV(f string) string {
 }
 
 // bind writes args into sql as clickhouse-go does for these types when the
-// server's time zone is UTC (scripts/clickhouse.sh; chDB runs with TZ=UTC).
-func bind(t *testing.T, sql string, args []any) string {
+// server's time zone is UTC (scripts/clickhouse.sh; chDB runs with TZ=UTC),
+// store.Database as db.
+func bind(t *testing.T, sql string, args []any, db string) string {
 	t.Helper()
 	var b strings.Builder
 	n := 0
@@ -158,7 +193,11 @@ func bind(t *testing.T, sql string, args []any) string {
 		if n >= len(args) {
 			t.Fatalf("bind: more ? than arguments in %s", sql)
 		}
-		b.WriteString(literal(t, args[n]))
+		if _, ok := args[n].(store.Database); ok {
+			b.WriteString(literal(t, db))
+		} else {
+			b.WriteString(literal(t, args[n]))
+		}
 		n++
 	}
 	if n != len(args) {
@@ -175,7 +214,7 @@ func literal(t *testing.T, v any) string {
 		return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
 	case uint64:
 		return strconv.FormatUint(v, 10)
-	case uint8, uint16, uint32, int, int64:
+	case uint8, uint16, uint32, int, int32, int64:
 		return fmt.Sprint(v)
 	case decimal.Decimal:
 		return "'" + v.String() + "'"
@@ -241,17 +280,8 @@ func TestChDBMatchesServer(t *testing.T) {
 	if err := st.InsertSamples(ctx, all[:len(all)/3]); err != nil {
 		t.Fatal(err)
 	}
-	opts, err := clickhouse.ParseDSN(storetest.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Auth.Database = st.Database()
-	conn, err := clickhouse.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	old := server{conn}
+	old := connect(t, st)
+	defer old.conn.Close()
 
 	// 26.x: every migration, statement by statement as Migrate sends them.
 	sess, err := chdb.NewSession(t.TempDir())
@@ -282,19 +312,25 @@ func TestChDBMatchesServer(t *testing.T) {
 			continue
 		}
 		for _, stmt := range m.Statements {
+			began := time.Now()
 			if err := modern.exec(stmt); err != nil {
 				t.Errorf("migration %04d_%s on chDB: %v\n%s", m.Version, m.Name, err, stmt)
+			}
+			if d := time.Since(began); d > time.Second {
+				t.Logf("migration %04d_%s on chDB: %s for %s", m.Version, m.Name, d.Round(time.Millisecond), stmt)
 			}
 		}
 	}
 	if t.Failed() {
 		t.FailNow()
 	}
+	checkNewerServerMigrations(t, modern, migs, ver)
 	// The same schema: every column of every table, with its type and
 	// default. 18.16 stores the default of a column added by ALTER as
 	// CAST(0, 'UInt32') where 26.x keeps 0: the same value, so compared
-	// without the cast.
-	const columns = "SELECT table, name, type, default_kind," +
+	// without the cast. LowCardinality(T) (migration 0012, which 18.16
+	// skips) stores and reads as T: compared as T.
+	const columns = "SELECT table, name, replaceRegexpOne(type, '^LowCardinality\\\\((.*)\\\\)$', '\\\\1'), default_kind," +
 		" replaceRegexpOne(default_expression, '^CAST\\\\((.*), \\'[A-Za-z0-9]+\\'\\\\)$', '\\\\1')" +
 		" FROM system.columns WHERE database = currentDatabase() AND table != 'schema_migrations' ORDER BY table, name"
 	compare(t, "schema (system.columns)", old, modern, columns, true)
@@ -322,6 +358,90 @@ func TestChDBMatchesServer(t *testing.T) {
 	copyRows(t, old, modern, "SELECT * FROM usage_samples FINAL WHERE department = 'moved' ORDER BY sample_id")
 	checkStatements(t, old, modern, from, to, 8)
 	compare(t, "tombstones", old, modern, "SELECT count() FROM usage_hourly FINAL WHERE samples = 0 HAVING count() > 0", true)
+
+	// Invoices, keys and audit, leases, webhooks and retention: each
+	// write, the reads of what it stored, then every row of each table,
+	// of a ReplacingMergeTree with FINAL: 26.x collapses rows of one key
+	// within an insert block (optimize_on_insert) where 18.16 keeps them
+	// until a merge, and every read of such a table collapses them anyway.
+	records, err := store.CheckedRecords(time.Now(), from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range records {
+		run(t, old, modern, s)
+	}
+	for _, table := range []struct {
+		from       string
+		serverTime []int
+	}{
+		{"api_keys FINAL", nil}, {"api_audit", nil}, {"billing_leases FINAL", []int{2, 3}}, {"webhook_events FINAL", nil},
+		{"webhook_attempts", nil}, {"invoices FINAL", nil}, {"invoice_lines FINAL", nil}, {"closed_periods FINAL", nil},
+		{"raw_dropped_months FINAL", nil}, {"raw_retention FINAL", nil},
+	} {
+		compare(t, table.from+" as stored", old, modern, "SELECT * FROM "+table.from, true, table.serverTime...)
+	}
+}
+
+var (
+	modifyColumnRe = regexp.MustCompile(`^ALTER TABLE (\w+) MODIFY COLUMN (\w+) (.+?)( DEFAULT .+?)?(?: (CODEC\(.+\)))?$`)
+	modifyLocalRe  = regexp.MustCompile(`^ALTER TABLE (\w+) MODIFY (TTL|SETTING) `)
+)
+
+// checkNewerServerMigrations checks that what the migrations 18.16 skips
+// (-- min_server) set is in place on chDB: each MODIFY COLUMN's type and
+// codec, each table's TTL and settings.
+func checkNewerServerMigrations(t *testing.T, modern embedded, migs []store.Migration, ver store.Version) {
+	t.Helper()
+	n := 0
+	for _, m := range migs {
+		if m.MinServer == nil || ver.Less(*m.MinServer) {
+			continue
+		}
+		for _, stmt := range m.Statements {
+			if c := modifyColumnRe.FindStringSubmatch(stmt); c != nil {
+				got, err := modern.query(fmt.Sprintf("SELECT type, compression_codec FROM system.columns"+
+					" WHERE database = currentDatabase() AND table = '%s' AND name = '%s'", c[1], c[2]))
+				if err != nil || len(got) != 1 || got[0][0] != c[3] || got[0][1] != c[5] {
+					t.Errorf("migration %04d_%s: %s.%s is %v (%v), want %s %s", m.Version, m.Name, c[1], c[2], got, err, c[3], c[5])
+				}
+				n++
+				continue
+			}
+			if c := modifyLocalRe.FindStringSubmatch(stmt); c != nil {
+				want := "TTL "
+				if c[2] == "SETTING" {
+					want = strings.TrimPrefix(stmt, c[0])
+				}
+				full := single(t, modern, fmt.Sprintf("SELECT engine_full FROM system.tables WHERE database = currentDatabase() AND name = '%s'", c[1]))
+				if !strings.Contains(full, want) {
+					t.Errorf("migration %04d_%s: %s is %s, want %q in it", m.Version, m.Name, c[1], full, want)
+				}
+				n++
+				continue
+			}
+			t.Errorf("migration %04d_%s: the check does not know %q", m.Version, m.Name, stmt)
+		}
+	}
+	if n == 0 {
+		t.Error("no migration for newer servers to check")
+	}
+	t.Logf("newer-server migrations: %d column, TTL and setting changes in place on chDB", n)
+}
+
+// connect opens a connection to st's database on the 18.16 server.
+func connect(t *testing.T, st *store.Store) server {
+	t.Helper()
+	opts, err := clickhouse.ParseDSN(storetest.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Auth.Database = st.Database()
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return server{conn}
 }
 
 // checkStatements runs the store's statements on both engines and compares
@@ -329,48 +449,114 @@ func TestChDBMatchesServer(t *testing.T) {
 func checkStatements(t *testing.T, old server, modern embedded, from, to time.Time, version uint64) {
 	t.Helper()
 	for _, s := range store.CheckedStatements(from, to, "acme", version) {
-		sql := bind(t, s.SQL, s.Args)
-		if s.Exec {
-			errOld, errNew := old.exec(sql), modern.exec(sql)
-			if errOld != nil || errNew != nil {
-				t.Errorf("%s: 18.16: %v; 26.x: %v\n%s", s.Name, errOld, errNew, sql)
-			}
-			continue
-		}
-		compare(t, s.Name, old, modern, sql, true)
+		run(t, old, modern, s)
 	}
 	compare(t, "usage_hourly after the rollup", old, modern,
 		"SELECT * FROM usage_hourly FINAL ORDER BY tenant, hour, department, sku", true)
 }
 
+// run runs one of the store's statements on both engines: a write on each,
+// a read on each with the results compared.
+func run(t *testing.T, old server, modern embedded, s store.Statement) {
+	t.Helper()
+	began := time.Now()
+	defer func() {
+		if d := time.Since(began); d > time.Second {
+			t.Logf("%s: %s", s.Name, d.Round(time.Millisecond))
+		}
+	}()
+	switch {
+	case s.Rows != nil:
+		errOld, errNew := old.batch(s.SQL, s.Rows), modern.batch(t, s.SQL, s.Rows)
+		if errOld != nil || errNew != nil {
+			t.Errorf("%s: 18.16: %v; 26.x: %v\n%s (%d rows)", s.Name, errOld, errNew, s.SQL, len(s.Rows))
+		}
+	case s.Exec:
+		sqlOld, sqlNew := bind(t, s.SQL, s.Args, old.database(t)), bind(t, s.SQL, s.Args, modern.database(t))
+		errOld, errNew := old.exec(sqlOld), modern.exec(sqlNew)
+		if errOld != nil || errNew != nil {
+			t.Errorf("%s: 18.16: %v; 26.x: %v\n%s", s.Name, errOld, errNew, sqlNew)
+		}
+	default:
+		n := compareBound(t, s.Name, old, modern, s.SQL, s.Args, !s.Empty, s.ServerTime...)
+		if s.Empty && n > 0 {
+			t.Errorf("%s: %d rows, want none", s.Name, n)
+		}
+	}
+}
+
+func (s server) database(t *testing.T) string {
+	t.Helper()
+	return s.single(t, "SELECT currentDatabase()")
+}
+
+func (e embedded) database(t *testing.T) string {
+	t.Helper()
+	return single(t, e, "SELECT currentDatabase()")
+}
+
+func (s server) single(t *testing.T, sql string) string { t.Helper(); return single(t, s, sql) }
+
+// single is the one value sql returns.
+func single(t *testing.T, e engine, sql string) string {
+	t.Helper()
+	rows, err := e.query(sql)
+	if err != nil || len(rows) != 1 || len(rows[0]) != 1 {
+		t.Fatalf("%s: %v %v", sql, rows, err)
+	}
+	return rows[0][0]
+}
+
 // compare runs sql on both engines and reports where the rows differ
 // (sorted first: statements without ORDER BY return any order). An empty
-// result fails: a check that compares nothing cannot fail.
-func compare(t *testing.T, name string, old, modern engine, sql string, nonEmpty bool) {
+// result fails where nonEmpty: a check that compares nothing cannot fail.
+// serverTime columns hold the server's now(): each engine's must lie
+// within a few minutes of the wall clock, and are then compared as equal.
+// It returns the number of rows.
+func compare(t *testing.T, name string, old server, modern embedded, sql string, nonEmpty bool, serverTime ...int) int {
 	t.Helper()
-	a, errA := old.query(sql)
-	b, errB := modern.query(sql)
-	if errA != nil || errB != nil {
-		t.Errorf("%s: 18.16: %v; 26.x: %v\n%s", name, errA, errB, sql)
-		return
+	return compareBound(t, name, old, modern, sql, nil, nonEmpty, serverTime...)
+}
+
+// compareBound is compare for sql with args, bound for each engine.
+func compareBound(t *testing.T, name string, old server, modern embedded, sql string, args []any, nonEmpty bool, serverTime ...int) int {
+	t.Helper()
+	sqlOld, sqlNew := sql, sql
+	if args != nil {
+		sqlOld, sqlNew = bind(t, sql, args, old.database(t)), bind(t, sql, args, modern.database(t))
 	}
-	join := func(rows [][]string) []string {
+	a, errA := old.query(sqlOld)
+	b, errB := modern.query(sqlNew)
+	if errA != nil || errB != nil {
+		t.Errorf("%s: 18.16: %v; 26.x: %v\n%s", name, errA, errB, sqlNew)
+		return 0
+	}
+	now := time.Now().UTC()
+	join := func(engine string, rows [][]string) []string {
 		out := make([]string, len(rows))
 		for i, r := range rows {
+			for _, c := range serverTime {
+				v, err := time.Parse(time.DateTime, r[c])
+				if err != nil || v.Sub(now).Abs() > 5*time.Minute {
+					t.Errorf("%s on %s: column %d = %q, want the server's now (%s)", name, engine, c, r[c], now.Format(time.DateTime))
+				}
+				r[c] = "(now)"
+			}
 			out[i] = strings.Join(r, "\t")
 		}
 		sort.Strings(out)
 		return out
 	}
-	ja, jb := join(a), join(b)
+	ja, jb := join("18.16", a), join("26.x", b)
 	if nonEmpty && len(ja) == 0 {
-		t.Errorf("%s: no rows on 18.16\n%s", name, sql)
+		t.Errorf("%s: no rows on 18.16\n%s", name, sqlOld)
 	}
 	if !reflect.DeepEqual(ja, jb) {
-		t.Errorf("%s: results differ (%d rows on 18.16, %d on 26.x)\n%s\n%s", name, len(ja), len(jb), sql, diff(ja, jb))
-		return
+		t.Errorf("%s: results differ (%d rows on 18.16, %d on 26.x)\n%s\n%s", name, len(ja), len(jb), sqlNew, diff(ja, jb))
+		return len(ja)
 	}
 	t.Logf("%s: %d rows equal", name, len(ja))
+	return len(ja)
 }
 
 func diff(a, b []string) string {

@@ -84,6 +84,11 @@ var (
 	createTableRe = regexp.MustCompile(`(?s)^CREATE TABLE IF NOT EXISTS (\w+) (\(.*\))\s*ENGINE = (\w*MergeTree)\(([^)]*)\)(.*)$`)
 	addColumnRe   = regexp.MustCompile(`(?s)^ALTER TABLE (\w+) ADD COLUMN (\w+) (.*)$`)
 	insertRe      = regexp.MustCompile(`(?s)^INSERT INTO \w+ \(`)
+	// MODIFY COLUMN always names the type (codec-only changes are not
+	// written), so the Distributed table gets the same type.
+	modifyColumnRe = regexp.MustCompile(`(?s)^ALTER TABLE (\w+) MODIFY COLUMN (\w+) (\S.*?)(\s+CODEC\(.*\))?$`)
+	// A table's TTL and its storage settings concern stored data only.
+	modifyLocalRe = regexp.MustCompile(`(?s)^ALTER TABLE (\w+) (MODIFY (?:TTL|SETTING) .*)$`)
 )
 
 // clusterSteps lays one migration statement out on a cluster. Statements of
@@ -118,11 +123,34 @@ func clusterSteps(l ClusterLayout, stmt string) ([]clusterStep, error) {
 			{SQL: fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", table, column, def), PerNode: true, Table: table, Column: column},
 		}, nil
 	}
+	if m := modifyColumnRe.FindStringSubmatch(stmt); m != nil && !strings.HasPrefix(m[3], "CODEC(") {
+		// The shard-local tables change type and codec (a replicated one
+		// on one replica per shard: replication brings it to the others);
+		// the Distributed table, which stores nothing, takes the type
+		// without the codec.
+		table, column, def := m[1], m[2], m[3]
+		local := table + LocalSuffix
+		return []clusterStep{
+			{SQL: fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN %s %s%s", local, column, def, m[4]), PerNode: !l.Replicated, PerShard: l.Replicated},
+			{SQL: fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN %s %s", table, column, def), PerNode: true},
+		}, nil
+	}
+	if m := modifyLocalRe.FindStringSubmatch(stmt); m != nil {
+		// TTL and settings: the shard-local tables only. A replicated
+		// table's TTL is replicated metadata (one replica per shard); its
+		// settings are each replica's own (every node).
+		table, change := m[1], m[2]
+		perShard := l.Replicated && strings.HasPrefix(change, "MODIFY TTL")
+		return []clusterStep{
+			{SQL: fmt.Sprintf("ALTER TABLE %s%s %s", table, LocalSuffix, change), PerNode: !perShard, PerShard: perShard},
+		}, nil
+	}
 	if insertRe.MatchString(stmt) {
 		return []clusterStep{{SQL: stmt}}, nil
 	}
 	first, _, _ := strings.Cut(stmt, "\n")
-	return nil, fmt.Errorf("statement %q: cluster mode knows CREATE TABLE IF NOT EXISTS, ALTER TABLE ... ADD COLUMN and INSERT INTO only", first)
+	return nil, fmt.Errorf("statement %q: cluster mode knows CREATE TABLE IF NOT EXISTS, ALTER TABLE ... ADD COLUMN, "+
+		"MODIFY COLUMN, MODIFY TTL, MODIFY SETTING and INSERT INTO only", first)
 }
 
 func nonEmpty(parts ...string) []string {

@@ -190,9 +190,12 @@ func execUnlessColumn(ctx context.Context, ns *Store, st clusterStep) error {
 // ALTER to reach every replica of a shard.
 const replicatedAlterWait = 2 * time.Minute
 
-// execPerShard runs a replicated ADD COLUMN on the first replica of each
-// shard and waits until every replica of the shard has the column, so the
-// Distributed table's ALTER that follows finds it everywhere.
+// execPerShard runs a replicated ALTER on the first replica of each shard.
+// After an ADD COLUMN it waits until every replica of the shard has the
+// column, so the Distributed table's ALTER that follows finds it
+// everywhere; a MODIFY (column type and codec, TTL) changes nothing the
+// Distributed table depends on, and the other replicas apply it from the
+// replication log.
 func execPerShard(ctx context.Context, nodes []ClusterNode, stores []*Store, st clusterStep) error {
 	done := map[uint32]bool{}
 	for i, ns := range stores {
@@ -203,6 +206,9 @@ func execPerShard(ctx context.Context, nodes []ClusterNode, stores []*Store, st 
 		if err := execUnlessColumn(ctx, ns, st); err != nil {
 			return fmt.Errorf("node %s: %w", nodes[i].Addr(), err)
 		}
+	}
+	if st.Column == "" {
+		return nil
 	}
 	deadline := time.Now().Add(replicatedAlterWait)
 	for i, ns := range stores {

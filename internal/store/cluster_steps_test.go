@@ -63,6 +63,53 @@ func TestClusterSteps(t *testing.T) {
 			},
 		},
 		{
+			name:   "modify a column's type: the local tables on every node, then the distributed table",
+			layout: plain,
+			stmt:   "ALTER TABLE usage_samples MODIFY COLUMN tenant LowCardinality(String)",
+			want: []clusterStep{
+				{SQL: "ALTER TABLE usage_samples_local MODIFY COLUMN tenant LowCardinality(String)", PerNode: true},
+				{SQL: "ALTER TABLE usage_samples MODIFY COLUMN tenant LowCardinality(String)", PerNode: true},
+			},
+		},
+		{
+			name:   "a codec goes to the local tables only, a default to both",
+			layout: plain,
+			stmt:   "ALTER TABLE usage_samples MODIFY COLUMN inserted_at DateTime('UTC') DEFAULT now() CODEC(DoubleDelta, ZSTD(1))",
+			want: []clusterStep{
+				{SQL: "ALTER TABLE usage_samples_local MODIFY COLUMN inserted_at DateTime('UTC') DEFAULT now() CODEC(DoubleDelta, ZSTD(1))", PerNode: true},
+				{SQL: "ALTER TABLE usage_samples MODIFY COLUMN inserted_at DateTime('UTC') DEFAULT now()", PerNode: true},
+			},
+		},
+		{
+			name:   "a replicated table's column is modified on one replica per shard",
+			layout: replicated,
+			stmt:   "ALTER TABLE usage_hourly MODIFY COLUMN hour DateTime('UTC') CODEC(DoubleDelta, ZSTD(1))",
+			want: []clusterStep{
+				{SQL: "ALTER TABLE usage_hourly_local MODIFY COLUMN hour DateTime('UTC') CODEC(DoubleDelta, ZSTD(1))", PerShard: true},
+				{SQL: "ALTER TABLE usage_hourly MODIFY COLUMN hour DateTime('UTC')", PerNode: true},
+			},
+		},
+		{
+			name:   "a TTL applies to the local tables only",
+			layout: plain,
+			stmt:   "ALTER TABLE api_audit MODIFY TTL at + INTERVAL 400 DAY",
+			want:   []clusterStep{{SQL: "ALTER TABLE api_audit_local MODIFY TTL at + INTERVAL 400 DAY", PerNode: true}},
+		},
+		{
+			name:   "a replicated table's TTL is replicated metadata: one replica per shard",
+			layout: replicated,
+			stmt:   "ALTER TABLE webhook_attempts MODIFY TTL at + INTERVAL 90 DAY",
+			want:   []clusterStep{{SQL: "ALTER TABLE webhook_attempts_local MODIFY TTL at + INTERVAL 90 DAY", PerShard: true}},
+		},
+		{
+			name:   "storage settings are each replica's own: every node",
+			layout: replicated,
+			stmt:   "ALTER TABLE api_audit MODIFY SETTING ttl_only_drop_parts = 1",
+			want:   []clusterStep{{SQL: "ALTER TABLE api_audit_local MODIFY SETTING ttl_only_drop_parts = 1", PerNode: true}},
+		},
+		{name: "a codec-only change without the type", layout: plain,
+			stmt: "ALTER TABLE usage_samples MODIFY COLUMN start CODEC(ZSTD(1))", err: "cluster mode knows"},
+		{
 			name:   "data statements run once through the distributed tables",
 			layout: plain,
 			stmt:   "INSERT INTO raw_dropped_months (table_name, month) SELECT 'x', today()",

@@ -74,8 +74,9 @@ func TestMigrateCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		gated := newerServerMigrations(t, s)
 		for _, r := range res {
-			if r.Status != "applied" {
+			if r.Status != "applied" && !(gated[r.Version] && r.Status == "skipped (server too old)") {
 				t.Errorf("migration %04d_%s: %s", r.Version, r.Name, r.Status)
 			}
 		}

@@ -92,9 +92,12 @@ func (s *Store) RollupVersions(ctx context.Context, from, to time.Time) (map[str
 	return out, rows.Err()
 }
 
+// invoicesSQL reads every invoice of an issuer, its argument.
+const invoicesSQL = "SELECT revision, document FROM invoices FINAL WHERE issuer = ?"
+
 // Invoices reads the latest revision of every invoice of the issuer.
 func (s *Store) Invoices(ctx context.Context, issuer string) ([]billing.StoredInvoice, error) {
-	return s.scanInvoices(ctx, "read invoices of "+issuer, "SELECT revision, document FROM invoices FINAL WHERE issuer = ?", issuer)
+	return s.scanInvoices(ctx, "read invoices of "+issuer, invoicesSQL, issuer)
 }
 
 // SaveInvoices writes the invoices' lines, then the invoices, one insert
@@ -106,47 +109,68 @@ func (s *Store) SaveInvoices(ctx context.Context, invs []billing.StoredInvoice) 
 	if len(invs) == 0 {
 		return nil
 	}
-	lines, err := s.conn.PrepareBatch(ctx, "INSERT INTO invoice_lines (issuer, invoice_id, revision, line_no, tenant, period_label, "+
-		"kind, sku, meter, description, line_from, line_to, quantity, unit, amount, amount_minor, currency, adjusts_period, adjusts_invoice)")
+	lines, err := s.conn.PrepareBatch(ctx, insertInvoiceLinesSQL)
 	if err != nil {
 		return fmt.Errorf("save invoice lines: %w", err)
 	}
 	for _, si := range invs {
-		inv := si.Invoice
-		for _, l := range inv.Lines {
-			if err := lines.Append(inv.Issuer.ID, inv.ID, si.Revision, uint32(l.No), inv.Tenant, inv.PeriodLabel,
-				string(l.Kind), l.SKU, string(l.Meter), l.Description, l.From.UTC(), l.To.UTC(),
-				storageDecimal(l.Quantity), l.Unit, storageDecimal(l.Amount), l.AmountMinor, inv.Currency.Code,
-				l.AdjustsPeriod, l.AdjustsInvoice); err != nil {
+		for i, row := range invoiceLineRows(si) {
+			if err := lines.Append(row...); err != nil {
 				lines.Abort()
-				return fmt.Errorf("save invoice %s line %d: %w", inv.ID, l.No, err)
+				return fmt.Errorf("save invoice %s line %d: %w", si.Invoice.ID, si.Invoice.Lines[i].No, err)
 			}
 		}
 	}
 	if err := lines.Send(); err != nil {
 		return fmt.Errorf("save invoice lines: %w", err)
 	}
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO invoices (issuer, invoice_id, revision, tenant, department, period_label, "+
-		"period_start, period_end, status, number, seq, sequence_key, currency, subtotal_minor, tax_minor, total_minor, "+
-		"book_version, book_digest, contract_digest, inputs_hash, rollup_version, document, created_at, written_at, line_count)")
+	batch, err := s.conn.PrepareBatch(ctx, insertInvoicesSQL)
 	if err != nil {
 		return fmt.Errorf("save invoices: %w", err)
 	}
 	now := time.Now().UTC()
 	for _, si := range invs {
-		inv := si.Invoice
-		if err := batch.Append(inv.Issuer.ID, inv.ID, si.Revision, inv.Tenant, inv.Customer.Department, inv.PeriodLabel,
-			inv.PeriodStart.UTC(), inv.PeriodEnd.UTC(), string(inv.Status), inv.Number, inv.Seq, inv.SequenceKey,
-			inv.Currency.Code, inv.SubtotalMinor, inv.TaxMinor, inv.TotalMinor, inv.BookVersion, inv.BookDigest,
-			inv.ContractDigest, inv.InputsHash, inv.RollupVersion, string(si.Document), inv.CreatedAt.UTC(), now, uint32(len(inv.Lines))); err != nil {
+		if err := batch.Append(invoiceRow(si, now)...); err != nil {
 			batch.Abort()
-			return fmt.Errorf("save invoice %s: %w", inv.ID, err)
+			return fmt.Errorf("save invoice %s: %w", si.Invoice.ID, err)
 		}
 	}
 	if err := batch.Send(); err != nil {
 		return fmt.Errorf("save invoices: %w", err)
 	}
 	return nil
+}
+
+// The statements that write invoices (internal/chdbcheck runs them on chDB
+// too), with the rows of one invoice.
+const (
+	insertInvoiceLinesSQL = "INSERT INTO invoice_lines (issuer, invoice_id, revision, line_no, tenant, period_label, " +
+		"kind, sku, meter, description, line_from, line_to, quantity, unit, amount, amount_minor, currency, adjusts_period, adjusts_invoice)"
+	insertInvoicesSQL = "INSERT INTO invoices (issuer, invoice_id, revision, tenant, department, period_label, " +
+		"period_start, period_end, status, number, seq, sequence_key, currency, subtotal_minor, tax_minor, total_minor, " +
+		"book_version, book_digest, contract_digest, inputs_hash, rollup_version, document, created_at, written_at, line_count)"
+)
+
+// invoiceLineRows are the rows of insertInvoiceLinesSQL for si's lines.
+func invoiceLineRows(si billing.StoredInvoice) [][]any {
+	inv := si.Invoice
+	out := make([][]any, 0, len(inv.Lines))
+	for _, l := range inv.Lines {
+		out = append(out, []any{inv.Issuer.ID, inv.ID, si.Revision, uint32(l.No), inv.Tenant, inv.PeriodLabel,
+			string(l.Kind), l.SKU, string(l.Meter), l.Description, l.From.UTC(), l.To.UTC(),
+			storageDecimal(l.Quantity), l.Unit, storageDecimal(l.Amount), l.AmountMinor, inv.Currency.Code,
+			l.AdjustsPeriod, l.AdjustsInvoice})
+	}
+	return out
+}
+
+// invoiceRow is the row of insertInvoicesSQL for si, written at now.
+func invoiceRow(si billing.StoredInvoice, now time.Time) []any {
+	inv := si.Invoice
+	return []any{inv.Issuer.ID, inv.ID, si.Revision, inv.Tenant, inv.Customer.Department, inv.PeriodLabel,
+		inv.PeriodStart.UTC(), inv.PeriodEnd.UTC(), string(inv.Status), inv.Number, inv.Seq, inv.SequenceKey,
+		inv.Currency.Code, inv.SubtotalMinor, inv.TaxMinor, inv.TotalMinor, inv.BookVersion, inv.BookDigest,
+		inv.ContractDigest, inv.InputsHash, inv.RollupVersion, string(si.Document), inv.CreatedAt.UTC(), now.UTC(), uint32(len(inv.Lines))}
 }
 
 // storageDecimal fits a quantity or amount into Decimal(38, 9).
@@ -218,6 +242,12 @@ func (s *Store) InvoicesFor(ctx context.Context, q InvoiceQuery) ([]billing.Stor
 	if err := q.Scope.Validate(); err != nil {
 		return nil, fmt.Errorf("list invoices: %w", err)
 	}
+	sql, args := q.toSQL()
+	return s.scanInvoices(ctx, "list invoices", sql, args...)
+}
+
+// toSQL is InvoicesFor's statement and arguments for a validated scope.
+func (q InvoiceQuery) toSQL() (string, []any) {
 	where := []string{"issuer = ?"}
 	args := []any{q.Issuer}
 	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
@@ -240,9 +270,8 @@ func (s *Store) InvoicesFor(ctx context.Context, q InvoiceQuery) ([]billing.Stor
 	if limit <= 0 || limit > 1001 { // a page of 1,000 and one more, to know another follows
 		limit = 1001
 	}
-	sql := "SELECT revision, document FROM invoices FINAL WHERE " + strings.Join(where, " AND ") +
-		" ORDER BY invoice_id LIMIT " + strconv.Itoa(limit)
-	return s.scanInvoices(ctx, "list invoices", sql, args...)
+	return "SELECT revision, document FROM invoices FINAL WHERE " + strings.Join(where, " AND ") +
+		" ORDER BY invoice_id LIMIT " + strconv.Itoa(limit), args
 }
 
 // InvoiceFor reads one invoice by id or number within the scope; one
@@ -251,6 +280,20 @@ func (s *Store) InvoiceFor(ctx context.Context, issuer string, scope auth.Scope,
 	if err := scope.Validate(); err != nil {
 		return billing.StoredInvoice{}, fmt.Errorf("read invoice: %w", err)
 	}
+	sql, args := invoiceForSQL(issuer, scope, ref)
+	invs, err := s.scanInvoices(ctx, "read invoice", sql, args...)
+	if err != nil {
+		return billing.StoredInvoice{}, err
+	}
+	if len(invs) == 0 {
+		return billing.StoredInvoice{}, fmt.Errorf("invoice %q: %w", ref, billing.ErrNotFound)
+	}
+	return invs[0], nil
+}
+
+// invoiceForSQL is InvoiceFor's statement and arguments for a validated
+// scope.
+func invoiceForSQL(issuer string, scope auth.Scope, ref string) (string, []any) {
 	where := []string{"issuer = ?", "(invoice_id = ? OR (number = ? AND number != ''))"}
 	args := []any{issuer, ref, ref}
 	if t := scope.Tenant(); t != "" {
@@ -261,14 +304,7 @@ func (s *Store) InvoiceFor(ctx context.Context, issuer string, scope auth.Scope,
 		where = append(where, "department = ?")
 		args = append(args, d)
 	}
-	invs, err := s.scanInvoices(ctx, "read invoice", "SELECT revision, document FROM invoices FINAL WHERE "+strings.Join(where, " AND "), args...)
-	if err != nil {
-		return billing.StoredInvoice{}, err
-	}
-	if len(invs) == 0 {
-		return billing.StoredInvoice{}, fmt.Errorf("invoice %q: %w", ref, billing.ErrNotFound)
-	}
-	return invs[0], nil
+	return "SELECT revision, document FROM invoices FINAL WHERE " + strings.Join(where, " AND "), args
 }
 
 func (s *Store) scanInvoices(ctx context.Context, what, sql string, args ...any) ([]billing.StoredInvoice, error) {

@@ -10,22 +10,27 @@ import (
 
 const keyColumns = "key_id, secret_sha256, scope, portal, note, created_at, expires_at, revoked_at"
 
+// The statements of this file (internal/chdbcheck runs them on chDB too).
+const (
+	insertKeySQL   = "INSERT INTO api_keys (" + keyColumns + ", version)"
+	keysSQL        = "SELECT " + keyColumns + " FROM api_keys FINAL ORDER BY created_at DESC, key_id"
+	keySQL         = "SELECT " + keyColumns + " FROM api_keys FINAL WHERE key_id = ?"
+	insertAuditSQL = "INSERT INTO api_audit (at, key_id, scope, method, route, path, status, remote, request_id)"
+	auditSQL       = "SELECT at, key_id, scope, method, route, path, status, remote, request_id FROM api_audit" +
+		" WHERE key_id = ? ORDER BY at, request_id"
+)
+
 // SaveKey stores a new key.
 func (s *Store) SaveKey(ctx context.Context, k auth.Key) error {
 	return s.writeKey(ctx, k, 1)
 }
 
 func (s *Store) writeKey(ctx context.Context, k auth.Key, version uint64) error {
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO api_keys ("+keyColumns+", version)")
+	batch, err := s.conn.PrepareBatch(ctx, insertKeySQL)
 	if err != nil {
 		return fmt.Errorf("save key %s: %w", k.ID, err)
 	}
-	var portal uint8
-	if k.Portal {
-		portal = 1
-	}
-	if err := batch.Append(k.ID, k.SecretSHA256, k.Scope.String(), portal, k.Note, k.CreatedAt.UTC(),
-		orEpoch(k.ExpiresAt), orEpoch(k.RevokedAt), version); err != nil {
+	if err := batch.Append(keyRow(k, version)...); err != nil {
 		batch.Abort()
 		return fmt.Errorf("save key %s: %w", k.ID, err)
 	}
@@ -33,6 +38,16 @@ func (s *Store) writeKey(ctx context.Context, k auth.Key, version uint64) error 
 		return fmt.Errorf("save key %s: %w", k.ID, err)
 	}
 	return nil
+}
+
+// keyRow is k's row of insertKeySQL at version.
+func keyRow(k auth.Key, version uint64) []any {
+	var portal uint8
+	if k.Portal {
+		portal = 1
+	}
+	return []any{k.ID, k.SecretSHA256, k.Scope.String(), portal, k.Note, k.CreatedAt.UTC(),
+		orEpoch(k.ExpiresAt), orEpoch(k.RevokedAt), version}
 }
 
 func orEpoch(t time.Time) time.Time {
@@ -51,12 +66,12 @@ func fromEpoch(t time.Time) time.Time {
 
 // Keys lists every key, newest first.
 func (s *Store) Keys(ctx context.Context) ([]auth.Key, error) {
-	return s.queryKeys(ctx, "SELECT "+keyColumns+" FROM api_keys FINAL ORDER BY created_at DESC, key_id")
+	return s.queryKeys(ctx, keysSQL)
 }
 
 // Key reads one key; an error wrapping auth.ErrUnknownKey when there is none.
 func (s *Store) Key(ctx context.Context, id string) (auth.Key, error) {
-	keys, err := s.queryKeys(ctx, "SELECT "+keyColumns+" FROM api_keys FINAL WHERE key_id = ?", id)
+	keys, err := s.queryKeys(ctx, keySQL, id)
 	if err != nil {
 		return auth.Key{}, err
 	}
@@ -114,12 +129,12 @@ func (s *Store) RecordAudit(ctx context.Context, entries []auth.AuditEntry) erro
 	if len(entries) == 0 {
 		return nil
 	}
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO api_audit (at, key_id, scope, method, route, path, status, remote, request_id)")
+	batch, err := s.conn.PrepareBatch(ctx, insertAuditSQL)
 	if err != nil {
 		return fmt.Errorf("record audit: %w", err)
 	}
 	for _, e := range entries {
-		if err := batch.Append(e.At.UTC(), e.KeyID, e.Scope, e.Method, e.Route, e.Path, uint16(e.Status), e.Remote, e.RequestID); err != nil {
+		if err := batch.Append(auditRow(e)...); err != nil {
 			batch.Abort()
 			return fmt.Errorf("record audit: %w", err)
 		}
@@ -130,9 +145,14 @@ func (s *Store) RecordAudit(ctx context.Context, entries []auth.AuditEntry) erro
 	return nil
 }
 
+// auditRow is e's row of insertAuditSQL.
+func auditRow(e auth.AuditEntry) []any {
+	return []any{e.At.UTC(), e.KeyID, e.Scope, e.Method, e.Route, e.Path, uint16(e.Status), e.Remote, e.RequestID}
+}
+
 // Audit lists the key's uses, oldest first (keys audit, tests).
 func (s *Store) Audit(ctx context.Context, keyID string) ([]auth.AuditEntry, error) {
-	rows, err := s.conn.Query(ctx, "SELECT at, key_id, scope, method, route, path, status, remote, request_id FROM api_audit WHERE key_id = ? ORDER BY at, request_id", keyID)
+	rows, err := s.conn.Query(ctx, auditSQL, keyID)
 	if err != nil {
 		return nil, fmt.Errorf("read audit: %w", err)
 	}

@@ -12,6 +12,42 @@ import (
 
 var _ billing.RetentionStore = (*Store)(nil)
 
+// The statements of this file (internal/chdbcheck runs them on chDB too).
+const (
+	// rawMonthsSQL lists a single-node database's raw partitions; its
+	// argument is the database.
+	rawMonthsSQL           = "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = 'usage_samples' AND active"
+	closedPeriodsSQL       = "SELECT DISTINCT period_start FROM closed_periods ORDER BY period_start"
+	insertClosedPeriodSQL  = "INSERT INTO closed_periods (period_start, closed_at)"
+	rawDroppedMonthsSQL    = "SELECT DISTINCT month FROM raw_dropped_months WHERE table_name = 'usage_samples' ORDER BY month"
+	insertRawDroppedSQL    = "INSERT INTO raw_dropped_months (table_name, month, recorded_at)"
+	rawDroppedBeforeSQL    = "SELECT dropped_before FROM raw_retention FINAL WHERE table_name = 'usage_samples'"
+	insertRawDroppedBefore = "INSERT INTO raw_retention (table_name, dropped_before, version)"
+)
+
+// dropPartitionSQL drops month's partition of table (a toYYYYMM id built
+// from the month's digits, never from user text).
+func dropPartitionSQL(table string, month time.Time) string {
+	id := month.UTC().Year()*100 + int(month.UTC().Month())
+	return "ALTER TABLE " + table + " DROP PARTITION " + strconv.Itoa(id)
+}
+
+// closedPeriodRow is insertClosedPeriodSQL's row.
+func closedPeriodRow(periodStart, closedAt time.Time) []any {
+	return []any{periodStart.UTC(), closedAt.UTC()}
+}
+
+// rawDroppedBeforeRow is insertRawDroppedBefore's row.
+func rawDroppedBeforeRow(t time.Time, version uint64) []any {
+	return []any{"usage_samples", t.UTC(), version}
+}
+
+// rawDroppedRow is insertRawDroppedSQL's row for month, recorded at at.
+func rawDroppedRow(month, at time.Time) []any {
+	m := time.Date(month.UTC().Year(), month.UTC().Month(), 1, 0, 0, 0, 0, time.UTC)
+	return []any{"usage_samples", m, at.UTC()}
+}
+
 // RawMonths lists the months (first day, UTC) that have raw-sample parts.
 func (s *Store) RawMonths(ctx context.Context) ([]time.Time, error) {
 	cluster, err := s.ClusterName(ctx)
@@ -21,7 +57,7 @@ func (s *Store) RawMonths(ctx context.Context) ([]time.Time, error) {
 	// Parts are per node; on a cluster, ask every node through cluster().
 	// The name is a validated identifier (ClusterLayout), as cluster()
 	// takes it only as a literal.
-	query := "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = 'usage_samples' AND active"
+	query := rawMonthsSQL
 	if cluster != "" {
 		if !validIdentifier(cluster) {
 			return nil, fmt.Errorf("list raw partitions: cluster name %q", cluster)
@@ -66,7 +102,7 @@ func (s *Store) DropRawMonth(ctx context.Context, month time.Time) error {
 	// On a cluster each node drops its own part of the month (a replicated
 	// drop repeats harmlessly on the other replicas).
 	err := s.onEveryNode(ctx, "usage_samples", func(node *Store, table string) error {
-		return node.conn.Exec(ctx, "ALTER TABLE "+table+" DROP PARTITION "+strconv.Itoa(id))
+		return node.conn.Exec(ctx, dropPartitionSQL(table, month))
 	})
 	if err != nil {
 		return fmt.Errorf("drop raw month %d: %w", id, err)
@@ -76,7 +112,7 @@ func (s *Store) DropRawMonth(ctx context.Context, month time.Time) error {
 
 // ClosedPeriods lists the first days of invoiced (closed) billing months.
 func (s *Store) ClosedPeriods(ctx context.Context) ([]time.Time, error) {
-	rows, err := s.conn.Query(ctx, "SELECT DISTINCT period_start FROM closed_periods ORDER BY period_start")
+	rows, err := s.conn.Query(ctx, closedPeriodsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("list closed periods: %w", err)
 	}
@@ -94,11 +130,11 @@ func (s *Store) ClosedPeriods(ctx context.Context) ([]time.Time, error) {
 
 // MarkPeriodClosed records that a billing month has been invoiced.
 func (s *Store) MarkPeriodClosed(ctx context.Context, periodStart, closedAt time.Time) error {
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO closed_periods (period_start, closed_at)")
+	batch, err := s.conn.PrepareBatch(ctx, insertClosedPeriodSQL)
 	if err != nil {
 		return fmt.Errorf("mark period closed: %w", err)
 	}
-	if err := batch.Append(periodStart.UTC(), closedAt.UTC()); err != nil {
+	if err := batch.Append(closedPeriodRow(periodStart, closedAt)...); err != nil {
 		batch.Abort()
 		return fmt.Errorf("mark period closed: %w", err)
 	}
@@ -111,8 +147,7 @@ func (s *Store) MarkPeriodClosed(ctx context.Context, periodStart, closedAt time
 // RawDroppedMonths lists the months (first day, UTC) whose raw samples
 // retention dropped, oldest first.
 func (s *Store) RawDroppedMonths(ctx context.Context) ([]time.Time, error) {
-	rows, err := s.conn.Query(ctx,
-		"SELECT DISTINCT month FROM raw_dropped_months WHERE table_name = 'usage_samples' ORDER BY month")
+	rows, err := s.conn.Query(ctx, rawDroppedMonthsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("list dropped raw months: %w", err)
 	}
@@ -132,11 +167,11 @@ func (s *Store) RawDroppedMonths(ctx context.Context) ([]time.Time, error) {
 // dropped. Recording it twice changes nothing.
 func (s *Store) MarkRawMonthDropped(ctx context.Context, month, at time.Time) error {
 	m := time.Date(month.UTC().Year(), month.UTC().Month(), 1, 0, 0, 0, 0, time.UTC)
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO raw_dropped_months (table_name, month, recorded_at)")
+	batch, err := s.conn.PrepareBatch(ctx, insertRawDroppedSQL)
 	if err != nil {
 		return fmt.Errorf("record dropped raw month %s: %w", m.Format("2006-01"), err)
 	}
-	if err := batch.Append("usage_samples", m, at.UTC()); err != nil {
+	if err := batch.Append(rawDroppedRow(month, at)...); err != nil {
 		batch.Abort()
 		return fmt.Errorf("record dropped raw month %s: %w", m.Format("2006-01"), err)
 	}
@@ -151,7 +186,7 @@ func (s *Store) MarkRawMonthDropped(ctx context.Context, month, at time.Time) er
 // raw_dropped_months. Only binaries from before migration 0006 decide by
 // it; retention still raises it for them.
 func (s *Store) RawDroppedBefore(ctx context.Context) (time.Time, error) {
-	rows, err := s.conn.Query(ctx, "SELECT dropped_before FROM raw_retention FINAL WHERE table_name = 'usage_samples'")
+	rows, err := s.conn.Query(ctx, rawDroppedBeforeSQL)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read retention floor: %w", err)
 	}
@@ -168,11 +203,11 @@ func (s *Store) RawDroppedBefore(ctx context.Context) (time.Time, error) {
 // SetRawDroppedBefore records the retention floor (see RawDroppedBefore);
 // version must grow.
 func (s *Store) SetRawDroppedBefore(ctx context.Context, t time.Time, version uint64) error {
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO raw_retention (table_name, dropped_before, version)")
+	batch, err := s.conn.PrepareBatch(ctx, insertRawDroppedBefore)
 	if err != nil {
 		return fmt.Errorf("record retention floor: %w", err)
 	}
-	if err := batch.Append("usage_samples", t.UTC(), version); err != nil {
+	if err := batch.Append(rawDroppedBeforeRow(t, version)...); err != nil {
 		batch.Abort()
 		return fmt.Errorf("record retention floor: %w", err)
 	}

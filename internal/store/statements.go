@@ -1,7 +1,15 @@
 package store
 
 import (
+	"encoding/json"
 	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/webhook"
+	"github.com/gpumeter/gpumeter/pricing"
 )
 
 // Statement is one SQL statement the store builds, with its bind arguments,
@@ -11,9 +19,26 @@ type Statement struct {
 	Name string
 	SQL  string
 	Args []any
-	// Exec: the statement writes (INSERT … SELECT) and returns no rows.
+	// Exec: the statement writes (INSERT … SELECT, ALTER) and returns no
+	// rows.
 	Exec bool
+	// Rows: the statement is an INSERT naming its columns, sent as one
+	// batch of these rows, as the store sends it (PrepareBatch); Args is
+	// empty. Exec is set.
+	Rows [][]any
+	// Empty: the read is expected to return no rows (what it checks is
+	// that nothing is left).
+	Empty bool
+	// ServerTime lists the result columns stamped with the server's clock
+	// (now()): two servers stamp them apart, so a check compares them as
+	// "close to now" rather than exactly.
+	ServerTime []int
 }
+
+// Database is the argument that stands for the database a statement runs
+// in (the store passes its configured database): a check binds each
+// server's own.
+type Database struct{}
 
 // CheckedStatements is a representative set of the statements the store
 // runs, in an order that works on a migrated database holding samples in
@@ -61,4 +86,168 @@ func CheckedStatements(from, to time.Time, tenant string, version uint64) []Stat
 	sql, args = FleetQuery{Window: to.Sub(from)}.toSQL(from)
 	out = append(out, Statement{Name: "fleet", SQL: sql, Args: args})
 	return out
+}
+
+// CheckedRecords is every statement of invoices.go, keys.go, leases.go,
+// webhooks.go and retention.go, with rows made at at: each write followed
+// by the reads that show what it stored. Run them once, in order, on a
+// migrated database whose raw samples all lie in rawMonth: the last writes
+// close that month, record it dropped and drop its raw partition
+// (retention), and the last read checks it is gone. at should be recent:
+// newer servers expire operational logs by TTL (schemas/0013).
+func CheckedRecords(at, rawMonth time.Time) ([]Statement, error) {
+	at = at.UTC().Truncate(time.Second)
+	month := time.Date(rawMonth.UTC().Year(), rawMonth.UTC().Month(), 1, 0, 0, 0, 0, time.UTC)
+	var out []Statement
+	read := func(name, sql string, args ...any) {
+		out = append(out, Statement{Name: name, SQL: sql, Args: args})
+	}
+	batch := func(name, sql string, rows ...[]any) {
+		out = append(out, Statement{Name: name, SQL: sql, Rows: rows, Exec: true})
+	}
+
+	// API keys: two saved, one revoked (written again at version 2), and
+	// the audit of a key, with quotes and backslashes in its text.
+	admin := auth.Key{ID: "k-admin", SecretSHA256: "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8",
+		Scope: auth.Scope{Kind: auth.KindAdmin}, Note: "ops: Ann's key", CreatedAt: at.Add(-48 * time.Hour)}
+	portal := auth.Key{ID: "k-portal", SecretSHA256: "6b86b273ff34fce19d6b804eff5a3f5747ada4ea2d2d9e8f8b1a0d8b3b4e5f60",
+		Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"}, Portal: true, Note: `C:\acme "portal"`,
+		CreatedAt: at.Add(-time.Hour), ExpiresAt: at.Add(30 * 24 * time.Hour)}
+	batch("save keys", insertKeySQL, keyRow(admin, 1), keyRow(portal, 1))
+	read("keys", keysSQL)
+	read("key", keySQL, portal.ID)
+	revoked := portal
+	revoked.RevokedAt = at
+	batch("revoke key", insertKeySQL, keyRow(revoked, 2))
+	read("revoked key", keySQL, portal.ID)
+	read("keys after a revocation", keysSQL)
+	batch("record audit", insertAuditSQL,
+		auditRow(auth.AuditEntry{At: at, KeyID: admin.ID, Scope: "admin", Method: "GET", Route: "/v1/usage",
+			Path: "/v1/usage?tenant=o'brien&x=a\\b", Status: 200, Remote: "10.0.0.7:51234", RequestID: "req-1"}),
+		auditRow(auth.AuditEntry{At: at.Add(time.Second), KeyID: admin.ID, Scope: "admin", Method: "POST", Route: "/v1/keys",
+			Path: "/v1/keys", Status: 403, Remote: "[::1]:40000", RequestID: "req-2"}),
+		auditRow(auth.AuditEntry{At: at, KeyID: portal.ID, Scope: "tenant:acme", Method: "GET", Route: "/v1/invoices",
+			Path: "/v1/invoices", Status: 200, Remote: "10.0.0.8:1", RequestID: "req-3"}))
+	read("audit of a key", auditSQL, admin.ID)
+
+	// The billing lease: two claims, one renewed, the other released.
+	const lease = "invoices/gpu-cloud"
+	out = append(out,
+		Statement{Name: "claim lease", SQL: claimLeaseSQL, Args: []any{lease, "host-a:101"}, Exec: true},
+		Statement{Name: "claim lease again", SQL: claimLeaseSQL, Args: []any{lease, "host-b:202"}, Exec: true},
+		Statement{Name: "renew lease", SQL: renewLeaseSQL, Args: []any{lease, "host-a:101"}, Exec: true},
+		Statement{Name: "release lease", SQL: releaseLeaseSQL, Args: []any{lease, "host-b:202"}, Exec: true},
+		Statement{Name: "lease claims", SQL: leaseClaimsSQL, Args: []any{lease}, ServerTime: []int{1, 2}},
+	)
+
+	// Webhooks: two events in the outbox and three delivery attempts.
+	var events [][]any
+	for _, ev := range []webhook.Event{
+		{ID: "ev-1", Type: "quota.soft_limit", CreatedAt: at, Data: json.RawMessage(`{"tenant":"acme","used":"0.8"}`)},
+		{ID: "ev-2", Type: "invoice.finalized", CreatedAt: at.Add(time.Minute), Data: json.RawMessage(`{"number":"GC-2026-0001","note":"it's \"done\""}`)},
+	} {
+		row, err := eventRow(ev)
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, row)
+	}
+	batch("save events", insertEventSQL, events...)
+	batch("record attempts", insertAttemptSQL,
+		attemptRow(webhook.Attempt{EventID: "ev-1", Endpoint: "https://hooks.example/a", N: 1, At: at.Add(time.Second),
+			Status: 503, Error: "503 Service Unavailable", Duration: 1500 * time.Millisecond}),
+		attemptRow(webhook.Attempt{EventID: "ev-1", Endpoint: "https://hooks.example/a", N: 2, At: at.Add(31 * time.Second),
+			Status: 200, Duration: 42 * time.Millisecond}),
+		attemptRow(webhook.Attempt{EventID: "ev-2", Endpoint: "https://hooks.example/b", N: 1, At: at.Add(time.Minute),
+			Error: "dial tcp: connection refused", Duration: 3 * time.Millisecond}))
+	read("events", eventsSQL, at)
+	read("attempts", attemptsSQL, at)
+
+	// Invoices: acme's draft, then finalized at revision 2; globex's draft.
+	acme, err := checkedInvoice(at, "acme", "ml", nil)
+	if err != nil {
+		return nil, err
+	}
+	final, err := checkedInvoice(at, "acme", "ml", func(inv *billing.Invoice) {
+		inv.Status, inv.Number, inv.Seq, inv.SequenceKey = billing.StatusFinalized, "GC-2026-0001", 1, "gpu-cloud/2026"
+	})
+	if err != nil {
+		return nil, err
+	}
+	final.Revision = 2
+	globex, err := checkedInvoice(at, "globex", "research", nil)
+	if err != nil {
+		return nil, err
+	}
+	batch("save invoice lines", insertInvoiceLinesSQL, append(invoiceLineRows(acme), invoiceLineRows(globex)...)...)
+	batch("save invoices", insertInvoicesSQL, invoiceRow(acme, at), invoiceRow(globex, at))
+	batch("save finalized invoice lines", insertInvoiceLinesSQL, invoiceLineRows(final)...)
+	batch("save finalized invoice", insertInvoicesSQL, invoiceRow(final, at.Add(time.Minute)))
+	read("invoices of an issuer", invoicesSQL, "gpu-cloud")
+	for _, q := range []struct {
+		name string
+		q    InvoiceQuery
+	}{
+		{"invoices for admin", InvoiceQuery{Issuer: "gpu-cloud", Scope: auth.Scope{Kind: auth.KindAdmin}}},
+		{"invoices for a tenant", InvoiceQuery{Issuer: "gpu-cloud", Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"},
+			Period: acme.Invoice.PeriodLabel}},
+		{"invoices for a department, paged", InvoiceQuery{Issuer: "gpu-cloud", Scope: auth.Scope{Kind: auth.KindDepartment, Name: "research"},
+			Tenant: "globex", After: "a", Limit: 10}},
+	} {
+		sql, args := q.q.toSQL()
+		read(q.name, sql, args...)
+	}
+	sql, args := invoiceForSQL("gpu-cloud", auth.Scope{Kind: auth.KindTenant, Name: "acme"}, "GC-2026-0001")
+	read("invoice by number", sql, args...)
+	sql, args = invoiceForSQL("gpu-cloud", auth.Scope{Kind: auth.KindAdmin}, globex.Invoice.ID)
+	read("invoice by id", sql, args...)
+
+	// Retention: the month is invoiced (closed), recorded as dropped, and
+	// its raw partition dropped.
+	read("raw months", rawMonthsSQL, Database{})
+	batch("mark period closed", insertClosedPeriodSQL, closedPeriodRow(month, at))
+	read("closed periods", closedPeriodsSQL)
+	batch("mark raw month dropped", insertRawDroppedSQL, rawDroppedRow(month, at), rawDroppedRow(month.AddDate(0, -1, 0), at))
+	read("dropped raw months", rawDroppedMonthsSQL)
+	batch("raise the retention floor", insertRawDroppedBefore, rawDroppedBeforeRow(month, 1), rawDroppedBeforeRow(month.AddDate(0, 1, 0), 2))
+	read("retention floor", rawDroppedBeforeSQL)
+	out = append(out,
+		Statement{Name: "drop raw month", SQL: dropPartitionSQL("usage_samples", month), Exec: true},
+		Statement{Name: "raw months after the drop", SQL: rawMonthsSQL, Args: []any{Database{}}, Empty: true},
+	)
+	return out, nil
+}
+
+// checkedInvoice is a draft invoice of tenant for at's month with lines of
+// each kind the store writes, amounts past the ninth place (stored
+// rounded), changed by edit before its document is made.
+func checkedInvoice(at time.Time, tenant, dept string, edit func(*billing.Invoice)) (billing.StoredInvoice, error) {
+	from := time.Date(at.Year(), at.Month(), 1, 0, 0, 0, 0, time.UTC)
+	to := from.AddDate(0, 1, 0)
+	d := decimal.RequireFromString
+	inv := &billing.Invoice{
+		ID: tenant + "/" + from.Format("2006-01") + "/1", Status: billing.StatusDraft,
+		Issuer: billing.Party{ID: "gpu-cloud", Name: "GPU Cloud"}, Customer: billing.Party{ID: tenant, Name: tenant, Department: dept},
+		Tenant: tenant, PeriodLabel: from.Format("2006-01"), PeriodStart: from, PeriodEnd: to, TimeZone: "UTC",
+		Currency: pricing.Currency{Code: "USD", MinorUnits: 2},
+		Lines: []billing.Line{
+			{No: 1, Kind: pricing.KindReserved, SKU: "H100-SXM5-80GB", Meter: pricing.GPUHours, Description: "reserved 2 GPUs",
+				From: from, To: to, Quantity: d("1440"), Unit: "GPU-h", Amount: d("2880.000000000"), AmountMinor: 288000},
+			{No: 2, Kind: pricing.KindOnDemand, SKU: "H100-SXM5-80GB/3g.40gb", Meter: pricing.GPUHours, Description: "on demand",
+				From: from, To: to, Quantity: d("12.345678901234"), Unit: "GPU-h", Amount: d("21.6049382771"), AmountMinor: 2160},
+			{No: 3, Kind: billing.KindAdjustment, SKU: "H100-SXM5-80GB", Meter: pricing.EnergyKWh, Description: "late usage",
+				From: from.AddDate(0, -1, 0), To: from, Quantity: d("-0.5"), Unit: "kWh", Amount: d("-0.05"), AmountMinor: -5,
+				AdjustsPeriod: from.AddDate(0, -1, 0).Format("2006-01"), AdjustsInvoice: tenant + "/" + from.AddDate(0, -1, 0).Format("2006-01") + "/1"},
+		},
+		SubtotalMinor: 290155, TotalMinor: 290155, BookVersion: "test-2026", BookDigest: "sha256:ab12", InputsHash: "sha256:cd34",
+		RollupVersion: 7, CreatedAt: at,
+	}
+	if edit != nil {
+		edit(inv)
+	}
+	doc, err := inv.Document()
+	if err != nil {
+		return billing.StoredInvoice{}, err
+	}
+	return billing.StoredInvoice{Invoice: inv, Revision: 1, Document: doc}, nil
 }

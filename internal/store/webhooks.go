@@ -9,22 +9,46 @@ import (
 	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
+// The statements of this file (internal/chdbcheck runs them on chDB too).
+const (
+	insertEventSQL   = "INSERT INTO webhook_events (event_id, type, created_at, body)"
+	insertAttemptSQL = "INSERT INTO webhook_attempts (event_id, endpoint, attempt, at, status, error, duration_ms)"
+	// eventsSQL and attemptsSQL take the time the listing starts at.
+	eventsSQL   = "SELECT body FROM webhook_events FINAL WHERE created_at >= ? ORDER BY created_at, event_id"
+	attemptsSQL = "SELECT event_id, endpoint, attempt, at, status, error, duration_ms FROM webhook_attempts" +
+		" WHERE at >= ? ORDER BY event_id, endpoint, attempt"
+)
+
+// eventRow is ev's row of insertEventSQL: the body is the whole event.
+func eventRow(ev webhook.Event) ([]any, error) {
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("save event %s: %w", ev.ID, err)
+	}
+	return []any{ev.ID, ev.Type, ev.CreatedAt.UTC(), string(body)}, nil
+}
+
+// attemptRow is a's row of insertAttemptSQL.
+func attemptRow(a webhook.Attempt) []any {
+	return []any{a.EventID, a.Endpoint, uint32(a.N), a.At.UTC(), uint16(a.Status), a.Error, uint32(a.Duration.Milliseconds())}
+}
+
 // SaveEvents puts events in the outbox.
 func (s *Store) SaveEvents(ctx context.Context, evs []webhook.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO webhook_events (event_id, type, created_at, body)")
+	batch, err := s.conn.PrepareBatch(ctx, insertEventSQL)
 	if err != nil {
 		return fmt.Errorf("save events: %w", err)
 	}
 	for _, ev := range evs {
-		body, err := json.Marshal(ev)
+		row, err := eventRow(ev)
 		if err != nil {
 			batch.Abort()
-			return fmt.Errorf("save event %s: %w", ev.ID, err)
+			return err
 		}
-		if err := batch.Append(ev.ID, ev.Type, ev.CreatedAt.UTC(), string(body)); err != nil {
+		if err := batch.Append(row...); err != nil {
 			batch.Abort()
 			return fmt.Errorf("save event %s: %w", ev.ID, err)
 		}
@@ -37,11 +61,11 @@ func (s *Store) SaveEvents(ctx context.Context, evs []webhook.Event) error {
 
 // RecordAttempt records one delivery attempt.
 func (s *Store) RecordAttempt(ctx context.Context, a webhook.Attempt) error {
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO webhook_attempts (event_id, endpoint, attempt, at, status, error, duration_ms)")
+	batch, err := s.conn.PrepareBatch(ctx, insertAttemptSQL)
 	if err != nil {
 		return fmt.Errorf("record attempt: %w", err)
 	}
-	if err := batch.Append(a.EventID, a.Endpoint, uint32(a.N), a.At.UTC(), uint16(a.Status), a.Error, uint32(a.Duration.Milliseconds())); err != nil {
+	if err := batch.Append(attemptRow(a)...); err != nil {
 		batch.Abort()
 		return fmt.Errorf("record attempt: %w", err)
 	}
@@ -53,7 +77,7 @@ func (s *Store) RecordAttempt(ctx context.Context, a webhook.Attempt) error {
 
 // Events lists the outbox since a time, oldest first, with attempts.
 func (s *Store) Events(ctx context.Context, since time.Time) ([]webhook.Status, error) {
-	rows, err := s.conn.Query(ctx, "SELECT body FROM webhook_events FINAL WHERE created_at >= ? ORDER BY created_at, event_id", since.UTC())
+	rows, err := s.conn.Query(ctx, eventsSQL, since.UTC())
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
@@ -80,7 +104,7 @@ func (s *Store) Events(ctx context.Context, since time.Time) ([]webhook.Status, 
 	if len(out) == 0 {
 		return out, nil
 	}
-	arows, err := s.conn.Query(ctx, "SELECT event_id, endpoint, attempt, at, status, error, duration_ms FROM webhook_attempts WHERE at >= ? ORDER BY event_id, endpoint, attempt", since.UTC())
+	arows, err := s.conn.Query(ctx, attemptsSQL, since.UTC())
 	if err != nil {
 		return nil, fmt.Errorf("read attempts: %w", err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
-	"github.com/gpumeter/gpumeter/internal/store"
 )
 
 const chargebackCLIBook = `version: internal-1
@@ -38,16 +36,8 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("chargeback:\n  book: internal.yaml\n  weights: {research: 1, ops: 3}\n  carbon: {g_co2e_per_kwh: 400}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	scfg, err := store.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	s, err := store.Open(ctx, scfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := dsnStore(t, dsn)
 	mig := uint64(3_600_000_000) * 3 / 7
 	var samples []collectors.Sample
 	add := func(gpu, mig, sku, tenant, dept string, h time.Time, us, mj uint64) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
 
@@ -18,6 +19,22 @@ func cli(t *testing.T, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := run(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// dsnStore opens a store on a DSN for the test's checks; it is closed when
+// the test ends.
+func dsnStore(t *testing.T, dsn string) *store.Store {
+	t.Helper()
+	cfg, err := store.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // testDSN gives a fresh, migrated database for this test.

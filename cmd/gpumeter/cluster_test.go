@@ -281,16 +281,8 @@ func nodeConn(t *testing.T, port int) driver.Conn {
 
 func usageByTenant(t *testing.T, dsn string, from, to time.Time, source store.Source) map[string]uint64 {
 	t.Helper()
-	cfg, err := store.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	s, err := store.Open(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := dsnStore(t, dsn)
 	rows, err := s.Usage(ctx, store.UsageQuery{From: from, To: to, GroupBy: []store.Dimension{store.DimTenant}, Source: source})
 	if err != nil {
 		t.Fatal(err)

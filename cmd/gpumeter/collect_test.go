@@ -278,16 +278,8 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // time per tenant exactly, energy within rounding, nothing counted twice.
 func assertStoredMatchesSimulator(t *testing.T, dsn string, seed int64, hosts int, start time.Time, d time.Duration) {
 	t.Helper()
-	cfg, err := store.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	s, err := store.Open(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := dsnStore(t, dsn)
 	rows, err := s.Usage(ctx, store.UsageQuery{
 		From: start, To: start.Add(d),
 		GroupBy: []store.Dimension{store.DimTenant}, Source: store.SourceRaw,

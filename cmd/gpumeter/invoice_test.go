@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/internal/store"
 )
 
 const invoiceCLIBook = `version: cli-2026
@@ -47,16 +45,8 @@ func invoiceFixture(t *testing.T) (dsn, cfgPath string) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	scfg, err := store.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	s, err := store.Open(ctx, scfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := dsnStore(t, dsn)
 	var samples []collectors.Sample
 	for h := time.Date(2026, 9, 30, 0, 0, 0, 0, time.UTC); h.Before(time.Date(2026, 11, 1, 1, 0, 0, 0, time.UTC)); h = h.Add(time.Hour) {
 		for i, tenant := range []string{"alpha", "beta", "gamma"} {

@@ -20,7 +20,6 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/internal/partition/nvmlapply"
-	"github.com/gpumeter/gpumeter/internal/store"
 )
 
 const migFleetYAML = `gpus:
@@ -181,16 +180,8 @@ func TestMIGPlanStopsWhenCancelled(t *testing.T) {
 
 func TestMIGPlanFromClickHouse(t *testing.T) {
 	dsn := testDSN(t)
-	cfg, err := store.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := dsnStore(t, dsn)
 	start := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	s := collectors.Sample{
 		Host:       "node1",

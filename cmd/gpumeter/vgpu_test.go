@@ -8,7 +8,6 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/collectors/sim"
-	"github.com/gpumeter/gpumeter/internal/store"
 )
 
 // TestCollectSimulatedVGPUHostStoresWhatEachVMRan runs the collector over
@@ -44,16 +43,8 @@ func TestCollectSimulatedVGPUHostStoresWhatEachVMRan(t *testing.T) {
 		}
 	}
 
-	cfg, err := store.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	s, err := store.Open(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := dsnStore(t, dsn)
 	type gpuInterval struct {
 		gpu   string
 		start time.Time

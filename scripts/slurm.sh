@@ -29,6 +29,7 @@
 # mariadbd as mysql, slurmdbd and slurmctld as slurm, slurmd as root (it
 # starts jobs as their users).
 set -euo pipefail
+trap 'log "failed: $BASH_COMMAND (line $LINENO)"' ERR
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 dir=${GPUMETER_SLURM_DIR:-$repo/.data/slurm}
@@ -291,7 +292,7 @@ start_slurmdbd() {
 sacct_ensure() {
 	local what=$1 name=$2
 	shift 2
-	if [ -n "$(sacctmgr -n -P list "$what" "$name" format=name 2>/dev/null)" ]; then
+	if [ -n "$(sacctmgr -n -P list "$what" "$name" format="$what" 2>/dev/null)" ]; then
 		return 0
 	fi
 	sacctmgr -i add "$what" "$name" "$@" >/dev/null

@@ -119,7 +119,9 @@ func TestRealJobsAttributedToTheirAccounts(t *testing.T) {
 		}
 	}
 
-	t.Run("cgroup attribution on the real procfs", func(t *testing.T) {
+	// Under proctrack/cgroup the jobs are found by cgroup; under
+	// proctrack/linuxproc (GPUMETER_SLURM_PROCTRACK) by environment.
+	t.Run("the real procfs, proctrack/"+c.Proctrack, func(t *testing.T) {
 		checkAttribution(t, jobs, "/proc", true)
 	})
 	t.Run("environment only, as inside a container", func(t *testing.T) {

@@ -334,11 +334,13 @@ start_slurmd() {
 }
 
 start() {
-	install
-	export PATH=$PATH:/usr/sbin
+	# Tests of several packages start the cluster at once: one installs
+	# and starts it, the others wait here and find it running.
 	mkdir -p "$dir"
 	exec 9>"$dir/.lock"
 	flock 9
+	install
+	export PATH=$PATH:/usr/sbin
 	if status >/dev/null 2>&1; then
 		log "already running (SLURM_CONF=$SLURM_CONF)"
 		echo "$dir/env"

@@ -1,6 +1,7 @@
 package sacct
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +185,27 @@ func TestParseSKUMap(t *testing.T) {
 	m, err := ParseSKUMap(strings.NewReader(skuMapYAML))
 	if err != nil || m.Types["h100"] != "H100-SXM5-80GB" || m.Untyped != "A100-SXM4-40GB" || len(m.Types) != 3 {
 		t.Fatalf("map %+v, %v", m, err)
+	}
+}
+
+// What docs/slurm.md shows operators to copy works as it says: the SKU
+// map parses, and the sacct command asks for the fields Format lists.
+func TestDocsExamples(t *testing.T) {
+	b, err := os.ReadFile("../../docs/slurm.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	if !strings.Contains(doc, "--format="+Format+" ") {
+		t.Errorf("docs/slurm.md's sacct command lacks --format=%s", Format)
+	}
+	_, rest, ok := strings.Cut(doc, "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/slurm.md lost its SKU map example")
+	}
+	m, err := ParseSKUMap(strings.NewReader(block))
+	if err != nil || m.Types["a100_3g.40gb"] != "A100-SXM4-80GB/3g.40gb" || m.Untyped == "" {
+		t.Fatalf("the documented SKU map: %+v, %v", m, err)
 	}
 }

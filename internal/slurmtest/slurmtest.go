@@ -23,6 +23,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/sacct"
 )
 
 // The cluster's fixed names (scripts/slurm.sh).
@@ -329,7 +331,7 @@ func (c *Cluster) WaitAccounted(t testing.TB, ids ...string) []byte {
 }
 
 // SacctFormat is the field list the import documents (docs/slurm.md).
-const SacctFormat = "Cluster,JobID,JobIDRaw,Account,User,Partition,Start,End,Elapsed,ElapsedRaw,AllocTRES,ReqTRES,State,NodeList"
+const SacctFormat = sacct.Format
 
 // Sacct runs `sacct --parsable2` for the given jobs, every user, jobs only
 // (no steps), in UTC.

@@ -29,7 +29,6 @@
 # mariadbd as mysql, slurmdbd and slurmctld as slurm, slurmd as root (it
 # starts jobs as their users).
 set -euo pipefail
-trap 'log "failed: $BASH_COMMAND (line $LINENO)"' ERR
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 dir=${GPUMETER_SLURM_DIR:-$repo/.data/slurm}
@@ -322,7 +321,7 @@ start_slurmctld() {
 node_up() {
 	local state
 	state=$(timeout 10 sinfo -h -n "$node" -o %T 2>/dev/null | head -n 1)
-	case $state in idle* | mixed* | allocated*) return 0 ;; esac
+	case $state in idle* | mixed* | allocated* | completing*) return 0 ;; esac
 	return 1
 }
 
@@ -333,7 +332,12 @@ start_slurmd() {
 	wait_for slurmd 30 node_up
 }
 
+# fail_loudly names the command that ended a start or stop (set -e
+# would end it without a word).
+fail_loudly() { set -E; trap 'log "failed: $BASH_COMMAND (line $LINENO)"' ERR; }
+
 start() {
+	fail_loudly
 	# Tests of several packages start the cluster at once: one installs
 	# and starts it, the others wait here and find it running.
 	mkdir -p "$dir"
@@ -360,6 +364,7 @@ start() {
 }
 
 stop() {
+	fail_loudly
 	[ -d "$dir" ] || { log "not running"; return 0; }
 	export PATH=$PATH:/usr/sbin
 	exec 9>"$dir/.lock"

@@ -23,9 +23,10 @@
 # The cluster "gpumeter" has one node, gpunode1 (8 CPUs, 2 a100 and 2 h100
 # GPUs as GRES on device nodes this script makes under $dir/dev; there is no
 # real GPU), partitions gpu (default) and debug, accounts physics and
-# chemistry, and users gpumeter-ada (physics), gpumeter-bob (chemistry) and
-# gpumeter-carol (both, default chemistry), created as system users when
-# missing. Every daemon listens on 127.0.0.1 only; munged runs as munge,
+# chemistry and astro, and users gpumeter-ada (physics), gpumeter-bob
+# (chemistry), gpumeter-carol (both, default chemistry) and gpumeter-dan
+# (astro), created as system users when missing. deploy/slurm/job_submit.lua
+# is the job_submit plugin (it checks nothing without its config). Every daemon listens on 127.0.0.1 only; munged runs as munge,
 # mariadbd as mysql, slurmdbd and slurmctld as slurm, slurmd as root (it
 # starts jobs as their users).
 set -euo pipefail
@@ -178,6 +179,7 @@ AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:h100
 AccountingStorageEnforce=associations
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
+JobSubmitPlugins=lua
 MinJobAge=600
 KillWait=2
 InactiveLimit=0
@@ -186,6 +188,10 @@ NodeName=$node NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=8 RealMemory=8000 
 PartitionName=gpu Nodes=$node Default=YES MaxTime=INFINITE State=UP
 PartitionName=debug Nodes=$node MaxTime=INFINITE State=UP
 CONF
+	# gpumeter's admission plugin, as deployed: it accepts every job until
+	# a test writes its config (gpumeter-admission.conf) beside it;
+	# slurmctld reads the script again when it changes.
+	cp "$repo/deploy/slurm/job_submit.lua" "$dir/etc/job_submit.lua"
 	cat >"$dir/etc/gres.conf" <<CONF
 AutoDetect=off
 NodeName=$node Name=gpu Type=a100 File=$dir/dev/nvidia[0-1]
@@ -301,12 +307,14 @@ create_users() {
 	sacct_ensure cluster "$cluster"
 	sacct_ensure account physics cluster="$cluster" description=physics organization=science
 	sacct_ensure account chemistry cluster="$cluster" description=chemistry organization=science
+	sacct_ensure account astro cluster="$cluster" description=astronomy organization=science
 	local u
-	for u in gpumeter-ada gpumeter-bob gpumeter-carol; do
+	for u in gpumeter-ada gpumeter-bob gpumeter-carol gpumeter-dan; do
 		id "$u" >/dev/null 2>&1 || useradd --system --no-create-home --home-dir "$dir/jobs" --shell /bin/sh "$u"
 	done
 	sacct_ensure user gpumeter-ada account=physics cluster="$cluster"
 	sacct_ensure user gpumeter-bob account=chemistry cluster="$cluster"
+	sacct_ensure user gpumeter-dan account=astro cluster="$cluster"
 	if [ -z "$(sacctmgr -n -P list assoc user=gpumeter-carol account=physics format=account 2>/dev/null)" ]; then
 		sacctmgr -i add user gpumeter-carol account=chemistry,physics defaultaccount=chemistry cluster="$cluster" >/dev/null
 	fi
@@ -345,12 +353,23 @@ start() {
 	flock 9
 	install
 	export PATH=$PATH:/usr/sbin
-	if status >/dev/null 2>&1; then
-		log "already running (SLURM_CONF=$SLURM_CONF)"
-		echo "$dir/env"
-		return 0
-	fi
 	choose_proctrack
+	# What the running cluster was started from: a start after this script
+	# changed (or with another proctrack) restarts it.
+	local id
+	id="$(sha256sum <"$0" | cut -c1-16) proctrack/$proctrack"
+	if status >/dev/null 2>&1; then
+		if [ "$(cat "$dir/run/started-from" 2>/dev/null)" = "$id" ]; then
+			cp "$repo/deploy/slurm/job_submit.lua" "$dir/etc/job_submit.lua"
+			log "already running (SLURM_CONF=$SLURM_CONF)"
+			echo "$dir/env"
+			return 0
+		fi
+		log "running, but started from another version of this script or proctrack: restarting"
+		flock -u 9
+		stop
+		flock 9
+	fi
 	local t0=$SECONDS
 	write_config
 	start_munge
@@ -359,6 +378,7 @@ start() {
 	create_users
 	start_slurmctld
 	start_slurmd
+	echo "$id" >"$dir/run/started-from"
 	log "cluster $cluster ready in $((SECONDS - t0)) s (proctrack/$proctrack; SLURM_CONF=$SLURM_CONF)"
 	echo "$dir/env"
 }

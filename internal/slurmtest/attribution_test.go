@@ -96,14 +96,16 @@ func TestRealJobsAttributedToTheirAccounts(t *testing.T) {
 		j := &jobs[i]
 		fields := c.WaitRunning(t, j.id, specs[i].procs)
 		j.gpus = gpuIndices(t, fields["GRES"])
-		for _, pid := range c.PIDs(t, j.id) {
-			if comm(pid) == "sleep" {
-				j.leaves = append(j.leaves, pid)
+		// The batch script's children are listed before they exec sleep.
+		slurmtest.Eventually(t, "job "+j.id+"'s sleep processes", func() (bool, string) {
+			j.leaves = j.leaves[:0]
+			for _, pid := range c.PIDs(t, j.id) {
+				if comm(pid) == "sleep" {
+					j.leaves = append(j.leaves, pid)
+				}
 			}
-		}
-		if len(j.leaves) != len(j.gpus) {
-			t.Fatalf("job %s: %d sleep processes for %d GPUs %v", j.id, len(j.leaves), len(j.gpus), j.gpus)
-		}
+			return len(j.leaves) == len(j.gpus), fmt.Sprintf("%d sleep processes for %d GPUs %v", len(j.leaves), len(j.gpus), j.gpus)
+		})
 		// What procfs says of the job, account, user and partition.
 		for _, pid := range j.leaves {
 			got, ok := attribution.ReadSlurmJob("/proc", pid, false)

@@ -35,6 +35,7 @@ const (
 	UserAda   = "gpumeter-ada"   // physics
 	UserBob   = "gpumeter-bob"   // chemistry
 	UserCarol = "gpumeter-carol" // chemistry, physics
+	UserDan   = "gpumeter-dan"   // astro (the admission test's own account)
 )
 
 // Cluster is the running test cluster.

@@ -29,6 +29,7 @@ time.
 ]]
 
 local NO_VAL = 4294967294
+local INFINITE = 4294967295 -- --time=UNLIMITED
 local NO_VAL16 = 65534
 
 local function script_dir()
@@ -93,7 +94,7 @@ local function add_gpus(out, spec, factor)
 end
 
 local function set_or(v, default)
-	if v == nil or v == NO_VAL or v == NO_VAL16 or v == 0 then
+	if v == nil or v == NO_VAL or v == INFINITE or v == NO_VAL16 or v == 0 then
 		return default
 	end
 	return v
@@ -174,7 +175,7 @@ function slurm_job_submit(job, part_list, submit_uid)
 		end
 		tenant = account
 	end
-	local minutes = set_or(job.time_limit, nil)
+	local minutes = set_or(job.time_limit, nil) -- unset or UNLIMITED: default_duration
 	local duration = cfg.default_duration or "1h"
 	if minutes ~= nil then
 		duration = tostring(minutes) .. "m"

@@ -209,3 +209,33 @@ func TestDocsExamples(t *testing.T) {
 		t.Fatalf("the documented SKU map: %+v, %v", m, err)
 	}
 }
+
+// Local times across the end of daylight saving time: Berlin's clocks go
+// back at 03:00 on 2026-10-25, so 01:30 to 03:30 is three hours, as
+// Elapsed says, and becomes three hours of samples; read as UTC, the same
+// line disagrees with its Elapsed and is refused.
+func TestSamplesAcrossADaylightSavingChange(t *testing.T) {
+	in := "Cluster|JobID|Account|Start|End|Elapsed|AllocTRES\nc|1|physics|2026-10-25T01:30:00|2026-10-25T03:30:00|03:00:00|gres/gpu:a100=1\n"
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := Parse(strings.NewReader(in), Options{Location: berlin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, sum, err := Samples(jobs, testConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.GPUMicroseconds["A100-SXM4-80GB"] != 3*3600e6 || len(rows) != 4 || !rows[0].Sample.Start.Equal(time.Date(2026, 10, 24, 23, 30, 0, 0, time.UTC)) {
+		t.Fatalf("%d rows, %v, first %s", len(rows), sum.GPUMicroseconds, rows[0].Sample.Start)
+	}
+	jobs, err = Parse(strings.NewReader(in), Options{Location: time.UTC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Samples(jobs, testConfig(t)); err == nil || !strings.Contains(err.Error(), "Elapsed: 3h0m0s, but End - Start is 2h0m0s") {
+		t.Fatalf("read in the wrong zone: %v", err)
+	}
+}

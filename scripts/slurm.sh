@@ -390,7 +390,17 @@ stop() {
 	exec 9>"$dir/.lock"
 	flock 9
 	if pid_of slurmctld >/dev/null; then
-		scancel --full --quiet $(squeue -h -o %i 2>/dev/null) 2>/dev/null || true
+		# Cancel the jobs and let slurmd see their steps end, so that no
+		# slurmstepd or job process outlives the daemons.
+		local jobs i
+		jobs=$(timeout 10 squeue -h -o %i 2>/dev/null || true)
+		if [ -n "$jobs" ]; then
+			timeout 10 scancel --full --quiet $jobs 2>/dev/null || true
+			for i in $(seq 1 100); do
+				[ -z "$(timeout 10 squeue -h -o %i 2>/dev/null || true)" ] && break
+				sleep 0.1
+			done
+		fi
 	fi
 	local name pid i
 	for name in "${daemons[@]}"; do

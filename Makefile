@@ -45,7 +45,7 @@ FUZZ_TARGETS := \
 # Packages with concurrency that also run under the race detector.
 RACE_PKGS := ./collectors/... ./internal/billing ./internal/quota ./internal/server ./internal/spool/...
 
-.PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop prometheus compose chdb-test clean
+.PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop prometheus compose slurm slurm-stop chdb-test clean
 
 all: build
 
@@ -63,6 +63,15 @@ test: clickhouse prometheus compose lint unit race fuzz chdb-test
 # Debian's prometheus and promtool, for the scrape test and the alert rules.
 prometheus:
 	scripts/prometheus.sh install
+
+# The one-node Slurm test cluster (docs/slurm.md), installed with apt-get
+# when missing. The Slurm tests start it themselves (internal/slurmtest);
+# this does it up front, outside the tests' timeouts.
+slurm:
+	scripts/slurm.sh start
+
+slurm-stop:
+	scripts/slurm.sh stop
 
 # Debian's docker-compose, for validating docker-compose.yaml (no daemon).
 compose:

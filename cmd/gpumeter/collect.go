@@ -62,6 +62,7 @@ type collectFlags struct {
 	podsInsecure      bool
 	procRoot          string
 	podLogDir         string
+	slurmEnv          bool
 	mapFile           string
 	namespaceIsTenant bool
 	accountIsTenant   bool
@@ -107,6 +108,7 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	fs.BoolVar(&f.podsInsecure, "kubelet-insecure-tls", false, "do not verify the kubelet's serving certificate")
 	fs.StringVar(&f.procRoot, "proc-root", cg.ProcRoot, "procfs, for PID → pod or Slurm job")
 	fs.StringVar(&f.podLogDir, "pod-log-dir", cg.PodLogDir, "kubelet pod log directory, for pod UID → namespace/name")
+	fs.BoolVar(&f.slurmEnv, "slurm-env", cg.SlurmEnvironment, "a process whose cgroup names no Slurm job belongs to the job in its environment (SLURM_JOB_ID): proctrack/linuxproc and containers")
 	fs.StringVar(&f.mapFile, "map-file", "", "attribution map: device, namespace, account, label and vm → tenant (docs/collector.md)")
 	fs.BoolVar(&f.namespaceIsTenant, "namespace-is-tenant", true, "an unmapped namespace is its own tenant")
 	fs.BoolVar(&f.accountIsTenant, "account-is-tenant", true, "an unmapped Slurm account is its own tenant")

@@ -146,7 +146,7 @@ func nvmlHost(f collectFlags, lib gonvml.Interface, nvmlCfg nvml.Config, observe
 		steps = append(steps, attribution.Step{Name: "kubelet", Attributor: k})
 	}
 	if f.procRoot != "" {
-		cg, err := attribution.NewCgroup(attribution.CgroupConfig{ProcRoot: f.procRoot, PodLogDir: f.podLogDir}, tenancy, logger)
+		cg, err := attribution.NewCgroup(attribution.CgroupConfig{ProcRoot: f.procRoot, PodLogDir: f.podLogDir, SlurmEnvironment: f.slurmEnv}, tenancy, logger)
 		if err != nil {
 			return hs, usageError{err}
 		}

@@ -9,7 +9,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/gpumeter/gpumeter/collectors/attribution"
 	"github.com/gpumeter/gpumeter/internal/importer"
+	"github.com/gpumeter/gpumeter/internal/sacct"
 )
 
 func runImport(ctx context.Context, g *globals, args []string) error {
@@ -20,8 +22,15 @@ func runImport(ctx context.Context, g *globals, args []string) error {
 	dryRun := fs.Bool("dry-run", false, "validate only; store nothing")
 	quiet := fs.Bool("quiet", false, "no progress output")
 	replace := fs.Bool("replace", false, "overwrite stored rows that have a row's sample id but other data (default: refuse them)")
+	var sf sacctFlags
+	fs.BoolVar(&sf.on, "from-sacct", false, "the files are `sacct --parsable2` output (- reads stdin): jobs' allocated GPUs become hourly samples (docs/slurm.md)")
+	fs.StringVar(&sf.tz, "sacct-tz", "", "with --from-sacct: the time zone sacct printed its times in (e.g. UTC, Europe/Berlin, Local); needed unless the times carry offsets")
+	fs.StringVar(&sf.skuMap, "sku-map", "", "with --from-sacct: YAML file mapping GRES types to SKUs (gres: {a100: A100-SXM4-80GB}, untyped: SKU)")
+	fs.StringVar(&sf.mapFile, "map-file", "", "with --from-sacct: the collector's map file; its account lines map Slurm accounts to tenants and departments")
+	fs.BoolVar(&sf.accountIsTenant, "account-is-tenant", true, "with --from-sacct: an unmapped Slurm account is its own tenant")
+	fs.StringVar(&sf.cluster, "cluster", "", "with --from-sacct: the cluster's name, for output without a Cluster column")
 	fs.Usage = func() {
-		fmt.Fprintln(g.stderr, "usage: gpumeter import [flags] FILE...  (columns: docs/import.md)")
+		fmt.Fprintln(g.stderr, "usage: gpumeter import [flags] FILE...  (columns: docs/import.md; --from-sacct: docs/slurm.md)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -34,20 +43,21 @@ func runImport(ctx context.Context, g *globals, args []string) error {
 		return usageErrorf("--batch %d: want 1..1000000", *batch)
 	}
 	var files []importer.File
-	for _, p := range fs.Args() {
-		f := importer.Format(*format)
-		if f == "" {
-			var err error
-			if f, err = importer.FormatFromName(p); err != nil {
-				return usageError{err}
-			}
-		} else if f != importer.FormatCSV && f != importer.FormatJSONL {
-			return usageErrorf("--format %q: want csv or jsonl", f)
+	switch {
+	case sf.on && *format != "":
+		return usageErrorf("--format and --from-sacct: pick one")
+	case sf.on:
+		var err error
+		if files, err = sacctFiles(g, sf, fs.Args()); err != nil {
+			return err
 		}
-		if _, err := os.Stat(p); err != nil {
-			return usageError{err}
+	case sf.set(fs):
+		return usageErrorf("--sacct-tz, --sku-map, --map-file, --account-is-tenant and --cluster go with --from-sacct")
+	default:
+		var err error
+		if files, err = importFiles(*format, fs.Args()); err != nil {
+			return err
 		}
-		files = append(files, importer.File{Path: p, Format: f})
 	}
 	// A dry run checks the files on their own; an import also checks them
 	// against what is stored, before it stores anything.
@@ -97,4 +107,117 @@ func progressPrinter(w io.Writer) func(importer.Progress) {
 		}
 		fmt.Fprintf(w, "%s: %s %5.1f%% (%d rows)\n", p.File, p.Phase, pct, p.Rows)
 	}
+}
+
+// importFiles names the CSV and JSON Lines files to import.
+func importFiles(format string, paths []string) ([]importer.File, error) {
+	var files []importer.File
+	for _, p := range paths {
+		f := importer.Format(format)
+		if f == "" {
+			var err error
+			if f, err = importer.FormatFromName(p); err != nil {
+				return nil, usageError{err}
+			}
+		} else if f != importer.FormatCSV && f != importer.FormatJSONL {
+			return nil, usageErrorf("--format %q: want csv or jsonl", f)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return nil, usageError{err}
+		}
+		files = append(files, importer.File{Path: p, Format: f})
+	}
+	return files, nil
+}
+
+type sacctFlags struct {
+	on                           bool
+	tz, skuMap, mapFile, cluster string
+	accountIsTenant              bool
+}
+
+func (sf sacctFlags) set(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "sacct-tz", "sku-map", "map-file", "account-is-tenant", "cluster":
+			set = true
+		}
+	})
+	return set
+}
+
+// sacctFiles reads sacct output files ("-": stdin) and turns their jobs
+// into importer files of parsed rows; every problem of every file is
+// reported before anything is imported.
+func sacctFiles(g *globals, sf sacctFlags, paths []string) ([]importer.File, error) {
+	opts := sacct.Options{Cluster: sf.cluster}
+	if sf.tz != "" {
+		loc, err := time.LoadLocation(sf.tz)
+		if err != nil {
+			return nil, usageErrorf("--sacct-tz %q: %v", sf.tz, err)
+		}
+		opts.Location = loc
+	}
+	cfg := sacct.Config{Tenancy: attribution.Tenancy{AccountIsTenant: sf.accountIsTenant}}
+	if sf.skuMap != "" {
+		m, err := sacct.LoadSKUMap(sf.skuMap)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		cfg.SKUs = m
+	}
+	if sf.mapFile != "" {
+		m, err := attribution.LoadMapping(sf.mapFile)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		cfg.Tenancy.Mapping = m
+	}
+	var (
+		files []importer.File
+		all   importer.ValidationError
+	)
+	for _, p := range paths {
+		name := p
+		if p == "-" {
+			name = "stdin"
+		}
+		rows, sum, err := readSacct(p, opts, cfg)
+		var ve *importer.ValidationError
+		switch {
+		case errors.As(err, &ve):
+			ve.InFile(name)
+			all.Problems = append(all.Problems, ve.Problems...)
+			all.Truncated = all.Truncated || ve.Truncated
+		case err != nil:
+			return nil, usageError{fmt.Errorf("%s: %w", name, err)}
+		default:
+			fmt.Fprintf(g.stderr, "%s: %d jobs: %d with GPUs (%d samples), %d without GPUs, %d not ended or never started; %d step lines skipped\n",
+				name, sum.Jobs, sum.WithGPUs, len(rows), sum.WithoutGPUs, sum.Unfinished, sum.Steps)
+			files = append(files, importer.File{Path: name, Format: importer.FormatParsed, Rows: rows})
+		}
+	}
+	if len(all.Problems) > 0 {
+		return nil, usageErrorf("%w (nothing was imported)", &all)
+	}
+	return files, nil
+}
+
+// readSacct parses one sacct output file ("-": stdin) into rows.
+func readSacct(path string, opts sacct.Options, cfg sacct.Config) ([]importer.Row, sacct.Summary, error) {
+	in := io.Reader(os.Stdin)
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, sacct.Summary{}, err
+		}
+		defer f.Close()
+		in = f
+	}
+	jobs, err := sacct.Parse(in, opts)
+	if err != nil {
+		return nil, sacct.Summary{}, err
+	}
+	return sacct.Samples(jobs, cfg)
 }

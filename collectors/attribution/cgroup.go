@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/gpumeter/gpumeter/collectors"
@@ -23,11 +22,17 @@ type CgroupConfig struct {
 	// found in a cgroup path into namespace and name. Empty: pods are
 	// reported by UID only, unattributed.
 	PodLogDir string
+	// SlurmEnvironment lets a process whose cgroup names no job belong to
+	// the Slurm job in its environment (SLURM_JOB_ID): jobs tracked
+	// without cgroups (proctrack/linuxproc, pgid) and containers that see
+	// only their own cgroup root. The environment is the job's user's to
+	// set, so sites with proctrack/cgroup may switch it off.
+	SlurmEnvironment bool
 }
 
 // DefaultCgroupConfig returns the paths of a standard Linux host.
 func DefaultCgroupConfig() CgroupConfig {
-	return CgroupConfig{ProcRoot: "/proc", PodLogDir: "/var/log/pods"}
+	return CgroupConfig{ProcRoot: "/proc", PodLogDir: "/var/log/pods", SlurmEnvironment: true}
 }
 
 // Validate reports every problem with the config.
@@ -40,8 +45,9 @@ func (c CgroupConfig) Validate() error {
 
 // Cgroup attributes processes by their cgroup: a Kubernetes pod (cgroupfs
 // and systemd cgroup drivers, cgroup v1 and v2) or a Slurm job (v1 and v2
-// layouts; the account comes from the job's environment). What it finds
-// for a PID is cached until the PID leaves the GPUs.
+// layouts, or the job's environment where cgroups say nothing; account,
+// user and partition come from the job's environment, see ReadSlurmJob).
+// What it finds for a PID is cached until the PID leaves the GPUs.
 type Cgroup struct {
 	cfg     CgroupConfig
 	tenancy Tenancy
@@ -97,11 +103,11 @@ func (c *Cgroup) Attribute(_ context.Context, gpus []collectors.GPUReading) erro
 	return nil
 }
 
-// lookup reads one process's cgroup (and, for Slurm, its environment).
-// retry is true when the answer may improve later (a pod UID whose name is
-// not known yet).
+// lookup reads one process's cgroup (and, for Slurm, its job's
+// environment). retry is true when the answer may improve later (a pod UID
+// whose name is not known yet).
 func (c *Cgroup) lookup(pid uint32, scanned *bool) (owner collectors.Owner, retry bool) {
-	dir := filepath.Join(c.cfg.ProcRoot, strconv.FormatUint(uint64(pid), 10))
+	dir := procDir(c.cfg.ProcRoot, pid)
 	content, err := os.ReadFile(filepath.Join(dir, "cgroup"))
 	if err != nil {
 		// Gone, or in a PID namespace we cannot see: nothing to say.
@@ -109,8 +115,7 @@ func (c *Cgroup) lookup(pid uint32, scanned *bool) (owner collectors.Owner, retr
 		return collectors.Owner{}, false
 	}
 	ref := ParseCgroup(string(content))
-	switch {
-	case ref.PodUID != "":
+	if ref.PodUID != "" {
 		pod, ok := c.pods[ref.PodUID]
 		if !ok && !*scanned {
 			*scanned = true
@@ -125,19 +130,22 @@ func (c *Cgroup) lookup(pid uint32, scanned *bool) (owner collectors.Owner, retr
 			return t.owner(workload), false
 		}
 		return collectors.Owner{Workload: workload}, false
-	case ref.SlurmJob != "":
-		workload := "slurm/" + ref.SlurmJob
-		env, err := os.ReadFile(filepath.Join(dir, "environ"))
-		if err != nil {
-			c.logger.Debug("slurm job environment not readable; account unknown", "pid", pid, "err", err)
-			return collectors.Owner{Workload: workload}, false
-		}
-		if t, ok := c.tenancy.Account(environValue(env, "SLURM_JOB_ACCOUNT")); ok {
-			return t.owner(workload), false
-		}
-		return collectors.Owner{Workload: workload}, false
 	}
-	return collectors.Owner{}, false
+	job, ok := ReadSlurmJob(c.cfg.ProcRoot, pid, c.cfg.SlurmEnvironment)
+	if !ok {
+		return collectors.Owner{}, false
+	}
+	if job.Account == "" {
+		c.logger.Debug("slurm job environment not readable; account unknown", "pid", pid, "job", job.ID)
+		return collectors.Owner{Workload: job.Workload()}, false
+	}
+	t, mapped := c.tenancy.Account(job.Account)
+	c.logger.Debug("slurm job", "pid", pid, "job", job.ID, "account", job.Account, "user", job.User,
+		"partition", job.Partition, "from_cgroup", job.FromCgroup, "tenant", t.Name)
+	if mapped {
+		return t.owner(job.Workload()), false
+	}
+	return collectors.Owner{Workload: job.Workload()}, false
 }
 
 // scanPods rebuilds the pod UID index from the pod log directory.

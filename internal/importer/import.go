@@ -19,6 +19,17 @@ import (
 type File struct {
 	Path   string
 	Format Format
+	// Rows are the file's rows when another parser read it (Format
+	// FormatParsed; e.g. sacct output, internal/sacct): each is checked
+	// like a row of a CSV file, and problems name Path and the row's Line.
+	Rows []Row
+}
+
+// Row is one sample parsed from line Line of a file in a format the
+// importer does not read itself.
+type Row struct {
+	Line   int
+	Sample collectors.Sample
 }
 
 // Store is what an import needs from storage; internal/store.Store is one.
@@ -249,6 +260,9 @@ func describeConflicts(ctx context.Context, files []File, seen map[uint64]seenRo
 
 // readFile reads one file, reporting progress under phase.
 func readFile(ctx context.Context, f File, phase string, progress func(Progress), emit func(line int, s collectors.Sample) error) error {
+	if f.Format == FormatParsed {
+		return readRows(ctx, f, phase, progress, emit)
+	}
 	fh, err := os.Open(f.Path)
 	if err != nil {
 		return err
@@ -281,6 +295,41 @@ func readFile(ctx context.Context, f File, phase string, progress func(Progress)
 		report()
 	}
 	return err
+}
+
+// readRows checks and emits the rows of a parsed file, as readCSV does
+// those of a CSV file: every row through finish (ids, SKU, physical
+// limits), problems collected, valid rows emitted.
+func readRows(ctx context.Context, f File, phase string, progress func(Progress), emit func(line int, s collectors.Sample) error) error {
+	var ps problems
+	report := func(rows int) {
+		if progress != nil && phase != "" {
+			progress(Progress{File: f.Path, Phase: phase, Bytes: int64(rows), TotalBytes: int64(len(f.Rows)), Rows: rows})
+		}
+	}
+	for i, r := range f.Rows {
+		if (i+1)%ProgressEvery == 0 {
+			report(i + 1)
+		}
+		s := r.Sample
+		before := len(ps.Problems)
+		requireFields(&s, r.Line, &ps, before)
+		finish(&s, r.Line, ps.add)
+		if len(ps.Problems) > before || ps.Truncated {
+			continue
+		}
+		if err := emit(r.Line, s); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if err := ps.err(); err != nil {
+		return err
+	}
+	report(len(f.Rows))
+	return nil
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -117,5 +118,39 @@ func TestImportRefusesRowsThatWouldCollapseIntoOne(t *testing.T) {
 	}
 	if got := totals(t, s); len(got) != 0 {
 		t.Fatalf("stored %+v from a refused file", got)
+	}
+}
+
+// Rows another parser made (internal/sacct) go through the same checks as
+// a file's and store idempotently.
+func TestImportParsedRows(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	start := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	row := func(line int, gpu string, seconds int) importer.Row {
+		return importer.Row{Line: line, Sample: collectors.Sample{Host: "hpc1", GPUUUID: gpu, GPUModel: "H100-SXM5-80GB",
+			Tenant: "uni", Workload: "slurm/1", Start: start, End: start.Add(time.Hour),
+			Meters: collectors.Meters{GPUMicroseconds: uint64(seconds) * 1e6}}}
+	}
+	bad := importer.File{Path: "jobs.sacct", Format: importer.FormatParsed, Rows: []importer.Row{row(2, "SLURM-hpc1-1-0", 3600), row(3, "SLURM-hpc1-1-1", 3601)}}
+	_, err := importer.Import(ctx, []importer.File{bad}, importer.Options{}, s)
+	if err == nil || !strings.Contains(err.Error(), "jobs.sacct:3: gpu_seconds: more than the interval") {
+		t.Fatalf("over-long row: %v", err)
+	}
+	if got := totals(t, s); len(got) != 0 {
+		t.Fatalf("a refused import stored %v", got)
+	}
+	good := importer.File{Path: "jobs.sacct", Format: importer.FormatParsed, Rows: []importer.Row{row(2, "SLURM-hpc1-1-0", 3600), row(3, "SLURM-hpc1-1-1", 1800)}}
+	for i, want := range []importer.Result{{Rows: 2, Stored: 2, Batches: 1}, {Rows: 2, Unchanged: 2}} {
+		res, err := importer.Import(ctx, []importer.File{good}, importer.Options{}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res != want {
+			t.Fatalf("import %d: %+v, want %+v", i+1, res, want)
+		}
+	}
+	if got := totals(t, s)["uni"].GPUMicroseconds; got != 5400*1e6 {
+		t.Fatalf("stored %d GPU-µs, want 5400 s", got)
 	}
 }

@@ -30,6 +30,8 @@ type Format string
 const (
 	FormatCSV   Format = "csv"
 	FormatJSONL Format = "jsonl"
+	// FormatParsed is a File whose rows another parser made (File.Rows).
+	FormatParsed Format = "parsed"
 )
 
 // FormatFromName guesses the format from a file name.
@@ -84,6 +86,17 @@ func (e *ValidationError) Error() string {
 		b.WriteString(p.String())
 	}
 	return b.String()
+}
+
+// InFile names path as the file of every problem that names none (a
+// parser outside this package reports lines only) and returns e.
+func (e *ValidationError) InFile(path string) *ValidationError {
+	for i := range e.Problems {
+		if e.Problems[i].File == "" {
+			e.Problems[i].File = path
+		}
+	}
+	return e
 }
 
 // column is one known input column: how it lands in a Sample and how a

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/slurmtest"
+	"github.com/gpumeter/gpumeter/internal/store"
+)
+
+const (
+	sacctSKUMap = `gres:
+  a100: A100-SXM4-80GB
+  h100: H100-SXM5-80GB
+  a100_3g.40gb: A100-SXM4-80GB/3g.40gb
+untyped: A100-SXM4-40GB
+`
+	sacctAccounts = "account physics uni-physics physics-dept\naccount chemistry uni-chem chemistry-dept\n"
+)
+
+func sacctTestFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// usageBy sums stored usage (deduplicated) over [from, to) by dims.
+func usageBy(t *testing.T, dsn string, from, to time.Time, dims ...store.Dimension) map[string]uint64 {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := store.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows, err := s.Usage(ctx, store.UsageQuery{From: from, To: to, GroupBy: dims})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for _, r := range rows {
+		var key []string
+		for _, d := range dims {
+			switch d {
+			case store.DimSKU:
+				key = append(key, r.SKU)
+			case store.DimTenant:
+				key = append(key, r.Tenant)
+			case store.DimWorkload:
+				key = append(key, r.Workload)
+			case store.DimDepartment:
+				key = append(key, r.Department)
+			}
+		}
+		out[strings.Join(key, " ")] += r.GPUMicroseconds
+	}
+	return out
+}
+
+// The 24.05 fixture through the command (internal/sacct's tests derive
+// the totals job by job): imported once, the totals by SKU are the jobs'
+// allocated GPU-seconds; imported again, nothing is added; imported with
+// an account mapped to another tenant, the jobs' devices would be claimed
+// twice and the import is refused, nothing stored.
+func TestImportFromSacctFixture(t *testing.T) {
+	dsn := testDSN(t)
+	skus, accounts := sacctTestFile(t, "skus.yaml", sacctSKUMap), sacctTestFile(t, "map", sacctAccounts)
+	fixture := filepath.Join("..", "..", "internal", "sacct", "testdata", "slurm-24.05.txt")
+	args := []string{"--clickhouse", dsn, "import", "--quiet", "--from-sacct", "--sacct-tz", "UTC", "--sku-map", skus, "--map-file", accounts}
+	code, out, stderr := cli(t, append(args, fixture)...)
+	if code != 0 || !strings.Contains(out, "222 stored, 0 already stored unchanged") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, "12 jobs: 8 with GPUs (222 samples), 2 without GPUs, 2 not ended or never started; 4 step lines skipped") {
+		t.Errorf("summary: %s", stderr)
+	}
+	from, to := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	want := map[string]uint64{
+		"A100-SXM4-80GB":         20460e6,
+		"H100-SXM5-80GB":         752400e6,
+		"A100-SXM4-80GB/3g.40gb": 1_542_857_142,
+		"A100-SXM4-40GB":         300e6,
+	}
+	check := func(when string) {
+		t.Helper()
+		got := usageBy(t, dsn, from, to, store.DimSKU)
+		if len(got) != len(want) {
+			t.Errorf("%s: SKUs %v, want %v", when, got, want)
+		}
+		for sku, w := range want {
+			if got[sku] != w {
+				t.Errorf("%s: %s = %d µs, want %d", when, sku, got[sku], w)
+			}
+		}
+	}
+	check("first import")
+	// 4114 runs 2026-11-30T22:00 to 2026-12-02T00:00: November holds 2 h.
+	if got := usageBy(t, dsn, from, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), store.DimWorkload)["slurm/4114"]; got != 8*2*3600e6 {
+		t.Errorf("job 4114 in November: %d µs, want 8 GPUs × 2 h", got)
+	}
+	if got := usageBy(t, dsn, from, to, store.DimTenant, store.DimDepartment); got["uni-physics physics-dept"] == 0 || got["geology "] != 600e6*2 {
+		t.Errorf("by tenant: %v", got)
+	}
+
+	code, out, stderr = cli(t, append(args, fixture)...)
+	if code != 0 || !strings.Contains(out, "0 stored, 222 already stored unchanged") {
+		t.Fatalf("second import: exit %d\nstdout %s\nstderr %s", code, out, stderr)
+	}
+	check("second import")
+
+	moved := sacctTestFile(t, "map", "account physics physics-new\naccount chemistry uni-chem chemistry-dept\n")
+	args2 := []string{"--clickhouse", dsn, "import", "--quiet", "--from-sacct", "--sacct-tz", "UTC", "--sku-map", skus, "--map-file", moved, fixture}
+	code, _, stderr = cli(t, args2...)
+	if code != 2 || !strings.Contains(stderr, "slurm-24.05.txt:2: gpu_seconds:") || !strings.Contains(stderr, "nothing was imported") {
+		t.Fatalf("import under a remapped account: exit %d, stderr %s", code, stderr)
+	}
+	check("refused re-import")
+}
+
+func TestImportFromSacctRefusesBadInput(t *testing.T) {
+	skus := sacctTestFile(t, "skus.yaml", sacctSKUMap)
+	good := filepath.Join("..", "..", "internal", "sacct", "testdata", "slurm-24.05.txt")
+	const header = "Cluster|JobID|Account|Start|End|Elapsed|AllocTRES\n"
+	unpriced := sacctTestFile(t, "unpriced.txt", header+"c|1|a|2026-11-01T00:00:00|2026-11-01T01:00:00|01:00:00|gres/gpu:l40s=1\n")
+	malformed := sacctTestFile(t, "malformed.txt", header+"c|1|a|2026-11-01T00:00:00|2026-11-01T01:00:00|01:00:00|gres/gpu=1\nc|2|a|2026-11-01T00:00:00|2026-11-01T01:00:00|1h|gres/gpu=1\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"no zone for local times", []string{"--from-sacct", "--sku-map", skus, good}, []string{"slurm-24.05.txt:2: Start:", "pass --sacct-tz"}},
+		{"problems of every file", []string{"--from-sacct", "--sacct-tz", "UTC", "--sku-map", skus, good, unpriced, malformed},
+			[]string{`unpriced.txt:2: AllocTRES: GRES type "l40s" has no SKU`, `malformed.txt:3: Elapsed: "1h" is not a run time`, "nothing was imported"}},
+		{"unknown zone", []string{"--from-sacct", "--sacct-tz", "Mars/Olympus", good}, []string{"--sacct-tz"}},
+		{"bad sku map", []string{"--from-sacct", "--sacct-tz", "UTC", "--sku-map", sacctTestFile(t, "s.yaml", "gres:\n  a100: a100-sxm4-80gb\n"), good}, []string{"s.yaml:2: gres.a100: write the model as"}},
+		{"sacct flags without --from-sacct", []string{"--sacct-tz", "UTC", "x.csv"}, []string{"go with --from-sacct"}},
+		{"format with --from-sacct", []string{"--from-sacct", "--format", "csv", good}, []string{"pick one"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := cli(t, append([]string{"import", "--dry-run", "--quiet"}, tc.args...)...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; stderr %s", code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+		})
+	}
+}
+
+// Real jobs in the Slurm test cluster, real sacct output: the import's
+// totals per job are the GPU-seconds slurmctld says each job held (its
+// GPUs × EndTime - StartTime), under the job's account's tenant.
+func TestImportFromSacctOfRealJobs(t *testing.T) {
+	c := slurmtest.Start(t)
+	dsn := testDSN(t)
+	type spec struct {
+		job    slurmtest.Job
+		gpus   int
+		tenant string
+	}
+	specs := []spec{
+		{slurmtest.Job{User: slurmtest.UserAda, Gres: "gpu:a100:1", Script: "sleep 2"}, 1, "uni-physics"},
+		{slurmtest.Job{User: slurmtest.UserBob, Partition: "debug", GPUsPerNode: "h100:2", Script: "sleep 3"}, 2, "uni-chem"},
+		{slurmtest.Job{User: slurmtest.UserCarol, Account: "physics", Gres: "gpu:1", Script: "sleep 1"}, 1, "uni-physics"},
+		{slurmtest.Job{User: slurmtest.UserCarol, Script: "sleep 1"}, 0, ""},
+	}
+	var ids []string
+	for _, s := range specs {
+		ids = append(ids, c.Submit(t, s.job))
+	}
+	out := c.WaitAccounted(t, ids...)
+	sacctOut := sacctTestFile(t, "sacct.txt", string(out))
+	skus, accounts := sacctTestFile(t, "skus.yaml", sacctSKUMap), sacctTestFile(t, "map", sacctAccounts)
+	args := []string{"--clickhouse", dsn, "import", "--quiet", "--from-sacct", "--sacct-tz", "UTC", "--sku-map", skus, "--map-file", accounts, sacctOut}
+	code, stdout, stderr := cli(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s\nsacct:\n%s", code, stdout, stderr, out)
+	}
+	if !strings.Contains(stderr, "4 jobs: 3 with GPUs") {
+		t.Errorf("summary: %s\nsacct:\n%s", stderr, out)
+	}
+	var first, last time.Time
+	want := map[string]uint64{}
+	for i, id := range ids {
+		job := c.Show(t, id)
+		start, err1 := time.Parse("2006-01-02T15:04:05", job["StartTime"])
+		end, err2 := time.Parse("2006-01-02T15:04:05", job["EndTime"])
+		if err1 != nil || err2 != nil {
+			t.Fatalf("job %s: StartTime %q EndTime %q", id, job["StartTime"], job["EndTime"])
+		}
+		if first.IsZero() || start.Before(first) {
+			first = start
+		}
+		if end.After(last) {
+			last = end
+		}
+		if specs[i].gpus == 0 {
+			continue
+		}
+		if !strings.Contains(job["TRES"], "gres/gpu="+strconv.Itoa(specs[i].gpus)) {
+			t.Fatalf("job %s: TRES %s, want %d GPUs", id, job["TRES"], specs[i].gpus)
+		}
+		want[specs[i].tenant+" slurm/"+id] = uint64(specs[i].gpus) * uint64(end.Sub(start)/time.Microsecond)
+	}
+	got := usageBy(t, dsn, first.Truncate(time.Hour), last.Add(time.Hour), store.DimTenant, store.DimWorkload)
+	if len(got) != len(want) {
+		t.Errorf("stored %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if got[k] != w || w == 0 {
+			t.Errorf("%s: %d GPU-µs stored, slurmctld says %d", k, got[k], w)
+		}
+	}
+	// Imported again: nothing new.
+	code, stdout, _ = cli(t, args...)
+	if code != 0 || !strings.Contains(stdout, " 0 stored,") {
+		t.Fatalf("second import: exit %d, %s", code, stdout)
+	}
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/slurmtest"
+)
+
+// deploy/slurm/job_submit.lua in the Slurm test cluster's slurmctld, asking
+// a real `gpumeter serve` whose quota lets tenant uni-astro (account astro)
+// run 2 GPUs at once: GPU jobs are admitted while they fit, refused with
+// the server's reason when they do not, and carry their admission's id;
+// jobs without GPUs and jobs of accounts the config does not name are not
+// asked about; with the server gone, on_error decides.
+func TestJobSubmitPluginAsksAdmission(t *testing.T) {
+	c := slurmtest.Start(t)
+	dsn := testDSN(t)
+	cfg := sacctTestFile(t, "gpumeter.yaml", "quotas:\n  refresh: 1s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: 2}\n")
+	code, token, stderr := cli(t, "--clickhouse", dsn, "keys", "create", "--scope", "admin", "--expires", "1h", "--note", "slurm admission test")
+	if code != 0 {
+		t.Fatalf("keys create: exit %d: %s", code, stderr)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var serveErr bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"--clickhouse", dsn, "--config", cfg, "serve", "--listen", addr}, io.Discard, &serveErr)
+	}()
+	stopServer := func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("serve exit %d: %s", code, serveErr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop")
+		}
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			stopServer()
+		}
+	})
+	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := httpGet(addr, "/readyz"); return code == 200 })
+
+	// The key goes to a curl config only slurmctld's user reads.
+	slurm, err := user.Lookup("slurm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(slurm.Uid)
+	gid, _ := strconv.Atoi(slurm.Gid)
+	curlConf := filepath.Join(c.Dir, "etc", "gpumeter-curl.conf")
+	if err := os.WriteFile(curlConf, []byte(fmt.Sprintf("header = \"Authorization: Bearer %s\"\n", strings.TrimSpace(token))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(curlConf, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	admissionConf := filepath.Join(c.Dir, "etc", "gpumeter-admission.conf")
+	writeConf := func(onError string) {
+		t.Helper()
+		conf := fmt.Sprintf(`return {
+  url = "http://%s/v1/admission",
+  curl_config = %q,
+  timeout_seconds = 2,
+  on_error = %q,
+  default_duration = "1h",
+  accounts = { astro = "uni-astro" },
+  unmapped = "skip",
+  models = { a100 = "A100-SXM4-80GB", h100 = "H100-SXM5-80GB" },
+  untyped_model = "A100-SXM4-80GB",
+}
+`, addr, curlConf, onError)
+		if err := os.WriteFile(admissionConf, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeConf("deny")
+	t.Cleanup(func() { os.Remove(admissionConf); os.Remove(curlConf) })
+
+	submit := func(j slurmtest.Job) (string, error) {
+		args := []string{"--parsable", "--output=/dev/null", "--job-name=gpumeter-admission"}
+		if j.Account != "" {
+			args = append(args, "--account="+j.Account)
+		}
+		if j.Gres != "" {
+			args = append(args, "--gres="+j.Gres)
+		}
+		args = append(args, "--time=30", "--wrap="+j.Script)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out, err := c.Run(ctx, j.User, "sbatch", args...)
+		id := strings.TrimSpace(string(out))
+		if err == nil {
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_, _ = c.Run(ctx, "", "scancel", id)
+			})
+		}
+		return id, err
+	}
+	accept := func(what string, j slurmtest.Job) string {
+		t.Helper()
+		id, err := submit(j)
+		if err != nil {
+			t.Fatalf("%s: refused: %v", what, err)
+		}
+		return id
+	}
+	refuse := func(what string, j slurmtest.Job, want string) {
+		t.Helper()
+		id, err := submit(j)
+		if err == nil {
+			t.Fatalf("%s: accepted as job %s", what, id)
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: sbatch said %v; want %q", what, err, want)
+		}
+	}
+	dan := func(gres string) slurmtest.Job {
+		return slurmtest.Job{User: slurmtest.UserDan, Gres: gres, Script: "sleep 300"}
+	}
+
+	first := accept("1 of 2 GPUs", dan("gpu:a100:1"))
+	if note := c.Show(t, first)["AdminComment"]; !strings.HasPrefix(note, "gpumeter_admission=") || len(note) <= len("gpumeter_admission=") {
+		t.Errorf("job %s: AdminComment %q, want the admission's id", first, note)
+	}
+	refuse("2 more GPUs than fit", dan("gpu:h100:2"), "gpumeter: denied: ")
+	accept("a CPU job is not asked about", slurmtest.Job{User: slurmtest.UserDan, Script: "sleep 300"})
+	accept("an account the config does not name is not asked about", slurmtest.Job{User: slurmtest.UserAda, Gres: "gpu:a100:1", Script: "sleep 300"})
+	accept("the second GPU", dan("gpu:1"))
+	refuse("a third GPU", dan("gpu:h100:1"), "gpumeter: denied: ")
+
+	stopServer()
+	stopped = true
+	refuse("server gone, on_error deny", dan("gpu:h100:1"), "gpumeter: GPU admission is unavailable")
+	writeConf("allow")
+	accept("server gone, on_error allow", dan("gpu:h100:1"))
+}

@@ -40,12 +40,13 @@ FUZZ_TARGETS := \
 	./collectors/attribution:FuzzParseDomain \
 	./internal/spool:FuzzSegmentDecode \
 	./internal/chargeback:FuzzAllocateChargeback \
-	./internal/chargeback:FuzzParseCarbonCSV
+	./internal/chargeback:FuzzParseCarbonCSV \
+	./internal/sacct:FuzzParseSacct
 
 # Packages with concurrency that also run under the race detector.
 RACE_PKGS := ./collectors/... ./internal/billing ./internal/quota ./internal/server ./internal/spool/...
 
-.PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop prometheus compose slurm slurm-stop chdb-test clean
+.PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop prometheus compose zookeeper slurm slurm-stop chdb-test clean
 
 all: build
 
@@ -58,7 +59,7 @@ clickhouse:
 clickhouse-stop:
 	$(CH) stop
 
-test: clickhouse prometheus compose lint unit race fuzz chdb-test
+test: clickhouse prometheus compose zookeeper slurm lint unit race fuzz chdb-test
 
 # Debian's prometheus and promtool, for the scrape test and the alert rules.
 prometheus:
@@ -72,6 +73,11 @@ slurm:
 
 slurm-stop:
 	scripts/slurm.sh stop
+
+# Debian's zookeeper for the replicated cluster test, which starts its own
+# instance (storetest.StartZooKeeper); installed here, outside test timeouts.
+zookeeper:
+	scripts/zookeeper.sh install
 
 # Debian's docker-compose, for validating docker-compose.yaml (no daemon).
 compose:

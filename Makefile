@@ -41,7 +41,8 @@ FUZZ_TARGETS := \
 	./internal/spool:FuzzSegmentDecode \
 	./internal/chargeback:FuzzAllocateChargeback \
 	./internal/chargeback:FuzzParseCarbonCSV \
-	./internal/sacct:FuzzParseSacct
+	./internal/sacct:FuzzParseSacct \
+	./internal/sacct:FuzzParseAccounts
 
 # Packages with concurrency that also run under the race detector.
 RACE_PKGS := ./collectors/... ./internal/billing ./internal/quota ./internal/server ./internal/spool/...

@@ -6,10 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/importer"
+	"github.com/gpumeter/gpumeter/internal/sacct"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
@@ -20,7 +23,9 @@ internal rate card (chargeback.book): GPU-hours by SKU (MIG in
 GPU-equivalents), SM-active hours and utilization, memory GiB-hours,
 energy kWh and kgCO2e, cost per meter, share of the fleet, and idle
 capacity as its own row or shared (--idle own_row|by_use|by_weight|evenly).
-Rows add up exactly to the fleet cost in every mode.
+Rows add up exactly to the fleet cost in every mode. With --slurm-accounts,
+tenants that are Slurm accounts are charged to their parent account at
+--slurm-level (docs/slurm.md).
 
 `
 
@@ -31,6 +36,9 @@ func runChargeback(ctx context.Context, g *globals, args []string) error {
 	format := fs.String("format", "csv", "csv, html, pdf or json")
 	idle := fs.String("idle", "", "idle capacity: own_row, by_use, by_weight or evenly (default: the config's chargeback.idle)")
 	out := fs.String("out", "", "write here instead of standard output")
+	slurmAccounts := fs.String("slurm-accounts", "", "sacctmgr --parsable2 show assoc format=Account,ParentName,User output:\n"+
+		"tenants that are Slurm accounts are charged to their parent account at --slurm-level")
+	slurmLevel := fs.Int("slurm-level", 1, "with --slurm-accounts: the depth below root whose accounts are the departments (1: top level)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), chargebackHelp)
 		fs.PrintDefaults()
@@ -62,12 +70,23 @@ func runChargeback(ctx context.Context, g *globals, args []string) error {
 	if cfg.Book == "" {
 		return usageErrorf("chargeback.book: required in the config (--config): the rate card departments are charged by")
 	}
+	req := billing.ChargebackRequest{Period: *period}
+	if *slurmLevel < 1 {
+		return usageErrorf("--slurm-level %d: want 1 or more", *slurmLevel)
+	}
+	if *slurmAccounts != "" {
+		accounts, err := loadSlurmAccounts(*slurmAccounts)
+		if err != nil {
+			return err
+		}
+		req.Departments = accounts.Departments(*slurmLevel)
+	}
 	s, err := openStore(ctx, g)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	rep, err := billing.Chargeback(ctx, s, cfg, billing.ChargebackRequest{Period: *period})
+	rep, err := billing.Chargeback(ctx, s, cfg, req)
 	if err != nil {
 		return err
 	}
@@ -93,4 +112,24 @@ func chargebackWriter(format string) (func(io.Writer, chargeback.Report) error, 
 		return reports.WriteChargebackJSON, nil
 	}
 	return nil, usageError{errors.New("--format " + format + ": want csv, html, pdf or json")}
+}
+
+// loadSlurmAccounts reads sacctmgr's association listing; problems name
+// the file, line and field.
+func loadSlurmAccounts(path string) (sacct.Accounts, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return sacct.Accounts{}, usageError{err}
+	}
+	defer f.Close()
+	acc, err := sacct.ParseAccounts(f)
+	var ve *importer.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		ve.InFile(path)
+		return sacct.Accounts{}, usageError{ve}
+	case err != nil:
+		return sacct.Accounts{}, usageError{fmt.Errorf("%s: %w", path, err)}
+	}
+	return acc, nil
 }

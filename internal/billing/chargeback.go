@@ -100,6 +100,11 @@ type ChargebackStore interface {
 type ChargebackRequest struct {
 	Period string // YYYY-MM in the config's time zone
 	Idle   string // overrides the config's mode when set
+	// Departments regroups tenants: tenant → the department to charge,
+	// over the one their samples carry (e.g. Slurm accounts under their
+	// parent accounts, sacct.Accounts.Departments). Tenants not named
+	// keep theirs; idle capacity has no tenant and is never regrouped.
+	Departments map[string]string
 }
 
 // Chargeback prices the period's hourly usage with the rate card, per
@@ -142,6 +147,9 @@ func Chargeback(ctx context.Context, st ChargebackStore, cfg ChargebackConfig, r
 		return chargeback.Report{}, err
 	}
 	for _, r := range rows {
+		if d, ok := req.Departments[r.Row.Tenant]; ok && r.Row.Tenant != "" && d != "" {
+			r.Row.Department = d
+		}
 		if r.Row.EnergyMillijoules > 0 {
 			r.Row.EnergySource = EnergySource(r.Row.SKU)
 		}

@@ -47,3 +47,28 @@ func FuzzParseSacct(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseAccounts feeds sacctmgr output to ParseAccounts: no panic, no
+// endless walk up the tree, and every accepted account's ancestors are
+// accounts of the listing.
+func FuzzParseAccounts(f *testing.F) {
+	f.Add(sacctmgrAssoc)
+	f.Add("Cluster|Account|User|Partition|Par Name|Share\nc|root||||1\nc|bio|||root|1\n")
+	f.Add("Account|ParentName\na|b\nb|c\nc|a\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		acc, err := ParseAccounts(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		for account, dept := range acc.Departments(1) {
+			if !acc.Known(account) || dept == "" {
+				t.Fatalf("account %q: department %q", account, dept)
+			}
+			for level := 1; level <= 3; level++ {
+				if _, ok := acc.Ancestor(account, level); !ok {
+					t.Fatalf("account %q lost at level %d", account, level)
+				}
+			}
+		}
+	})
+}

@@ -1,12 +1,15 @@
 package slurmtest
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/sacct"
 )
 
 func TestParseShow(t *testing.T) {
@@ -42,5 +45,26 @@ func TestClusterRunsAndAccountsAJob(t *testing.T) {
 	defer cancel()
 	if _, err := c.Run(ctx, UserAda, "sbatch", "--account=chemistry", "--wrap=true"); err == nil {
 		t.Fatal("ada may charge chemistry: the harness's associations are not enforced")
+	}
+}
+
+// The account hierarchy as the cluster's sacctmgr prints it parses, and
+// every account the harness made is in it (chargeback --slurm-accounts).
+func TestSacctmgrHierarchyParses(t *testing.T) {
+	c := Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := c.Run(ctx, "", "sacctmgr", "--parsable2", "show", "assoc", "format=Account,ParentName,User,Cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := sacct.ParseAccounts(bytes.NewReader(out))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, a := range []string{"physics", "chemistry", "astro"} {
+		if d, ok := acc.Ancestor(a, 1); !ok || d != a {
+			t.Errorf("account %s: top-level ancestor %q, %v; want itself (the harness puts it under root)\n%s", a, d, ok, out)
+		}
 	}
 }

@@ -85,6 +85,7 @@ func CheckedStatements(from, to time.Time, tenant string, version uint64) []Stat
 	)
 	sql, args = FleetQuery{Window: to.Sub(from)}.toSQL(from)
 	out = append(out, Statement{Name: "fleet", SQL: sql, Args: args})
+	out = append(out, Statement{Name: "slurm job usage", SQL: slurmJobUsageSQL, Args: []any{from, to}})
 	return out
 }
 

@@ -309,3 +309,48 @@ func (s *Store) LiveConcurrency(ctx context.Context, since, until time.Time) (ma
 	}
 	return out, rows.Err()
 }
+
+// SlurmJobUsage is the GPU time the collectors measured for one Slurm
+// job's workload ("slurm/<job id>") and tenant.
+type SlurmJobUsage struct {
+	JobID           string
+	Tenant          string
+	GPUMicroseconds uint64
+}
+
+// slurmJobUsageSQL sums measured GPU time per Slurm job in [from, to),
+// deduplicated. Rows `import --from-sacct` made (devices SLURM-…) are
+// allocations, not measurements, and stay out.
+const slurmJobUsageSQL = `SELECT substring(workload, 7) AS job, tenant, sum(gpu_microseconds)
+FROM usage_samples FINAL
+WHERE start >= ? AND start < ? AND startsWith(workload, 'slurm/') AND NOT startsWith(gpu_uuid, 'SLURM-')
+GROUP BY job, tenant
+ORDER BY job, tenant`
+
+// SlurmJobUsage reads what the collectors measured per Slurm job in
+// [from, to) (the sacct comparison, docs/slurm.md).
+func (s *Store) SlurmJobUsage(ctx context.Context, from, to time.Time) ([]SlurmJobUsage, error) {
+	if !to.After(from) {
+		return nil, fmt.Errorf("slurm job usage: from %s must be before to %s", from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	if err := s.checkTimes(ctx, "slurm job usage", from, to.Add(-time.Second)); err != nil {
+		return nil, err
+	}
+	rows, err := s.conn.Query(ctx, slurmJobUsageSQL, from.UTC(), to.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("slurm job usage: %w", err)
+	}
+	defer rows.Close()
+	var out []SlurmJobUsage
+	for rows.Next() {
+		var u SlurmJobUsage
+		if err := rows.Scan(&u.JobID, &u.Tenant, &u.GPUMicroseconds); err != nil {
+			return nil, fmt.Errorf("slurm job usage: %w", err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("slurm job usage: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,346 @@
+// Package insightsvc is the service layer of internal/insights: it loads
+// the inputs through a Reader (the store), prices tenants as invoicing
+// does, runs the pure analyses and stores anomalies. The CLI (`gpumeter
+// insights`) and the API (/v1/insights/...) both call it, so both answer
+// the same. It speaks no SQL.
+package insightsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/partition"
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// Reader loads the inputs (internal/store meets it through a thin adapter
+// in cmd/gpumeter). Every read deduplicates; tenant "" reads every tenant.
+type Reader interface {
+	Holdings(ctx context.Context, from, to time.Time, tenant string) ([]insights.Holding, error)
+	HourlyGPUHours(ctx context.Context, from, to time.Time, tenant string) ([]insights.Series, error)
+	// HourlyUsage is each tenant's hourly rows as the pricing engine takes
+	// them (usage_hourly FINAL, what invoices price).
+	HourlyUsage(ctx context.Context, from, to time.Time, tenant string) (map[string][]pricing.Usage, error)
+	ModelDemand(ctx context.Context, from, to time.Time) ([]insights.Series, error)
+	GPUsByModel(ctx context.Context, since, until time.Time) (map[string]int, error)
+	// Fleet is the fleet's current MIG layout for the planner.
+	Fleet(ctx context.Context) (*partition.Fleet, error)
+	SaveAnomalies(ctx context.Context, as []insights.Anomaly, now time.Time) ([]insights.Anomaly, error)
+	Anomalies(ctx context.Context, from, to time.Time, tenant string) ([]StoredAnomaly, error)
+}
+
+// StoredAnomaly is an anomaly with when it was first found.
+type StoredAnomaly struct {
+	insights.Anomaly
+	DetectedAt time.Time `json:"detected_at"`
+}
+
+// Priced is how one tenant is priced, and its billing time zone (daily
+// spend is per calendar day there).
+type Priced struct {
+	insights.TenantPricing
+	Location *time.Location
+}
+
+// Prices are every tenant's pricing: billing customers by tenant, and a
+// default for the others (nil: they get no money figures).
+type Prices struct {
+	ByTenant map[string]Priced
+	Default  *Priced
+}
+
+// For is the tenant's pricing; ok is false when it has none.
+func (p Prices) For(tenant string) (Priced, bool) {
+	if pr, ok := p.ByTenant[tenant]; ok {
+		return pr, true
+	}
+	if p.Default != nil {
+		return *p.Default, true
+	}
+	return Priced{}, false
+}
+
+// Service runs the insights.
+type Service struct {
+	reader Reader
+	prices Prices
+	now    func() time.Time
+	logger *slog.Logger
+}
+
+// New makes a service.
+func New(r Reader, prices Prices, now func() time.Time, logger *slog.Logger) *Service {
+	return &Service{reader: r, prices: prices, now: now, logger: logger.With("component", "insights")}
+}
+
+// Bounds of a request: holdings come from raw samples, a quarter at most.
+const (
+	MaxPeriod = 93 * 24 * time.Hour
+	// MaxEvaluate bounds the evaluated range of anomaly detection; its
+	// history (Weeks) comes on top.
+	MaxEvaluate = 93 * 24 * time.Hour
+)
+
+// ValidationError is bad input: the CLI exits 2, the API answers 400.
+type ValidationError struct{ Err error }
+
+func (e *ValidationError) Error() string { return e.Err.Error() }
+func (e *ValidationError) Unwrap() error { return e.Err }
+
+// IsValidation reports whether err is bad input.
+func IsValidation(err error) bool {
+	var v *ValidationError
+	return errors.As(err, &v)
+}
+
+// Request is a period [From, To) of whole UTC hours, optionally of one
+// tenant (the API sets it from the caller's scope).
+type Request struct {
+	From, To time.Time
+	Tenant   string
+}
+
+// Validate reports every problem.
+func (r Request) Validate() error {
+	var errs []error
+	if r.From.IsZero() || r.To.IsZero() {
+		return &ValidationError{errors.New("from and to are required")}
+	}
+	if !r.To.After(r.From) {
+		errs = append(errs, errors.New("to must be after from"))
+	} else if r.To.Sub(r.From) > MaxPeriod {
+		errs = append(errs, fmt.Errorf("the period is %s, at most %s", r.To.Sub(r.From), MaxPeriod))
+	}
+	for _, t := range []time.Time{r.From, r.To} {
+		if !t.Equal(t.Truncate(time.Hour)) {
+			errs = append(errs, fmt.Errorf("%s is not a whole UTC hour", t.UTC().Format(time.RFC3339Nano)))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &ValidationError{err}
+	}
+	return nil
+}
+
+// pricing is the pricing map of the tenants of hs.
+func (s *Service) pricing(hs []insights.Holding) map[string]insights.TenantPricing {
+	out := map[string]insights.TenantPricing{}
+	for _, h := range hs {
+		if pr, ok := s.prices.For(h.Tenant); ok {
+			out[h.Tenant] = pr.TenantPricing
+		}
+	}
+	return out
+}
+
+// Efficiency is insights.Efficiency over the period's holdings, with the
+// default idle parameters unless params is given.
+func (s *Service) Efficiency(ctx context.Context, r Request, params *insights.IdleParams) (insights.EfficiencyReport, error) {
+	if err := r.Validate(); err != nil {
+		return insights.EfficiencyReport{}, err
+	}
+	p := insights.DefaultIdleParams()
+	if params != nil {
+		p = *params
+	}
+	if err := p.Validate(); err != nil {
+		return insights.EfficiencyReport{}, &ValidationError{err}
+	}
+	hs, err := s.reader.Holdings(ctx, r.From.UTC(), r.To.UTC(), r.Tenant)
+	if err != nil {
+		return insights.EfficiencyReport{}, err
+	}
+	return insights.Efficiency(insights.EfficiencyInput{From: r.From.UTC(), To: r.To.UTC(), Params: p, Holdings: hs, Pricing: s.pricing(hs)})
+}
+
+// RightSize is insights.RightSize over the period's holdings and the
+// fleet's current layout.
+func (s *Service) RightSize(ctx context.Context, r Request) (insights.RightSizeReport, error) {
+	if err := r.Validate(); err != nil {
+		return insights.RightSizeReport{}, err
+	}
+	hs, err := s.reader.Holdings(ctx, r.From.UTC(), r.To.UTC(), r.Tenant)
+	if err != nil {
+		return insights.RightSizeReport{}, err
+	}
+	in := insights.RightSizeInput{From: r.From.UTC(), To: r.To.UTC(), Params: insights.DefaultRightSizeParams(), Holdings: hs, Pricing: s.pricing(hs)}
+	if r.Tenant == "" {
+		// The layout is the fleet's: only a fleet-wide request plans it.
+		if in.Fleet, err = s.reader.Fleet(ctx); err != nil {
+			return insights.RightSizeReport{}, err
+		}
+	}
+	return insights.RightSize(in)
+}
+
+// Detect checks the hours and days of [From, To) of every tenant (or the
+// one) against their seasonal baselines, loading the history the baseline
+// needs before From: hourly gpu_hours, and daily spend in the tenant's
+// zone for priced tenants (days that start in [From, To) are checked).
+// With save, anomalies are stored and the new ones enqueued as webhooks;
+// fresh are those new ones.
+func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fresh []insights.Anomaly, err error) {
+	if err := r.Validate(); err != nil {
+		return nil, nil, err
+	}
+	p := insights.DefaultAnomalyParams()
+	from, to := r.From.UTC(), r.To.UTC()
+	hist := from.AddDate(0, 0, -7*p.Baseline.Weeks)
+	hourly, err := s.reader.HourlyGPUHours(ctx, hist, to, r.Tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	if found, err = insights.Detect(insights.AnomalyInput{Series: hourly, EvaluateFrom: from, Params: p}); err != nil {
+		return nil, nil, err
+	}
+	// A day of any zone lies within a day and a bit around the range.
+	usage, err := s.reader.HourlyUsage(ctx, hist.Add(-26*time.Hour), to.Add(26*time.Hour), r.Tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	tenants := make([]string, 0, len(usage))
+	for t := range usage {
+		tenants = append(tenants, t)
+	}
+	sort.Strings(tenants)
+	for _, t := range tenants {
+		pr, ok := s.prices.For(t)
+		if !ok {
+			continue
+		}
+		loc := pr.Location
+		if loc == nil {
+			loc = time.UTC
+		}
+		evalFrom := ceilDay(from, loc)
+		dayTo := floorDay(to, loc)
+		if !dayTo.After(evalFrom) {
+			continue // no whole day of the tenant's in the range
+		}
+		spend, err := insights.DailySpend(t, pr.TenantPricing, floorDay(hist, loc), dayTo, usage[t])
+		if err != nil {
+			return nil, nil, err
+		}
+		an, err := insights.Detect(insights.AnomalyInput{Series: []insights.Series{spend}, EvaluateFrom: evalFrom, Params: p})
+		if err != nil {
+			return nil, nil, err
+		}
+		found = append(found, an...)
+	}
+	if !save || len(found) == 0 {
+		return found, nil, nil
+	}
+	fresh, err = s.reader.SaveAnomalies(ctx, found, s.now())
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, a := range fresh {
+		s.logger.Info("anomaly", "tenant", a.Tenant, "meter", a.Meter, "start", a.Start, "direction", a.Direction, "anomaly_id", a.ID)
+	}
+	return found, fresh, nil
+}
+
+func floorDay(t time.Time, loc *time.Location) time.Time {
+	y, m, d := t.In(loc).Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, loc)
+}
+
+func ceilDay(t time.Time, loc *time.Location) time.Time {
+	f := floorDay(t, loc)
+	if f.Equal(t) {
+		return f
+	}
+	return f.AddDate(0, 0, 1)
+}
+
+// Stored lists the stored anomalies starting in the period.
+func (s *Service) Stored(ctx context.Context, r Request) ([]StoredAnomaly, error) {
+	if r.From.IsZero() || r.To.IsZero() || !r.To.After(r.From) {
+		return nil, &ValidationError{errors.New("from and to are required, to after from")}
+	}
+	if r.To.Sub(r.From) > 400*24*time.Hour {
+		return nil, &ValidationError{fmt.Errorf("the range is %s, at most 400 days", r.To.Sub(r.From))}
+	}
+	return s.reader.Anomalies(ctx, r.From.UTC(), r.To.UTC(), r.Tenant)
+}
+
+// CapacityRequest projects each model's demand from the Weeks before To
+// until Until against Target of the GPUs that reported in To's last hour.
+type CapacityRequest struct {
+	To, Until time.Time
+	Weeks     int
+	Target    decimal.Decimal
+}
+
+// Validate reports every problem.
+func (r CapacityRequest) Validate() error {
+	var errs []error
+	if r.To.IsZero() || !r.To.Equal(r.To.Truncate(time.Hour)) {
+		errs = append(errs, errors.New("to: required, a whole UTC hour"))
+	}
+	if r.Until.IsZero() || !r.Until.Equal(r.Until.Truncate(time.Hour)) || !r.Until.After(r.To) {
+		errs = append(errs, errors.New("until: required, a whole UTC hour after to"))
+	} else if r.Until.Sub(r.To) > 3*366*24*time.Hour {
+		errs = append(errs, errors.New("until: at most three years ahead"))
+	}
+	if r.Weeks < 2 || r.Weeks > 52 {
+		errs = append(errs, fmt.Errorf("weeks %d: want 2 to 52", r.Weeks))
+	}
+	if r.Target.Sign() <= 0 || r.Target.GreaterThan(decimal.NewFromInt(1)) {
+		errs = append(errs, fmt.Errorf("target %s: want within (0, 1]", r.Target))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &ValidationError{err}
+	}
+	return nil
+}
+
+// Capacity is insights.FleetCapacity for every model with GPUs: demand
+// from usage_hourly (a model without rows has zero demand), capacity the
+// GPUs that reported in the last hour before To.
+func (s *Service) Capacity(ctx context.Context, r CapacityRequest) ([]insights.CapacityForecast, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	to := r.To.UTC()
+	from := to.AddDate(0, 0, -7*r.Weeks)
+	demand, err := s.reader.ModelDemand(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	gpus, err := s.reader.GPUsByModel(ctx, to.Add(-time.Hour), to)
+	if err != nil {
+		return nil, err
+	}
+	byModel := map[string]insights.Series{}
+	for _, d := range demand {
+		byModel[d.SKU] = d
+	}
+	models := make([]string, 0, len(gpus))
+	for m := range gpus {
+		models = append(models, m)
+	}
+	sort.Strings(models)
+	var in []insights.CapacityInput
+	for _, m := range models {
+		d, ok := byModel[m]
+		if !ok {
+			d = insights.Series{Meter: "gpu_equivalents", SKU: m, Step: insights.Hourly, From: from, To: to}
+		}
+		in = append(in, insights.CapacityInput{Model: m, CapacityGPUs: decimal.NewFromInt(int64(gpus[m])), Target: r.Target,
+			Demand: d, Weeks: r.Weeks, Until: r.Until.UTC()})
+	}
+	for m := range byModel {
+		if _, ok := gpus[m]; !ok {
+			s.logger.Debug("demand without GPUs reporting in the last hour; left out of capacity", "model", m)
+		}
+	}
+	return insights.FleetCapacity(in)
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/webhook"
@@ -98,6 +99,10 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	srv := server.New(srvCfg, reg, g.logger, server.Check{Name: "clickhouse", Ready: s.Ping},
 		server.Check{Name: "migrations", Ready: func(ctx context.Context) error { return s.Migrated(ctx, schemas.FS) }})
 	svc := serving.New(s, g.cfg.Billing, g.cfg.Chargeback, time.Now)
+	prices, err := insightPrices(g, "")
+	if err != nil {
+		return err
+	}
 	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
 	quotas, err := serving.NewQuotas(svc, s, g.cfg.Quotas, g.logger)
 	if err != nil {
@@ -118,7 +123,8 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 		}
 	}()
 	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc,
-		Cost: svc, Tenants: svc, Chargeback: svc, Quotas: quotas, Kubernetes: serving.NewKubernetes(quotas, g.cfg.Kubernetes)})
+		Cost: svc, Tenants: svc, Chargeback: svc, Quotas: quotas, Kubernetes: serving.NewKubernetes(quotas, g.cfg.Kubernetes),
+		Insights: insightsvc.New(insightsReader{s}, prices, time.Now, g.logger)})
 	err = srv.Serve(ctx, ln)
 	stopAPI() // after the last request: the audit writer flushes what it holds
 	waitAPI()

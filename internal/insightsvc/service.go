@@ -101,10 +101,13 @@ func IsValidation(err error) bool {
 }
 
 // Request is a period [From, To) of whole UTC hours, optionally of one
-// tenant (the API sets it from the caller's scope).
+// tenant or one department (the API sets them from the caller's scope).
+// A department request sees its tenants only: no fleet totals beyond
+// theirs, and no fleet layout.
 type Request struct {
-	From, To time.Time
-	Tenant   string
+	From, To   time.Time
+	Tenant     string
+	Department string
 }
 
 // Validate reports every problem.
@@ -157,7 +160,26 @@ func (s *Service) Efficiency(ctx context.Context, r Request, params *insights.Id
 	if err != nil {
 		return insights.EfficiencyReport{}, err
 	}
-	return insights.Efficiency(insights.EfficiencyInput{From: r.From.UTC(), To: r.To.UTC(), Params: p, Holdings: hs, Pricing: s.pricing(hs)})
+	rep, err := insights.Efficiency(insights.EfficiencyInput{From: r.From.UTC(), To: r.To.UTC(), Params: p, Holdings: hs, Pricing: s.pricing(hs)})
+	if err != nil || r.Department == "" {
+		return rep, err
+	}
+	var tenants []insights.TenantEfficiency
+	for _, t := range rep.Tenants {
+		if t.Department == r.Department {
+			tenants = append(tenants, t)
+		}
+	}
+	var depts []insights.DepartmentEfficiency
+	rep.Fleet = insights.Totals{}
+	for _, d := range rep.Departments {
+		if d.Department == r.Department {
+			depts = append(depts, d)
+			rep.Fleet = d.Totals
+		}
+	}
+	rep.Tenants, rep.Departments = tenants, depts
+	return rep, nil
 }
 
 // RightSize is insights.RightSize over the period's holdings and the
@@ -171,13 +193,31 @@ func (s *Service) RightSize(ctx context.Context, r Request) (insights.RightSizeR
 		return insights.RightSizeReport{}, err
 	}
 	in := insights.RightSizeInput{From: r.From.UTC(), To: r.To.UTC(), Params: insights.DefaultRightSizeParams(), Holdings: hs, Pricing: s.pricing(hs)}
-	if r.Tenant == "" {
+	if r.Tenant == "" && r.Department == "" {
 		// The layout is the fleet's: only a fleet-wide request plans it.
 		if in.Fleet, err = s.reader.Fleet(ctx); err != nil {
 			return insights.RightSizeReport{}, err
 		}
 	}
-	return insights.RightSize(in)
+	rep, err := insights.RightSize(in)
+	if err != nil || r.Department == "" {
+		return rep, err
+	}
+	var keep []insights.RightSizing
+	mine := map[string]bool{}
+	for _, t := range rep.Tenants {
+		if t.Department == r.Department {
+			keep, mine[t.Tenant] = append(keep, t), true
+		}
+	}
+	var demand partition.Demand
+	for _, d := range rep.Demand.Tenants {
+		if mine[d.Tenant] {
+			demand.Tenants = append(demand.Tenants, d)
+		}
+	}
+	rep.Tenants, rep.Demand = keep, demand
+	return rep, nil
 }
 
 // Detect checks the hours and days of [From, To) of every tenant (or the

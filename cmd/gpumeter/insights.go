@@ -17,9 +17,8 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/insightsvc"
-	"github.com/gpumeter/gpumeter/internal/partition"
+	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/store"
-	"github.com/gpumeter/gpumeter/pricing"
 )
 
 const insightsHelp = `usage:
@@ -137,7 +136,7 @@ func runInsightsPeriod(ctx context.Context, g *globals, sub string, args []strin
 		return err
 	}
 	defer s.Close()
-	svc := insightsvc.New(insightsReader{s}, prices, time.Now, g.logger)
+	svc := insightsvc.New(serving.NewInsightsReader(s), prices, time.Now, g.logger)
 	var out any
 	switch sub {
 	case "efficiency":
@@ -221,7 +220,7 @@ func runInsightsCapacity(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer s.Close()
-	svc := insightsvc.New(insightsReader{s}, insightsvc.Prices{}, time.Now, g.logger)
+	svc := insightsvc.New(serving.NewInsightsReader(s), insightsvc.Prices{}, time.Now, g.logger)
 	fc, err := svc.Capacity(ctx, req)
 	if err != nil {
 		return insightsError(err)
@@ -267,64 +266,6 @@ func insightPrices(g *globals, book string) (insightsvc.Prices, error) {
 		p.Default = &insightsvc.Priced{TenantPricing: insights.TenantPricing{Book: b}, Location: time.UTC}
 	}
 	return p, nil
-}
-
-// insightsReader adapts the store to the service's Reader.
-type insightsReader struct{ s *store.Store }
-
-func (r insightsReader) Holdings(ctx context.Context, from, to time.Time, tenant string) ([]insights.Holding, error) {
-	return r.s.Holdings(ctx, store.InsightsQuery{From: from, To: to, Tenant: tenant})
-}
-
-func (r insightsReader) HourlyGPUHours(ctx context.Context, from, to time.Time, tenant string) ([]insights.Series, error) {
-	return r.s.HourlyGPUHours(ctx, store.InsightsQuery{From: from, To: to, Tenant: tenant})
-}
-
-func (r insightsReader) HourlyUsage(ctx context.Context, from, to time.Time, tenant string) (map[string][]pricing.Usage, error) {
-	tu, err := r.s.BillingUsage(ctx, from, to, tenant)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string][]pricing.Usage, len(tu))
-	for t, u := range tu {
-		if t != "" {
-			out[t] = u.Usage
-		}
-	}
-	return out, nil
-}
-
-func (r insightsReader) ModelDemand(ctx context.Context, from, to time.Time) ([]insights.Series, error) {
-	return r.s.ModelDemand(ctx, store.InsightsQuery{From: from, To: to})
-}
-
-func (r insightsReader) GPUsByModel(ctx context.Context, since, until time.Time) (map[string]int, error) {
-	return r.s.GPUsByModel(ctx, since, until)
-}
-
-func (r insightsReader) Fleet(ctx context.Context) (*partition.Fleet, error) {
-	rows, err := r.s.FleetSamples(ctx, store.FleetQuery{Window: fleetWindow})
-	if err != nil {
-		return nil, err
-	}
-	f, _ := partition.FleetFromSamples(rows)
-	return &f, nil
-}
-
-func (r insightsReader) SaveAnomalies(ctx context.Context, as []insights.Anomaly, now time.Time) ([]insights.Anomaly, error) {
-	return r.s.SaveAnomalies(ctx, as, now)
-}
-
-func (r insightsReader) Anomalies(ctx context.Context, from, to time.Time, tenant string) ([]insightsvc.StoredAnomaly, error) {
-	rows, err := r.s.Anomalies(ctx, store.AnomalyQuery{From: from, To: to, Tenant: tenant})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]insightsvc.StoredAnomaly, len(rows))
-	for i, a := range rows {
-		out[i] = insightsvc.StoredAnomaly{Anomaly: a.Anomaly, DetectedAt: a.DetectedAt}
-	}
-	return out, nil
 }
 
 func writeJSON(w io.Writer, v any) error {

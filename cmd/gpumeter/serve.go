@@ -124,7 +124,7 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	}()
 	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc,
 		Cost: svc, Tenants: svc, Chargeback: svc, Quotas: quotas, Kubernetes: serving.NewKubernetes(quotas, g.cfg.Kubernetes),
-		Insights: insightsvc.New(insightsReader{s}, prices, time.Now, g.logger)})
+		Insights: insightsvc.New(serving.NewInsightsReader(s), prices, time.Now, g.logger)})
 	err = srv.Serve(ctx, ln)
 	stopAPI() // after the last request: the audit writer flushes what it holds
 	waitAPI()

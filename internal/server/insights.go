@@ -80,6 +80,10 @@ func parseInsightsRequest(v url.Values, scope auth.Scope, maxRange time.Duration
 
 func (s *Server) getEfficiency(svc InsightsService) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		if svc == nil {
+			writeError(c, http.StatusNotFound, "not_found", "insights are not served here")
+			return
+		}
 		r, err := parseInsightsRequest(c.Request.URL.Query(), scopeOf(c), insightsvc.MaxPeriod)
 		if err != nil {
 			s.respondError(c, err)
@@ -96,6 +100,10 @@ func (s *Server) getEfficiency(svc InsightsService) gin.HandlerFunc {
 
 func (s *Server) getRightSize(svc InsightsService) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		if svc == nil {
+			writeError(c, http.StatusNotFound, "not_found", "insights are not served here")
+			return
+		}
 		r, err := parseInsightsRequest(c.Request.URL.Query(), scopeOf(c), insightsvc.MaxPeriod)
 		if err != nil {
 			s.respondError(c, err)
@@ -112,6 +120,10 @@ func (s *Server) getRightSize(svc InsightsService) gin.HandlerFunc {
 
 func (s *Server) getAnomalies(svc InsightsService) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		if svc == nil {
+			writeError(c, http.StatusNotFound, "not_found", "insights are not served here")
+			return
+		}
 		scope := scopeOf(c)
 		if scope.Kind == auth.KindDepartment {
 			// Stored anomalies carry no department to check a tenant against.

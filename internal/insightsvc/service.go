@@ -15,6 +15,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -383,4 +384,27 @@ func (s *Service) Capacity(ctx context.Context, r CapacityRequest) ([]insights.C
 		}
 	}
 	return insights.FleetCapacity(in)
+}
+
+// ChargebackRows are the efficiency report's departments, each followed
+// by its tenants, as the chargeback report's efficiency section shows them.
+func ChargebackRows(rep insights.EfficiencyReport) []chargeback.EfficiencyRow {
+	row := func(dept, tenant string, t insights.Totals) chargeback.EfficiencyRow {
+		return chargeback.EfficiencyRow{Department: dept, Tenant: tenant, HeldGPUMicros: t.HeldGPUMicros, MeasuredGPUMicros: t.MeasuredGPUMicros,
+			UnmeasuredGPUMicros: t.UnmeasuredGPUMicros, SMActiveMicros: t.SMActiveMicros, IdleGPUMicros: t.IdleGPUMicros}
+	}
+	byDept := map[string][]insights.TenantEfficiency{}
+	for _, t := range rep.Tenants {
+		byDept[t.Department] = append(byDept[t.Department], t)
+	}
+	out := []chargeback.EfficiencyRow{}
+	for _, d := range rep.Departments {
+		out = append(out, row(d.Department, "", d.Totals))
+		ts := byDept[d.Department]
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Tenant < ts[j].Tenant })
+		for _, t := range ts {
+			out = append(out, row(d.Department, t.Tenant, t.Totals))
+		}
+	}
+	return out
 }

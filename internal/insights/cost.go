@@ -213,3 +213,32 @@ func (s Series) dayStart(t time.Time) time.Time {
 	y, m, d := t.In(s.From.Location()).Date()
 	return time.Date(y, m, d, 0, 0, 0, 0, s.From.Location())
 }
+
+// DailyUsage is a tenant's meter summed per calendar day of [from, to) in
+// from's location, from its hourly usage rows (every SKU), as a Series for
+// ForecastPeriod or Detect. Days without rows are absent (zero); rows
+// outside [from, to) or of other meters are ignored. from and to must be
+// midnights in from's location.
+func DailyUsage(tenant string, meter pricing.Meter, from, to time.Time, usage []pricing.Usage) (Series, error) {
+	s := Series{Tenant: tenant, Meter: string(meter), Step: Daily, From: from, To: to}
+	if err := s.Validate(); err != nil {
+		return Series{}, fmt.Errorf("daily %s of %s: %w", meter, tenant, err)
+	}
+	days := map[int]decimal.Decimal{}
+	for _, u := range usage {
+		if u.Meter != meter || u.Hour.Before(from) || !u.Hour.Before(to) {
+			continue
+		}
+		i, _ := s.index(s.dayStart(u.Hour))
+		days[i] = days[i].Add(u.Quantity)
+	}
+	idx := make([]int, 0, len(days))
+	for i := range days {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for _, i := range idx {
+		s.Points = append(s.Points, Point{At: s.at(i), Value: days[i]})
+	}
+	return s, nil
+}

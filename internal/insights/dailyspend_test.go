@@ -53,3 +53,20 @@ func TestDailySpendPricesEachDayInTheTenantsZone(t *testing.T) {
 		t.Error("a range starting off midnight was accepted")
 	}
 }
+
+func TestDailyUsageSumsOneMeterPerDay(t *testing.T) {
+	from := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	u := func(at time.Time, m pricing.Meter, q string) pricing.Usage {
+		return pricing.Usage{Hour: at, SKU: "H100-SXM5-80GB", Meter: m, Quantity: decimal.RequireFromString(q)}
+	}
+	s, err := DailyUsage("acme", pricing.GPUHours, from, from.AddDate(0, 0, 2), []pricing.Usage{
+		u(from, pricing.GPUHours, "1.5"), u(from.Add(23*time.Hour), pricing.GPUHours, "0.25"),
+		u(from.Add(time.Hour), pricing.EnergyKWh, "9"), u(from.AddDate(0, 0, 2), pricing.GPUHours, "7"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Points) != 1 || !s.Points[0].At.Equal(from) || !s.Points[0].Value.Equal(decimal.RequireFromString("1.75")) || s.Meter != "gpu_hours" {
+		t.Errorf("series %+v, want one day of 1.75 gpu_hours", s)
+	}
+}

@@ -408,3 +408,72 @@ func ChargebackRows(rep insights.EfficiencyReport) []chargeback.EfficiencyRow {
 	}
 	return out
 }
+
+// Trend is a month's forecast by trend and weekly season
+// (insights.ForecastPeriod over whole days of the tenant's zone): spend
+// and GPU-hours, each with the band of the day-to-day noise.
+type Trend struct {
+	// Days of history fitted (from the tenant's first day with usage, at
+	// most insights.DefaultForecastWeeks weeks); Through is the end of the
+	// last whole day counted as actual.
+	Days     int               `json:"days"`
+	Through  time.Time         `json:"through"`
+	Spend    insights.Forecast `json:"spend"`
+	GPUHours insights.Forecast `json:"gpu_hours"`
+}
+
+// trendWeeks is the history a month's trend fits.
+const trendWeeks = 8
+
+// MonthTrend forecasts the month [start, end) (midnights in loc) from the
+// tenant's hourly usage of the weeks before asOf: nil, without error,
+// when fewer than two weeks of whole days have passed since its first
+// usage (no trend can be fitted yet). usage must cover
+// [start − 8 weeks, asOf).
+func MonthTrend(tenant string, pr Priced, start, end, asOf time.Time, usage []pricing.Usage) (*Trend, error) {
+	loc := pr.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	to := floorDay(asOf, loc)
+	if to.After(end) {
+		to = end
+	}
+	from := floorDay(start.AddDate(0, 0, -7*trendWeeks), loc)
+	first := time.Time{}
+	for _, u := range usage {
+		if !u.Hour.Before(from) && u.Hour.Before(to) && (first.IsZero() || u.Hour.Before(first)) {
+			first = u.Hour
+		}
+	}
+	if first.IsZero() {
+		return nil, nil
+	}
+	if f := floorDay(first, loc); f.After(from) {
+		from = f
+	}
+	if to.Sub(from) < 14*24*time.Hour-2*time.Hour { // two weeks of days, clock changes aside
+		return nil, nil
+	}
+	if from.After(start) {
+		from = start // the month's days before the first usage are days without use
+	}
+	days := int(to.Sub(from).Hours()/24 + 0.5)
+	spend, err := insights.DailySpend(tenant, pr.TenantPricing, from, to, usage)
+	if err != nil {
+		return nil, err
+	}
+	hours, err := insights.DailyUsage(tenant, pricing.GPUHours, from, to, usage)
+	if err != nil {
+		return nil, err
+	}
+	weeks := min(trendWeeks, days/7)
+	out := &Trend{Days: days, Through: to}
+	if out.Spend, err = insights.ForecastPeriod(insights.ForecastInput{Series: spend, PeriodStart: start, PeriodEnd: end, Weeks: weeks}); err != nil {
+		return nil, err
+	}
+	if out.GPUHours, err = insights.ForecastPeriod(insights.ForecastInput{Series: hours, PeriodStart: start, PeriodEnd: end, Weeks: weeks}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

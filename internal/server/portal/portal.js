@@ -176,6 +176,13 @@
     el("forecast-cost").textContent = cost.forecast + " " + cost.currency;
     el("forecast-cost").dataset.amount = cost.forecast;
     el("mtd-asof").textContent = "usage up to " + cost.as_of;
+    if (cost.trend) {
+      var tr = el("trend"), sp = cost.trend.spend;
+      tr.textContent = "by trend and weekly season: " + Number(sp.total).toFixed(2) + " " + cost.currency +
+        " (" + Number(sp.low).toFixed(2) + " to " + Number(sp.high).toFixed(2) + ")";
+      tr.dataset.total = sp.total;
+      tr.hidden = false;
+    }
     var tbody = el("meters").tBodies[0];
     cost.meters.forEach(function (m) {
       var tr = document.createElement("tr");

@@ -58,6 +58,13 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	}); err != nil {
 		return usageErrorf("retention.schedule: %w", err)
 	}
+	// The scheduled anomaly detection checks the hours the rollup closed.
+	var insightsRun func(ctx context.Context) error
+	if spec := g.cfg.Insights.Schedule; spec != "" {
+		if err := sched.Add(ctx, "insights", spec, 30*time.Minute, func(ctx context.Context) error { return insightsRun(ctx) }); err != nil {
+			return usageErrorf("insights.schedule: %w", err)
+		}
+	}
 	var invoices *billing.Runner
 	if len(g.cfg.Billing.Customers) > 0 {
 		if err := sched.Add(ctx, "invoice", g.cfg.Billing.Schedule, 30*time.Minute, func(ctx context.Context) error {
@@ -88,6 +95,23 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	retention = billing.NewRetention(s, g.cfg.Retention, time.Now, g.logger)
 	invoices = billing.NewRunner(s, g.cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger)
 	invoices.OnFinalized = invoiceEvents(s)
+	prices, err := insightPrices(g, "")
+	if err != nil {
+		return err
+	}
+	ins := insightsvc.New(serving.NewInsightsReader(s), prices, time.Now, g.logger)
+	insightsRun = func(ctx context.Context) error {
+		st, ok, err := s.LoadRollupState(ctx, billing.RollupJob)
+		if err != nil || !ok {
+			return err
+		}
+		found, fresh, err := ins.DetectClosed(ctx, st.ClosedThrough, g.cfg.Insights.Lookback)
+		if err != nil {
+			return err
+		}
+		g.logger.Info("insights: anomalies checked", "through", st.ClosedThrough, "found", len(found), "new", len(fresh))
+		return nil
+	}
 
 	ln, err := net.Listen("tcp", srvCfg.Listen)
 	if err != nil {
@@ -99,10 +123,6 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	srv := server.New(srvCfg, reg, g.logger, server.Check{Name: "clickhouse", Ready: s.Ping},
 		server.Check{Name: "migrations", Ready: func(ctx context.Context) error { return s.Migrated(ctx, schemas.FS) }})
 	svc := serving.New(s, g.cfg.Billing, g.cfg.Chargeback, time.Now)
-	prices, err := insightPrices(g, "")
-	if err != nil {
-		return err
-	}
 	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
 	quotas, err := serving.NewQuotas(svc, s, g.cfg.Quotas, g.logger)
 	if err != nil {
@@ -124,7 +144,7 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	}()
 	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc,
 		Cost: svc, Tenants: svc, Chargeback: svc, Quotas: quotas, Kubernetes: serving.NewKubernetes(quotas, g.cfg.Kubernetes),
-		Insights: insightsvc.New(serving.NewInsightsReader(s), prices, time.Now, g.logger)})
+		Insights: ins})
 	err = srv.Serve(ctx, ln)
 	stopAPI() // after the last request: the audit writer flushes what it holds
 	waitAPI()

@@ -477,3 +477,41 @@ func MonthTrend(tenant string, pr Priced, start, end, asOf time.Time, usage []pr
 	}
 	return out, nil
 }
+
+// Config is the insights section of the config: when `gpumeter serve`
+// looks for anomalies.
+type Config struct {
+	// Schedule is the cron spec of the detection in serve (UTC); empty
+	// turns it off. Each run checks the Lookback before the hour the
+	// hourly rollup has closed through, stores what it finds and enqueues
+	// each anomaly not seen before as an insight.anomaly webhook: runs are
+	// idempotent, so overlapping windows send nothing twice.
+	Schedule string `yaml:"schedule"`
+	// Lookback is the evaluated window, whole hours (its baseline's
+	// history comes on top): long enough to cover a day of every tenant's
+	// zone and a missed run or two.
+	Lookback time.Duration `yaml:"lookback"`
+}
+
+// DefaultConfig runs hourly, at 20 past, over the last 48 closed hours.
+func DefaultConfig() Config { return Config{Schedule: "20 * * * *", Lookback: 48 * time.Hour} }
+
+// Validate names the field of every problem.
+func (c Config) Validate() error {
+	if c.Lookback < time.Hour || c.Lookback%time.Hour != 0 || c.Lookback > MaxEvaluate {
+		return fmt.Errorf("insights.lookback %s: want whole hours, 1h to %s", c.Lookback, MaxEvaluate)
+	}
+	return nil
+}
+
+// DetectClosed is the scheduled detection: the lookback before
+// closedThrough (the rollup's: hours after it are not summed yet and would
+// read as drops), saved and enqueued.
+func (s *Service) DetectClosed(ctx context.Context, closedThrough time.Time, lookback time.Duration) (found, fresh []insights.Anomaly, err error) {
+	to := closedThrough.UTC().Truncate(time.Hour)
+	if to.IsZero() || to.Unix() <= 0 {
+		s.logger.Debug("no closed hours yet; nothing to check")
+		return nil, nil, nil
+	}
+	return s.Detect(ctx, Request{From: to.Add(-lookback), To: to}, true)
+}

@@ -243,3 +243,32 @@ func TestMonthTrendProjectsTheMonth(t *testing.T) {
 		t.Errorf("ten days of history: %+v, %v; want no trend", tr, err)
 	}
 }
+
+// TestDetectClosedChecksTheClosedHoursOnly: the scheduled detection ends
+// at the rollup's closed hour, looks back the configured window, saves,
+// and does nothing before any hour closed.
+func TestDetectClosedChecksTheClosedHoursOnly(t *testing.T) {
+	r := &fakeReader{}
+	svc := New(r, Prices{}, time.Now, slog.New(slog.DiscardHandler))
+	closed := time.Date(2026, 11, 23, 14, 30, 0, 0, time.UTC)
+	if _, _, err := svc.DetectClosed(context.Background(), closed, 48*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	to := time.Date(2026, 11, 23, 14, 0, 0, 0, time.UTC)
+	want := "hourly " + to.Add(-48*time.Hour).AddDate(0, 0, -28).Format(time.RFC3339) + " " + to.Format(time.RFC3339)
+	if len(r.asked) != 1 || r.asked[0] != want {
+		t.Errorf("asked %v, want %q", r.asked, want)
+	}
+	r.asked = nil
+	if _, _, err := svc.DetectClosed(context.Background(), time.Time{}, 48*time.Hour); err != nil || len(r.asked) != 0 {
+		t.Errorf("no closed hour: %v, asked %v", err, r.asked)
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+	for _, c := range []Config{{Lookback: 0}, {Lookback: 90 * time.Minute}, {Lookback: 100 * 24 * time.Hour}} {
+		if c.Validate() == nil {
+			t.Errorf("lookback %s accepted", c.Lookback)
+		}
+	}
+}

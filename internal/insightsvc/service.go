@@ -30,6 +30,9 @@ type Reader interface {
 	// them (usage_hourly FINAL, what invoices price).
 	HourlyUsage(ctx context.Context, from, to time.Time, tenant string) (map[string][]pricing.Usage, error)
 	ModelDemand(ctx context.Context, from, to time.Time) ([]insights.Series, error)
+	// FirstHour is the oldest hour the rollup holds (zero: none): hours
+	// before it are unknown, not hours without use.
+	FirstHour(ctx context.Context) (time.Time, error)
 	GPUsByModel(ctx context.Context, since, until time.Time) (map[string]int, error)
 	// Fleet is the fleet's current MIG layout for the planner.
 	Fleet(ctx context.Context) (*partition.Fleet, error)
@@ -234,6 +237,21 @@ func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fres
 	p := insights.DefaultAnomalyParams()
 	from, to := r.From.UTC(), r.To.UTC()
 	hist := from.AddDate(0, 0, -7*p.Baseline.Weeks)
+	// Before the fleet's first recorded hour nothing is known: counting
+	// those weeks as zero would flag every tenant of a new deployment.
+	first, err := s.reader.FirstHour(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if first.IsZero() || !first.Before(to) {
+		return nil, nil, nil
+	}
+	if first.After(hist) {
+		hist = first
+	}
+	if !hist.Before(to) {
+		return nil, nil, nil
+	}
 	hourly, err := s.reader.HourlyGPUHours(ctx, hist, to, r.Tenant)
 	if err != nil {
 		return nil, nil, err
@@ -261,11 +279,11 @@ func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fres
 			loc = time.UTC
 		}
 		evalFrom := ceilDay(from, loc)
-		dayTo := floorDay(to, loc)
-		if !dayTo.After(evalFrom) {
+		dayFrom, dayTo := ceilDay(hist, loc), floorDay(to, loc)
+		if !dayTo.After(evalFrom) || !dayTo.After(dayFrom) {
 			continue // no whole day of the tenant's in the range
 		}
-		spend, err := insights.DailySpend(t, pr.TenantPricing, floorDay(hist, loc), dayTo, usage[t])
+		spend, err := insights.DailySpend(t, pr.TenantPricing, dayFrom, dayTo, usage[t])
 		if err != nil {
 			return nil, nil, err
 		}

@@ -23,6 +23,14 @@ type fakeReader struct {
 	gpus     map[string]int
 	saved    [][]insights.Anomaly
 	asked    []string
+	first    time.Time // zero: 2000-01-01
+}
+
+func (f *fakeReader) FirstHour(context.Context) (time.Time, error) {
+	if f.first.IsZero() {
+		return time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), nil
+	}
+	return f.first, nil
 }
 
 func (f *fakeReader) Holdings(_ context.Context, from, to time.Time, tenant string) ([]insights.Holding, error) {
@@ -173,6 +181,17 @@ func TestDetectLoadsHistoryAndChecksDaysInTheTenantsZone(t *testing.T) {
 	if len(fresh) != 1 || len(r.saved) != 1 {
 		t.Errorf("saved %v, fresh %v", r.saved, fresh)
 	}
+	// A fleet first recorded two days ago has no history yet: the weeks
+	// before are unknown, not zero, and nothing is flagged.
+	r.saved, r.first = nil, from.AddDate(0, 0, -2)
+	found, _, err = svc.Detect(context.Background(), Request{From: from, To: from.Add(24 * time.Hour)}, true)
+	if err != nil || len(found) != 0 || len(r.saved) != 0 {
+		t.Errorf("a new fleet: %v %+v, saved %v", err, found, r.saved)
+	}
+	if want := "hourly " + from.AddDate(0, 0, -2).Format(time.RFC3339) + " "; !strings.HasPrefix(r.asked[len(r.asked)-1], want) {
+		t.Errorf("a new fleet's hourly series asked %v, want from its first hour", r.asked)
+	}
+	r.first = time.Time{}
 	// A range shorter than a day of the tenant's has no day to check.
 	r.saved = nil
 	found, _, err = svc.Detect(context.Background(), Request{From: from.Add(time.Hour), To: from.Add(23 * time.Hour)}, true)

@@ -45,6 +45,8 @@ func (r InsightsReader) HourlyUsage(ctx context.Context, from, to time.Time, ten
 	return out, nil
 }
 
+func (r InsightsReader) FirstHour(ctx context.Context) (time.Time, error) { return r.s.FirstHour(ctx) }
+
 func (r InsightsReader) ModelDemand(ctx context.Context, from, to time.Time) ([]insights.Series, error) {
 	return r.s.ModelDemand(ctx, store.InsightsQuery{From: from, To: to})
 }

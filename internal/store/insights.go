@@ -261,3 +261,22 @@ func (s *Store) GPUsByModel(ctx context.Context, since, until time.Time) (map[st
 	}
 	return out, rows.Err()
 }
+
+// firstHourSQL is the oldest hour of the rollup (tombstones too: a key
+// that vanished was still recorded once).
+const firstHourSQL = "SELECT count(), min(hour) FROM usage_hourly"
+
+// FirstHour is the oldest hour the hourly rollup holds, or zero when it
+// holds none: before it the fleet recorded nothing, so a series' hours
+// before it are unknown, not zero.
+func (s *Store) FirstHour(ctx context.Context) (time.Time, error) {
+	var n uint64
+	var t time.Time
+	if err := s.conn.QueryRow(ctx, firstHourSQL).Scan(&n, &t); err != nil {
+		return time.Time{}, fmt.Errorf("first rolled-up hour: %w", err)
+	}
+	if n == 0 {
+		return time.Time{}, nil
+	}
+	return t.UTC(), nil
+}

@@ -131,6 +131,9 @@ func TestHoldingsSumWorkloadsPerDeviceAndInterval(t *testing.T) {
 func TestInsightSeriesComeFromTheRollup(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.New(t)
+	if first, err := s.FirstHour(ctx); err != nil || !first.IsZero() {
+		t.Errorf("an empty rollup's first hour: %s, %v; want zero", first, err)
+	}
 	from := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
 	var samples []collectors.Sample
 	for h := range 3 {
@@ -174,6 +177,10 @@ func TestInsightSeriesComeFromTheRollup(t *testing.T) {
 	}
 	if got, want := demand[0].Points[2].Value, decimal.NewFromInt(40).Div(decimal.NewFromInt(3600)); !got.Sub(want).Abs().LessThan(decimal.New(1, -15)) {
 		t.Errorf("demand in hour 2: %s, want acme 30 s + globex 10 s = %s (idle left out)", got, want)
+	}
+	first, err := s.FirstHour(ctx)
+	if err != nil || !first.Equal(from) {
+		t.Errorf("first hour %s, %v; want %s", first, err, from)
 	}
 	gpus, err := s.GPUsByModel(ctx, from, from.Add(3*time.Hour))
 	if err != nil {

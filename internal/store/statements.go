@@ -75,6 +75,7 @@ func CheckedStatements(from, to time.Time, tenant string, version uint64) []Stat
 	out = append(out,
 		Statement{Name: "insights model demand", SQL: sql, Args: args},
 		Statement{Name: "insights gpus by model", SQL: gpusByModelSQL, Args: []any{from, to}},
+		Statement{Name: "insights first hour", SQL: firstHourSQL},
 	)
 	return out
 }

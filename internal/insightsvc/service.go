@@ -370,6 +370,21 @@ func (s *Service) Capacity(ctx context.Context, r CapacityRequest) ([]insights.C
 	}
 	to := r.To.UTC()
 	from := to.AddDate(0, 0, -7*r.Weeks)
+	// Weeks before the fleet's first recorded hour are unknown: as zeros
+	// they would fit a steep trend into any young fleet.
+	first, err := s.reader.FirstHour(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if first.After(from) {
+		from = first
+	}
+	weeks := int(to.Sub(from) / (7 * 24 * time.Hour))
+	if weeks < 2 {
+		return nil, &ValidationError{fmt.Errorf("capacity needs two weeks of history before %s; the fleet's first recorded hour is %s",
+			to.Format(time.RFC3339), first.Format(time.RFC3339))}
+	}
+	from = to.AddDate(0, 0, -7*min(weeks, r.Weeks))
 	demand, err := s.reader.ModelDemand(ctx, from, to)
 	if err != nil {
 		return nil, err
@@ -394,7 +409,7 @@ func (s *Service) Capacity(ctx context.Context, r CapacityRequest) ([]insights.C
 			d = insights.Series{Meter: "gpu_equivalents", SKU: m, Step: insights.Hourly, From: from, To: to}
 		}
 		in = append(in, insights.CapacityInput{Model: m, CapacityGPUs: decimal.NewFromInt(int64(gpus[m])), Target: r.Target,
-			Demand: d, Weeks: r.Weeks, Until: r.Until.UTC()})
+			Demand: d, Weeks: min(weeks, r.Weeks), Until: r.Until.UTC()})
 	}
 	for m := range byModel {
 		if _, ok := gpus[m]; !ok {

@@ -227,6 +227,19 @@ func TestCapacityUsesTheModelsThatReport(t *testing.T) {
 	if r.asked[0] != "demand "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339) {
 		t.Errorf("demand asked: %v", r.asked)
 	}
+	// Asked for eight weeks of a fleet recorded for two and a half, it
+	// fits the two whole weeks it has; with less it refuses.
+	r.asked, r.first = nil, to.Add(-17*24*time.Hour)
+	if _, err := svc.Capacity(context.Background(), CapacityRequest{To: to, Until: to.AddDate(0, 0, 30), Weeks: 8, Target: decimal.NewFromInt(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if r.asked[0] != "demand "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339) {
+		t.Errorf("a young fleet's demand asked: %v, want the last two weeks", r.asked)
+	}
+	r.first = to.Add(-10 * 24 * time.Hour)
+	if _, err := svc.Capacity(context.Background(), CapacityRequest{To: to, Until: to.AddDate(0, 0, 30), Weeks: 8, Target: decimal.NewFromInt(1)}); !IsValidation(err) {
+		t.Errorf("ten days of history: %v, want a validation error", err)
+	}
 }
 
 // TestMonthTrendProjectsTheMonth: a tenant using 3 GPU-hours every day

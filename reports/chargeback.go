@@ -336,6 +336,38 @@ type chargebackView struct {
 	Notes      []string
 	Fixed      []string // what the figures are, on every report
 	EnergyRows []chargebackRowView
+	// Efficiency is the held-but-idle section, empty when not asked for.
+	Efficiency []chargebackEfficiencyView
+}
+
+// chargebackEfficiencyView is one row of the efficiency section.
+type chargebackEfficiencyView struct {
+	Name, Held, Utilization, Unmeasured, Idle, IdleShare string
+	Department                                           bool // a department's row, its tenants follow
+}
+
+// efficiencyViews formats the efficiency rows: GPU-hours at hoursPlaces,
+// shares over the measured time (n/m when nothing was measured).
+func efficiencyViews(rows []chargeback.EfficiencyRow) []chargebackEfficiencyView {
+	hours := func(us int64) string {
+		return decimal.NewFromInt(us).DivRound(decimal.NewFromInt(3_600_000_000), hoursPlaces+2).StringFixed(hoursPlaces)
+	}
+	pct := func(num, den int64) string {
+		if den == 0 {
+			return notMeasured
+		}
+		return decimal.NewFromInt(num).Mul(decimal.NewFromInt(100)).DivRound(decimal.NewFromInt(den), 1).StringFixed(1) + " %"
+	}
+	out := make([]chargebackEfficiencyView, 0, len(rows))
+	for _, r := range rows {
+		name := r.Department
+		if r.Tenant != "" {
+			name = r.Tenant
+		}
+		out = append(out, chargebackEfficiencyView{Name: name, Held: hours(r.HeldGPUMicros), Utilization: pct(r.SMActiveMicros, r.MeasuredGPUMicros),
+			Unmeasured: hours(r.UnmeasuredGPUMicros), Idle: hours(r.IdleGPUMicros), IdleShare: pct(r.IdleGPUMicros, r.MeasuredGPUMicros), Department: r.Tenant == ""})
+	}
+	return out
 }
 
 type chargebackDeptView struct {
@@ -454,6 +486,7 @@ func newChargebackView(r chargeback.Report) chargebackView {
 		Notes:    r.Notes,
 		Fixed:    chargebackFixedNotes,
 	}
+	v.Efficiency = efficiencyViews(r.Efficiency)
 	for _, m := range r.Meters {
 		v.Meters = append(v.Meters, meterLabel(m)+" cost")
 	}
@@ -869,7 +902,17 @@ figure, .energy-section { page-break-inside: avoid; }
 {{end}}</tbody>
 </table>
 </div>
-<h2>Notes</h2>
+{{if .Efficiency}}<div class="efficiency-section">
+<h2>Efficiency: held-but-idle GPUs</h2>
+<table class="efficiency">
+<thead><tr><th>Department / tenant</th><th class="num">GPU-hours held</th><th class="num">Utilization</th><th class="num">GPU-hours unmeasured</th><th class="num">GPU-hours held but idle</th><th class="num">Idle share</th></tr></thead>
+<tbody>
+{{range .Efficiency}}<tr{{if .Department}} class="subtotal"{{end}}><td class="name">{{.Name}}</td><td class="num">{{.Held}}</td><td class="num">{{.Utilization}}</td><td class="num">{{.Unmeasured}}</td><td class="num idle-hours">{{.Idle}}</td><td class="num">{{.IdleShare}}</td></tr>
+{{end}}</tbody>
+</table>
+<p>Held but idle: measured SM activity under 5 % of the GPU time held for at least 30 minutes on end; unmeasured time is never idle. Utilization and idle share are over the measured time (docs/insights.md).</p>
+</div>
+{{end}}<h2>Notes</h2>
 <ul class="notes">
 {{range .Notes}}<li class="note">{{.}}</li>
 {{end}}{{range .Fixed}}<li>{{.}}</li>

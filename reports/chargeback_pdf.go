@@ -151,6 +151,10 @@ func (c *pdfChargeback) render() {
 	pdf.Ln(4)
 	c.energyTable()
 	pdf.Ln(4)
+	if len(v.Efficiency) > 0 {
+		c.efficiencyTable()
+		pdf.Ln(4)
+	}
 	c.heading("Notes")
 	c.font("", 8, 0)
 	notes := append(append([]string(nil), v.Notes...), v.Fixed...)
@@ -254,6 +258,25 @@ func (c *pdfChargeback) energyTable() {
 		c.row(t, cells, style, border)
 	}
 	c.table = nil
+}
+
+// efficiencyTable is the held-but-idle section.
+func (c *pdfChargeback) efficiencyTable() {
+	t := newCBTable([]string{"Department / tenant", "GPU-hours held", "Utilization", "GPU-hours unmeasured", "GPU-hours held but idle", "Idle share"},
+		[]float64{60, 30, 26, 30, 34, 24}, []string{"L", "R", "R", "R", "R", "R"})
+	c.heading("Efficiency: held-but-idle GPUs")
+	c.header(t)
+	c.table = t
+	for _, e := range c.v.Efficiency {
+		style := ""
+		if e.Department {
+			style = "B"
+		}
+		c.row(t, [][]string{{e.Name}, {e.Held}, {e.Utilization}, {e.Unmeasured}, {e.Idle}, {e.IdleShare}}, style, "")
+	}
+	c.table = nil
+	c.font("", 8, 0)
+	c.pdf.MultiCell(0, 3.8, c.tr("Held but idle: measured SM activity under 5 % of the GPU time held for at least 30 minutes on end; unmeasured time is never idle. Shares are over the measured time."), "", "L", false)
 }
 
 // header prints a table's column heads, wrapped, over a rule.

@@ -12,18 +12,22 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/internal/importer"
+	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/sacct"
+	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
-const chargebackHelp = `usage: gpumeter chargeback --period YYYY-MM [--format csv|html|pdf|json] [--idle MODE] [--out FILE]
+const chargebackHelp = `usage: gpumeter chargeback --period YYYY-MM [--format csv|html|pdf|json] [--idle MODE] [--efficiency] [--out FILE]
 
 Charges the month's GPU use to departments and tenants at the config's
 internal rate card (chargeback.book): GPU-hours by SKU (MIG in
 GPU-equivalents), SM-active hours and utilization, memory GiB-hours,
 energy kWh and kgCO2e, cost per meter, share of the fleet, and idle
 capacity as its own row or shared (--idle own_row|by_use|by_weight|evenly).
-Rows add up exactly to the fleet cost in every mode. With --slurm-accounts,
+Rows add up exactly to the fleet cost in every mode. --efficiency adds
+held-but-idle GPU-hours and utilization per department and tenant (HTML,
+PDF and JSON; the CSV stays the cost table). With --slurm-accounts,
 tenants that are Slurm accounts are charged to their parent account at
 --slurm-level (docs/slurm.md).
 
@@ -39,6 +43,7 @@ func runChargeback(ctx context.Context, g *globals, args []string) error {
 	slurmAccounts := fs.String("slurm-accounts", "", "sacctmgr --parsable2 show assoc format=Account,ParentName,User output:\n"+
 		"tenants that are Slurm accounts are charged to their parent account at --slurm-level")
 	slurmLevel := fs.Int("slurm-level", 1, "with --slurm-accounts: the depth below root whose accounts are the departments (1: top level)")
+	efficiency := fs.Bool("efficiency", false, "add the efficiency section: held-but-idle GPU-hours and utilization per department and tenant (docs/insights.md)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), chargebackHelp)
 		fs.PrintDefaults()
@@ -89,6 +94,14 @@ func runChargeback(ctx context.Context, g *globals, args []string) error {
 	rep, err := billing.Chargeback(ctx, s, cfg, req)
 	if err != nil {
 		return err
+	}
+	if *efficiency {
+		svc := insightsvc.New(serving.NewInsightsReader(s), insightsvc.Prices{}, time.Now, g.logger)
+		er, err := svc.Efficiency(ctx, insightsvc.Request{From: rep.Period.Start, To: rep.Period.End}, nil)
+		if err != nil {
+			return insightsError(fmt.Errorf("efficiency section: %w", err))
+		}
+		rep.Efficiency = insightsvc.ChargebackRows(er)
 	}
 	if *out == "" {
 		return write(g.stdout, rep)

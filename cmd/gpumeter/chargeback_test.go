@@ -57,6 +57,11 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 		add("GPU-1", "MIG-1", "A100-SXM4-80GB/3g.40gb", "beta", "ops", h, mig, 0)
 		add("GPU-1", "MIG-idle", "A100-SXM4-80GB/3g.40gb", "", "", h, 3_600_000_000-mig, 0)
 	}
+	for i := range samples {
+		if samples[i].Tenant == "alpha" {
+			samples[i].SMActiveMicroseconds = samples[i].GPUMicroseconds / 2 // busy; beta's instance shows no SM activity
+		}
+	}
 	if err := s.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +121,45 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 			t.Errorf("%s does not show the fleet cost %s", f, fleet.StringFixed(2))
 		}
 	}
+	// The efficiency section: beta's instance was held two days without SM
+	// activity (held-but-idle all along), alpha was busy.
+	code, out, stderr := cli(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "json", "--efficiency")
+	if code != 0 {
+		t.Fatalf("efficiency: exit %d: %s", code, stderr)
+	}
+	var effRep chargeback.Report
+	if err := json.Unmarshal([]byte(out), &effRep); err != nil {
+		t.Fatal(err)
+	}
+	betaHeld := int64(48 * mig)
+	want := []chargeback.EfficiencyRow{
+		{Department: "ops", HeldGPUMicros: betaHeld, MeasuredGPUMicros: betaHeld, IdleGPUMicros: betaHeld},
+		{Department: "ops", Tenant: "beta", HeldGPUMicros: betaHeld, MeasuredGPUMicros: betaHeld, IdleGPUMicros: betaHeld},
+		{Department: "research", HeldGPUMicros: 48 * 3_600_000_000, MeasuredGPUMicros: 48 * 3_600_000_000, SMActiveMicros: 24 * 3_600_000_000},
+		{Department: "research", Tenant: "alpha", HeldGPUMicros: 48 * 3_600_000_000, MeasuredGPUMicros: 48 * 3_600_000_000, SMActiveMicros: 24 * 3_600_000_000},
+	}
+	if len(effRep.Efficiency) != len(want) {
+		t.Fatalf("efficiency rows %+v, want %+v", effRep.Efficiency, want)
+	}
+	for i := range want {
+		if effRep.Efficiency[i] != want[i] {
+			t.Errorf("efficiency row %d: %+v, want %+v", i, effRep.Efficiency[i], want[i])
+		}
+	}
+	if !effRep.Fleet.Cost.Equal(fleet) {
+		t.Errorf("the efficiency section changed the fleet cost: %s", effRep.Fleet.Cost)
+	}
+	code, out, _ = cli(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "html", "--efficiency")
+	if code != 0 || !strings.Contains(out, "Efficiency: held-but-idle GPUs") || !strings.Contains(out, `<td class="num idle-hours">20.571</td>`) || !strings.Contains(out, "50.0 %") {
+		t.Errorf("html efficiency section: exit %d\n%s", code, out)
+	}
+	code, out, _ = cli(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "html")
+	if code != 0 || strings.Contains(out, "held-but-idle GPUs") {
+		t.Errorf("without --efficiency the section is absent")
+	}
+	if code, out, _ = cli(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "pdf", "--efficiency"); code != 0 || !strings.HasPrefix(out, "%PDF") {
+		t.Errorf("pdf with the efficiency section: exit %d", code)
+	}
 	for _, bad := range [][]string{
 		{"chargeback"},
 		{"chargeback", "--period", "2026-13"},
@@ -140,7 +184,7 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 	if err := os.WriteFile(carbonCfg, []byte("chargeback:\n  book: internal.yaml\n  carbon: {hourly_csv: carbon.csv}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr := cli(t, "--clickhouse", dsn, "--config", carbonCfg, "chargeback", "--period", "2026-10", "--format", "json")
+	code, out, stderr = cli(t, "--clickhouse", dsn, "--config", carbonCfg, "chargeback", "--period", "2026-10", "--format", "json")
 	if code != 0 {
 		t.Fatalf("carbon: exit %d %s", code, stderr)
 	}

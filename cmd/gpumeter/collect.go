@@ -55,6 +55,7 @@ type collectFlags struct {
 	seed     int64
 	start    string
 	speed    float64
+	plants   plantFlags
 
 	kubeletSocket     string
 	podsURL           string
@@ -101,6 +102,7 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	fs.Int64Var(&f.seed, "seed", 1, "seed of the simulated fleet")
 	fs.StringVar(&f.start, "start", "", "simulated start time, RFC 3339 (default: --duration before the last full hour, or now)")
 	fs.Float64Var(&f.speed, "speed", 0, "simulated seconds per wall second; 0 runs as fast as possible (needs --duration)")
+	f.plants.register(fs)
 	fs.StringVar(&f.kubeletSocket, "kubelet-socket", kube.Socket, "kubelet pod-resources socket; empty disables")
 	pl := attribution.DefaultPodLabelsConfig()
 	fs.StringVar(&f.podsURL, "kubelet-pods-url", "", "kubelet pod list for label → tenant rules, e.g. https://127.0.0.1:10250/pods; empty disables")
@@ -178,6 +180,9 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 				errs = append(errs, fmt.Errorf("--start: %q is not RFC 3339", f.start))
 			}
 		}
+	}
+	if _, err := f.plants.parse(f.simulate); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return f, usageError{err}

@@ -59,7 +59,8 @@ func simulatedHosts(f collectFlags, nvmlCfg nvml.Config, observer *metrics.Obser
 	if f.vgpu {
 		vgpuHosts = 1
 	}
-	fleet, err := sim.New(sim.Config{Hosts: f.hosts, VGPUHosts: vgpuHosts, GPUsPerHost: f.gpus, Seed: f.seed, Start: start, Step: f.interval, Root: root})
+	plants, _ := f.plants.parse(true) // checked by parseCollectFlags
+	fleet, err := sim.New(sim.Config{Hosts: f.hosts, VGPUHosts: vgpuHosts, GPUsPerHost: f.gpus, Seed: f.seed, Start: start, Step: f.interval, Root: root, Plants: plants})
 	if err != nil {
 		return hs, usageError{err}
 	}

@@ -50,6 +50,7 @@ func commands() map[string]command {
 		"webhooks":   {"list the webhook outbox and replay events", runWebhooks},
 		"mig":        {"plan and apply MIG partition layouts", runMIG},
 		"collect":    {"run the GPU collector (NVML, or --simulate)", runCollect},
+		"insights":   {"efficiency, right-sizing, anomalies and capacity from metered usage", runInsights},
 		"slurm":      {"compare Slurm's allocated GPU-hours (sacct) with measured usage", runSlurm},
 	}
 }

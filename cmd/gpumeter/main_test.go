@@ -15,6 +15,9 @@ func commandLines() [][]string {
 		out = append(out, []string{name})
 	}
 	out = append(out, []string{"mig", "plan"}, []string{"mig", "apply"}, []string{"slurm", "compare"})
+	for _, sub := range []string{"efficiency", "rightsize", "anomalies", "capacity"} {
+		out = append(out, []string{"insights", sub})
+	}
 	sort.Slice(out, func(i, j int) bool { return strings.Join(out[i], " ") < strings.Join(out[j], " ") })
 	return out
 }
@@ -97,6 +100,8 @@ func TestClickHouseDownIsARuntimeFailureWithExit1(t *testing.T) {
 		{"mig", "plan", "--from-clickhouse", "--demand", demand},
 		{"demo"},
 		{"import", samples},
+		{"insights", "efficiency", "--period", "2026-11"},
+		{"insights", "capacity", "--to", "2026-11-01"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, _, stderr := cli(t, append(args, "--clickhouse", down)...)

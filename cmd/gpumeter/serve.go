@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/webhook"
@@ -57,6 +58,13 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	}); err != nil {
 		return usageErrorf("retention.schedule: %w", err)
 	}
+	// The scheduled anomaly detection checks the hours the rollup closed.
+	var insightsRun func(ctx context.Context) error
+	if spec := g.cfg.Insights.Schedule; spec != "" {
+		if err := sched.Add(ctx, "insights", spec, 30*time.Minute, func(ctx context.Context) error { return insightsRun(ctx) }); err != nil {
+			return usageErrorf("insights.schedule: %w", err)
+		}
+	}
 	var invoices *billing.Runner
 	if len(g.cfg.Billing.Customers) > 0 {
 		if err := sched.Add(ctx, "invoice", g.cfg.Billing.Schedule, 30*time.Minute, func(ctx context.Context) error {
@@ -87,6 +95,23 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	retention = billing.NewRetention(s, g.cfg.Retention, time.Now, g.logger)
 	invoices = billing.NewRunner(s, g.cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger)
 	invoices.OnFinalized = invoiceEvents(s)
+	prices, err := insightPrices(g, "")
+	if err != nil {
+		return err
+	}
+	ins := insightsvc.New(serving.NewInsightsReader(s), prices, time.Now, g.logger)
+	insightsRun = func(ctx context.Context) error {
+		st, ok, err := s.LoadRollupState(ctx, billing.RollupJob)
+		if err != nil || !ok {
+			return err
+		}
+		found, fresh, err := ins.DetectClosed(ctx, st.ClosedThrough, g.cfg.Insights.Lookback)
+		if err != nil {
+			return err
+		}
+		g.logger.Info("insights: anomalies checked", "through", st.ClosedThrough, "found", len(found), "new", len(fresh))
+		return nil
+	}
 
 	ln, err := net.Listen("tcp", srvCfg.Listen)
 	if err != nil {
@@ -118,7 +143,8 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 		}
 	}()
 	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc,
-		Cost: svc, Tenants: svc, Chargeback: svc, Quotas: quotas, Kubernetes: serving.NewKubernetes(quotas, g.cfg.Kubernetes)})
+		Cost: svc, Tenants: svc, Chargeback: svc, Quotas: quotas, Kubernetes: serving.NewKubernetes(quotas, g.cfg.Kubernetes),
+		Insights: ins})
 	err = srv.Serve(ctx, ln)
 	stopAPI() // after the last request: the audit writer flushes what it holds
 	waitAPI()

@@ -33,6 +33,9 @@ type Report struct {
 	// Notes explain derived and missing figures: how energy was split,
 	// unmeasured time, energy without a carbon intensity, shared idle cost.
 	Notes []string `json:"notes,omitempty"`
+	// Efficiency, when asked for, is each department followed by its
+	// tenants: held-but-idle GPU time and utilization.
+	Efficiency []EfficiencyRow `json:"efficiency,omitempty"`
 }
 
 // Department is one department, its tenants sorted by name, and their sums.

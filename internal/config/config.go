@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/admission"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/spool"
@@ -35,6 +36,7 @@ type Config struct {
 	Quotas     quota.Config             `yaml:"quotas"`
 	Webhooks   webhook.Config           `yaml:"webhooks"`
 	Kubernetes admission.Config         `yaml:"kubernetes"`
+	Insights   insightsvc.Config        `yaml:"insights"`
 }
 
 // Collector configures delivery and attribution on GPU hosts; collect's
@@ -82,6 +84,7 @@ func Default() Config {
 		Quotas:     quota.DefaultConfig(),
 		Webhooks:   webhook.DefaultConfig(),
 		Kubernetes: admission.DefaultConfig(),
+		Insights:   insightsvc.DefaultConfig(),
 		Collector: Collector{
 			Spool:   spool.DefaultConfig("/var/lib/gpumeter/spool"),
 			Shipper: spool.DefaultShipperConfig(),
@@ -134,7 +137,7 @@ func (c Config) Validate() error {
 	}
 	for _, err := range []error{c.Server.Validate(), c.Rollup.Validate(), c.Retention.Validate(),
 		c.Collector.Validate(), c.Billing.Validate(),
-		c.Chargeback.Validate(), c.Quotas.Validate(), c.Webhooks.Validate()} {
+		c.Chargeback.Validate(), c.Quotas.Validate(), c.Webhooks.Validate(), c.Insights.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -170,3 +170,75 @@ func addMoney(sums []Money, m Money) []Money {
 	sort.Slice(sums, func(i, j int) bool { return sums[i].Currency < sums[j].Currency })
 	return sums
 }
+
+// DailySpend is a tenant's priced spend per calendar day of [from, to) in
+// from's location (the tenant's billing time zone): each day's hourly
+// usage rows priced on their own by the engine invoices use, rounded once
+// to the currency. Days without rows are absent (zero), as a Series reads
+// them; rows outside [from, to) are ignored. from and to must be
+// midnights in from's location.
+func DailySpend(tenant string, tp TenantPricing, from, to time.Time, usage []pricing.Usage) (Series, error) {
+	s := Series{Tenant: tenant, Meter: "spend", Step: Daily, From: from, To: to}
+	if err := s.Validate(); err != nil {
+		return Series{}, fmt.Errorf("daily spend of %s: %w", tenant, err)
+	}
+	if err := tp.Validate(); err != nil {
+		return Series{}, fmt.Errorf("daily spend of %s: %w", tenant, err)
+	}
+	days := map[int][]pricing.Usage{}
+	for _, u := range usage {
+		if u.Hour.Before(from) || !u.Hour.Before(to) {
+			continue
+		}
+		i, _ := s.index(s.dayStart(u.Hour))
+		days[i] = append(days[i], u)
+	}
+	idx := make([]int, 0, len(days))
+	for i := range days {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for _, i := range idx {
+		res, err := pricing.Price(pricing.Input{Tenant: tenant, Start: s.at(i), End: s.at(i + 1), Usage: days[i], Contract: tp.Contract, Book: tp.Book})
+		if err != nil {
+			return Series{}, fmt.Errorf("daily spend of %s on %s: %w", tenant, s.at(i).Format(time.DateOnly), err)
+		}
+		s.Points = append(s.Points, Point{At: s.at(i), Value: res.Total})
+	}
+	return s, nil
+}
+
+// dayStart is the midnight, in the series' location, of the day holding t.
+func (s Series) dayStart(t time.Time) time.Time {
+	y, m, d := t.In(s.From.Location()).Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, s.From.Location())
+}
+
+// DailyUsage is a tenant's meter summed per calendar day of [from, to) in
+// from's location, from its hourly usage rows (every SKU), as a Series for
+// ForecastPeriod or Detect. Days without rows are absent (zero); rows
+// outside [from, to) or of other meters are ignored. from and to must be
+// midnights in from's location.
+func DailyUsage(tenant string, meter pricing.Meter, from, to time.Time, usage []pricing.Usage) (Series, error) {
+	s := Series{Tenant: tenant, Meter: string(meter), Step: Daily, From: from, To: to}
+	if err := s.Validate(); err != nil {
+		return Series{}, fmt.Errorf("daily %s of %s: %w", meter, tenant, err)
+	}
+	days := map[int]decimal.Decimal{}
+	for _, u := range usage {
+		if u.Meter != meter || u.Hour.Before(from) || !u.Hour.Before(to) {
+			continue
+		}
+		i, _ := s.index(s.dayStart(u.Hour))
+		days[i] = days[i].Add(u.Quantity)
+	}
+	idx := make([]int, 0, len(days))
+	for i := range days {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for _, i := range idx {
+		s.Points = append(s.Points, Point{At: s.at(i), Value: days[i]})
+	}
+	return s, nil
+}

@@ -55,6 +55,7 @@ type API struct {
 	Chargeback ChargebackService
 	Quotas     QuotaService
 	Kubernetes KubernetesService
+	Insights   InsightsService
 	Now        func() time.Time
 }
 
@@ -118,6 +119,9 @@ func (s *Server) MountAPI(ctx context.Context, reg prometheus.Registerer, api AP
 	authed.POST("/admission", s.postAdmission(api.Quotas))
 	authed.GET("/quotas", s.getQuotas(api.Quotas))
 	authed.POST("/admission/k8s", s.postK8sAdmission(api.Kubernetes))
+	authed.GET("/insights/efficiency", s.getEfficiency(api.Insights))
+	authed.GET("/insights/rightsize", s.getRightSize(api.Insights))
+	authed.GET("/insights/anomalies", s.getAnomalies(api.Insights))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -15,6 +15,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -58,6 +59,9 @@ type CostResult struct {
 	Start, End, AsOf                     time.Time
 	SoFar, Forecast                      map[pricing.Meter]decimal.Decimal
 	SoFarTotal, ForecastTotal            decimal.Decimal
+	// Trend is the month by trend and weekly season with its band (nil
+	// until two weeks of history exist).
+	Trend *insightsvc.Trend
 }
 
 // TenantInfo is a customer as the API shows it.
@@ -159,9 +163,13 @@ func (s *Server) getCost(svc CostService) gin.HandlerFunc {
 			}
 			meters = append(meters, gin.H{"meter": name, "so_far": money(so, r.MinorUnits), "forecast": money(fc, r.MinorUnits)})
 		}
-		c.JSON(http.StatusOK, gin.H{"tenant": r.Tenant, "month": r.Month, "time_zone": r.TimeZone, "currency": r.Currency, "book_version": r.BookVersion,
+		body := gin.H{"tenant": r.Tenant, "month": r.Month, "time_zone": r.TimeZone, "currency": r.Currency, "book_version": r.BookVersion,
 			"start": r.Start.UTC().Format(time.RFC3339), "end": r.End.UTC().Format(time.RFC3339), "as_of": r.AsOf.UTC().Format(time.RFC3339),
-			"so_far": money(r.SoFarTotal, r.MinorUnits), "forecast": money(r.ForecastTotal, r.MinorUnits), "meters": meters})
+			"so_far": money(r.SoFarTotal, r.MinorUnits), "forecast": money(r.ForecastTotal, r.MinorUnits), "meters": meters}
+		if r.Trend != nil {
+			body["trend"] = r.Trend
+		}
+		c.JSON(http.StatusOK, body)
 	}
 }
 

@@ -38,7 +38,7 @@ func (s *Server) respondError(c *gin.Context, err error) {
 	switch {
 	case errors.As(err, &br):
 		writeError(c, http.StatusBadRequest, "bad_request", br.msg)
-	case errors.Is(err, ErrInvalidInput):
+	case errors.Is(err, ErrInvalidInput), isInsightsInput(err):
 		writeError(c, http.StatusBadRequest, "bad_request", err.Error())
 	case errors.Is(err, billing.ErrNotFound):
 		writeError(c, http.StatusNotFound, "not_found", "no such invoice in this key's scope")

@@ -10,6 +10,8 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -73,10 +75,20 @@ func (s *Service) Cost(ctx context.Context, q server.CostRequest) (server.CostRe
 	if err != nil {
 		return server.CostResult{}, err
 	}
+	// The trend forecast fits the weeks before the month too.
+	hist, err := s.hourlyUsage(ctx, auth.Scope{Kind: auth.KindAdmin}, c.Tenant, p.Start.AddDate(0, 0, -7*8).UTC().Truncate(time.Hour), p.Start)
+	if err != nil {
+		return server.CostResult{}, err
+	}
+	trend, err := insightsvc.MonthTrend(c.Tenant, insightsvc.Priced{TenantPricing: insights.TenantPricing{Book: book, Contract: contract}, Location: loc},
+		p.Start, p.End, asOf, append(hist, usage...))
+	if err != nil {
+		return server.CostResult{}, err
+	}
 	cur := book.Currency()
 	return server.CostResult{Tenant: c.Tenant, Month: month, TimeZone: loc.String(), Currency: cur.Code, BookVersion: book.Version(), MinorUnits: cur.MinorUnits,
 		Start: p.Start, End: p.End, AsOf: m.AsOf, SoFar: billing.CostByMeter(m.SoFar), Forecast: billing.CostByMeter(m.Forecast),
-		SoFarTotal: m.SoFar.Total, ForecastTotal: m.Forecast.Total}, nil
+		SoFarTotal: m.SoFar.Total, ForecastTotal: m.Forecast.Total, Trend: trend}, nil
 }
 
 // hourlyUsage is the tenant's usage per hour and SKU in [from, to), in

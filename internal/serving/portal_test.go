@@ -3,6 +3,7 @@ package serving_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,6 +98,28 @@ func TestPortalInHeadlessChromium(t *testing.T) {
 	// 2-4 October, two SKUs: six bars.
 	if bars := strings.Count(dom, "data-sku="); bars != 6 {
 		t.Errorf("%d bars in the chart, want 6 (3 days x 2 SKUs)", bars)
+	}
+	// The efficiency section shows the API's held-but-idle time (the
+	// fixture's hourly samples have no SM activity: all of it), and the
+	// held-vs-used chart a pair of bars per day.
+	_, body, _ = f.get(t, f.tokens["portal"], "/v1/insights/efficiency?from=2026-10-01&to=2026-11-01")
+	var eff struct {
+		Tenants []struct {
+			Tenant string `json:"tenant"`
+			Idle   int64  `json:"idle_gpu_microseconds"`
+		} `json:"tenants"`
+	}
+	if err := json.Unmarshal(body, &eff); err != nil || len(eff.Tenants) != 1 || eff.Tenants[0].Tenant != "acme" || eff.Tenants[0].Idle == 0 {
+		t.Fatalf("efficiency: %v %s", err, body)
+	}
+	if want := fmt.Sprintf(`data-idle-gpu-microseconds="%d"`, eff.Tenants[0].Idle); !strings.Contains(dom, want) {
+		t.Errorf("the portal does not show the API's idle time (%s)", want)
+	}
+	if pairs := strings.Count(dom, "data-held-day="); pairs != 6 {
+		t.Errorf("%d held/used bars, want 6 (3 days x 2)", pairs)
+	}
+	if !strings.Contains(dom, "none this month") || strings.Contains(dom, "Insights unavailable") {
+		t.Errorf("the anomalies table should say none, with no error note")
 	}
 	if !strings.Contains(dom, f.invs["acme"].Number) || strings.Contains(dom, f.invs["globex"].Number) {
 		t.Errorf("the invoice table should list acme's invoice only")

@@ -22,6 +22,8 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/store"
@@ -142,7 +144,16 @@ func newFixture(t *testing.T, cfg server.Config) *fixture {
 	srv := server.New(cfg, reg, logger)
 	apiCtx, cancel := context.WithCancel(ctx)
 	svc := serving.New(s, cs, billing.ChargebackConfig{Book: path, Idle: "own_row"}, time.Now)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc})
+	prices := insightsvc.Prices{ByTenant: map[string]insightsvc.Priced{}}
+	for _, c := range cs.Customers {
+		b, k, err := billing.LoadPricing(c, os.ReadFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prices.ByTenant[c.Tenant] = insightsvc.Priced{TenantPricing: insights.TenantPricing{Book: b, Contract: k}, Location: time.UTC}
+	}
+	ins := insightsvc.New(serving.NewInsightsReader(s), prices, time.Now, logger)
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc, Insights: ins})
 	f.srv = httptest.NewServer(srv.Handler())
 	f.stop = func() { f.srv.Close(); cancel(); wait() }
 	t.Cleanup(func() { f.srv.Close(); cancel(); wait() })

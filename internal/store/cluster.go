@@ -43,6 +43,7 @@ var shardKeys = map[string]string{
 	"api_audit":          "rand()",
 	"webhook_events":     "cityHash64(event_id)",
 	"webhook_attempts":   "cityHash64(event_id)",
+	"insight_anomalies":  "cityHash64(anomaly_id)",
 }
 
 // ClusterLayout says how migrations are laid out on a cluster.

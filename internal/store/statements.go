@@ -86,6 +86,23 @@ func CheckedStatements(from, to time.Time, tenant string, version uint64) []Stat
 	sql, args = FleetQuery{Window: to.Sub(from)}.toSQL(from)
 	out = append(out, Statement{Name: "fleet", SQL: sql, Args: args})
 	out = append(out, Statement{Name: "slurm job usage", SQL: slurmJobUsageSQL, Args: []any{from, to}})
+
+	// Insights (internal/insights): holdings, hourly series, model demand.
+	for _, iq := range []struct {
+		name string
+		q    InsightsQuery
+	}{{"insights", InsightsQuery{From: from, To: to}}, {"insights of a tenant", InsightsQuery{From: from, To: to, Tenant: tenant}}} {
+		sql, args = iq.q.holdingsSQL()
+		out = append(out, Statement{Name: iq.name + " holdings", SQL: sql, Args: args})
+		sql, args = iq.q.hourlyGPUSQL()
+		out = append(out, Statement{Name: iq.name + " hourly gpu_hours", SQL: sql, Args: args})
+	}
+	sql, args = InsightsQuery{From: from, To: to}.demandSQL()
+	out = append(out,
+		Statement{Name: "insights model demand", SQL: sql, Args: args},
+		Statement{Name: "insights gpus by model", SQL: gpusByModelSQL, Args: []any{from, to}},
+		Statement{Name: "insights first hour", SQL: firstHourSQL},
+	)
 	return out
 }
 

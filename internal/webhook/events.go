@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/quota"
 )
 
@@ -22,4 +23,20 @@ func QuotaCrossed(c quota.Crossing, at time.Time) (Event, error) {
 		"subject": c.Subject, "metric": c.Metric, "level": c.Level, "value": c.Value.Round(9).String(),
 		"threshold": c.Limit.Round(9).String(), "month": c.Month,
 	})
+}
+
+// InsightAnomaly is the event of an anomaly found (internal/insights). Its
+// id follows from the anomaly's deterministic id, so enqueuing the same
+// anomaly twice leaves one event in the outbox (keyed by event id).
+func InsightAnomaly(a insights.Anomaly, at time.Time) (Event, error) {
+	ev, err := NewEvent(TypeInsightAnomaly, at, map[string]any{
+		"anomaly_id": a.ID, "tenant": a.Tenant, "meter": a.Meter, "sku": a.SKU, "direction": a.Direction,
+		"start": a.Start.UTC(), "end": a.End.UTC(), "observed": a.Observed.Round(9).String(),
+		"expected": a.Expected.Round(9).String(), "spread": a.Spread.Round(9).String(), "score": a.Score,
+	})
+	if err != nil {
+		return Event{}, err
+	}
+	ev.ID = "evt_anomaly_" + a.ID
+	return ev, nil
 }

@@ -20,6 +20,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +30,11 @@ import (
 const (
 	TypeQuotaCrossed     = "quota.threshold_crossed"
 	TypeInvoiceFinalized = "invoice.finalized"
+	TypeInsightAnomaly   = "insight.anomaly"
 )
+
+// knownTypes are the event types an endpoint may ask for.
+var knownTypes = []string{TypeQuotaCrossed, TypeInvoiceFinalized, TypeInsightAnomaly}
 
 // Event is one thing that happened. Data is the type's payload.
 type Event struct {
@@ -171,8 +176,8 @@ func (c Config) Validate() error {
 			add("%s.secret: at least 16 characters", at)
 		}
 		for _, t := range e.Events {
-			if t != TypeQuotaCrossed && t != TypeInvoiceFinalized {
-				add("%s.events: unknown type %q (want %s or %s)", at, t, TypeQuotaCrossed, TypeInvoiceFinalized)
+			if !slices.Contains(knownTypes, t) {
+				add("%s.events: unknown type %q (want one of %s)", at, t, strings.Join(knownTypes, ", "))
 			}
 		}
 	}

@@ -11,6 +11,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/insights"
 )
 
 func TestSignAndVerify(t *testing.T) {
@@ -135,5 +139,32 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An endpoint may subscribe to insight.anomaly, and an anomaly's event id
+// follows from the anomaly's, so enqueuing it twice leaves one event.
+func TestInsightAnomalyEventIsDeterministic(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Endpoints = []Endpoint{{Name: "ops", URL: "https://ops.example/hook", Secret: "0123456789abcdef", Events: []string{TypeInsightAnomaly}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("insight.anomaly refused: %v", err)
+	}
+	start := time.Date(2026, 11, 23, 14, 0, 0, 0, time.UTC)
+	a := insights.Anomaly{ID: insights.AnomalyID("spiky", "gpu_hours", "", insights.Hourly, start), Tenant: "spiky", Meter: "gpu_hours",
+		Start: start, End: start.Add(time.Hour), Direction: insights.Spike, Observed: decimal.NewFromInt(6), Spread: decimal.NewFromInt(1), Score: 6}
+	e1, err := InsightAnomaly(a, start.Add(2*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2, err := InsightAnomaly(a, start.Add(5*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e1.ID != e2.ID || e1.ID != "evt_anomaly_"+a.ID || e1.Type != TypeInsightAnomaly {
+		t.Errorf("events %s and %s (%s), want both evt_anomaly_%s", e1.ID, e2.ID, e1.Type, a.ID)
+	}
+	if !strings.Contains(string(e1.Data), `"tenant":"spiky"`) || !strings.Contains(string(e1.Data), `"observed":"6"`) {
+		t.Errorf("data %s", e1.Data)
 	}
 }

@@ -101,6 +101,72 @@
     });
   }
 
+  // heldChart draws, per day, the GPU-hours held beside those with the SMs
+  // active: the gap is what was held but not used.
+  function heldChart(points) {
+    var W = 1000, H = 200, left = 48, bottom = 24, top = 10, max = 0;
+    points.forEach(function (p) { max = Math.max(max, parseFloat(p.gpu_hours)); });
+    var root = svg("svg", { viewBox: "0 0 " + W + " " + H, width: "100%", role: "img", "aria-label": "GPU-hours held and used by day" });
+    var slot = (W - left) / Math.max(points.length, 1);
+    var scale = max > 0 ? (H - bottom - top) / max : 0;
+    var colours = { gpu_hours: "#9ca3af", sm_active_hours: "#2563eb" };
+    points.forEach(function (p, i) {
+      ["gpu_hours", "sm_active_hours"].forEach(function (m, k) {
+        var v = parseFloat(p[m]) || 0, h = v * scale;
+        var r = svg("rect", { x: left + i * slot + slot * (0.15 + 0.35 * k), y: H - bottom - h, width: slot * 0.35, height: h,
+          fill: colours[m], "data-held-day": p.bucket.slice(0, 10), "data-meter": m, "data-value": v.toFixed(6) });
+        var tip = svg("title", {});
+        tip.textContent = p.bucket.slice(0, 10) + " " + (k ? "used " : "held ") + v.toFixed(3) + " GPU-h";
+        r.appendChild(tip);
+        root.appendChild(r);
+      });
+    });
+    el("held-chart").appendChild(root);
+    [["held", "#9ca3af"], ["SM-active", "#2563eb"]].forEach(function (x) {
+      var span = document.createElement("span"), i = document.createElement("i");
+      i.style.background = x[1];
+      span.appendChild(i);
+      span.appendChild(document.createTextNode(x[0]));
+      el("held-legend").appendChild(span);
+    });
+  }
+
+  // insights fills the efficiency section; a failure there (insights not
+  // served, a zone off whole hours) is a note, not a broken portal.
+  function insights(cost) {
+    var note = function (e) { var n = el("insights-note"); n.textContent = "Insights unavailable: " + e.message; n.hidden = false; };
+    if (!(cost.as_of > cost.start)) { return Promise.resolve(); }
+    var range = "from=" + encodeURIComponent(cost.start) + "&to=" + encodeURIComponent(cost.as_of);
+    var eff = api("/v1/insights/efficiency?" + range).then(function (rep) {
+      var t = rep.tenants.length ? rep.tenants[0] : null;
+      if (!t || t.measured_gpu_microseconds === 0) { el("eff-util").textContent = "not measured"; } else {
+        el("eff-util").textContent = (100 * t.sm_active_microseconds / t.measured_gpu_microseconds).toFixed(1) + " %";
+      }
+      var idle = t ? t.idle_gpu_microseconds / 3.6e9 : 0;
+      var fig = el("eff-idle");
+      fig.textContent = idle.toFixed(2) + " GPU-h";
+      fig.dataset.idleGpuMicroseconds = t ? String(t.idle_gpu_microseconds) : "0";
+      el("eff-idle-cost").textContent = t && t.idle_cost ? "costing " + t.idle_cost.amount + " " + t.idle_cost.currency : "";
+    });
+    var held = api("/v1/usage?" + range + "&step=day&meters=gpu_hours,sm_active_hours&tz=" + encodeURIComponent(cost.time_zone || "UTC"))
+      .then(function (u) { heldChart(u.points); });
+    var an = api("/v1/insights/anomalies?from=" + encodeURIComponent(cost.start) + "&to=" + encodeURIComponent(cost.end)).then(function (r) {
+      var tbody = el("anomalies").tBodies[0];
+      if (r.anomalies.length === 0) { var tr = document.createElement("tr"); text(tr, "td", "none this month", "muted").colSpan = 5; tbody.appendChild(tr); }
+      r.anomalies.forEach(function (a) {
+        var tr = document.createElement("tr");
+        tr.dataset.anomalyId = a.id;
+        text(tr, "td", a.start);
+        text(tr, "td", a.meter);
+        text(tr, "td", a.direction);
+        text(tr, "td", a.observed, "num");
+        text(tr, "td", a.expected + " ± " + a.spread, "num");
+        tbody.appendChild(tr);
+      });
+    });
+    return Promise.all([eff.catch(note), held.catch(note), an.catch(note)]);
+  }
+
   if (!token) { fail("No token: open the portal with the link you were given (…/portal/#token=…)."); return; }
   api("/v1/cost" + (month ? "?month=" + encodeURIComponent(month) : "")).then(function (cost) {
     el("who").textContent = cost.tenant + " · " + cost.month + " · " + cost.currency + " · price book " + cost.book_version;
@@ -110,6 +176,13 @@
     el("forecast-cost").textContent = cost.forecast + " " + cost.currency;
     el("forecast-cost").dataset.amount = cost.forecast;
     el("mtd-asof").textContent = "usage up to " + cost.as_of;
+    if (cost.trend) {
+      var tr = el("trend"), sp = cost.trend.spend;
+      tr.textContent = "by trend and weekly season: " + Number(sp.total).toFixed(2) + " " + cost.currency +
+        " (" + Number(sp.low).toFixed(2) + " to " + Number(sp.high).toFixed(2) + ")";
+      tr.dataset.total = sp.total;
+      tr.hidden = false;
+    }
     var tbody = el("meters").tBodies[0];
     cost.meters.forEach(function (m) {
       var tr = document.createElement("tr");
@@ -122,7 +195,7 @@
       ? api("/v1/usage?from=" + encodeURIComponent(cost.start) + "&to=" + encodeURIComponent(cost.as_of) +
         "&step=day&group_by=sku&meters=gpu_hours&tz=" + encodeURIComponent(cost.time_zone || "UTC"))
       : Promise.resolve({ points: [] });
-    return Promise.all([usage, api("/v1/invoices?page_size=100")]);
+    return Promise.all([usage, api("/v1/invoices?page_size=100"), insights(cost)]);
   }).then(function (both) {
     chart(both[0].points);
     var tbody = el("invoices").tBodies[0];

@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/insightsvc"
+	"github.com/gpumeter/gpumeter/internal/serving"
+	"github.com/gpumeter/gpumeter/internal/store"
+)
+
+const insightsHelp = `usage:
+  gpumeter insights efficiency (--period YYYY-MM | --from T --to T) [--tenant T] [--book FILE] [--json]
+  gpumeter insights rightsize  (--period YYYY-MM | --from T --to T) [--tenant T] [--book FILE] [--json]
+  gpumeter insights anomalies  (--period YYYY-MM | --from T --to T) [--tenant T] [--book FILE] [--save] [--json]
+  gpumeter insights capacity   [--to T] [--until T] [--weeks N] [--target F] [--json]
+
+efficiency: GPU-hours held, SM-active share, unmeasured time and
+held-but-idle GPU-hours with their cost, per tenant and department.
+rightsize: the smallest MIG or vGPU profile that would have held each
+tenant's demand, what it saves, and the MIG layout of the right-sized demand.
+anomalies: hours (gpu_hours) and days (spend) of the period far from the
+tenant's seasonal baseline, from the weeks before; --save stores them and
+enqueues each new one once as an insight.anomaly webhook.
+capacity: per GPU model, when demand (trend plus weekly season) exceeds
+the target share of the GPUs.
+Periods are whole UTC hours; billing customers are priced by their book and
+contract, other tenants by --book (without it they get no money figures).
+docs/insights.md describes the methods.
+`
+
+func runInsights(ctx context.Context, g *globals, args []string) error {
+	if len(args) == 0 {
+		return usageErrorf("want a subcommand: efficiency, rightsize, anomalies or capacity (see gpumeter insights -h)")
+	}
+	switch args[0] {
+	case "efficiency", "rightsize", "anomalies":
+		return runInsightsPeriod(ctx, g, args[0], args[1:])
+	case "capacity":
+		return runInsightsCapacity(ctx, g, args[1:])
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(g.stderr, insightsHelp)
+		return flag.ErrHelp
+	default:
+		return usageErrorf("unknown subcommand %q: want efficiency, rightsize, anomalies or capacity", args[0])
+	}
+}
+
+// periodFlags are the period and pricing flags of the period subcommands.
+type periodFlags struct {
+	period, from, to, tenant, book string
+	asJSON                         bool
+}
+
+func (p *periodFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.period, "period", "", "a UTC month, YYYY-MM (or --from and --to)")
+	fs.StringVar(&p.from, "from", "", "start, RFC 3339 or YYYY-MM-DD, a whole UTC hour")
+	fs.StringVar(&p.to, "to", "", "end, exclusive, RFC 3339 or YYYY-MM-DD, a whole UTC hour")
+	fs.StringVar(&p.tenant, "tenant", "", "only this tenant")
+	fs.StringVar(&p.book, "book", "", "price book for tenants that are not billing customers")
+	fs.BoolVar(&p.asJSON, "json", false, "JSON output")
+}
+
+// request reads the period flags into a validated request.
+func (p *periodFlags) request() (insightsvc.Request, error) {
+	var r insightsvc.Request
+	switch {
+	case p.period != "" && (p.from != "" || p.to != ""):
+		return r, usageErrorf("give --period or --from and --to, not both")
+	case p.period != "":
+		m, err := billing.MonthlyPeriod(p.period, time.UTC)
+		if err != nil {
+			return r, usageErrorf("--period: %v", err)
+		}
+		r.From, r.To = m.Start, m.End
+	default:
+		var err error
+		if r.From, err = parseTime(p.from); err != nil {
+			return r, usageErrorf("--from: %v (or give --period YYYY-MM)", err)
+		}
+		if r.To, err = parseTime(p.to); err != nil {
+			return r, usageErrorf("--to: %v", err)
+		}
+	}
+	r.Tenant = p.tenant
+	if err := r.Validate(); err != nil {
+		return r, usageError{err}
+	}
+	return r, nil
+}
+
+func runInsightsPeriod(ctx context.Context, g *globals, sub string, args []string) error {
+	fs := flag.NewFlagSet("insights "+sub, flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	var p periodFlags
+	p.register(fs)
+	save := false
+	if sub == "anomalies" {
+		fs.BoolVar(&save, "save", false, "store the anomalies and enqueue each new one as an insight.anomaly webhook")
+	}
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), insightsHelp+"\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+	req, err := p.request()
+	if err != nil {
+		return err
+	}
+	prices, err := insightPrices(g, p.book)
+	if err != nil {
+		return err
+	}
+	s, err := openStore(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	svc := insightsvc.New(serving.NewInsightsReader(s), prices, time.Now, g.logger)
+	var out any
+	switch sub {
+	case "efficiency":
+		rep, err := svc.Efficiency(ctx, req, nil)
+		if err != nil {
+			return insightsError(err)
+		}
+		out = rep
+		if !p.asJSON {
+			return writeEfficiency(g.stdout, rep)
+		}
+	case "rightsize":
+		rep, err := svc.RightSize(ctx, req)
+		if err != nil {
+			return insightsError(err)
+		}
+		out = rep
+		if !p.asJSON {
+			return writeRightSize(g.stdout, rep)
+		}
+	case "anomalies":
+		found, fresh, err := svc.Detect(ctx, req, save)
+		if err != nil {
+			return insightsError(err)
+		}
+		if save {
+			fmt.Fprintf(g.stderr, "%d anomalies, %d new: stored and enqueued as webhooks\n", len(found), len(fresh))
+		}
+		out = struct {
+			Anomalies []insights.Anomaly `json:"anomalies"`
+		}{append([]insights.Anomaly{}, found...)}
+		if !p.asJSON {
+			return writeAnomalies(g.stdout, found)
+		}
+	}
+	return writeJSON(g.stdout, out)
+}
+
+func runInsightsCapacity(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("insights capacity", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	to := fs.String("to", "", "end of the history, a whole UTC hour (default: the current hour)")
+	until := fs.String("until", "", "project up to here (default: 90 days after --to)")
+	weeks := fs.Int("weeks", 8, "weeks of history to fit (2 to 52)")
+	target := fs.String("target", "0.9", "share of the GPUs that counts as full, within (0, 1]")
+	asJSON := fs.Bool("json", false, "JSON output")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), insightsHelp+"\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+	req := insightsvc.CapacityRequest{To: time.Now().UTC().Truncate(time.Hour), Weeks: *weeks}
+	var err error
+	if *to != "" {
+		if req.To, err = parseTime(*to); err != nil {
+			return usageErrorf("--to: %v", err)
+		}
+	}
+	req.Until = req.To.Add(90 * 24 * time.Hour)
+	if *until != "" {
+		if req.Until, err = parseTime(*until); err != nil {
+			return usageErrorf("--until: %v", err)
+		}
+	}
+	if req.Target, err = decimal.NewFromString(*target); err != nil {
+		return usageErrorf("--target: %q is not a number", *target)
+	}
+	if err := req.Validate(); err != nil {
+		return usageError{err}
+	}
+	s, err := openStore(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	svc := insightsvc.New(serving.NewInsightsReader(s), insightsvc.Prices{}, time.Now, g.logger)
+	fc, err := svc.Capacity(ctx, req)
+	if err != nil {
+		return insightsError(err)
+	}
+	if *asJSON {
+		return writeJSON(g.stdout, struct {
+			Models []insights.CapacityForecast `json:"models"`
+		}{append([]insights.CapacityForecast{}, fc...)})
+	}
+	return writeCapacity(g.stdout, fc)
+}
+
+// insightsError makes bad input (a time the server cannot hold, say) exit 2.
+func insightsError(err error) error {
+	if insightsvc.IsValidation(err) || errors.Is(err, store.ErrTimeOutOfRange) {
+		return usageError{err}
+	}
+	return err
+}
+
+// insightPrices prices billing customers by their book and contract, in
+// their time zone, and everyone else by book (when given), in UTC.
+func insightPrices(g *globals, book string) (insightsvc.Prices, error) {
+	p := insightsvc.Prices{ByTenant: map[string]insightsvc.Priced{}}
+	for _, c := range g.cfg.Billing.Customers {
+		b, k, err := billing.LoadPricing(c, os.ReadFile)
+		if err != nil {
+			return p, usageErrorf("billing customer %s: %v", c.Tenant, err)
+		}
+		loc := time.UTC
+		if c.TimeZone != "" {
+			if loc, err = time.LoadLocation(c.TimeZone); err != nil {
+				return p, usageErrorf("billing customer %s: time zone: %v", c.Tenant, err)
+			}
+		}
+		p.ByTenant[c.Tenant] = insightsvc.Priced{TenantPricing: insights.TenantPricing{Book: b, Contract: k}, Location: loc}
+	}
+	if book != "" {
+		b, _, err := billing.LoadPricing(billing.Customer{Book: book}, os.ReadFile)
+		if err != nil {
+			return p, usageErrorf("--book: %v", err)
+		}
+		p.Default = &insightsvc.Priced{TenantPricing: insights.TenantPricing{Book: b}, Location: time.UTC}
+	}
+	return p, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func gpuHours(us int64) string { return insights.GPUHours(us).StringFixed(2) }
+
+func share(f float64, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+func money(m *insights.Money) string {
+	if m == nil {
+		return "-"
+	}
+	return m.Amount.String() + " " + m.Currency
+}
+
+func writeEfficiency(w io.Writer, rep insights.EfficiencyReport) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "tenant\tdepartment\theld GPU-h\tutilization\tunmeasured GPU-h\tidle GPU-h\tidle share\tidle cost\t\n")
+	for _, t := range rep.Tenants {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", t.Tenant, t.Department, gpuHours(t.HeldGPUMicros),
+			share(t.Utilization()), gpuHours(t.UnmeasuredGPUMicros), gpuHours(t.IdleGPUMicros), share(t.IdleShare()), money(t.IdleCost))
+	}
+	f := rep.Fleet
+	fmt.Fprintf(tw, "fleet\t\t%s\t%s\t%s\t%s\t%s\t\t\n", gpuHours(f.HeldGPUMicros), share(f.Utilization()),
+		gpuHours(f.UnmeasuredGPUMicros), gpuHours(f.IdleGPUMicros), share(f.IdleShare()))
+	return tw.Flush()
+}
+
+func writeRightSize(w io.Writer, rep insights.RightSizeReport) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "tenant\tcurrent\taction\trecommended\tmem p99 GB\tSM p99 GPUs\tsaved GPU-h\tsaving\treason\n")
+	for _, r := range rep.Tenants {
+		rec := "-"
+		if r.Action == insights.Downsize {
+			rec = r.Recommended.SKU
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f\t%.3f\t%s\t%s\t%s\n", r.Tenant, r.Current.SKU, r.Action, rec,
+			float64(r.MemBytes)/1e9, r.SMGPUs, gpuHours(r.SavedGPUMicros), money(r.Saving), r.Reason)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if rep.Plan != nil {
+		fmt.Fprintf(w, "\nlayout of the right-sized MIG demand: %d GPUs used, %d instances unmet\n", rep.GPUsUsed, rep.Plan.Summary.UnmetInstanceCount)
+	}
+	return nil
+}
+
+func writeAnomalies(w io.Writer, as []insights.Anomaly) error {
+	if len(as) == 0 {
+		_, err := fmt.Fprintln(w, "no anomalies")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "id\ttenant\tmeter\tstart\tdirection\tobserved\texpected\tspread\n")
+	for _, a := range as {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Tenant, a.Meter, a.Start.Format(time.RFC3339), a.Direction,
+			a.Observed.StringFixed(2), a.Expected.StringFixed(2), a.Spread.StringFixed(2))
+	}
+	return tw.Flush()
+}
+
+func writeCapacity(w io.Writer, fc []insights.CapacityForecast) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "model\tGPUs\ttarget\thistory peak\tpeak forecast\tfull at\n")
+	for _, c := range fc {
+		at := "not before the horizon"
+		if c.Exceeds {
+			at = c.At.Format(time.RFC3339) + " (" + c.Demand.StringFixed(1) + " GPUs)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Model, c.CapacityGPUs, c.Target, c.HistoryPeak.StringFixed(1),
+			c.PeakForecast.StringFixed(1), strings.TrimSpace(at))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,550 @@
+// Package insightsvc is the service layer of internal/insights: it loads
+// the inputs through a Reader (the store), prices tenants as invoicing
+// does, runs the pure analyses and stores anomalies. The CLI (`gpumeter
+// insights`) and the API (/v1/insights/...) both call it, so both answer
+// the same. It speaks no SQL.
+package insightsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/partition"
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// Reader loads the inputs (internal/store meets it through a thin adapter
+// in cmd/gpumeter). Every read deduplicates; tenant "" reads every tenant.
+type Reader interface {
+	Holdings(ctx context.Context, from, to time.Time, tenant string) ([]insights.Holding, error)
+	HourlyGPUHours(ctx context.Context, from, to time.Time, tenant string) ([]insights.Series, error)
+	// HourlyUsage is each tenant's hourly rows as the pricing engine takes
+	// them (usage_hourly FINAL, what invoices price).
+	HourlyUsage(ctx context.Context, from, to time.Time, tenant string) (map[string][]pricing.Usage, error)
+	ModelDemand(ctx context.Context, from, to time.Time) ([]insights.Series, error)
+	// FirstHour is the oldest hour the rollup holds (zero: none): hours
+	// before it are unknown, not hours without use.
+	FirstHour(ctx context.Context) (time.Time, error)
+	GPUsByModel(ctx context.Context, since, until time.Time) (map[string]int, error)
+	// Fleet is the fleet's current MIG layout for the planner.
+	Fleet(ctx context.Context) (*partition.Fleet, error)
+	SaveAnomalies(ctx context.Context, as []insights.Anomaly, now time.Time) ([]insights.Anomaly, error)
+	Anomalies(ctx context.Context, from, to time.Time, tenant string) ([]StoredAnomaly, error)
+}
+
+// StoredAnomaly is an anomaly with when it was first found.
+type StoredAnomaly struct {
+	insights.Anomaly
+	DetectedAt time.Time `json:"detected_at"`
+}
+
+// Priced is how one tenant is priced, and its billing time zone (daily
+// spend is per calendar day there).
+type Priced struct {
+	insights.TenantPricing
+	Location *time.Location
+}
+
+// Prices are every tenant's pricing: billing customers by tenant, and a
+// default for the others (nil: they get no money figures).
+type Prices struct {
+	ByTenant map[string]Priced
+	Default  *Priced
+}
+
+// For is the tenant's pricing; ok is false when it has none.
+func (p Prices) For(tenant string) (Priced, bool) {
+	if pr, ok := p.ByTenant[tenant]; ok {
+		return pr, true
+	}
+	if p.Default != nil {
+		return *p.Default, true
+	}
+	return Priced{}, false
+}
+
+// Service runs the insights.
+type Service struct {
+	reader Reader
+	prices Prices
+	now    func() time.Time
+	logger *slog.Logger
+}
+
+// New makes a service.
+func New(r Reader, prices Prices, now func() time.Time, logger *slog.Logger) *Service {
+	return &Service{reader: r, prices: prices, now: now, logger: logger.With("component", "insights")}
+}
+
+// Bounds of a request: holdings come from raw samples, a quarter at most.
+const (
+	MaxPeriod = 93 * 24 * time.Hour
+	// MaxEvaluate bounds the evaluated range of anomaly detection; its
+	// history (Weeks) comes on top.
+	MaxEvaluate = 93 * 24 * time.Hour
+)
+
+// ValidationError is bad input: the CLI exits 2, the API answers 400.
+type ValidationError struct{ Err error }
+
+func (e *ValidationError) Error() string { return e.Err.Error() }
+func (e *ValidationError) Unwrap() error { return e.Err }
+
+// IsValidation reports whether err is bad input.
+func IsValidation(err error) bool {
+	var v *ValidationError
+	return errors.As(err, &v)
+}
+
+// Request is a period [From, To) of whole UTC hours, optionally of one
+// tenant or one department (the API sets them from the caller's scope).
+// A department request sees its tenants only: no fleet totals beyond
+// theirs, and no fleet layout.
+type Request struct {
+	From, To   time.Time
+	Tenant     string
+	Department string
+}
+
+// Validate reports every problem.
+func (r Request) Validate() error {
+	var errs []error
+	if r.From.IsZero() || r.To.IsZero() {
+		return &ValidationError{errors.New("from and to are required")}
+	}
+	if !r.To.After(r.From) {
+		errs = append(errs, errors.New("to must be after from"))
+	} else if r.To.Sub(r.From) > MaxPeriod {
+		errs = append(errs, fmt.Errorf("the period is %s, at most %s", r.To.Sub(r.From), MaxPeriod))
+	}
+	for _, t := range []time.Time{r.From, r.To} {
+		if !t.Equal(t.Truncate(time.Hour)) {
+			errs = append(errs, fmt.Errorf("%s is not a whole UTC hour", t.UTC().Format(time.RFC3339Nano)))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &ValidationError{err}
+	}
+	return nil
+}
+
+// pricing is the pricing map of the tenants of hs.
+func (s *Service) pricing(hs []insights.Holding) map[string]insights.TenantPricing {
+	out := map[string]insights.TenantPricing{}
+	for _, h := range hs {
+		if pr, ok := s.prices.For(h.Tenant); ok {
+			out[h.Tenant] = pr.TenantPricing
+		}
+	}
+	return out
+}
+
+// Efficiency is insights.Efficiency over the period's holdings, with the
+// default idle parameters unless params is given.
+func (s *Service) Efficiency(ctx context.Context, r Request, params *insights.IdleParams) (insights.EfficiencyReport, error) {
+	if err := r.Validate(); err != nil {
+		return insights.EfficiencyReport{}, err
+	}
+	p := insights.DefaultIdleParams()
+	if params != nil {
+		p = *params
+	}
+	if err := p.Validate(); err != nil {
+		return insights.EfficiencyReport{}, &ValidationError{err}
+	}
+	hs, err := s.reader.Holdings(ctx, r.From.UTC(), r.To.UTC(), r.Tenant)
+	if err != nil {
+		return insights.EfficiencyReport{}, err
+	}
+	rep, err := insights.Efficiency(insights.EfficiencyInput{From: r.From.UTC(), To: r.To.UTC(), Params: p, Holdings: hs, Pricing: s.pricing(hs)})
+	if err != nil || r.Department == "" {
+		return rep, err
+	}
+	var tenants []insights.TenantEfficiency
+	for _, t := range rep.Tenants {
+		if t.Department == r.Department {
+			tenants = append(tenants, t)
+		}
+	}
+	var depts []insights.DepartmentEfficiency
+	rep.Fleet = insights.Totals{}
+	for _, d := range rep.Departments {
+		if d.Department == r.Department {
+			depts = append(depts, d)
+			rep.Fleet = d.Totals
+		}
+	}
+	rep.Tenants, rep.Departments = tenants, depts
+	return rep, nil
+}
+
+// RightSize is insights.RightSize over the period's holdings and the
+// fleet's current layout.
+func (s *Service) RightSize(ctx context.Context, r Request) (insights.RightSizeReport, error) {
+	if err := r.Validate(); err != nil {
+		return insights.RightSizeReport{}, err
+	}
+	hs, err := s.reader.Holdings(ctx, r.From.UTC(), r.To.UTC(), r.Tenant)
+	if err != nil {
+		return insights.RightSizeReport{}, err
+	}
+	in := insights.RightSizeInput{From: r.From.UTC(), To: r.To.UTC(), Params: insights.DefaultRightSizeParams(), Holdings: hs, Pricing: s.pricing(hs)}
+	if r.Tenant == "" && r.Department == "" {
+		// The layout is the fleet's: only a fleet-wide request plans it.
+		if in.Fleet, err = s.reader.Fleet(ctx); err != nil {
+			return insights.RightSizeReport{}, err
+		}
+	}
+	rep, err := insights.RightSize(in)
+	if err != nil || r.Department == "" {
+		return rep, err
+	}
+	var keep []insights.RightSizing
+	mine := map[string]bool{}
+	for _, t := range rep.Tenants {
+		if t.Department == r.Department {
+			keep, mine[t.Tenant] = append(keep, t), true
+		}
+	}
+	var demand partition.Demand
+	for _, d := range rep.Demand.Tenants {
+		if mine[d.Tenant] {
+			demand.Tenants = append(demand.Tenants, d)
+		}
+	}
+	rep.Tenants, rep.Demand = keep, demand
+	return rep, nil
+}
+
+// Detect checks the hours and days of [From, To) of every tenant (or the
+// one) against their seasonal baselines, loading the history the baseline
+// needs before From: hourly gpu_hours, and daily spend in the tenant's
+// zone for priced tenants (days that start in [From, To) are checked).
+// With save, anomalies are stored and the new ones enqueued as webhooks;
+// fresh are those new ones.
+func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fresh []insights.Anomaly, err error) {
+	if err := r.Validate(); err != nil {
+		return nil, nil, err
+	}
+	p := insights.DefaultAnomalyParams()
+	from, to := r.From.UTC(), r.To.UTC()
+	hist := from.AddDate(0, 0, -7*p.Baseline.Weeks)
+	// Before the fleet's first recorded hour nothing is known: counting
+	// those weeks as zero would flag every tenant of a new deployment.
+	first, err := s.reader.FirstHour(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if first.IsZero() || !first.Before(to) {
+		return nil, nil, nil
+	}
+	if first.After(hist) {
+		hist = first
+	}
+	if !hist.Before(to) {
+		return nil, nil, nil
+	}
+	hourly, err := s.reader.HourlyGPUHours(ctx, hist, to, r.Tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	if found, err = insights.Detect(insights.AnomalyInput{Series: hourly, EvaluateFrom: from, Params: p}); err != nil {
+		return nil, nil, err
+	}
+	// A day of any zone lies within a day and a bit around the range.
+	usage, err := s.reader.HourlyUsage(ctx, hist.Add(-26*time.Hour), to.Add(26*time.Hour), r.Tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	tenants := make([]string, 0, len(usage))
+	for t := range usage {
+		tenants = append(tenants, t)
+	}
+	sort.Strings(tenants)
+	for _, t := range tenants {
+		pr, ok := s.prices.For(t)
+		if !ok {
+			continue
+		}
+		loc := pr.Location
+		if loc == nil {
+			loc = time.UTC
+		}
+		evalFrom := ceilDay(from, loc)
+		dayFrom, dayTo := ceilDay(hist, loc), floorDay(to, loc)
+		if !dayTo.After(evalFrom) || !dayTo.After(dayFrom) {
+			continue // no whole day of the tenant's in the range
+		}
+		spend, err := insights.DailySpend(t, pr.TenantPricing, dayFrom, dayTo, usage[t])
+		if err != nil {
+			return nil, nil, err
+		}
+		an, err := insights.Detect(insights.AnomalyInput{Series: []insights.Series{spend}, EvaluateFrom: evalFrom, Params: p})
+		if err != nil {
+			return nil, nil, err
+		}
+		found = append(found, an...)
+	}
+	if !save || len(found) == 0 {
+		return found, nil, nil
+	}
+	fresh, err = s.reader.SaveAnomalies(ctx, found, s.now())
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, a := range fresh {
+		s.logger.Info("anomaly", "tenant", a.Tenant, "meter", a.Meter, "start", a.Start, "direction", a.Direction, "anomaly_id", a.ID)
+	}
+	return found, fresh, nil
+}
+
+func floorDay(t time.Time, loc *time.Location) time.Time {
+	y, m, d := t.In(loc).Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, loc)
+}
+
+func ceilDay(t time.Time, loc *time.Location) time.Time {
+	f := floorDay(t, loc)
+	if f.Equal(t) {
+		return f
+	}
+	return f.AddDate(0, 0, 1)
+}
+
+// Stored lists the stored anomalies starting in the period.
+func (s *Service) Stored(ctx context.Context, r Request) ([]StoredAnomaly, error) {
+	if r.From.IsZero() || r.To.IsZero() || !r.To.After(r.From) {
+		return nil, &ValidationError{errors.New("from and to are required, to after from")}
+	}
+	if r.To.Sub(r.From) > 400*24*time.Hour {
+		return nil, &ValidationError{fmt.Errorf("the range is %s, at most 400 days", r.To.Sub(r.From))}
+	}
+	return s.reader.Anomalies(ctx, r.From.UTC(), r.To.UTC(), r.Tenant)
+}
+
+// CapacityRequest projects each model's demand from the Weeks before To
+// until Until against Target of the GPUs that reported in To's last hour.
+type CapacityRequest struct {
+	To, Until time.Time
+	Weeks     int
+	Target    decimal.Decimal
+}
+
+// Validate reports every problem.
+func (r CapacityRequest) Validate() error {
+	var errs []error
+	if r.To.IsZero() || !r.To.Equal(r.To.Truncate(time.Hour)) {
+		errs = append(errs, errors.New("to: required, a whole UTC hour"))
+	}
+	if r.Until.IsZero() || !r.Until.Equal(r.Until.Truncate(time.Hour)) || !r.Until.After(r.To) {
+		errs = append(errs, errors.New("until: required, a whole UTC hour after to"))
+	} else if r.Until.Sub(r.To) > 3*366*24*time.Hour {
+		errs = append(errs, errors.New("until: at most three years ahead"))
+	}
+	if r.Weeks < 2 || r.Weeks > 52 {
+		errs = append(errs, fmt.Errorf("weeks %d: want 2 to 52", r.Weeks))
+	}
+	if r.Target.Sign() <= 0 || r.Target.GreaterThan(decimal.NewFromInt(1)) {
+		errs = append(errs, fmt.Errorf("target %s: want within (0, 1]", r.Target))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &ValidationError{err}
+	}
+	return nil
+}
+
+// Capacity is insights.FleetCapacity for every model with GPUs: demand
+// from usage_hourly (a model without rows has zero demand), capacity the
+// GPUs that reported in the last hour before To.
+func (s *Service) Capacity(ctx context.Context, r CapacityRequest) ([]insights.CapacityForecast, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	to := r.To.UTC()
+	from := to.AddDate(0, 0, -7*r.Weeks)
+	// Weeks before the fleet's first recorded hour are unknown: as zeros
+	// they would fit a steep trend into any young fleet.
+	first, err := s.reader.FirstHour(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if first.After(from) {
+		from = first
+	}
+	weeks := int(to.Sub(from) / (7 * 24 * time.Hour))
+	if weeks < 2 {
+		return nil, &ValidationError{fmt.Errorf("capacity needs two weeks of history before %s; the fleet's first recorded hour is %s",
+			to.Format(time.RFC3339), first.Format(time.RFC3339))}
+	}
+	from = to.AddDate(0, 0, -7*min(weeks, r.Weeks))
+	demand, err := s.reader.ModelDemand(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	gpus, err := s.reader.GPUsByModel(ctx, to.Add(-time.Hour), to)
+	if err != nil {
+		return nil, err
+	}
+	byModel := map[string]insights.Series{}
+	for _, d := range demand {
+		byModel[d.SKU] = d
+	}
+	models := make([]string, 0, len(gpus))
+	for m := range gpus {
+		models = append(models, m)
+	}
+	sort.Strings(models)
+	var in []insights.CapacityInput
+	for _, m := range models {
+		d, ok := byModel[m]
+		if !ok {
+			d = insights.Series{Meter: "gpu_equivalents", SKU: m, Step: insights.Hourly, From: from, To: to}
+		}
+		in = append(in, insights.CapacityInput{Model: m, CapacityGPUs: decimal.NewFromInt(int64(gpus[m])), Target: r.Target,
+			Demand: d, Weeks: min(weeks, r.Weeks), Until: r.Until.UTC()})
+	}
+	for m := range byModel {
+		if _, ok := gpus[m]; !ok {
+			s.logger.Debug("demand without GPUs reporting in the last hour; left out of capacity", "model", m)
+		}
+	}
+	return insights.FleetCapacity(in)
+}
+
+// ChargebackRows are the efficiency report's departments, each followed
+// by its tenants, as the chargeback report's efficiency section shows them.
+func ChargebackRows(rep insights.EfficiencyReport) []chargeback.EfficiencyRow {
+	row := func(dept, tenant string, t insights.Totals) chargeback.EfficiencyRow {
+		return chargeback.EfficiencyRow{Department: dept, Tenant: tenant, HeldGPUMicros: t.HeldGPUMicros, MeasuredGPUMicros: t.MeasuredGPUMicros,
+			UnmeasuredGPUMicros: t.UnmeasuredGPUMicros, SMActiveMicros: t.SMActiveMicros, IdleGPUMicros: t.IdleGPUMicros}
+	}
+	byDept := map[string][]insights.TenantEfficiency{}
+	for _, t := range rep.Tenants {
+		byDept[t.Department] = append(byDept[t.Department], t)
+	}
+	out := []chargeback.EfficiencyRow{}
+	for _, d := range rep.Departments {
+		out = append(out, row(d.Department, "", d.Totals))
+		ts := byDept[d.Department]
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Tenant < ts[j].Tenant })
+		for _, t := range ts {
+			out = append(out, row(d.Department, t.Tenant, t.Totals))
+		}
+	}
+	return out
+}
+
+// Trend is a month's forecast by trend and weekly season
+// (insights.ForecastPeriod over whole days of the tenant's zone): spend
+// and GPU-hours, each with the band of the day-to-day noise.
+type Trend struct {
+	// Days of history fitted (from the tenant's first day with usage, at
+	// most insights.DefaultForecastWeeks weeks); Through is the end of the
+	// last whole day counted as actual.
+	Days     int               `json:"days"`
+	Through  time.Time         `json:"through"`
+	Spend    insights.Forecast `json:"spend"`
+	GPUHours insights.Forecast `json:"gpu_hours"`
+}
+
+// trendWeeks is the history a month's trend fits.
+const trendWeeks = 8
+
+// MonthTrend forecasts the month [start, end) (midnights in loc) from the
+// tenant's hourly usage of the weeks before asOf: nil, without error,
+// when fewer than two weeks of whole days have passed since its first
+// usage (no trend can be fitted yet). usage must cover
+// [start − 8 weeks, asOf).
+func MonthTrend(tenant string, pr Priced, start, end, asOf time.Time, usage []pricing.Usage) (*Trend, error) {
+	loc := pr.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	to := floorDay(asOf, loc)
+	if to.After(end) {
+		to = end
+	}
+	from := floorDay(start.AddDate(0, 0, -7*trendWeeks), loc)
+	first := time.Time{}
+	for _, u := range usage {
+		if !u.Hour.Before(from) && u.Hour.Before(to) && (first.IsZero() || u.Hour.Before(first)) {
+			first = u.Hour
+		}
+	}
+	if first.IsZero() {
+		return nil, nil
+	}
+	if f := floorDay(first, loc); f.After(from) {
+		from = f
+	}
+	if to.Sub(from) < 14*24*time.Hour-2*time.Hour { // two weeks of days, clock changes aside
+		return nil, nil
+	}
+	if from.After(start) {
+		from = start // the month's days before the first usage are days without use
+	}
+	days := int(to.Sub(from).Hours()/24 + 0.5)
+	spend, err := insights.DailySpend(tenant, pr.TenantPricing, from, to, usage)
+	if err != nil {
+		return nil, err
+	}
+	hours, err := insights.DailyUsage(tenant, pricing.GPUHours, from, to, usage)
+	if err != nil {
+		return nil, err
+	}
+	weeks := min(trendWeeks, days/7)
+	out := &Trend{Days: days, Through: to}
+	if out.Spend, err = insights.ForecastPeriod(insights.ForecastInput{Series: spend, PeriodStart: start, PeriodEnd: end, Weeks: weeks}); err != nil {
+		return nil, err
+	}
+	if out.GPUHours, err = insights.ForecastPeriod(insights.ForecastInput{Series: hours, PeriodStart: start, PeriodEnd: end, Weeks: weeks}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Config is the insights section of the config: when `gpumeter serve`
+// looks for anomalies.
+type Config struct {
+	// Schedule is the cron spec of the detection in serve (UTC); empty
+	// turns it off. Each run checks the Lookback before the hour the
+	// hourly rollup has closed through, stores what it finds and enqueues
+	// each anomaly not seen before as an insight.anomaly webhook: runs are
+	// idempotent, so overlapping windows send nothing twice.
+	Schedule string `yaml:"schedule"`
+	// Lookback is the evaluated window, whole hours (its baseline's
+	// history comes on top): long enough to cover a day of every tenant's
+	// zone and a missed run or two.
+	Lookback time.Duration `yaml:"lookback"`
+}
+
+// DefaultConfig runs hourly, at 20 past, over the last 48 closed hours.
+func DefaultConfig() Config { return Config{Schedule: "20 * * * *", Lookback: 48 * time.Hour} }
+
+// Validate names the field of every problem.
+func (c Config) Validate() error {
+	if c.Lookback < time.Hour || c.Lookback%time.Hour != 0 || c.Lookback > MaxEvaluate {
+		return fmt.Errorf("insights.lookback %s: want whole hours, 1h to %s", c.Lookback, MaxEvaluate)
+	}
+	return nil
+}
+
+// DetectClosed is the scheduled detection: the lookback before
+// closedThrough (the rollup's: hours after it are not summed yet and would
+// read as drops), saved and enqueued.
+func (s *Service) DetectClosed(ctx context.Context, closedThrough time.Time, lookback time.Duration) (found, fresh []insights.Anomaly, err error) {
+	to := closedThrough.UTC().Truncate(time.Hour)
+	if to.IsZero() || to.Unix() <= 0 {
+		s.logger.Debug("no closed hours yet; nothing to check")
+		return nil, nil, nil
+	}
+	return s.Detect(ctx, Request{From: to.Add(-lookback), To: to}, true)
+}

@@ -1,0 +1,306 @@
+package insightsvc
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/partition"
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// fakeReader serves fixed inputs and records what was asked.
+type fakeReader struct {
+	holdings []insights.Holding
+	hourly   []insights.Series
+	usage    map[string][]pricing.Usage
+	demand   []insights.Series
+	gpus     map[string]int
+	saved    [][]insights.Anomaly
+	asked    []string
+	first    time.Time // zero: 2000-01-01
+}
+
+func (f *fakeReader) FirstHour(context.Context) (time.Time, error) {
+	if f.first.IsZero() {
+		return time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), nil
+	}
+	return f.first, nil
+}
+
+func (f *fakeReader) Holdings(_ context.Context, from, to time.Time, tenant string) ([]insights.Holding, error) {
+	f.asked = append(f.asked, "holdings "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339)+" "+tenant)
+	var out []insights.Holding
+	for _, h := range f.holdings {
+		if tenant == "" || h.Tenant == tenant {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeReader) HourlyGPUHours(_ context.Context, from, to time.Time, tenant string) ([]insights.Series, error) {
+	f.asked = append(f.asked, "hourly "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339))
+	return f.hourly, nil
+}
+
+func (f *fakeReader) HourlyUsage(_ context.Context, from, to time.Time, tenant string) (map[string][]pricing.Usage, error) {
+	return f.usage, nil
+}
+
+func (f *fakeReader) ModelDemand(_ context.Context, from, to time.Time) ([]insights.Series, error) {
+	f.asked = append(f.asked, "demand "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339))
+	return f.demand, nil
+}
+
+func (f *fakeReader) GPUsByModel(_ context.Context, since, until time.Time) (map[string]int, error) {
+	return f.gpus, nil
+}
+
+func (f *fakeReader) Fleet(context.Context) (*partition.Fleet, error) {
+	f.asked = append(f.asked, "fleet")
+	return &partition.Fleet{}, nil
+}
+
+func (f *fakeReader) SaveAnomalies(_ context.Context, as []insights.Anomaly, _ time.Time) ([]insights.Anomaly, error) {
+	f.saved = append(f.saved, as)
+	return as, nil
+}
+
+func (f *fakeReader) Anomalies(context.Context, time.Time, time.Time, string) ([]StoredAnomaly, error) {
+	return nil, nil
+}
+
+func flat(t *testing.T) *pricing.Book {
+	t.Helper()
+	b, err := pricing.ParseBook([]byte("version: flat\ncurrency: {code: USD, rounding: {minor_units: 2, mode: half_away_from_zero}}\nskus:\n  H100-SXM5-80GB:\n    meters:\n      gpu_hours: {unit_price: \"2\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// idleHolding is an hour of a whole GPU at 0 % SM activity.
+func idleHolding(tenant, dept, gpu string, from time.Time) insights.Holding {
+	h := insights.Holding{Tenant: tenant, Department: dept, GPUUUID: gpu, SKU: "H100-SXM5-80GB"}
+	for i := range 360 {
+		h.Intervals = append(h.Intervals, insights.Interval{Start: from.Add(time.Duration(i) * 10 * time.Second), DurationMicros: 10_000_000, GPUMicros: 10_000_000})
+	}
+	return h
+}
+
+func TestEfficiencyPricesTenantsAndKeepsADepartmentToItself(t *testing.T) {
+	from := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	r := &fakeReader{holdings: []insights.Holding{idleHolding("acme", "research", "G1", from), idleHolding("globex", "sales", "G2", from)}}
+	book := flat(t)
+	svc := New(r, Prices{ByTenant: map[string]Priced{"acme": {TenantPricing: insights.TenantPricing{Book: book}}}}, time.Now, slog.New(slog.DiscardHandler))
+	rep, err := svc.Efficiency(context.Background(), Request{From: from, To: from.Add(time.Hour)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Tenants) != 2 || rep.Tenants[0].IdleCost == nil || !rep.Tenants[0].IdleCost.Amount.Equal(decimal.NewFromInt(2)) || rep.Tenants[1].IdleCost != nil {
+		t.Fatalf("acme is a customer (idle hour costs 2), globex has no pricing (no cost): %+v", rep.Tenants)
+	}
+	if rep.Fleet.HeldGPUMicros != 2*3_600_000_000 {
+		t.Errorf("fleet held %d", rep.Fleet.HeldGPUMicros)
+	}
+	dep, err := svc.Efficiency(context.Background(), Request{From: from, To: from.Add(time.Hour), Department: "research"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dep.Tenants) != 1 || dep.Tenants[0].Tenant != "acme" || len(dep.Departments) != 1 || dep.Fleet.HeldGPUMicros != 3_600_000_000 {
+		t.Errorf("department research sees %+v, departments %+v, fleet %+v", dep.Tenants, dep.Departments, dep.Fleet)
+	}
+	// With a default book, globex is priced too.
+	svc = New(r, Prices{Default: &Priced{TenantPricing: insights.TenantPricing{Book: book}}}, time.Now, slog.New(slog.DiscardHandler))
+	if rep, err = svc.Efficiency(context.Background(), Request{From: from, To: from.Add(time.Hour)}, nil); err != nil || rep.Tenants[1].IdleCost == nil {
+		t.Errorf("default book: %v %+v", err, rep.Tenants)
+	}
+	// The layout is planned for fleet-wide requests only.
+	r.asked = nil
+	if _, err := svc.RightSize(context.Background(), Request{From: from, To: from.Add(time.Hour), Tenant: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.Join(r.asked, ","), "fleet") {
+		t.Errorf("a tenant's right-sizing read the fleet: %v", r.asked)
+	}
+}
+
+func TestRequestsAreValidated(t *testing.T) {
+	from := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	svc := New(&fakeReader{}, Prices{}, time.Now, slog.New(slog.DiscardHandler))
+	for _, r := range []Request{{}, {From: from, To: from}, {From: from.Add(time.Minute), To: from.Add(time.Hour)}, {From: from, To: from.Add(94 * 24 * time.Hour)}} {
+		if _, err := svc.Efficiency(context.Background(), r, nil); !IsValidation(err) {
+			t.Errorf("%+v: err %v, want a validation error", r, err)
+		}
+	}
+	bad := insights.IdleParams{SMThreshold: 2}
+	if _, err := svc.Efficiency(context.Background(), Request{From: from, To: from.Add(time.Hour)}, &bad); !IsValidation(err) {
+		t.Errorf("bad params: %v", err)
+	}
+	for _, c := range []CapacityRequest{{}, {To: from, Until: from.Add(time.Hour), Weeks: 1, Target: decimal.NewFromInt(1)},
+		{To: from, Until: from.Add(time.Hour), Weeks: 4, Target: decimal.NewFromInt(2)}, {To: from, Until: from, Weeks: 4, Target: decimal.NewFromInt(1)}} {
+		if _, err := svc.Capacity(context.Background(), c); !IsValidation(err) {
+			t.Errorf("%+v: err %v, want a validation error", c, err)
+		}
+	}
+}
+
+// TestDetectLoadsHistoryAndChecksDaysInTheTenantsZone: the hourly series
+// start Weeks before the range; spend is checked per calendar day of the
+// tenant's zone that starts in the range; found anomalies are saved.
+func TestDetectLoadsHistoryAndChecksDaysInTheTenantsZone(t *testing.T) {
+	from := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	hist := from.AddDate(0, 0, -28)
+	r := &fakeReader{usage: map[string][]pricing.Usage{}}
+	// Spiky uses 3 GPU-hours at 10:00 on every Monday before, 30 on the
+	// evaluated Monday.
+	for w := 0; w <= 4; w++ {
+		q := int64(3)
+		if w == 4 {
+			q = 30
+		}
+		r.usage["spiky"] = append(r.usage["spiky"], pricing.Usage{Hour: hist.AddDate(0, 0, 7*w).Add(10 * time.Hour), SKU: "H100-SXM5-80GB", Meter: pricing.GPUHours, Quantity: decimal.NewFromInt(q)})
+	}
+	svc := New(r, Prices{Default: &Priced{TenantPricing: insights.TenantPricing{Book: flat(t)}, Location: time.UTC}}, time.Now, slog.New(slog.DiscardHandler))
+	found, fresh, err := svc.Detect(context.Background(), Request{From: from, To: from.Add(24 * time.Hour)}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.asked[0] != "hourly "+hist.Format(time.RFC3339)+" "+from.Add(24*time.Hour).Format(time.RFC3339) {
+		t.Errorf("hourly history asked: %v", r.asked)
+	}
+	if len(found) != 1 || found[0].Meter != "spend" || !found[0].Start.Equal(from) || !found[0].Observed.Equal(decimal.NewFromInt(60)) || !found[0].Expected.Equal(decimal.NewFromInt(6)) {
+		t.Fatalf("found %+v, want the spend of the evaluated Monday, 60 against 6", found)
+	}
+	if len(fresh) != 1 || len(r.saved) != 1 {
+		t.Errorf("saved %v, fresh %v", r.saved, fresh)
+	}
+	// A fleet first recorded two days ago has no history yet: the weeks
+	// before are unknown, not zero, and nothing is flagged.
+	r.saved, r.first = nil, from.AddDate(0, 0, -2)
+	found, _, err = svc.Detect(context.Background(), Request{From: from, To: from.Add(24 * time.Hour)}, true)
+	if err != nil || len(found) != 0 || len(r.saved) != 0 {
+		t.Errorf("a new fleet: %v %+v, saved %v", err, found, r.saved)
+	}
+	if want := "hourly " + from.AddDate(0, 0, -2).Format(time.RFC3339) + " "; !strings.HasPrefix(r.asked[len(r.asked)-1], want) {
+		t.Errorf("a new fleet's hourly series asked %v, want from its first hour", r.asked)
+	}
+	r.first = time.Time{}
+	// A range shorter than a day of the tenant's has no day to check.
+	r.saved = nil
+	found, _, err = svc.Detect(context.Background(), Request{From: from.Add(time.Hour), To: from.Add(23 * time.Hour)}, true)
+	if err != nil || len(found) != 0 || len(r.saved) != 0 {
+		t.Errorf("part of a day: %v %+v, saved %v", err, found, r.saved)
+	}
+}
+
+func TestCapacityUsesTheModelsThatReport(t *testing.T) {
+	to := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	from := to.AddDate(0, 0, -14)
+	d := insights.Series{Meter: "gpu_equivalents", SKU: "H100-SXM5-80GB", Step: insights.Hourly, From: from, To: to}
+	for i := range 14 * 24 {
+		d.Points = append(d.Points, insights.Point{At: from.Add(time.Duration(i) * time.Hour), Value: decimal.NewFromInt(int64(2 + i/24))})
+	}
+	r := &fakeReader{demand: []insights.Series{d}, gpus: map[string]int{"H100-SXM5-80GB": 16, "A100-SXM4-40GB": 8}}
+	svc := New(r, Prices{}, time.Now, slog.New(slog.DiscardHandler))
+	fc, err := svc.Capacity(context.Background(), CapacityRequest{To: to, Until: to.AddDate(0, 0, 30), Weeks: 2, Target: decimal.NewFromInt(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fc) != 2 || fc[0].Model != "A100-SXM4-40GB" || fc[1].Model != "H100-SXM5-80GB" {
+		t.Fatalf("forecasts %+v", fc)
+	}
+	if fc[0].Exceeds || !fc[0].PeakForecast.IsZero() {
+		t.Errorf("the A100 has no demand: %+v", fc[0])
+	}
+	// 2 + 1 a day (a daily step: trend plus season, fitted exactly) is 16
+	// on to's day and 17, above the 16 GPUs, the day after.
+	if !fc[1].Exceeds || !fc[1].At.Equal(to.AddDate(0, 0, 1)) || !fc[1].Demand.Equal(decimal.NewFromInt(17)) {
+		t.Errorf("H100 full at %s with %s (exceeds %v), want %s with 17", fc[1].At, fc[1].Demand, fc[1].Exceeds, to.AddDate(0, 0, 1))
+	}
+	if r.asked[0] != "demand "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339) {
+		t.Errorf("demand asked: %v", r.asked)
+	}
+	// Asked for eight weeks of a fleet recorded for two and a half, it
+	// fits the two whole weeks it has; with less it refuses.
+	r.asked, r.first = nil, to.Add(-17*24*time.Hour)
+	if _, err := svc.Capacity(context.Background(), CapacityRequest{To: to, Until: to.AddDate(0, 0, 30), Weeks: 8, Target: decimal.NewFromInt(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if r.asked[0] != "demand "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339) {
+		t.Errorf("a young fleet's demand asked: %v, want the last two weeks", r.asked)
+	}
+	r.first = to.Add(-10 * 24 * time.Hour)
+	if _, err := svc.Capacity(context.Background(), CapacityRequest{To: to, Until: to.AddDate(0, 0, 30), Weeks: 8, Target: decimal.NewFromInt(1)}); !IsValidation(err) {
+		t.Errorf("ten days of history: %v, want a validation error", err)
+	}
+}
+
+// TestMonthTrendProjectsTheMonth: a tenant using 3 GPU-hours every day
+// since October, asked mid-November, is forecast 30 days × 3 GPU-hours
+// (× 2 USD) with no band (no noise); one with ten days of history gets no
+// trend yet.
+func TestMonthTrendProjectsTheMonth(t *testing.T) {
+	start, end := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	asOf := time.Date(2026, 11, 15, 7, 0, 0, 0, time.UTC)
+	var usage []pricing.Usage
+	for d := time.Date(2026, 10, 1, 10, 0, 0, 0, time.UTC); d.Before(asOf); d = d.AddDate(0, 0, 1) {
+		usage = append(usage, pricing.Usage{Hour: d, SKU: "H100-SXM5-80GB", Meter: pricing.GPUHours, Quantity: decimal.NewFromInt(3)})
+	}
+	pr := Priced{TenantPricing: insights.TenantPricing{Book: flat(t)}, Location: time.UTC}
+	tr, err := MonthTrend("acme", pr, start, end, asOf, usage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr == nil {
+		t.Fatal("no trend from six weeks of history")
+	}
+	if !tr.Through.Equal(time.Date(2026, 11, 15, 0, 0, 0, 0, time.UTC)) || tr.Days != 45 {
+		t.Errorf("through %s, %d days", tr.Through, tr.Days)
+	}
+	if !tr.GPUHours.Actual.Equal(decimal.NewFromInt(42)) || !tr.GPUHours.Total.Equal(decimal.NewFromInt(90)) || !tr.GPUHours.High.Equal(tr.GPUHours.Total) {
+		t.Errorf("gpu_hours actual %s total %s [%s, %s], want 42 of 90, no band", tr.GPUHours.Actual, tr.GPUHours.Total, tr.GPUHours.Low, tr.GPUHours.High)
+	}
+	if !tr.Spend.Total.Equal(decimal.NewFromInt(180)) {
+		t.Errorf("spend total %s, want 180", tr.Spend.Total)
+	}
+	tr, err = MonthTrend("acme", pr, start, end, asOf, usage[len(usage)-10:])
+	if err != nil || tr != nil {
+		t.Errorf("ten days of history: %+v, %v; want no trend", tr, err)
+	}
+}
+
+// TestDetectClosedChecksTheClosedHoursOnly: the scheduled detection ends
+// at the rollup's closed hour, looks back the configured window, saves,
+// and does nothing before any hour closed.
+func TestDetectClosedChecksTheClosedHoursOnly(t *testing.T) {
+	r := &fakeReader{}
+	svc := New(r, Prices{}, time.Now, slog.New(slog.DiscardHandler))
+	closed := time.Date(2026, 11, 23, 14, 30, 0, 0, time.UTC)
+	if _, _, err := svc.DetectClosed(context.Background(), closed, 48*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	to := time.Date(2026, 11, 23, 14, 0, 0, 0, time.UTC)
+	want := "hourly " + to.Add(-48*time.Hour).AddDate(0, 0, -28).Format(time.RFC3339) + " " + to.Format(time.RFC3339)
+	if len(r.asked) != 1 || r.asked[0] != want {
+		t.Errorf("asked %v, want %q", r.asked, want)
+	}
+	r.asked = nil
+	if _, _, err := svc.DetectClosed(context.Background(), time.Time{}, 48*time.Hour); err != nil || len(r.asked) != 0 {
+		t.Errorf("no closed hour: %v, asked %v", err, r.asked)
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+	for _, c := range []Config{{Lookback: 0}, {Lookback: 90 * time.Minute}, {Lookback: 100 * 24 * time.Hour}} {
+		if c.Validate() == nil {
+			t.Errorf("lookback %s accepted", c.Lookback)
+		}
+	}
+}

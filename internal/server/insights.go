@@ -1,0 +1,154 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/insightsvc"
+)
+
+// InsightsService answers the insights in a request's tenant or
+// department (insightsvc.Service meets it).
+type InsightsService interface {
+	Efficiency(ctx context.Context, r insightsvc.Request, params *insights.IdleParams) (insights.EfficiencyReport, error)
+	RightSize(ctx context.Context, r insightsvc.Request) (insights.RightSizeReport, error)
+	Stored(ctx context.Context, r insightsvc.Request) ([]insightsvc.StoredAnomaly, error)
+}
+
+// maxAnomalyRange bounds a listing of stored anomalies.
+const maxAnomalyRange = 400 * 24 * time.Hour
+
+// parseInsightsRequest reads month, or from and to, and tenant, in the
+// caller's scope: a tenant key sees its own tenant only (another is not
+// found), a department key its department's tenants.
+func parseInsightsRequest(v url.Values, scope auth.Scope, maxRange time.Duration) (insightsvc.Request, error) {
+	var r insightsvc.Request
+	if err := onlyParams(v, 128, "month", "from", "to", "tenant"); err != nil {
+		return r, err
+	}
+	month, from, to := v.Get("month"), v.Get("from"), v.Get("to")
+	switch {
+	case month != "" && (from != "" || to != ""):
+		return r, badRequest{"give month or from and to, not both"}
+	case month != "":
+		p, err := billing.MonthlyPeriod(month, time.UTC)
+		if err != nil {
+			return r, badRequest{"month: " + err.Error()}
+		}
+		r.From, r.To = p.Start, p.End
+	default:
+		var err error
+		if r.From, err = parseTime("from", from, time.UTC); err != nil {
+			return r, err
+		}
+		if r.To, err = parseTime("to", to, time.UTC); err != nil {
+			return r, err
+		}
+	}
+	r.From, r.To = r.From.UTC(), r.To.UTC()
+	switch {
+	case !r.To.After(r.From):
+		return r, badRequest{"to: must be after from"}
+	case r.To.Sub(r.From) > maxRange:
+		return r, badRequest{fmt.Sprintf("from..to spans %s; at most %d days per request", r.To.Sub(r.From).Round(time.Hour), int(maxRange.Hours()/24))}
+	case r.From.Year() < 1971 || r.To.Year() > 2105:
+		return r, badRequest{"from/to: outside 1971..2105"}
+	case !r.From.Equal(r.From.Truncate(time.Hour)) || !r.To.Equal(r.To.Truncate(time.Hour)):
+		return r, badRequest{"from/to: must be whole UTC hours"}
+	}
+	r.Tenant = v.Get("tenant")
+	switch scope.Kind {
+	case auth.KindTenant:
+		if r.Tenant != "" && r.Tenant != scope.Name {
+			return r, fmt.Errorf("tenant %q: %w", truncate(r.Tenant, 64), ErrNotFound)
+		}
+		r.Tenant = scope.Name
+	case auth.KindDepartment:
+		r.Department = scope.Name
+	}
+	return r, nil
+}
+
+func (s *Server) getEfficiency(svc InsightsService) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if svc == nil {
+			writeError(c, http.StatusNotFound, "not_found", "insights are not served here")
+			return
+		}
+		r, err := parseInsightsRequest(c.Request.URL.Query(), scopeOf(c), insightsvc.MaxPeriod)
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		rep, err := svc.Efficiency(c.Request.Context(), r, nil)
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		c.JSON(http.StatusOK, rep)
+	}
+}
+
+func (s *Server) getRightSize(svc InsightsService) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if svc == nil {
+			writeError(c, http.StatusNotFound, "not_found", "insights are not served here")
+			return
+		}
+		r, err := parseInsightsRequest(c.Request.URL.Query(), scopeOf(c), insightsvc.MaxPeriod)
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		rep, err := svc.RightSize(c.Request.Context(), r)
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		c.JSON(http.StatusOK, rep)
+	}
+}
+
+func (s *Server) getAnomalies(svc InsightsService) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if svc == nil {
+			writeError(c, http.StatusNotFound, "not_found", "insights are not served here")
+			return
+		}
+		scope := scopeOf(c)
+		if scope.Kind == auth.KindDepartment {
+			// Stored anomalies carry no department to check a tenant against.
+			s.respondError(c, fmt.Errorf("anomalies are listed per tenant: use a tenant or an admin key: %w", ErrForbidden))
+			return
+		}
+		r, err := parseInsightsRequest(c.Request.URL.Query(), scope, maxAnomalyRange)
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		as, err := svc.Stored(c.Request.Context(), r)
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		if as == nil {
+			as = []insightsvc.StoredAnomaly{}
+		}
+		c.JSON(http.StatusOK, gin.H{"from": r.From, "to": r.To, "anomalies": as})
+	}
+}
+
+// isInsightsInput reports a service error caused by the request.
+func isInsightsInput(err error) bool {
+	var v *insightsvc.ValidationError
+	return errors.As(err, &v)
+}

@@ -1,0 +1,81 @@
+package serving
+
+import (
+	"context"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/insightsvc"
+	"github.com/gpumeter/gpumeter/internal/partition"
+	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// fleetWindow is how far behind the newest sample a GPU's own newest
+// sample may be and still count as part of the fleet (as mig plan reads it).
+const fleetWindow = 10 * time.Minute
+
+// InsightsReader adapts the store to insightsvc.Reader.
+type InsightsReader struct{ s *store.Store }
+
+// NewInsightsReader reads the insights' inputs from s.
+func NewInsightsReader(s *store.Store) InsightsReader { return InsightsReader{s} }
+
+var _ insightsvc.Reader = InsightsReader{}
+
+func (r InsightsReader) Holdings(ctx context.Context, from, to time.Time, tenant string) ([]insights.Holding, error) {
+	return r.s.Holdings(ctx, store.InsightsQuery{From: from, To: to, Tenant: tenant})
+}
+
+func (r InsightsReader) HourlyGPUHours(ctx context.Context, from, to time.Time, tenant string) ([]insights.Series, error) {
+	return r.s.HourlyGPUHours(ctx, store.InsightsQuery{From: from, To: to, Tenant: tenant})
+}
+
+func (r InsightsReader) HourlyUsage(ctx context.Context, from, to time.Time, tenant string) (map[string][]pricing.Usage, error) {
+	tu, err := r.s.BillingUsage(ctx, from, to, tenant)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]pricing.Usage, len(tu))
+	for t, u := range tu {
+		if t != "" {
+			out[t] = u.Usage
+		}
+	}
+	return out, nil
+}
+
+func (r InsightsReader) FirstHour(ctx context.Context) (time.Time, error) { return r.s.FirstHour(ctx) }
+
+func (r InsightsReader) ModelDemand(ctx context.Context, from, to time.Time) ([]insights.Series, error) {
+	return r.s.ModelDemand(ctx, store.InsightsQuery{From: from, To: to})
+}
+
+func (r InsightsReader) GPUsByModel(ctx context.Context, since, until time.Time) (map[string]int, error) {
+	return r.s.GPUsByModel(ctx, since, until)
+}
+
+func (r InsightsReader) Fleet(ctx context.Context) (*partition.Fleet, error) {
+	rows, err := r.s.FleetSamples(ctx, store.FleetQuery{Window: fleetWindow})
+	if err != nil {
+		return nil, err
+	}
+	f, _ := partition.FleetFromSamples(rows)
+	return &f, nil
+}
+
+func (r InsightsReader) SaveAnomalies(ctx context.Context, as []insights.Anomaly, now time.Time) ([]insights.Anomaly, error) {
+	return r.s.SaveAnomalies(ctx, as, now)
+}
+
+func (r InsightsReader) Anomalies(ctx context.Context, from, to time.Time, tenant string) ([]insightsvc.StoredAnomaly, error) {
+	rows, err := r.s.Anomalies(ctx, store.AnomalyQuery{From: from, To: to, Tenant: tenant})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]insightsvc.StoredAnomaly, len(rows))
+	for i, a := range rows {
+		out[i] = insightsvc.StoredAnomaly{Anomaly: a.Anomaly, DetectedAt: a.DetectedAt}
+	}
+	return out, nil
+}

@@ -1,0 +1,174 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/webhook"
+)
+
+// anomalyColumns are insight_anomalies' columns in the order rows hold them.
+const anomalyColumns = "anomaly_id, tenant, meter, sku, step_seconds, start, end, direction, observed, expected, spread, score, history, detected_at"
+
+// storedAnomalyIDsSQL lists the ids stored for anomalies starting in
+// [from, to]; ids fix the start, so this finds every earlier copy.
+const storedAnomalyIDsSQL = "SELECT anomaly_id FROM insight_anomalies FINAL WHERE start >= ? AND start <= ?"
+
+// SaveAnomalies stores anomalies idempotently by id and puts each one not
+// stored before into the webhook outbox (event type insight.anomaly),
+// returning those new ones. The outbox is written before the rows: a run
+// cut short between the two writes the events again on the next run, with
+// the same event ids (webhook.InsightAnomaly), so the outbox keeps one
+// each; a re-run after both finds every id stored and sends nothing.
+func (s *Store) SaveAnomalies(ctx context.Context, as []insights.Anomaly, now time.Time) ([]insights.Anomaly, error) {
+	if len(as) == 0 {
+		return nil, nil
+	}
+	lo, hi := as[0].Start, as[0].Start
+	for _, a := range as {
+		if a.ID == "" || a.Tenant == "" || a.Meter == "" || !a.End.After(a.Start) {
+			return nil, fmt.Errorf("save anomalies: anomaly %q of %q: id, tenant, meter and a positive step are required", a.ID, a.Tenant)
+		}
+		if a.Start.Before(lo) {
+			lo = a.Start
+		}
+		if a.Start.After(hi) {
+			hi = a.Start
+		}
+	}
+	if err := s.checkTimes(ctx, "save anomalies", hi); err != nil {
+		return nil, err
+	}
+	stored := map[string]bool{}
+	rows, err := s.conn.Query(ctx, storedAnomalyIDsSQL, lo.UTC(), hi.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("save anomalies: stored ids: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("save anomalies: stored ids: scan: %w", err)
+		}
+		stored[id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("save anomalies: stored ids: %w", err)
+	}
+	var fresh []insights.Anomaly
+	var evs []webhook.Event
+	for _, a := range as {
+		if stored[a.ID] {
+			continue
+		}
+		stored[a.ID] = true // once per call too
+		ev, err := webhook.InsightAnomaly(a, now)
+		if err != nil {
+			return nil, fmt.Errorf("save anomalies: %w", err)
+		}
+		fresh, evs = append(fresh, a), append(evs, ev)
+	}
+	if len(fresh) == 0 {
+		return nil, nil
+	}
+	if err := s.SaveEvents(ctx, evs); err != nil {
+		return nil, fmt.Errorf("save anomalies: %w", err)
+	}
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO insight_anomalies ("+anomalyColumns+")")
+	if err != nil {
+		return nil, fmt.Errorf("save anomalies: %w", err)
+	}
+	for _, a := range fresh {
+		if err := batch.Append(a.ID, a.Tenant, a.Meter, a.SKU, uint32(a.End.Sub(a.Start)/time.Second), a.Start.UTC(), a.End.UTC(),
+			string(a.Direction), storageDecimal(a.Observed), storageDecimal(a.Expected), storageDecimal(a.Spread),
+			a.Score, uint32(max(a.History, 0)), now.UTC()); err != nil {
+			batch.Abort()
+			return nil, fmt.Errorf("save anomaly %s: %w", a.ID, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return nil, fmt.Errorf("save anomalies: %w", err)
+	}
+	return fresh, nil
+}
+
+// AnomalyQuery lists stored anomalies starting in [From, To), optionally
+// of one tenant.
+type AnomalyQuery struct {
+	From, To time.Time
+	Tenant   string
+}
+
+// Validate reports every problem with the query.
+func (q AnomalyQuery) Validate() error {
+	if q.From.IsZero() || q.To.IsZero() {
+		return errors.New("from/to: both required")
+	}
+	if !q.To.After(q.From) {
+		return errors.New("to: must be after from")
+	}
+	if q.To.Sub(q.From) > MaxSeriesRange {
+		return fmt.Errorf("from/to: %s is longer than %s", q.To.Sub(q.From), MaxSeriesRange)
+	}
+	return nil
+}
+
+// toSQL is the list's statement and arguments.
+func (q AnomalyQuery) toSQL() (string, []any) {
+	sql := "SELECT " + anomalyColumns + " FROM insight_anomalies FINAL WHERE start >= ? AND start < ?"
+	args := []any{q.From.UTC(), q.To.UTC()}
+	if q.Tenant != "" {
+		sql += " AND tenant = ?"
+		args = append(args, q.Tenant)
+	}
+	return sql + " ORDER BY start, tenant, meter, sku, anomaly_id", args
+}
+
+// StoredAnomaly is an anomaly with when it was first found.
+type StoredAnomaly struct {
+	insights.Anomaly
+	DetectedAt time.Time `json:"detected_at"`
+}
+
+// Anomalies lists the stored anomalies of the query, by start.
+func (s *Store) Anomalies(ctx context.Context, q AnomalyQuery) ([]StoredAnomaly, error) {
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("anomalies query: %w", err)
+	}
+	if err := s.checkTimes(ctx, "anomalies query", q.From, q.To.Add(-time.Second)); err != nil {
+		return nil, err
+	}
+	sql, args := q.toSQL()
+	rows, err := s.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("anomalies query: %w", err)
+	}
+	defer rows.Close()
+	out := []StoredAnomaly{}
+	for rows.Next() {
+		var (
+			a                          StoredAnomaly
+			step, history              uint32
+			dir                        string
+			observed, expected, spread decimal.Decimal
+		)
+		if err := rows.Scan(&a.ID, &a.Tenant, &a.Meter, &a.SKU, &step, &a.Start, &a.End, &dir, &observed, &expected, &spread,
+			&a.Score, &history, &a.DetectedAt); err != nil {
+			return nil, fmt.Errorf("anomalies query: scan: %w", err)
+		}
+		a.Direction, a.History = insights.Direction(dir), int(history)
+		a.Observed, a.Expected, a.Spread = observed, expected, spread
+		a.Start, a.End, a.DetectedAt = a.Start.UTC(), a.End.UTC(), a.DetectedAt.UTC()
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("anomalies query: %w", err)
+	}
+	return out, nil
+}

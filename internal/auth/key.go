@@ -166,13 +166,17 @@ func NewKey(r NewKeyRequest, now time.Time) (Key, string, error) {
 	return k, tokenPrefix + id + "_" + secret, nil
 }
 
+var keyAlphabet = strings.NewReplacer("_", ".", "-", "~")
+
 func randomText(n int) (string, error) {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("random key: %w", err)
 	}
-	// No '_' in the alphabet's output, so the token splits unambiguously.
-	return strings.ReplaceAll(base64.RawURLEncoding.EncodeToString(b), "_", "."), nil
+	// No '_' in the output, so the token splits unambiguously, and no '-',
+	// so a key id never reads as a flag (`keys revoke -x…` failed with exit
+	// 2 for one key in 64). Both stay URL-safe ('.' and '~' are unreserved).
+	return keyAlphabet.Replace(base64.RawURLEncoding.EncodeToString(b)), nil
 }
 
 func hashSecret(secret string) string {

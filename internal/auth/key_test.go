@@ -105,3 +105,22 @@ func TestNewKeyRequestValidate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Key ids and secrets never hold '_' (the token's separator) or '-' (an
+// id starting with it reads as a flag: `keys revoke -x…` exited 2).
+func TestKeyTextIsSeparatorAndFlagSafe(t *testing.T) {
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < 2000; i++ {
+		k, token, err := NewKey(NewKeyRequest{Scope: Scope{Kind: KindAdmin}}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.ContainsAny(k.ID, "_-") {
+			t.Fatalf("key id %q holds '_' or '-'", k.ID)
+		}
+		id, secret, err := ParseToken(token)
+		if err != nil || id != k.ID || strings.ContainsAny(secret, "_-") {
+			t.Fatalf("token %q: id %q secret %q err %v", token, id, secret, err)
+		}
+	}
+}

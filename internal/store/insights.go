@@ -64,7 +64,7 @@ func (q InsightsQuery) ValidateSeries() error { return q.validate(MaxSeriesRange
 // holdingsSQL sums a tenant's workloads per device and interval start:
 // GPU and SM time add up, the memory peak is the largest, and SM activity
 // is unmeasured when any workload's was (bit 1 of unmeasured). Idle
-// capacity (tenant ”) and unattributed time are no holding. Rows come in
+// capacity (the empty tenant) and unattributed time are no holding. Rows come in
 // (gpu, instance, tenant, start) order, so a holding is complete when the
 // key changes and the reader streams.
 func (q InsightsQuery) holdingsSQL() (string, []any) {

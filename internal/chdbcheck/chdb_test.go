@@ -244,6 +244,9 @@ func samples(from time.Time) []collectors.Sample {
 					SKU: "H100-SXM5-80GB", Tenant: tn.tenant, Department: tn.dept,
 					Workload: fmt.Sprintf("job-%d", step%5), Start: start, End: start.Add(5 * time.Minute),
 				}
+				if step%5 == 4 { // Slurm jobs, for the sacct comparison's read
+					s.Workload = fmt.Sprintf("slurm/%d", 4100+step%7)
+				}
 				if tn.tenant == "" { // idle capacity
 					s.Workload = ""
 				}

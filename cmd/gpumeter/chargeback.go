@@ -12,6 +12,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/internal/importer"
+	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/sacct"
 	"github.com/gpumeter/gpumeter/internal/serving"
@@ -101,7 +102,7 @@ func runChargeback(ctx context.Context, g *globals, args []string) error {
 		if err != nil {
 			return insightsError(fmt.Errorf("efficiency section: %w", err))
 		}
-		rep.Efficiency = insightsvc.ChargebackRows(er)
+		rep.Efficiency = insightsvc.ChargebackRows(insights.Regroup(er, req.Departments))
 	}
 	if *out == "" {
 		return write(g.stdout, rep)

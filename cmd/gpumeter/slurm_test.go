@@ -186,6 +186,29 @@ func TestChargebackBySlurmAccountHierarchy(t *testing.T) {
 			t.Errorf("tenant %s in department %q, want %q (all: %v)", tenant, regrouped[tenant], dept, regrouped)
 		}
 	}
+	// The efficiency section groups the same way.
+	code, out, stderr := cli(t, append(g, "--slurm-accounts", assoc, "--efficiency")...)
+	if code != 0 {
+		t.Fatalf("chargeback --efficiency: exit %d\n%s", code, stderr)
+	}
+	var eff struct {
+		Efficiency []struct{ Department, Tenant string }
+	}
+	if err := json.Unmarshal([]byte(out), &eff); err != nil || len(eff.Efficiency) == 0 {
+		t.Fatalf("efficiency section: %v\n%s", err, out)
+	}
+	tenantRows := 0
+	for _, r := range eff.Efficiency {
+		if r.Tenant != "" {
+			tenantRows++
+		}
+		if want := map[string]string{"physics": "sciences", "chemistry": "sciences", "astro": "astro", "guest": "from-map"}[r.Tenant]; r.Tenant != "" && r.Department != want {
+			t.Errorf("efficiency row %+v: department %q, want %q", r, r.Department, want)
+		}
+	}
+	if tenantRows != 4 {
+		t.Errorf("efficiency section has %d tenant rows, want 4: %+v", tenantRows, eff.Efficiency)
+	}
 	for _, bad := range [][]string{{"--slurm-level", "0"}, {"--slurm-accounts", sacctTestFile(t, "bad.txt", "Account|User\nx|\n")}} {
 		if code, _, stderr := cli(t, append(g, bad...)...); code != 2 {
 			t.Errorf("%v: exit %d, want 2\n%s", bad, code, stderr)

@@ -202,7 +202,6 @@ func Efficiency(in EfficiencyInput) (EfficiencyReport, error) {
 	}
 	sort.Strings(names)
 	rep := EfficiencyReport{From: in.From, To: in.To, Params: in.Params}
-	depts := map[string]*DepartmentEfficiency{}
 	for _, n := range names {
 		a := tenants[n]
 		row := a.row
@@ -229,13 +228,23 @@ func Efficiency(in EfficiencyInput) (EfficiencyReport, error) {
 		}
 		rep.Tenants = append(rep.Tenants, row)
 		rep.Fleet.add(row.Totals)
+	}
+	rep.Departments = departmentsOf(rep.Tenants)
+	return rep, nil
+}
+
+// departmentsOf sums tenants (sorted by name) into their departments, by
+// department name.
+func departmentsOf(tenants []TenantEfficiency) []DepartmentEfficiency {
+	depts := map[string]*DepartmentEfficiency{}
+	for _, row := range tenants {
 		d := depts[row.Department]
 		if d == nil {
 			d = &DepartmentEfficiency{Department: row.Department}
 			depts[row.Department] = d
 		}
 		d.Totals.add(row.Totals)
-		d.Tenants = append(d.Tenants, n)
+		d.Tenants = append(d.Tenants, row.Tenant)
 		if row.IdleCost != nil {
 			d.IdleCost = addMoney(d.IdleCost, *row.IdleCost)
 		}
@@ -245,10 +254,31 @@ func Efficiency(in EfficiencyInput) (EfficiencyReport, error) {
 		dnames = append(dnames, n)
 	}
 	sort.Strings(dnames)
+	out := make([]DepartmentEfficiency, 0, len(dnames))
 	for _, n := range dnames {
-		rep.Departments = append(rep.Departments, *depts[n])
+		out = append(out, *depts[n])
 	}
-	return rep, nil
+	return out
+}
+
+// Regroup moves tenants to other departments (tenant → department, e.g.
+// Slurm accounts under their parent accounts, as the chargeback regroups
+// them) and sums the departments again; tenants not named keep theirs.
+// The tenants' own figures and the fleet's do not change.
+func Regroup(rep EfficiencyReport, departments map[string]string) EfficiencyReport {
+	if len(departments) == 0 {
+		return rep
+	}
+	tenants := make([]TenantEfficiency, len(rep.Tenants))
+	copy(tenants, rep.Tenants)
+	for i, t := range tenants {
+		if d, ok := departments[t.Tenant]; ok && d != "" {
+			tenants[i].Department = d
+		}
+	}
+	rep.Tenants = tenants
+	rep.Departments = departmentsOf(tenants)
+	return rep
 }
 
 // idleUnpriced keeps the unpriced SKUs that held idle time.

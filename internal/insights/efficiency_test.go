@@ -153,6 +153,21 @@ func TestEfficiencyReportAndIdleCost(t *testing.T) {
 	if sum != rep.Fleet {
 		t.Errorf("fleet %+v is not the sum of tenants %+v", rep.Fleet, sum)
 	}
+
+	// Regrouped as the chargeback's --slurm-accounts does: hoarder and
+	// tiered under "sciences", the rest where they were.
+	re := Regroup(rep, map[string]string{"hoarder": "sciences", "tiered": "sciences", "ghost": "nowhere"})
+	if len(re.Departments) != 3 || re.Departments[2].Department != "sciences" {
+		t.Fatalf("regrouped departments %+v", re.Departments)
+	}
+	sci := re.Departments[2]
+	if sci.IdleGPUMicros != 4*hour || len(sci.IdleCost) != 1 || !sci.IdleCost[0].Amount.Equal(dec("6")) ||
+		strings.Join(sci.Tenants, ",") != "hoarder,tiered" {
+		t.Errorf("sciences: idle %d cost %v tenants %v", sci.IdleGPUMicros, sci.IdleCost, sci.Tenants)
+	}
+	if re.Fleet != rep.Fleet || rep.Departments[0].Department != "physics" || rep.Tenants[0].Department == "sciences" {
+		t.Errorf("Regroup changed the fleet or the report it was given")
+	}
 }
 
 func TestEfficiencyIdleCostUnderReservationIsZero(t *testing.T) {

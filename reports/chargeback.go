@@ -338,6 +338,9 @@ type chargebackView struct {
 	EnergyRows []chargebackRowView
 	// Efficiency is the held-but-idle section, empty when not asked for.
 	Efficiency []chargebackEfficiencyView
+	// UsageChart is held vs used GPU-hours per day, with Efficiency when
+	// the report has UsageDays; nil otherwise.
+	UsageChart *chargebackSVG
 }
 
 // chargebackEfficiencyView is one row of the efficiency section.
@@ -548,6 +551,11 @@ func newChargebackView(r chargeback.Report) chargebackView {
 	v.Fleet = row(fleetRowName, r.Fleet)
 	v.EnergyRows = append(v.EnergyRows, v.Fleet)
 	v.Chart = newChargebackSVG(r, newDayChart(r))
+	if u, ok := usageChartReport(r); ok {
+		svg := newChargebackSVG(u, newDayChart(u))
+		svg.Caption = usageChartCaption
+		v.UsageChart = &svg
+	}
 	return v
 }
 
@@ -693,6 +701,37 @@ func newDayChart(r chargeback.Report) dayChart {
 	return c
 }
 
+// The held-vs-used chart's series: tenants' SM-active time, the rest of
+// what they held, and idle capacity (held by no one) on top.
+const (
+	usedSeries        = "SM-active"
+	heldIdleSeries    = "Held, SM not active or not measured"
+	usageChartCaption = "GPU-hours per day (UTC): held by tenants (SM-active, and the rest of what they held) and idle capacity"
+)
+
+// usageChartReport lays r.UsageDays out as a report whose days are the
+// chart's stacked bars and whose "currency" is GPU-hours, so that the held
+// vs used chart is drawn by the same code as the cost chart. False when r
+// has no UsageDays.
+func usageChartReport(r chargeback.Report) (chargeback.Report, bool) {
+	if len(r.UsageDays) == 0 {
+		return chargeback.Report{}, false
+	}
+	u := chargeback.Report{Period: r.Period, Currency: pricing.Currency{Code: "GPU-h", MinorUnits: 2},
+		Departments: []chargeback.Department{{Name: usedSeries}, {Name: heldIdleSeries}}}
+	hours := func(us uint64) decimal.Decimal {
+		return decimal.NewFromUint64(us).DivRound(decimal.NewFromInt(3_600_000_000), 6)
+	}
+	for _, d := range r.UsageDays {
+		used := min(d.SMActiveMicroseconds, d.HeldGPUMicroseconds)
+		u.Days = append(u.Days,
+			chargeback.DayCost{Day: d.Day, Department: usedSeries, Cost: hours(used)},
+			chargeback.DayCost{Day: d.Day, Department: heldIdleSeries, Cost: hours(d.HeldGPUMicroseconds - used)},
+			chargeback.DayCost{Day: d.Day, Department: "", Cost: hours(d.IdleGPUMicroseconds)})
+	}
+	return u, true
+}
+
 // maxChartDays bounds the chart's axis: a longer period shows only the
 // days with cost.
 const maxChartDays = 400
@@ -817,7 +856,17 @@ func rgbHex(c [3]int) string { return fmt.Sprintf("#%02x%02x%02x", c[0], c[1], c
 // chargebackHTML is parsed once from a literal; Must cannot fail at run time.
 var chargebackHTML = template.Must(template.New("chargeback").Parse(chargebackHTMLText))
 
-const chargebackHTMLText = `{{define "cells"}}<td class="num gpu">{{.GPUHours}}</td><td class="skus">{{range $i, $s := .SKUs}}{{if $i}}<br>{{end}}{{$s}}{{end}}</td><td class="num">{{.SMActive}}</td><td class="num">{{.Utilization}}</td><td class="num">{{.Memory}}</td><td class="num">{{.KWh}}</td><td class="num">{{.KgCO2e}}</td>{{range .Costs}}<td class="num meter">{{.}}</td>{{end}}<td class="num idle">{{.IdleCost}}</td><td class="num cost">{{.Cost}}</td><td class="num share">{{.Share}}</td>{{end}}<!DOCTYPE html>
+const chargebackHTMLText = `{{define "cells"}}<td class="num gpu">{{.GPUHours}}</td><td class="skus">{{range $i, $s := .SKUs}}{{if $i}}<br>{{end}}{{$s}}{{end}}</td><td class="num">{{.SMActive}}</td><td class="num">{{.Utilization}}</td><td class="num">{{.Memory}}</td><td class="num">{{.KWh}}</td><td class="num">{{.KgCO2e}}</td>{{range .Costs}}<td class="num meter">{{.}}</td>{{end}}<td class="num idle">{{.IdleCost}}</td><td class="num cost">{{.Cost}}</td><td class="num share">{{.Share}}</td>{{end}}{{define "svg"}}<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Caption}}">
+<line x1="{{.PlotLeft}}" y1="{{.PlotTop}}" x2="{{.PlotRight}}" y2="{{.PlotTop}}" stroke="#ddd" stroke-width="1"/>
+<line x1="{{.PlotLeft}}" y1="{{.PlotBottom}}" x2="{{.PlotRight}}" y2="{{.PlotBottom}}" stroke="#111" stroke-width="1"/>
+<line x1="{{.PlotLeft}}" y1="{{.PlotTop}}" x2="{{.PlotLeft}}" y2="{{.PlotBottom}}" stroke="#111" stroke-width="1"/>
+<text x="{{.PlotLeft}}" y="{{.PlotTop}}" dx="-4" dy="4" text-anchor="end">{{.Max}}</text>
+<text x="{{.PlotLeft}}" y="{{.PlotBottom}}" dx="-4" dy="4" text-anchor="end">0</text>
+{{range .Bars}}<rect class="bar" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{.Fill}}" data-series="{{.Series}}" data-day="{{.Day}}"><title>{{.Title}}</title></rect>
+{{end}}{{range .Labels}}<text x="{{.X}}" y="{{.Y}}" text-anchor="middle">{{.Text}}</text>
+{{end}}{{range .Legend}}<g class="legend"><rect x="{{.X}}" y="{{.Y}}" width="12" height="12" fill="{{.Fill}}"/><text x="{{.TextX}}" y="{{.TextY}}">{{.Name}}</text></g>
+{{end}}</svg>
+{{end}}<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -881,17 +930,7 @@ figure, .energy-section { page-break-inside: avoid; }
 <h2>Cost per department per day</h2>
 <figure>
 {{with .Chart}}{{if .Empty}}<p>No usage in this period.</p>
-{{else}}<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Caption}}">
-<line x1="{{.PlotLeft}}" y1="{{.PlotTop}}" x2="{{.PlotRight}}" y2="{{.PlotTop}}" stroke="#ddd" stroke-width="1"/>
-<line x1="{{.PlotLeft}}" y1="{{.PlotBottom}}" x2="{{.PlotRight}}" y2="{{.PlotBottom}}" stroke="#111" stroke-width="1"/>
-<line x1="{{.PlotLeft}}" y1="{{.PlotTop}}" x2="{{.PlotLeft}}" y2="{{.PlotBottom}}" stroke="#111" stroke-width="1"/>
-<text x="{{.PlotLeft}}" y="{{.PlotTop}}" dx="-4" dy="4" text-anchor="end">{{.Max}}</text>
-<text x="{{.PlotLeft}}" y="{{.PlotBottom}}" dx="-4" dy="4" text-anchor="end">0</text>
-{{range .Bars}}<rect class="bar" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{.Fill}}" data-series="{{.Series}}" data-day="{{.Day}}"><title>{{.Title}}</title></rect>
-{{end}}{{range .Labels}}<text x="{{.X}}" y="{{.Y}}" text-anchor="middle">{{.Text}}</text>
-{{end}}{{range .Legend}}<g class="legend"><rect x="{{.X}}" y="{{.Y}}" width="12" height="12" fill="{{.Fill}}"/><text x="{{.TextX}}" y="{{.TextY}}">{{.Name}}</text></g>
-{{end}}</svg>
-{{end}}<figcaption>{{.Caption}}. Each department's days add up to its total; a shared idle cost falls on the days the idle capacity cost something.</figcaption>
+{{else}}{{template "svg" .}}{{end}}<figcaption>{{.Caption}}. Each department's days add up to its total; a shared idle cost falls on the days the idle capacity cost something.</figcaption>
 {{end}}</figure>
 <div class="energy-section">
 <h2>Energy and carbon</h2>
@@ -911,7 +950,11 @@ figure, .energy-section { page-break-inside: avoid; }
 {{end}}</tbody>
 </table>
 <p>Held but idle: measured SM activity under 5 % of the GPU time held for at least 30 minutes on end; unmeasured time is never idle. Utilization and idle share are over the measured time (docs/insights.md).</p>
-</div>
+{{with .UsageChart}}<h2>Held vs used per day</h2>
+<figure class="usage-chart">
+{{template "svg" .}}<figcaption>{{.Caption}}.</figcaption>
+</figure>
+{{end}}</div>
 {{end}}<h2>Notes</h2>
 <ul class="notes">
 {{range .Notes}}<li class="note">{{.}}</li>

@@ -61,6 +61,10 @@ func WriteChargebackPDF(w io.Writer, r chargeback.Report) error {
 	}
 	pdf := fpdf.New("L", "mm", "A4", "")
 	c := &pdfChargeback{pdf: pdf, tr: pdf.UnicodeTranslatorFromDescriptor(""), v: newChargebackView(r), chart: newDayChart(r)}
+	if u, ok := usageChartReport(r); ok {
+		uc := newDayChart(u)
+		c.usageChart = &uc
+	}
 	c.setup(r)
 	c.render()
 	if err := pdf.Output(w); err != nil {
@@ -75,6 +79,8 @@ type pdfChargeback struct {
 	tr    func(string) string
 	v     chargebackView
 	chart dayChart
+	// usageChart is held vs used per day, when the report has UsageDays.
+	usageChart *dayChart
 	// table, when set, is repeated at the top of a new page.
 	table *cbTable
 }
@@ -153,6 +159,10 @@ func (c *pdfChargeback) render() {
 	pdf.Ln(4)
 	if len(v.Efficiency) > 0 {
 		c.efficiencyTable()
+		pdf.Ln(4)
+	}
+	if c.usageChart != nil && v.UsageChart != nil {
+		c.drawDayChart("Held vs used per day", *c.usageChart, v.UsageChart.Max, v.UsageChart.Caption+".")
 		pdf.Ln(4)
 	}
 	c.heading("Notes")
@@ -367,10 +377,17 @@ const (
 // chartSection draws the stacked bars of cost per department per day,
 // its axes and legend, from the same layout as the SVG chart.
 func (c *pdfChargeback) chartSection() {
-	pdf, ch := c.pdf, c.chart
+	c.drawDayChart("Cost per department per day", c.chart, c.v.Chart.Max,
+		c.v.Chart.Caption+". Each department's days add up to its total; a shared idle cost falls on the days the idle capacity cost something.")
+}
+
+// drawDayChart draws a day chart under heading: its bars, axes (top
+// labelled maxLabel), day labels, legend and caption.
+func (c *pdfChargeback) drawDayChart(heading string, ch dayChart, maxLabel, caption string) {
+	pdf := c.pdf
 	need := 6 + cbChartHeight + 10 + float64(legendLines(len(ch.Series)))*cbLegendLine + 6
 	c.ensure(need)
-	c.heading("Cost per department per day")
+	c.heading(heading)
 	if len(ch.Days) == 0 {
 		c.font("", 8.5, 0)
 		pdf.CellFormat(0, 5, "No usage in this period.", "", 1, "L", false, 0, "")
@@ -388,7 +405,7 @@ func (c *pdfChargeback) chartSection() {
 	for _, a := range []struct {
 		y    float64
 		text string
-	}{{top, c.v.Chart.Max}, {bottom, "0"}} {
+	}{{top, maxLabel}, {bottom, "0"}} {
 		pdf.SetXY(cbMargin, a.y-1.75)
 		pdf.CellFormat(cbChartLeft-cbMargin-1, 3.5, c.tr(a.text), "", 0, "R", false, 0, "")
 	}
@@ -427,7 +444,7 @@ func (c *pdfChargeback) chartSection() {
 	pdf.SetFillColor(255, 255, 255)
 	pdf.SetXY(cbMargin, legendTop+float64(legendLines(len(ch.Series)))*cbLegendLine+1)
 	c.font("", 7.5, 85)
-	pdf.MultiCell(0, 3.5, c.tr(c.v.Chart.Caption+". Each department's days add up to its total; a shared idle cost falls on the days the idle capacity cost something."), "", "L", false)
+	pdf.MultiCell(0, 3.5, c.tr(caption), "", "L", false)
 }
 
 // split translates s to the core font's code page and wraps it to width

@@ -76,7 +76,7 @@ func runChargeback(ctx context.Context, g *globals, args []string) error {
 	if cfg.Book == "" {
 		return usageErrorf("chargeback.book: required in the config (--config): the rate card departments are charged by")
 	}
-	req := billing.ChargebackRequest{Period: *period}
+	req := billing.ChargebackRequest{Period: *period, DailyUsage: *efficiency}
 	if *slurmLevel < 1 {
 		return usageErrorf("--slurm-level %d: want 1 or more", *slurmLevel)
 	}

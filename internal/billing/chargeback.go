@@ -105,6 +105,9 @@ type ChargebackRequest struct {
 	// parent accounts, sacct.Accounts.Departments). Tenants not named
 	// keep theirs; idle capacity has no tenant and is never regrouped.
 	Departments map[string]string
+	// DailyUsage adds the fleet's held, SM-active and idle GPU time per
+	// day to the report (Report.UsageDays), for the held-vs-used chart.
+	DailyUsage bool
 }
 
 // Chargeback prices the period's hourly usage with the rate card, per
@@ -158,6 +161,9 @@ func Chargeback(ctx context.Context, st ChargebackStore, cfg ChargebackConfig, r
 	rep, err := chargeback.Allocate(in)
 	if err != nil {
 		return chargeback.Report{}, err
+	}
+	if req.DailyUsage {
+		rep.UsageDays = chargeback.DailyUsage(in.Rows)
 	}
 	state, _, err := st.LoadRollupState(ctx, rollupJob)
 	if err != nil {

@@ -36,6 +36,9 @@ type Report struct {
 	// Efficiency, when asked for, is each department followed by its
 	// tenants: held-but-idle GPU time and utilization.
 	Efficiency []EfficiencyRow `json:"efficiency,omitempty"`
+	// UsageDays, when asked for with Efficiency, is the fleet's GPU time
+	// held, SM-active and idle per day (DailyUsage): held vs used over time.
+	UsageDays []DayUsage `json:"usage_days,omitempty"`
 }
 
 // Department is one department, its tenants sorted by name, and their sums.

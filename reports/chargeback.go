@@ -346,7 +346,10 @@ type chargebackView struct {
 // chargebackEfficiencyView is one row of the efficiency section.
 type chargebackEfficiencyView struct {
 	Name, Held, Utilization, Unmeasured, Idle, IdleShare string
-	Department                                           bool // a department's row, its tenants follow
+	// UtilBar is the utilization bar's length in percent ("25.0"),
+	// empty when nothing was measured (no bar, not an empty one).
+	UtilBar    string
+	Department bool // a department's row, its tenants follow
 }
 
 // efficiencyViews formats the efficiency rows: GPU-hours at hoursPlaces,
@@ -367,8 +370,14 @@ func efficiencyViews(rows []chargeback.EfficiencyRow) []chargebackEfficiencyView
 		if r.Tenant != "" {
 			name = r.Tenant
 		}
+		bar := ""
+		if r.MeasuredGPUMicros > 0 {
+			u := decimal.NewFromInt(r.SMActiveMicros).Mul(decimal.NewFromInt(100)).DivRound(decimal.NewFromInt(r.MeasuredGPUMicros), 1)
+			bar = decimal.Min(decimal.Max(u, decimal.Zero), decimal.NewFromInt(100)).StringFixed(1)
+		}
 		out = append(out, chargebackEfficiencyView{Name: name, Held: hours(r.HeldGPUMicros), Utilization: pct(r.SMActiveMicros, r.MeasuredGPUMicros),
-			Unmeasured: hours(r.UnmeasuredGPUMicros), Idle: hours(r.IdleGPUMicros), IdleShare: pct(r.IdleGPUMicros, r.MeasuredGPUMicros), Department: r.Tenant == ""})
+			Unmeasured: hours(r.UnmeasuredGPUMicros), Idle: hours(r.IdleGPUMicros), IdleShare: pct(r.IdleGPUMicros, r.MeasuredGPUMicros),
+			UtilBar: bar, Department: r.Tenant == ""})
 	}
 	return out
 }
@@ -894,6 +903,7 @@ tr.fleet td { font-weight: bold; border-top: 2px solid #111; border-bottom: none
 figure { margin: 0; }
 figcaption { font-size: 8.5pt; color: #555; }
 svg { width: 100%; height: auto; max-width: 900px; }
+svg.util { width: 14mm; height: 1.6mm; margin-left: 1.5mm; vertical-align: middle; }
 svg text { font-family: Helvetica, Arial, sans-serif; font-size: 10px; fill: #333; }
 .notes { font-size: 8.5pt; }
 .notes li { margin-bottom: 1mm; }
@@ -946,7 +956,7 @@ figure, .energy-section { page-break-inside: avoid; }
 <table class="efficiency">
 <thead><tr><th>Department / tenant</th><th class="num">GPU-hours held</th><th class="num">Utilization</th><th class="num">GPU-hours unmeasured</th><th class="num">GPU-hours held but idle</th><th class="num">Idle share</th></tr></thead>
 <tbody>
-{{range .Efficiency}}<tr{{if .Department}} class="subtotal"{{end}}><td class="name">{{.Name}}</td><td class="num">{{.Held}}</td><td class="num">{{.Utilization}}</td><td class="num">{{.Unmeasured}}</td><td class="num idle-hours">{{.Idle}}</td><td class="num">{{.IdleShare}}</td></tr>
+{{range .Efficiency}}<tr{{if .Department}} class="subtotal"{{end}}><td class="name">{{.Name}}</td><td class="num">{{.Held}}</td><td class="num">{{.Utilization}}{{if .UtilBar}}<svg class="util" viewBox="0 0 100 6" role="img" aria-label="utilization {{.Utilization}}"><rect width="100" height="6" fill="#e6e6e6"/><rect class="util-bar" width="{{.UtilBar}}" height="6" fill="#1f77b4"/></svg>{{end}}</td><td class="num">{{.Unmeasured}}</td><td class="num idle-hours">{{.Idle}}</td><td class="num">{{.IdleShare}}</td></tr>
 {{end}}</tbody>
 </table>
 <p>Held but idle: measured SM activity under 5 % of the GPU time held for at least 30 minutes on end; unmeasured time is never idle. Utilization and idle share are over the measured time (docs/insights.md).</p>

@@ -16,9 +16,9 @@ func TestEfficiencyViews(t *testing.T) {
 		{Department: "big", Tenant: "huge", HeldGPUMicros: 1 << 62, MeasuredGPUMicros: 1 << 62, IdleGPUMicros: 1 << 61},
 	})
 	want := []chargebackEfficiencyView{
-		{Name: "ops", Held: "2.000", Utilization: "25.0 %", Unmeasured: "1.000", Idle: "0.500", IdleShare: "50.0 %", Department: true},
+		{Name: "ops", Held: "2.000", Utilization: "25.0 %", Unmeasured: "1.000", Idle: "0.500", IdleShare: "50.0 %", UtilBar: "25.0", Department: true},
 		{Name: "vgpu", Held: "1.000", Utilization: notMeasured, Unmeasured: "1.000", Idle: "0.000", IdleShare: notMeasured},
-		{Name: "huge", Held: "1281023894.008", Utilization: "0.0 %", Unmeasured: "0.000", Idle: "640511947.004", IdleShare: "50.0 %"},
+		{Name: "huge", Held: "1281023894.008", Utilization: "0.0 %", Unmeasured: "0.000", Idle: "640511947.004", IdleShare: "50.0 %", UtilBar: "0.0"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d rows, want %d", len(got), len(want))

@@ -27,7 +27,10 @@ func TestChargebackHeldVsUsedChart(t *testing.T) {
 	if strings.Contains(plain.String(), "Held vs used per day") {
 		t.Fatal("the chart is drawn without UsageDays")
 	}
-	r.Efficiency = []chargeback.EfficiencyRow{{Department: "physics", HeldGPUMicros: 1}}
+	r.Efficiency = []chargeback.EfficiencyRow{
+		{Department: "physics", HeldGPUMicros: 4, MeasuredGPUMicros: 4, SMActiveMicros: 1},
+		{Department: "physics", Tenant: "blind", HeldGPUMicros: 4, UnmeasuredGPUMicros: 4},
+	}
 	r.UsageDays = chargeback.DailyUsage(in.Rows)
 	if len(r.UsageDays) != 2 {
 		t.Fatalf("fixture: %d usage days, want its two", len(r.UsageDays))
@@ -40,6 +43,11 @@ func TestChargebackHeldVsUsedChart(t *testing.T) {
 	i := strings.Index(page, "Held vs used per day")
 	if i < 0 {
 		t.Fatalf("no held-vs-used chart:\n%s", page)
+	}
+	// Utilization per row as a bar: 25 % long for physics, none for the
+	// tenant nothing was measured for.
+	if n := strings.Count(page, `class="util-bar"`); n != 1 || !strings.Contains(page, `<rect class="util-bar" width="25.0"`) {
+		t.Errorf("%d utilization bars, want one of width 25.0", n)
 	}
 	chart := page[i:]
 	bar := regexp.MustCompile(`<rect class="bar" x="[^"]+" y="([^"]+)" width="[^"]+" height="([^"]+)" fill="[^"]+" data-series="([^"]+)" data-day="([^"]+)">`)

@@ -87,16 +87,26 @@ func TestShipperInFlightCommitsOnlyPastAcknowledgedRows(t *testing.T) {
 		mustAppend(t, sp.Spool, testBatch(b, 1000))
 	}
 	releaseFirst := make(chan struct{})
+	firstRunning := make(chan struct{})
 	secondDone := make(chan Position, 1)
 	sink := &fakeColumnSink{}
 	sink.onInsert = func(ctx context.Context, call int, rows []collectors.Sample) error {
 		if rows[0].ID == testBatch(0, 1)[0].ID {
+			close(firstRunning)
 			select {
 			case <-releaseFirst:
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+		}
+		// Both in flight: the second may be handed to the sink before the
+		// first's goroutine has reached it; without this wait it could
+		// finish before the first began, and never overlap it.
+		select {
+		case <-firstRunning:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 		secondDone <- sp.Cursor()
 		return nil

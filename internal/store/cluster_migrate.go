@@ -113,32 +113,12 @@ func (s *Store) MigrateCluster(ctx context.Context, fsys fs.FS, cluster string) 
 	if err != nil {
 		return nil, err
 	}
-	var out []MigrationResult
-	for _, m := range migs {
-		res := MigrationResult{Version: m.Version, Name: m.Name}
-		switch {
-		case applied[m.Version]:
-			res.Status = "already applied"
-		case m.MinServer != nil && oldest.Less(*m.MinServer):
-			res.Status = "skipped (server too old)"
-			s.logger.Info("migration skipped: a node is too old",
-				"version", m.Version, "name", m.Name, "needs", m.MinServer.String(), "oldest", oldest.String())
-		default:
-			for i, stmt := range m.Statements {
-				if err := run(stmt); err != nil {
-					return out, fmt.Errorf("migration %04d_%s statement %d on cluster %s: %w", m.Version, m.Name, i+1, cluster, err)
-				}
-			}
-			if err := s.recordMigration(ctx, m); err != nil {
-				return out, fmt.Errorf("record migration %04d_%s: %w", m.Version, m.Name, err)
-			}
-			res.Status = "applied"
-			s.logger.Info("migration applied on cluster", "cluster", cluster, "nodes", len(nodes),
-				"replicated", layout.Replicated, "version", m.Version, "name", m.Name)
-		}
-		out = append(out, res)
+	res, err := s.applyMigrations(ctx, migs, applied, *oldest, run,
+		"cluster", cluster, "nodes", len(nodes), "replicated", layout.Replicated)
+	if err != nil {
+		return res, fmt.Errorf("cluster %s: %w", cluster, err)
 	}
-	return out, nil
+	return res, nil
 }
 
 // clusterReplication decides between Replicated and plain shard-local

@@ -135,6 +135,15 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS) ([]MigrationResult, err
 	if err != nil {
 		return nil, err
 	}
+	return s.applyMigrations(ctx, migs, applied, server, func(stmt string) error { return s.conn.Exec(ctx, stmt) })
+}
+
+// applyMigrations applies, in order, every migration not in applied that
+// server (the oldest node, on a cluster) can run, each statement through
+// exec, and records each one once all its statements ran. logAttrs go on
+// the "applied" log line.
+func (s *Store) applyMigrations(ctx context.Context, migs []Migration, applied map[uint32]bool, server Version,
+	exec func(stmt string) error, logAttrs ...any) ([]MigrationResult, error) {
 	var out []MigrationResult
 	for _, m := range migs {
 		res := MigrationResult{Version: m.Version, Name: m.Name}
@@ -147,7 +156,7 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS) ([]MigrationResult, err
 				"version", m.Version, "name", m.Name, "needs", m.MinServer.String(), "server", server.String())
 		default:
 			for i, stmt := range m.Statements {
-				if err := s.conn.Exec(ctx, stmt); err != nil {
+				if err := exec(stmt); err != nil {
 					return out, fmt.Errorf("migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, err)
 				}
 			}
@@ -155,7 +164,7 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS) ([]MigrationResult, err
 				return out, fmt.Errorf("record migration %04d_%s: %w", m.Version, m.Name, err)
 			}
 			res.Status = "applied"
-			s.logger.Info("migration applied", "version", m.Version, "name", m.Name)
+			s.logger.Info("migration applied", append([]any{"version", m.Version, "name", m.Name}, logAttrs...)...)
 		}
 		out = append(out, res)
 	}

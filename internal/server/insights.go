@@ -79,71 +79,65 @@ func parseInsightsRequest(v url.Values, scope auth.Scope, maxRange time.Duration
 }
 
 func (s *Server) getEfficiency(svc InsightsService) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		if svc == nil {
-			writeError(c, http.StatusNotFound, "not_found", "insights are not served here")
-			return
-		}
-		r, err := parseInsightsRequest(c.Request.URL.Query(), scopeOf(c), insightsvc.MaxPeriod)
-		if err != nil {
-			s.respondError(c, err)
-			return
-		}
-		rep, err := svc.Efficiency(c.Request.Context(), r, nil)
-		if err != nil {
-			s.respondError(c, err)
-			return
-		}
-		c.JSON(http.StatusOK, rep)
-	}
+	return s.insightsRoute(svc, insightsvc.MaxPeriod, nil, func(ctx context.Context, r insightsvc.Request) (any, error) {
+		return svc.Efficiency(ctx, r, nil)
+	})
 }
 
 func (s *Server) getRightSize(svc InsightsService) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		if svc == nil {
-			writeError(c, http.StatusNotFound, "not_found", "insights are not served here")
-			return
-		}
-		r, err := parseInsightsRequest(c.Request.URL.Query(), scopeOf(c), insightsvc.MaxPeriod)
-		if err != nil {
-			s.respondError(c, err)
-			return
-		}
-		rep, err := svc.RightSize(c.Request.Context(), r)
-		if err != nil {
-			s.respondError(c, err)
-			return
-		}
-		c.JSON(http.StatusOK, rep)
-	}
+	return s.insightsRoute(svc, insightsvc.MaxPeriod, nil, func(ctx context.Context, r insightsvc.Request) (any, error) {
+		return svc.RightSize(ctx, r)
+	})
 }
 
 func (s *Server) getAnomalies(svc InsightsService) gin.HandlerFunc {
+	// Stored anomalies carry no department to check a tenant against.
+	tenantOrAdmin := func(scope auth.Scope) error {
+		if scope.Kind == auth.KindDepartment {
+			return fmt.Errorf("anomalies are listed per tenant: use a tenant or an admin key: %w", ErrForbidden)
+		}
+		return nil
+	}
+	return s.insightsRoute(svc, maxAnomalyRange, tenantOrAdmin, func(ctx context.Context, r insightsvc.Request) (any, error) {
+		as, err := svc.Stored(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if as == nil {
+			as = []insightsvc.StoredAnomaly{}
+		}
+		return gin.H{"from": r.From, "to": r.To, "anomalies": as}, nil
+	})
+}
+
+// insightsRoute answers an insights route: 404 where no service is wired,
+// the scope checked (allowed, when given), the request parsed within
+// maxRange, then run's answer as JSON.
+func (s *Server) insightsRoute(svc InsightsService, maxRange time.Duration, allowed func(auth.Scope) error,
+	run func(context.Context, insightsvc.Request) (any, error)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if svc == nil {
 			writeError(c, http.StatusNotFound, "not_found", "insights are not served here")
 			return
 		}
 		scope := scopeOf(c)
-		if scope.Kind == auth.KindDepartment {
-			// Stored anomalies carry no department to check a tenant against.
-			s.respondError(c, fmt.Errorf("anomalies are listed per tenant: use a tenant or an admin key: %w", ErrForbidden))
-			return
+		if allowed != nil {
+			if err := allowed(scope); err != nil {
+				s.respondError(c, err)
+				return
+			}
 		}
-		r, err := parseInsightsRequest(c.Request.URL.Query(), scope, maxAnomalyRange)
+		r, err := parseInsightsRequest(c.Request.URL.Query(), scope, maxRange)
 		if err != nil {
 			s.respondError(c, err)
 			return
 		}
-		as, err := svc.Stored(c.Request.Context(), r)
+		rep, err := run(c.Request.Context(), r)
 		if err != nil {
 			s.respondError(c, err)
 			return
 		}
-		if as == nil {
-			as = []insightsvc.StoredAnomaly{}
-		}
-		c.JSON(http.StatusOK, gin.H{"from": r.From, "to": r.To, "anomalies": as})
+		c.JSON(http.StatusOK, rep)
 	}
 }
 

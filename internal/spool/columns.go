@@ -142,6 +142,41 @@ func (c *Columns) Row(i int) collectors.Sample {
 	}
 }
 
+// Validate is collectors.Sample.Validate for every row, without building
+// a Sample per row (the store validates every insert, and Row is most of
+// that cost): each row gets a conservative check of its columns, and only a
+// row that fails it is built and validated, for the error. The error names
+// the first invalid row's index and id.
+func (c *Columns) Validate() error {
+	d := c.Dict
+	host, gpu, sku := c.Strings[ColHost], c.Strings[ColGPUUUID], c.Strings[ColSKU]
+	tenant, workload := c.Strings[ColTenant], c.Strings[ColWorkload]
+	for i := range c.Len() {
+		ss, es := c.StartSeconds[i], c.EndSeconds[i]
+		// Whole seconds bound the times: es > ss puts End after Start
+		// whatever the nanoseconds, es − ss < maxIntervalSeconds keeps the
+		// interval under MaxInterval, and ss ≥ 0, es < maxStorableSecond
+		// keep both within [MinTime, MaxTime].
+		if c.IDs[i] != 0 && d[host[i]] != "" && d[gpu[i]] != "" && d[sku[i]] != "" &&
+			ss >= minStorableSecond && es > ss && es < maxStorableSecond && es-ss < maxIntervalSeconds &&
+			collectors.Unmeasured(c.Unmeasured[i])&^collectors.UnmeasuredAll == 0 &&
+			(d[tenant[i]] != "" || d[workload[i]] == "") {
+			continue
+		}
+		if x := c.Row(i); x.Validate() != nil {
+			return fmt.Errorf("sample %d (id %d): %w", i, x.ID, x.Validate())
+		}
+	}
+	return nil
+}
+
+// The bounds of Validate's column check, in whole seconds.
+var (
+	minStorableSecond  = collectors.MinTime.Unix()
+	maxStorableSecond  = collectors.MaxTime.Unix()
+	maxIntervalSeconds = int64(collectors.MaxInterval / time.Second)
+)
+
 // AppendSamples adds samples as rows.
 func (c *Columns) AppendSamples(samples []collectors.Sample) {
 	base := c.Len()

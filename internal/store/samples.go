@@ -63,10 +63,8 @@ func (s *Store) InsertSamples(ctx context.Context, samples []collectors.Sample) 
 // shipper reads from the spool). It is safe for concurrent use: each call
 // takes a connection of its own from the pool.
 func (s *Store) InsertColumns(ctx context.Context, c *spool.Columns) error {
-	for i := range c.Len() {
-		if x := c.Row(i); x.Validate() != nil {
-			return fmt.Errorf("insert samples: sample %d (id %d): %w", i, x.ID, x.Validate())
-		}
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("insert samples: %w", err)
 	}
 	return s.insertColumns(ctx, c)
 }

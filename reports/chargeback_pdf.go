@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"codeberg.org/go-pdf/fpdf"
+	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/chargeback"
 )
@@ -282,11 +283,39 @@ func (c *pdfChargeback) efficiencyTable() {
 		if e.Department {
 			style = "B"
 		}
-		c.row(t, [][]string{{e.Name}, {e.Held}, {e.Utilization}, {e.Unmeasured}, {e.Idle}, {e.IdleShare}}, style, "")
+		top := c.row(t, [][]string{{e.Name}, {e.Held}, {e.Utilization}, {e.Unmeasured}, {e.Idle}, {e.IdleShare}}, style, "")
+		c.utilBar(t, cbMargin+t.widths[0]+t.widths[1], top, t.widths[2], e.UtilBar)
 	}
 	c.table = nil
 	c.font("", 8, 0)
 	c.pdf.MultiCell(0, 3.8, c.tr("Held but idle: measured SM activity under 5 % of the GPU time held for at least 30 minutes on end; unmeasured time is never idle. Shares are over the measured time."), "", "L", false)
+}
+
+// Colours of the utilization bar, as in the HTML report.
+var (
+	utilTrackColor = [3]int{230, 230, 230}
+	utilBarColor   = [3]int{31, 119, 180}
+)
+
+// utilBar draws a row's utilization bar in its cell (left x, top y, width
+// w): a track across the cell's left part, the figure staying right of it,
+// and a filled part pct percent of the track long. No bar where nothing
+// was measured (pct empty): that is not 0 %.
+func (c *pdfChargeback) utilBar(t *cbTable, x, y, w float64, pct string) {
+	p, err := decimal.NewFromString(pct)
+	if err != nil { // empty: nothing measured
+		return
+	}
+	pdf := c.pdf
+	h := 1.6 * t.scale
+	track := w - 14*t.scale // the figure, "100.0 %", needs about 10 mm at 7 pt
+	x, y = x+1.5*t.scale, y+0.3+(cbLineHeight*t.scale-h)/2
+	pdf.SetFillColor(utilTrackColor[0], utilTrackColor[1], utilTrackColor[2])
+	pdf.Rect(x, y, track, h, "F")
+	pdf.SetFillColor(utilBarColor[0], utilBarColor[1], utilBarColor[2])
+	// Geometry, not money: the percentage becomes millimetres here.
+	pdf.Rect(x, y, track*p.InexactFloat64()/100, h, "F")
+	pdf.SetFillColor(255, 255, 255)
 }
 
 // header prints a table's column heads, wrapped, over a rule.
@@ -338,14 +367,16 @@ func (c *pdfChargeback) rowHeight(t *cbTable, cells [][]string, style string) fl
 }
 
 // row prints one row of the table in style ("", "B" or "I"), with a rule
-// above it when border is "T", on a new page when it does not fit here.
-func (c *pdfChargeback) row(t *cbTable, cells [][]string, style, border string) {
+// above it when border is "T", on a new page when it does not fit here;
+// it returns the row's top, for what is drawn into its cells.
+func (c *pdfChargeback) row(t *cbTable, cells [][]string, style, border string) (top float64) {
 	pdf := c.pdf
 	h := c.rowHeight(t, cells, style)
 	c.ensure(h)
 	lines := c.rowLines(t, cells, style)
 	lh := cbLineHeight * t.scale
 	x, y := cbMargin, pdf.GetY()
+	top = y
 	if border == "T" {
 		pdf.SetDrawColor(0, 0, 0)
 		pdf.SetLineWidth(0.4)
@@ -364,6 +395,7 @@ func (c *pdfChargeback) row(t *cbTable, cells [][]string, style, border string) 
 	pdf.Line(cbMargin, y, cbMargin+cbWidth, y)
 	pdf.SetDrawColor(0, 0, 0)
 	pdf.SetXY(cbMargin, y)
+	return top
 }
 
 // PDF chart geometry, in mm.

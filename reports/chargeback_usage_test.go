@@ -2,6 +2,9 @@ package reports_test
 
 import (
 	"bytes"
+	"compress/zlib"
+	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -91,4 +94,89 @@ func TestChargebackHeldVsUsedChart(t *testing.T) {
 	if text := pdfText(t, pdf.Bytes()); !strings.Contains(text, "Held vs used per day") || !strings.Contains(text, "SM-active") {
 		t.Errorf("PDF lacks the held-vs-used chart:\n%s", text)
 	}
+}
+
+// The PDF draws the HTML's utilization bar in each measured row's cell: a
+// grey track and a blue part whose length is the utilization's share of
+// it (an empty one at 0 %), and nothing for a row nothing was measured
+// for. Read from the PDF's own drawing operators.
+func TestChargebackPDFUtilizationBars(t *testing.T) {
+	r, err := chargeback.Allocate(chargebackInput(chargeback.IdleOwnRow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Efficiency = []chargeback.EfficiencyRow{
+		{Department: "physics", HeldGPUMicros: 16, MeasuredGPUMicros: 12, UnmeasuredGPUMicros: 4, SMActiveMicros: 3},
+		{Department: "physics", Tenant: "alice", HeldGPUMicros: 4, MeasuredGPUMicros: 4, SMActiveMicros: 3},
+		{Department: "physics", Tenant: "blind", HeldGPUMicros: 4, UnmeasuredGPUMicros: 4},
+		{Department: "physics", Tenant: "bob", HeldGPUMicros: 8, MeasuredGPUMicros: 8},
+		{Department: "chemistry", HeldGPUMicros: 4, MeasuredGPUMicros: 4, SMActiveMicros: 4},
+	}
+	want := []float64{0.25, 0.75, 0, 1} // blind has none
+	var pdf bytes.Buffer
+	if err := reports.WriteChargebackPDF(&pdf, r); err != nil {
+		t.Fatal(err)
+	}
+	tracks, bars := pdfUtilBars(t, pdf.Bytes())
+	if len(tracks) != len(want) || len(bars) != len(want) {
+		t.Fatalf("%d tracks and %d bars, want %d of each (none for the unmeasured row)", len(tracks), len(bars), len(want))
+	}
+	for i, b := range bars {
+		tr := tracks[i]
+		// fpdf writes points to two places: allow a hundredth.
+		if math.Abs(b.x-tr.x) > 0.01 || math.Abs(b.y-tr.y) > 0.01 || math.Abs(b.h-tr.h) > 0.01 || tr.w < 20 {
+			t.Errorf("bar %d %+v does not start in its track %+v", i, b, tr)
+		}
+		if got := b.w / tr.w; math.Abs(got-want[i]) > 0.02/tr.w {
+			t.Errorf("bar %d is %.4f of its track, want %.2f", i, got, want[i])
+		}
+		if i > 0 && b.y >= bars[i-1].y { // PDF y grows upwards: each row lower
+			t.Errorf("bar %d at y %.2f is not below the one before (%.2f)", i, b.y, bars[i-1].y)
+		}
+	}
+	if text := pdfText(t, pdf.Bytes()); !strings.Contains(text, "25.0 %") || !strings.Contains(text, "75.0 %") {
+		t.Errorf("the utilization figures are gone beside the bars:\n%s", text)
+	}
+}
+
+type pdfRect struct{ x, y, w, h float64 }
+
+// pdfUtilBars inflates the PDF's content streams and returns the
+// utilization tracks and bars drawn, in order: a rect filled in the
+// track's grey (#e6e6e6, "0.902 g" as fpdf writes it) directly followed by
+// one filled in the bar's blue (#1f77b4, "0.122 0.467 0.706 rg"). The
+// cost chart's first department shares that blue, hence the pairing.
+func pdfUtilBars(t *testing.T, pdf []byte) (tracks, bars []pdfRect) {
+	t.Helper()
+	stream := regexp.MustCompile(`(?s)stream\r?\n(.*?)\r?\nendstream`)
+	rect := `(-?[\d.]+) (-?[\d.]+) (-?[\d.]+) (-?[\d.]+) re f`
+	pair := regexp.MustCompile(`0\.902 g\n` + rect + `\n0\.122 0\.467 0\.706 rg\n` + rect + `\n`)
+	grey := regexp.MustCompile(`0\.902 g\n` + rect)
+	num := func(s string) float64 {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	greys := 0
+	for _, m := range stream.FindAllSubmatch(pdf, -1) {
+		zr, err := zlib.NewReader(bytes.NewReader(m[1]))
+		if err != nil {
+			continue // not a deflated stream
+		}
+		content, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatalf("inflate a content stream: %v", err)
+		}
+		greys += len(grey.FindAll(content, -1))
+		for _, p := range pair.FindAllStringSubmatch(string(content), -1) {
+			tracks = append(tracks, pdfRect{num(p[1]), num(p[2]), num(p[3]), num(p[4])})
+			bars = append(bars, pdfRect{num(p[5]), num(p[6]), num(p[7]), num(p[8])})
+		}
+	}
+	if greys != len(tracks) {
+		t.Fatalf("%d grey rects, %d of them tracks followed by a bar", greys, len(tracks))
+	}
+	return tracks, bars
 }

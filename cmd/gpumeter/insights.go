@@ -180,8 +180,8 @@ func runInsightsCapacity(ctx context.Context, g *globals, args []string) error {
 	fs.SetOutput(g.stderr)
 	to := fs.String("to", "", "end of the history, a whole UTC hour (default: the current hour)")
 	until := fs.String("until", "", "project up to here (default: 90 days after --to)")
-	weeks := fs.Int("weeks", 8, "weeks of history to fit (2 to 52)")
-	target := fs.String("target", "0.9", "share of the GPUs that counts as full, within (0, 1]")
+	weeks := fs.Int("weeks", insightsvc.DefaultCapacityWeeks, "weeks of history to fit (2 to 52)")
+	target := fs.String("target", insightsvc.DefaultCapacityTarget, "share of the GPUs that counts as full, within (0, 1]")
 	asJSON := fs.Bool("json", false, "JSON output")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), insightsHelp+"\n")
@@ -203,7 +203,7 @@ func runInsightsCapacity(ctx context.Context, g *globals, args []string) error {
 			return usageErrorf("--to: %v", err)
 		}
 	}
-	req.Until = req.To.Add(90 * 24 * time.Hour)
+	req.Until = req.To.Add(insightsvc.DefaultCapacityHorizon)
 	if *until != "" {
 		if req.Until, err = parseTime(*until); err != nil {
 			return usageErrorf("--until: %v", err)

@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -212,6 +216,58 @@ func TestInsightsEndToEndFindThePlants(t *testing.T) {
 		if !m.CapacityGPUs.Equal(decimal.NewFromInt(16)) || !m.HistoryPeak.IsPositive() || m.HistoryPeak.GreaterThan(decimal.NewFromInt(16)) {
 			t.Errorf("%s: capacity %s, history peak %s", m.Model, m.CapacityGPUs, m.HistoryPeak)
 		}
+	}
+
+	// The API's capacity, from `serve` over the same database, is the
+	// CLI's JSON; a tenant key gets none of it.
+	tokens := map[string]string{}
+	for _, scope := range []string{"admin", "tenant:spiky"} {
+		code, token, stderr := cli(t, "--clickhouse", dsn, "keys", "create", "--scope", scope, "--expires", "1h")
+		if code != 0 {
+			t.Fatalf("keys create %s: exit %d\n%s", scope, code, stderr)
+		}
+		tokens[scope] = strings.TrimSpace(token)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--clickhouse", dsn, "serve", "--listen", addr}, io.Discard, io.Discard)
+	}()
+	defer func() { cancel(); <-done }()
+	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := httpGet(addr, "/readyz"); return code == 200 })
+	apiGet := func(token, path string) (int, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, body
+	}
+	path := "/v1/insights/capacity?to=" + url.QueryEscape(rfc(histEnd)) + "&weeks=3"
+	code, body := apiGet(tokens["admin"], path)
+	var fromAPI, fromCLI any
+	if err := json.Unmarshal(body, &fromAPI); err != nil || code != http.StatusOK {
+		t.Fatalf("GET %s: %d %v\n%s", path, code, err, body)
+	}
+	if err := json.Unmarshal([]byte(out), &fromCLI); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fromAPI, fromCLI) {
+		t.Errorf("GET %s answers\n%s\nthe CLI printed\n%s", path, body, out)
+	}
+	if code, body := apiGet(tokens["tenant:spiky"], path); code != http.StatusForbidden {
+		t.Errorf("capacity with a tenant key: %d %s, want 403", code, body)
 	}
 }
 

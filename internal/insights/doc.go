@@ -64,7 +64,8 @@
 // A trend plus weekly season fitted to the last Weeks (8) weeks: the
 // seasonal Kendall slope (median of pairwise slopes within each season
 // slot) and per-slot median levels. ForecastPeriod adds the period's
-// actuals to the model's remaining steps; Capacity projects a model's
+// actuals to the model's remaining steps, with the running total and its
+// band step by step (Path) for a chart; Capacity projects a model's
 // demand until the first step above Target × capacity. Both return the Fit
 // with the history it used.
 package insights

@@ -160,6 +160,24 @@ type Forecast struct {
 	High      decimal.Decimal `json:"high"`
 	// Steps is the model's value for each projected step.
 	Steps []Point `json:"steps"`
+	// Path is the period's running total step by step, what a chart of
+	// the forecast draws: the actual steps from PeriodStart, then the
+	// projected ones. Its last point is Total, Low and High.
+	Path []PathPoint `json:"path"`
+}
+
+// PathPoint is the running total of a period through one step.
+type PathPoint struct {
+	// At is the step's start; the figures include the step.
+	At        time.Time `json:"at"`
+	Projected bool      `json:"projected"`
+	// Total is the sum from PeriodStart through this step. On actual
+	// steps Low and High equal it; on the k-th projected step they are
+	// Total ∓ 2 × Spread × √k, Low never below Actual: the band of
+	// ForecastPeriod, widening as the projection goes on.
+	Total decimal.Decimal `json:"total"`
+	Low   decimal.Decimal `json:"low"`
+	High  decimal.Decimal `json:"high"`
 }
 
 // ForecastPeriod projects a series to the end of its period: what it
@@ -178,19 +196,33 @@ func ForecastPeriod(in ForecastInput) (Forecast, error) {
 	pe, _ := s.index(in.PeriodEnd)
 	out := Forecast{Tenant: s.Tenant, Meter: s.Meter, SKU: s.SKU, PeriodStart: in.PeriodStart, PeriodEnd: in.PeriodEnd, Fit: f,
 		Actual: decimal.Zero, Projected: decimal.Zero}
+	out.Path = make([]PathPoint, 0, max(pe-ps, 0))
 	for i := ps; i < len(vals); i++ {
 		out.Actual = out.Actual.Add(vals[i])
+		out.Path = append(out.Path, PathPoint{At: s.at(i), Total: out.Actual, Low: out.Actual, High: out.Actual})
 	}
 	for i := len(vals); i < pe; i++ {
 		v := f.at(i - f.first).Round(amountPlaces)
 		out.Steps = append(out.Steps, Point{At: s.at(i), Value: v})
 		out.Projected = out.Projected.Add(v)
+		// Summed in the same order as Total below, so the last point
+		// equals it exactly.
+		total := out.Actual.Add(out.Projected)
+		b := band(f.Spread, i-len(vals)+1)
+		out.Path = append(out.Path, PathPoint{At: s.at(i), Projected: true, Total: total,
+			Low: decimal.Max(out.Actual, total.Sub(b)), High: total.Add(b)})
 	}
 	out.Total = out.Actual.Add(out.Projected)
-	band := f.Spread.Mul(decimal.NewFromInt(2)).Mul(sqrtSteps(pe - len(vals))).Round(amountPlaces)
-	out.High = out.Total.Add(band)
-	out.Low = decimal.Max(out.Actual, out.Total.Sub(band))
+	b := band(f.Spread, pe-len(vals))
+	out.High = out.Total.Add(b)
+	out.Low = decimal.Max(out.Actual, out.Total.Sub(b))
 	return out, nil
+}
+
+// band is the half-width of the noise band after n projected steps:
+// 2 × spread × √n (independent steps' noise adds up as √n).
+func band(spread decimal.Decimal, n int) decimal.Decimal {
+	return spread.Mul(decimal.NewFromInt(2)).Mul(sqrtSteps(n)).Round(amountPlaces)
 }
 
 // sqrtSteps is √n to 6 places: a pure number scaling a spread.

@@ -240,3 +240,92 @@ func TestForecastAndCapacityValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestForecastPath pins the running total a chart draws: one point per
+// step of the period, actual then projected; no band on actual steps; a
+// band widening step by step on projected ones, its low never under what
+// was actually spent; the last point is Total, Low and High exactly.
+func TestForecastPath(t *testing.T) {
+	from := time.Date(2026, 10, 6, 0, 0, 0, 0, time.UTC)
+	dec1 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	jan1 := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	truth := func(i int) float64 { return 100 + 0.5*float64(i) + weekdayShape[i%7] }
+	noisy := func(seed uint64, level, amp float64) func(int) float64 {
+		r := rand.New(rand.NewPCG(seed, 3))
+		return func(i int) float64 { return max(0, level/100*truth(i)+(r.Float64()*2-1)*amp) }
+	}
+	for _, tc := range []struct {
+		name            string
+		f               func(int) float64
+		to              time.Time // the series' end: now
+		start, end      time.Time
+		actual, project int
+		exact           bool // noise-free: every point is the truth's running sum
+		clamped         bool // some low is held at the actual
+	}{
+		{"known trend, mid-month", truth, time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC), dec1, jan1, 14, 17, true, false},
+		{"noise, mid-month", noisy(1, 100, 10), time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC), dec1, jan1, 14, 17, false, false},
+		{"noise, first day: nothing actual yet", noisy(2, 100, 10), dec1, dec1, jan1, 0, 31, false, false},
+		{"noise, month over: nothing projected", noisy(3, 100, 10), jan1, dec1, jan1, 31, 0, false, false},
+		{"noise over a small level: the low stops at the actual", noisy(4, 10, 50), time.Date(2026, 12, 30, 0, 0, 0, 0, time.UTC), dec1, jan1, 29, 2, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := dailySeries("spend", from, tc.to, tc.f)
+			fc, err := ForecastPeriod(ForecastInput{Series: s, PeriodStart: tc.start, PeriodEnd: tc.end, Weeks: DefaultForecastWeeks})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(fc.Path) != tc.actual+tc.project {
+				t.Fatalf("%d points, want %d actual and %d projected", len(fc.Path), tc.actual, tc.project)
+			}
+			if tc.project > 0 && fc.Fit.Spread.IsZero() != tc.exact {
+				t.Fatalf("spread %s: the case does not test what it says", fc.Fit.Spread)
+			}
+			last := fc.Path[len(fc.Path)-1]
+			if !last.Total.Equal(fc.Total) || !last.Low.Equal(fc.Low) || !last.High.Equal(fc.High) {
+				t.Errorf("last point %s [%s, %s], forecast %s [%s, %s]", last.Total, last.Low, last.High, fc.Total, fc.Low, fc.High)
+			}
+			start := int(tc.start.Sub(from).Hours() / 24)
+			sum, clamped := 0.0, false
+			prev := PathPoint{Low: decimal.Zero, High: decimal.Zero, Total: decimal.Zero}
+			for k, p := range fc.Path {
+				if want := tc.start.AddDate(0, 0, k); !p.At.Equal(want) || p.Projected != (k >= tc.actual) {
+					t.Fatalf("point %d at %s, projected %v; want %s, %v", k, p.At, p.Projected, want, k >= tc.actual)
+				}
+				if p.Total.LessThan(prev.Total) {
+					t.Errorf("point %d: running total %s falls from %s", k, p.Total, prev.Total)
+				}
+				if !p.Projected {
+					if !p.Low.Equal(p.Total) || !p.High.Equal(p.Total) {
+						t.Errorf("actual point %d has a band [%s, %s] around %s", k, p.Low, p.High, p.Total)
+					}
+					if k == tc.actual-1 && !p.Total.Equal(fc.Actual) {
+						t.Errorf("last actual point %s, actual %s", p.Total, fc.Actual)
+					}
+				} else {
+					if p.Low.LessThan(fc.Actual) || p.Low.GreaterThan(p.Total) || p.High.LessThan(p.Total) {
+						t.Errorf("projected point %d: [%s, %s] around %s, actual %s", k, p.Low, p.High, p.Total, fc.Actual)
+					}
+					clamped = clamped || p.Low.Equal(fc.Actual)
+					// Wider (or as wide) on both sides than the step before.
+					if p.High.Sub(p.Total).LessThan(prev.High.Sub(prev.Total)) || p.Total.Sub(p.Low).LessThan(prev.Total.Sub(prev.Low)) {
+						t.Errorf("projected point %d: band [%s, %s] around %s narrower than before: [%s, %s] around %s", k, p.Low, p.High, p.Total, prev.Low, prev.High, prev.Total)
+					}
+					if !tc.exact && !p.High.GreaterThan(p.Total) {
+						t.Errorf("projected point %d: no band above %s with spread %s", k, p.Total, fc.Fit.Spread)
+					}
+				}
+				if tc.exact {
+					sum += truth(start + k)
+					if got, _ := p.Total.Float64(); math.Abs(got-sum) > 1e-6 {
+						t.Errorf("point %d: running total %v, want %v", k, got, sum)
+					}
+				}
+				prev = p
+			}
+			if tc.project > 0 && clamped != tc.clamped {
+				t.Errorf("low held at the actual: %v, want %v", clamped, tc.clamped)
+			}
+		})
+	}
+}

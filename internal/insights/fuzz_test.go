@@ -56,7 +56,8 @@ func FuzzHoldings(f *testing.F) {
 }
 
 // FuzzSeries feeds arbitrary series to Detect, ForecastPeriod and
-// Capacity: no panic, and either an error or a result.
+// Capacity: no panic, and either an error or a result (a forecast's path
+// one point per step of the period, ending at its total).
 func FuzzSeries(f *testing.F) {
 	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8}, true, uint16(400), uint16(40))
 	f.Add(make([]byte, 40), false, uint16(30), uint16(3))
@@ -82,6 +83,9 @@ func FuzzSeries(f *testing.F) {
 		if fc, err := ForecastPeriod(ForecastInput{Series: s, PeriodStart: s.at(n / 2), PeriodEnd: end, Weeks: 4}); err == nil {
 			if fc.Total.LessThan(fc.Actual) || fc.Low.GreaterThan(fc.Total) || fc.High.LessThan(fc.Total) {
 				t.Fatalf("forecast out of order: %+v", fc)
+			}
+			if k := len(fc.Path); k != n-n/2+int(ahead%500) || k > 0 && !fc.Path[k-1].Total.Equal(fc.Total) {
+				t.Fatalf("path of %d points for %d steps, ending away from the total %s", k, n-n/2+int(ahead%500), fc.Total)
 			}
 		}
 		_, _ = Capacity(CapacityInput{Model: a100, CapacityGPUs: dec("4"), Target: dec("1"), Demand: s, Weeks: 4, Until: end})

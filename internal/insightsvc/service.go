@@ -330,6 +330,14 @@ func (s *Service) Stored(ctx context.Context, r Request) ([]StoredAnomaly, error
 	return s.reader.Anomalies(ctx, r.From.UTC(), r.To.UTC(), r.Tenant)
 }
 
+// Defaults of a capacity request: `gpumeter insights capacity` and
+// /v1/insights/capacity both take them.
+const (
+	DefaultCapacityHorizon = 90 * 24 * time.Hour // Until after To
+	DefaultCapacityWeeks   = 8
+	DefaultCapacityTarget  = "0.9"
+)
+
 // CapacityRequest projects each model's demand from the Weeks before To
 // until Until against Target of the GPUs that reported in To's last hour.
 type CapacityRequest struct {

@@ -122,6 +122,7 @@ func (s *Server) MountAPI(ctx context.Context, reg prometheus.Registerer, api AP
 	authed.GET("/insights/efficiency", s.getEfficiency(api.Insights))
 	authed.GET("/insights/rightsize", s.getRightSize(api.Insights))
 	authed.GET("/insights/anomalies", s.getAnomalies(api.Insights))
+	authed.GET("/insights/capacity", s.getCapacity(api.Insights, api.Now))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

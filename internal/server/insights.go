@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
@@ -22,6 +24,7 @@ type InsightsService interface {
 	Efficiency(ctx context.Context, r insightsvc.Request, params *insights.IdleParams) (insights.EfficiencyReport, error)
 	RightSize(ctx context.Context, r insightsvc.Request) (insights.RightSizeReport, error)
 	Stored(ctx context.Context, r insightsvc.Request) ([]insightsvc.StoredAnomaly, error)
+	Capacity(ctx context.Context, r insightsvc.CapacityRequest) ([]insights.CapacityForecast, error)
 }
 
 // maxAnomalyRange bounds a listing of stored anomalies.
@@ -78,14 +81,21 @@ func parseInsightsRequest(v url.Values, scope auth.Scope, maxRange time.Duration
 	return r, nil
 }
 
+// periodRequest parses an insights period within maxRange.
+func periodRequest(maxRange time.Duration) func(url.Values, auth.Scope) (insightsvc.Request, error) {
+	return func(v url.Values, scope auth.Scope) (insightsvc.Request, error) {
+		return parseInsightsRequest(v, scope, maxRange)
+	}
+}
+
 func (s *Server) getEfficiency(svc InsightsService) gin.HandlerFunc {
-	return s.insightsRoute(svc, insightsvc.MaxPeriod, nil, func(ctx context.Context, r insightsvc.Request) (any, error) {
+	return insightsRoute(s, svc, nil, periodRequest(insightsvc.MaxPeriod), func(ctx context.Context, r insightsvc.Request) (any, error) {
 		return svc.Efficiency(ctx, r, nil)
 	})
 }
 
 func (s *Server) getRightSize(svc InsightsService) gin.HandlerFunc {
-	return s.insightsRoute(svc, insightsvc.MaxPeriod, nil, func(ctx context.Context, r insightsvc.Request) (any, error) {
+	return insightsRoute(s, svc, nil, periodRequest(insightsvc.MaxPeriod), func(ctx context.Context, r insightsvc.Request) (any, error) {
 		return svc.RightSize(ctx, r)
 	})
 }
@@ -98,7 +108,7 @@ func (s *Server) getAnomalies(svc InsightsService) gin.HandlerFunc {
 		}
 		return nil
 	}
-	return s.insightsRoute(svc, maxAnomalyRange, tenantOrAdmin, func(ctx context.Context, r insightsvc.Request) (any, error) {
+	return insightsRoute(s, svc, tenantOrAdmin, periodRequest(maxAnomalyRange), func(ctx context.Context, r insightsvc.Request) (any, error) {
 		as, err := svc.Stored(ctx, r)
 		if err != nil {
 			return nil, err
@@ -110,11 +120,81 @@ func (s *Server) getAnomalies(svc InsightsService) gin.HandlerFunc {
 	})
 }
 
+func (s *Server) getCapacity(svc InsightsService, now func() time.Time) gin.HandlerFunc {
+	// The fleet's capacity is nobody's data but the operator's.
+	adminOnly := func(scope auth.Scope) error {
+		if scope.Kind != auth.KindAdmin {
+			return fmt.Errorf("fleet capacity is for admin keys: %w", ErrForbidden)
+		}
+		return nil
+	}
+	parse := func(v url.Values, _ auth.Scope) (insightsvc.CapacityRequest, error) {
+		return parseCapacityRequest(v, now())
+	}
+	return insightsRoute(s, svc, adminOnly, parse, func(ctx context.Context, r insightsvc.CapacityRequest) (any, error) {
+		fc, err := svc.Capacity(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if fc == nil {
+			fc = []insights.CapacityForecast{}
+		}
+		return gin.H{"models": fc}, nil
+	})
+}
+
+// parseCapacityRequest reads to, until, weeks and target, with the CLI's
+// defaults: to the current hour, until 90 days after to, 8 weeks, 0.9.
+func parseCapacityRequest(v url.Values, now time.Time) (insightsvc.CapacityRequest, error) {
+	r := insightsvc.CapacityRequest{To: now.UTC().Truncate(time.Hour), Weeks: insightsvc.DefaultCapacityWeeks,
+		Target: decimal.RequireFromString(insightsvc.DefaultCapacityTarget)}
+	if err := onlyParams(v, 64, "to", "until", "weeks", "target"); err != nil {
+		return r, err
+	}
+	var err error
+	if t := v.Get("to"); t != "" {
+		if r.To, err = parseTime("to", t, time.UTC); err != nil {
+			return r, err
+		}
+	}
+	r.Until = r.To.Add(insightsvc.DefaultCapacityHorizon)
+	if t := v.Get("until"); t != "" {
+		if r.Until, err = parseTime("until", t, time.UTC); err != nil {
+			return r, err
+		}
+	}
+	r.To, r.Until = r.To.UTC(), r.Until.UTC()
+	for _, p := range []struct {
+		name string
+		t    time.Time
+	}{{"to", r.To}, {"until", r.Until}} {
+		switch {
+		case p.t.Year() < 1971 || p.t.Year() > 2105: // what ClickHouse's DateTime holds
+			return r, badRequest{p.name + ": outside 1971..2105"}
+		case !p.t.Equal(p.t.Truncate(time.Hour)):
+			return r, badRequest{p.name + ": must be a whole UTC hour"}
+		}
+	}
+	if w := v.Get("weeks"); w != "" {
+		if r.Weeks, err = strconv.Atoi(w); err != nil {
+			return r, badRequest{fmt.Sprintf("weeks %q: not a whole number", truncate(w, 16))}
+		}
+	}
+	if t := v.Get("target"); t != "" {
+		if r.Target, err = decimal.NewFromString(t); err != nil {
+			return r, badRequest{fmt.Sprintf("target %q: not a number", truncate(t, 16))}
+		}
+	}
+	// The service's own checks, before it is called: until after to and
+	// at most three years on, weeks 2..52, target within (0, 1].
+	return r, r.Validate()
+}
+
 // insightsRoute answers an insights route: 404 where no service is wired,
-// the scope checked (allowed, when given), the request parsed within
-// maxRange, then run's answer as JSON.
-func (s *Server) insightsRoute(svc InsightsService, maxRange time.Duration, allowed func(auth.Scope) error,
-	run func(context.Context, insightsvc.Request) (any, error)) gin.HandlerFunc {
+// the scope checked (allowed, when given), the request parsed, then run's
+// answer as JSON.
+func insightsRoute[R any](s *Server, svc InsightsService, allowed func(auth.Scope) error,
+	parse func(url.Values, auth.Scope) (R, error), run func(context.Context, R) (any, error)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if svc == nil {
 			writeError(c, http.StatusNotFound, "not_found", "insights are not served here")
@@ -127,7 +207,7 @@ func (s *Server) insightsRoute(svc InsightsService, maxRange time.Duration, allo
 				return
 			}
 		}
-		r, err := parseInsightsRequest(c.Request.URL.Query(), scope, maxRange)
+		r, err := parse(c.Request.URL.Query(), scope)
 		if err != nil {
 			s.respondError(c, err)
 			return

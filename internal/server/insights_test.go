@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/insights"
@@ -20,9 +21,10 @@ import (
 
 // fakeInsights records the request each call got.
 type fakeInsights struct {
-	mu   sync.Mutex
-	last insightsvc.Request
-	err  error
+	mu           sync.Mutex
+	last         insightsvc.Request
+	lastCapacity *insightsvc.CapacityRequest
+	err          error
 }
 
 func (f *fakeInsights) record(r insightsvc.Request) error {
@@ -44,11 +46,17 @@ func (f *fakeInsights) Stored(_ context.Context, r insightsvc.Request) ([]insigh
 	return nil, f.record(r)
 }
 
-// TestInsightsRoutesScopeAndValidate: every parameter is checked (400
-// before the service is called), a tenant key is held to its tenant, a
-// department key to its department, and service input errors are 400s.
-func TestInsightsRoutesScopeAndValidate(t *testing.T) {
-	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+func (f *fakeInsights) Capacity(_ context.Context, r insightsvc.CapacityRequest) ([]insights.CapacityForecast, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastCapacity = &r
+	return []insights.CapacityForecast{{Model: "A100-SXM4-80GB", CapacityGPUs: decimal.NewFromInt(16), Target: r.Target}}, f.err
+}
+
+// insightsAPI serves svc under keys of an admin, tenant acme and
+// department research; get calls it with one of those keys.
+func insightsAPI(t *testing.T, now time.Time, svc InsightsService) (get func(key, path string) (int, string)) {
+	t.Helper()
 	keys := &memKeys{keys: map[string]auth.Key{}}
 	token := map[string]string{}
 	for name, sc := range map[string]auth.Scope{"admin": {Kind: auth.KindAdmin}, "acme": {Kind: auth.KindTenant, Name: "acme"},
@@ -59,18 +67,26 @@ func TestInsightsRoutesScopeAndValidate(t *testing.T) {
 		}
 		keys.keys[k.ID], token[name] = k, tok
 	}
-	fake := &fakeInsights{}
 	srv := New(DefaultConfig(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
-	wait := srv.MountAPI(ctx, prometheus.NewRegistry(), API{Keys: keys, Audit: nopAudit{}, Insights: fake, Now: func() time.Time { return now }})
-	defer func() { cancel(); wait() }()
-	get := func(key, path string) (int, string) {
+	wait := srv.MountAPI(ctx, prometheus.NewRegistry(), API{Keys: keys, Audit: nopAudit{}, Insights: svc, Now: func() time.Time { return now }})
+	t.Cleanup(func() { cancel(); wait() })
+	return func(key, path string) (int, string) {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		req.Header.Set("Authorization", "Bearer "+token[key])
 		rec := httptest.NewRecorder()
 		srv.Handler().ServeHTTP(rec, req)
 		return rec.Code, rec.Body.String()
 	}
+}
+
+// TestInsightsRoutesScopeAndValidate: every parameter is checked (400
+// before the service is called), a tenant key is held to its tenant, a
+// department key to its department, and service input errors are 400s.
+func TestInsightsRoutesScopeAndValidate(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	fake := &fakeInsights{}
+	get := insightsAPI(t, now, fake)
 	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name, key, path string
@@ -125,3 +141,82 @@ func TestInsightsRoutesScopeAndValidate(t *testing.T) {
 type errTest string
 
 func (e errTest) Error() string { return string(e) }
+
+// TestCapacityRouteScopeAndValidate: fleet capacity is for admin keys;
+// every parameter is checked before the service is called (400 naming
+// it), the defaults are the CLI's, service input errors are 400s, and
+// without an insights service the route is 404.
+func TestCapacityRouteScopeAndValidate(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 40, 0, 0, time.UTC)
+	hour := now.Truncate(time.Hour)
+	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	fake := &fakeInsights{}
+	get := insightsAPI(t, now, fake)
+	type want struct {
+		to, until time.Time
+		weeks     int
+		target    string
+	}
+	for _, tc := range []struct {
+		name, key, query string
+		code             int
+		body             string
+		want             *want // what the service gets, when it is called
+	}{
+		{"defaults", "admin", "", 200, `"models":[{"model":"A100-SXM4-80GB"`, &want{hour, hour.Add(90 * 24 * time.Hour), 8, "0.9"}},
+		{"every parameter", "admin", "?to=2026-11-01&until=2027-02-01T00:00:00Z&weeks=4&target=0.75", 200, `"capacity_gpus":"16"`,
+			&want{nov, time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC), 4, "0.75"}},
+		{"until from to", "admin", "?to=2026-11-01T06:00:00%2B01:00", 200, "", &want{nov.Add(5 * time.Hour), nov.Add(5*time.Hour + 90*24*time.Hour), 8, "0.9"}},
+		{"tenant key", "acme", "", 403, "admin keys", nil},
+		{"department key", "research", "?weeks=4", 403, "admin keys", nil},
+		{"unknown parameter", "admin", "?model=A100", 400, `unknown parameter \"model\"`, nil},
+		{"to not a time", "admin", "?to=soon", 400, `to \"soon\"`, nil},
+		{"to off the hour", "admin", "?to=2026-11-01T00:30:00Z", 400, "to: must be a whole UTC hour", nil},
+		{"to out of range", "admin", "?to=1960-01-01", 400, "to: outside", nil},
+		{"until not a time", "admin", "?until=later", 400, `until \"later\"`, nil},
+		{"until off the hour", "admin", "?to=2026-11-01&until=2026-12-01T00:00:01Z", 400, "until: must be a whole UTC hour", nil},
+		{"until before to", "admin", "?to=2026-11-02&until=2026-11-01", 400, "until: required, a whole UTC hour after to", nil},
+		{"until too far", "admin", "?to=2026-11-01&until=2030-01-01", 400, "until: at most three years", nil},
+		{"weeks not a number", "admin", "?weeks=eight", 400, `weeks \"eight\": not a whole number`, nil},
+		{"weeks too few", "admin", "?weeks=1", 400, "weeks 1: want 2 to 52", nil},
+		{"weeks too many", "admin", "?weeks=53", 400, "weeks 53", nil},
+		{"target not a number", "admin", "?target=most", 400, `target \"most\": not a number`, nil},
+		{"target zero", "admin", "?target=0", 400, "target 0: want within (0, 1]", nil},
+		{"target above one", "admin", "?target=1.5", 400, "target 1.5", nil},
+		{"target too long", "admin", "?target=0." + strings.Repeat("1", 80), 400, "target: not valid UTF-8 text of at most 64 bytes", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake.lastCapacity = nil
+			code, body := get(tc.key, "/v1/insights/capacity"+tc.query)
+			if code != tc.code || !strings.Contains(body, tc.body) {
+				t.Fatalf("%d %s; want %d with %q", code, body, tc.code, tc.body)
+			}
+			got := fake.lastCapacity
+			switch {
+			case tc.want == nil && got != nil:
+				t.Errorf("the service was called with %+v", *got)
+			case tc.want != nil && got == nil:
+				t.Errorf("the service was not called")
+			case tc.want != nil && (!got.To.Equal(tc.want.to) || !got.Until.Equal(tc.want.until) || got.Weeks != tc.want.weeks || !got.Target.Equal(decimal.RequireFromString(tc.want.target))):
+				t.Errorf("the service got to %s until %s weeks %d target %s; want %+v", got.To, got.Until, got.Weeks, got.Target, *tc.want)
+			}
+			if code != 200 {
+				var e apiError
+				if err := json.Unmarshal([]byte(body), &e); err != nil || e.Code == "" {
+					t.Errorf("error body %q", body)
+				}
+			}
+		})
+	}
+	fake.err = &insightsvc.ValidationError{Err: errTest("capacity needs two weeks of history before 2026-12-03T12:00:00Z")}
+	if code, body := get("admin", "/v1/insights/capacity"); code != 400 || !strings.Contains(body, "two weeks of history") {
+		t.Errorf("a service input error: %d %s, want 400", code, body)
+	}
+	fake.err = errTest("clickhouse: connection refused")
+	if code, body := get("admin", "/v1/insights/capacity"); code != 500 || strings.Contains(body, "clickhouse") {
+		t.Errorf("a service failure: %d %s, want a generic 500", code, body)
+	}
+	if code, body := insightsAPI(t, now, nil)("admin", "/v1/insights/capacity"); code != 404 || !strings.Contains(body, "not served here") {
+		t.Errorf("without an insights service: %d %s, want 404", code, body)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/server"
 )
 
@@ -79,6 +85,11 @@ func TestPortalInHeadlessChromium(t *testing.T) {
 	_, body, _ := f.get(t, f.tokens["portal"], "/v1/cost?month=2026-10")
 	var cost struct {
 		SoFar string `json:"so_far"`
+		Trend *struct {
+			Spend struct {
+				Total string `json:"total"`
+			} `json:"spend"`
+		} `json:"trend"`
 	}
 	if err := json.Unmarshal(body, &cost); err != nil || cost.SoFar == "" {
 		t.Fatalf("cost: %v %s", err, body)
@@ -121,6 +132,22 @@ func TestPortalInHeadlessChromium(t *testing.T) {
 	if !strings.Contains(dom, "none this month") || strings.Contains(dom, "Insights unavailable") {
 		t.Errorf("the anomalies table should say none, with no error note")
 	}
+	// October is over: its trend is all actual (the three days, then
+	// none), so the forecast chart has 31 points, no projection, no band.
+	if cost.Trend == nil {
+		t.Fatalf("no trend for a whole month: %s", body)
+	}
+	if m := regexp.MustCompile(`data-forecast-total="([^"]+)"`).FindStringSubmatch(dom); m == nil || m[1] != cost.Trend.Spend.Total {
+		t.Errorf("the forecast chart's total %v, the API's %s", m, cost.Trend.Spend.Total)
+	}
+	if n, p := strings.Count(dom, "data-forecast-day="), strings.Count(dom, `data-projected="1"`); n != 31 || p != 0 ||
+		strings.Contains(dom, "data-forecast-band") || strings.Contains(dom, `data-forecast-line="projected"`) {
+		t.Errorf("a closed month's forecast chart: %d days, %d projected, band or projection drawn: %v", n, p, strings.Contains(dom, "data-forecast-band"))
+	}
+	if m := regexp.MustCompile(`data-forecast-label="total"[^>]*>([^<]+)<`).FindStringSubmatch(dom); m == nil ||
+		m[1] != "month end "+decimal.RequireFromString(cost.Trend.Spend.Total).StringFixed(2)+" USD" || strings.Contains(dom, `data-forecast-label="low"`) {
+		t.Errorf("a closed month's forecast label %v, want its total alone", m)
+	}
 	if !strings.Contains(dom, f.invs["acme"].Number) || strings.Contains(dom, f.invs["globex"].Number) {
 		t.Errorf("the invoice table should list acme's invoice only")
 	}
@@ -139,5 +166,112 @@ func TestPortalInHeadlessChromium(t *testing.T) {
 	dom = headless(t, f.srv.URL+"/portal/", "--dump-dom")
 	if !strings.Contains(dom, "No token") || !strings.Contains(dom, `data-ready="error"`) {
 		t.Errorf("the portal without a token:\n%.2000s", dom)
+	}
+}
+
+// TestPortalDrawsTheForecastBand: a tenant with six weeks of history
+// before the middle of the month it views gets a trend from /v1/cost, and
+// the portal, in a real browser, draws it: a point per day of the month
+// (actual days, then projected ones), the band, and the month-end total,
+// low and high the API gives, labelled at the currency's minor units.
+func TestPortalDrawsTheForecastBand(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	ctx := context.Background()
+	// The clock of the cost and insights services: 17 September, noon.
+	now := time.Date(2026, 9, 17, 12, 0, 0, 0, time.UTC)
+	histFrom := time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC)
+	var samples []collectors.Sample
+	// A share of the H100 drawn per day (40 to 89 %), so that the fit has
+	// noise and the band a width.
+	r := rand.New(rand.NewPCG(17, 9))
+	share := map[int]uint64{}
+	for h := histFrom; h.Before(now); h = h.Add(time.Hour) {
+		day := int(h.Sub(histFrom).Hours()) / 24
+		if _, ok := share[day]; !ok {
+			share[day] = 40 + r.Uint64N(50)
+		}
+		x := collectors.Sample{Host: "host-acme", GPUUUID: "GPU-acme", GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
+			Tenant: "acme", Department: "research", Workload: "job-acme", Start: h, End: h.Add(time.Hour),
+			Meters: collectors.Meters{GPUMicroseconds: share[day] * 36_000_000}}
+		x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
+		samples = append(samples, x)
+	}
+	if err := f.store.InsertSamples(ctx, samples); err != nil {
+		t.Fatal(err)
+	}
+	if err := billing.NewRollup(f.store, billing.DefaultRollupConfig(), time.Now, slog.New(slog.DiscardHandler)).RollupRange(ctx, histFrom, now); err != nil {
+		t.Fatal(err)
+	}
+	f.stop()
+	f.srv, f.stop = f.serve(t, server.DefaultConfig(), func() time.Time { return now })
+
+	_, body, _ := f.get(t, f.tokens["portal"], "/v1/cost?month=2026-09")
+	var cost struct {
+		SoFar    string `json:"so_far"`
+		Currency string `json:"currency"`
+		Trend    *struct {
+			Spend struct {
+				Total, Low, High decimal.Decimal
+				Path             []struct {
+					At        time.Time `json:"at"`
+					Projected bool      `json:"projected"`
+				} `json:"path"`
+			} `json:"spend"`
+		} `json:"trend"`
+	}
+	if err := json.Unmarshal(body, &cost); err != nil || cost.Trend == nil {
+		t.Fatalf("cost with six weeks of history has no trend: %v %s", err, body)
+	}
+	sp := cost.Trend.Spend
+	projected := 0
+	for _, p := range sp.Path {
+		if p.Projected {
+			projected++
+		}
+	}
+	// 1-16 September are whole days behind the clock; 17-30 projected.
+	if len(sp.Path) != 30 || projected != 14 || !sp.High.GreaterThan(sp.Total) || !sp.Low.LessThan(sp.Total) {
+		t.Fatalf("trend: %d points, %d projected, band [%s, %s] around %s; want 30 and 14 with a band", len(sp.Path), projected, sp.Low, sp.Total, sp.High)
+	}
+
+	dom := headless(t, f.srv.URL+"/portal/#token="+f.tokens["portal"]+"&month=2026-09", "--dump-dom")
+	if !strings.Contains(dom, `data-ready="1"`) {
+		t.Fatalf("the portal never finished loading:\n%.3000s", dom)
+	}
+	for attr, want := range map[string]decimal.Decimal{"data-forecast-total": sp.Total, "data-forecast-low": sp.Low, "data-forecast-high": sp.High} {
+		m := regexp.MustCompile(attr + `="([^"]+)"`).FindStringSubmatch(dom)
+		if m == nil || m[1] != want.String() {
+			t.Errorf("the chart's %s is %v, the API's %s", attr, m, want)
+		}
+	}
+	// The plotted days are the API's, in order, the projected ones marked.
+	var days []string
+	for _, m := range regexp.MustCompile(`data-forecast-day="([^"]+)" data-projected="([01])"`).FindAllStringSubmatch(dom, -1) {
+		days = append(days, m[1]+"/"+m[2])
+	}
+	var want []string
+	for _, p := range sp.Path {
+		want = append(want, fmt.Sprintf("%s/%d", p.At.Format(time.DateOnly), map[bool]int{false: 0, true: 1}[p.Projected]))
+	}
+	if strings.Join(days, " ") != strings.Join(want, " ") {
+		t.Errorf("plotted days %v, want %v", days, want)
+	}
+	for _, part := range []string{`data-forecast-band="1"`, `data-forecast-line="actual"`, `data-forecast-line="projected"`, `stroke-dasharray="6 4"`} {
+		if !strings.Contains(dom, part) {
+			t.Errorf("the chart has no %s", part)
+		}
+	}
+	// The labels: the month-end figures at the currency's minor units.
+	places := int32(len(cost.SoFar) - strings.LastIndex(cost.SoFar, ".") - 1)
+	for label, v := range map[string]decimal.Decimal{"total": sp.Total, "low": sp.Low, "high": sp.High} {
+		m := regexp.MustCompile(`data-forecast-label="` + label + `"[^>]*>([^<]+)<`).FindStringSubmatch(dom)
+		if m == nil || !strings.HasSuffix(m[1], " "+v.StringFixed(places)+" "+cost.Currency) {
+			t.Errorf("the %s label is %v, want %s %s", label, m, v.StringFixed(places), cost.Currency)
+		}
+	}
+	if dir := os.Getenv("GPUMETER_SCREENSHOT_DIR"); dir != "" {
+		shot := filepath.Join(dir, "portal-forecast.png")
+		headless(t, f.srv.URL+"/portal/#token="+f.tokens["portal"]+"&month=2026-09", "--screenshot="+shot, "--window-size=1280,1400", "--hide-scrollbars")
+		t.Logf("screenshot: %s", shot)
 	}
 }

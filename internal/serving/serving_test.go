@@ -140,24 +140,34 @@ func newFixture(t *testing.T, cfg server.Config) *fixture {
 		t.Fatal(err)
 	}
 
+	f.srv, f.stop = f.serve(t, cfg, time.Now)
+	return f
+}
+
+// serve mounts the API over the fixture's store, customers and chargeback
+// on an httptest server, closed when the test ends; now is the services'
+// clock (month to date, the trend).
+func (f *fixture) serve(t *testing.T, cfg server.Config, now func() time.Time) (*httptest.Server, func()) {
+	t.Helper()
+	logger := slog.New(slog.DiscardHandler)
 	reg := prometheus.NewRegistry()
 	srv := server.New(cfg, reg, logger)
-	apiCtx, cancel := context.WithCancel(ctx)
-	svc := serving.New(s, cs, billing.ChargebackConfig{Book: path, Idle: "own_row"}, time.Now)
+	apiCtx, cancel := context.WithCancel(context.Background())
+	svc := serving.New(f.store, f.customers, f.chargeback, now)
 	prices := insightsvc.Prices{ByTenant: map[string]insightsvc.Priced{}}
-	for _, c := range cs.Customers {
+	for _, c := range f.customers.Customers {
 		b, k, err := billing.LoadPricing(c, os.ReadFile)
 		if err != nil {
 			t.Fatal(err)
 		}
 		prices.ByTenant[c.Tenant] = insightsvc.Priced{TenantPricing: insights.TenantPricing{Book: b, Contract: k}, Location: time.UTC}
 	}
-	ins := insightsvc.New(serving.NewInsightsReader(s), prices, time.Now, logger)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc, Insights: ins})
-	f.srv = httptest.NewServer(srv.Handler())
-	f.stop = func() { f.srv.Close(); cancel(); wait() }
-	t.Cleanup(func() { f.srv.Close(); cancel(); wait() })
-	return f
+	ins := insightsvc.New(serving.NewInsightsReader(f.store), prices, now, logger)
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc, Insights: ins})
+	hs := httptest.NewServer(srv.Handler())
+	stop := func() { hs.Close(); cancel(); wait() }
+	t.Cleanup(stop)
+	return hs, stop
 }
 
 func (f *fixture) get(t *testing.T, token, path string) (int, []byte, http.Header) {

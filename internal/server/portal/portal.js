@@ -131,6 +131,101 @@
     });
   }
 
+  // fixed rounds a decimal string half away from zero to places, in
+  // decimal: the labels show the API's amounts as its own rounding would.
+  function fixed(s, places) {
+    var m = /^(-?)(\d+)(?:\.(\d+))?$/.exec(String(s));
+    if (!m) { return String(s); }
+    var frac = (m[3] || "") + "0".repeat(places + 1);
+    var n = BigInt(m[2] + frac.slice(0, places));
+    if (frac.charAt(places) >= "5") { n += BigInt(1); }
+    var str = n.toString().padStart(places + 1, "0");
+    var out = places > 0 ? str.slice(0, -places) + "." + str.slice(-places) : str;
+    return (m[1] && /[1-9]/.test(out) ? "-" : "") + out;
+  }
+
+  // forecastChart draws the month's cumulative spend by trend: the actual
+  // days as a solid line, the projection dashed, the band shaded, and the
+  // month-end total, low and high labelled.
+  function forecastChart(fc, currency, places) {
+    var path = fc.path || [];
+    var W = 1000, H = 240, left = 56, right = 190, bottom = 24, top = 12, max = 0;
+    path.forEach(function (p) { max = Math.max(max, parseFloat(p.high)); });
+    var root = svg("svg", { viewBox: "0 0 " + W + " " + H, width: "100%", role: "img", "aria-label": "cumulative spend with the month-end forecast",
+      "data-forecast-total": fc.total, "data-forecast-low": fc.low, "data-forecast-high": fc.high, "data-forecast-days": path.length });
+    var slot = (W - left - right) / Math.max(path.length, 1);
+    var scale = max > 0 ? (H - bottom - top) / max : 0;
+    var x = function (k) { return left + (k + 1) * slot; }; // a point sits at the end of its day
+    var y = function (v) { return H - bottom - parseFloat(v) * scale; };
+    for (var g = 0; g <= 4; g++) {
+      var gy = H - bottom - g * (H - bottom - top) / 4;
+      root.appendChild(svg("line", { x1: left, x2: W - right, y1: gy, y2: gy, stroke: "#eceef1" }));
+      var lab = svg("text", { x: left - 6, y: gy + 4, "text-anchor": "end", "font-size": 11, fill: "#6b7280" });
+      lab.textContent = (max * g / 4).toFixed(max < 4 ? 2 : 0);
+      root.appendChild(lab);
+    }
+    var actual = [[left, y(0)]], projected = [], high = [], low = [];
+    path.forEach(function (p, k) {
+      if (p.projected) {
+        projected.push([x(k), y(p.total)]);
+        high.push([x(k), y(p.high)]);
+        low.unshift([x(k), y(p.low)]);
+      } else {
+        actual.push([x(k), y(p.total)]);
+      }
+    });
+    var join = function (pts) { return pts.map(function (q) { return q[0].toFixed(1) + "," + q[1].toFixed(1); }).join(" "); };
+    var from = actual[actual.length - 1]; // the projection goes on from the last actual day
+    if (projected.length) {
+      root.appendChild(svg("polygon", { points: join([from].concat(high, low)), fill: "#2563eb", "fill-opacity": 0.15, stroke: "none", "data-forecast-band": "1" }));
+      root.appendChild(svg("polyline", { points: join([from].concat(projected)), fill: "none", stroke: "#2563eb", "stroke-width": 2,
+        "stroke-dasharray": "6 4", "data-forecast-line": "projected" }));
+    }
+    if (actual.length > 1) {
+      root.appendChild(svg("polyline", { points: join(actual), fill: "none", stroke: "#2563eb", "stroke-width": 2.5, "data-forecast-line": "actual" }));
+    }
+    path.forEach(function (p, k) {
+      var day = p.at.slice(0, 10);
+      var c = svg("circle", { cx: x(k), cy: y(p.total), r: 2.5, fill: p.projected ? "#fff" : "#2563eb", stroke: "#2563eb",
+        "data-forecast-day": day, "data-projected": p.projected ? "1" : "0", "data-total": p.total, "data-low": p.low, "data-high": p.high });
+      var tip = svg("title", {});
+      tip.textContent = day + ": " + fixed(p.total, places) + " " + currency + (p.projected ? " (" + fixed(p.low, places) + " to " + fixed(p.high, places) + ")" : "");
+      c.appendChild(tip);
+      root.appendChild(c);
+      if (path.length <= 16 || k % Math.ceil(path.length / 16) === 0) {
+        var l = svg("text", { x: x(k), y: H - 6, "text-anchor": "middle", "font-size": 11, fill: "#6b7280" });
+        l.textContent = day.slice(5);
+        root.appendChild(l);
+      }
+    });
+    // The month end's figures beside the last day, kept 14 units apart
+    // (a narrow band would stack them) and above the axis.
+    // Without a band (nothing projected, or no noise) the total alone.
+    var ends = fc.low === fc.high ? [["total", fc.total]] : [["high", fc.high], ["total", fc.total], ["low", fc.low]], ys = [];
+    ends.forEach(function (e, i) { ys.push(Math.max(y(e[1]) + 4, i ? ys[i - 1] + 14 : -Infinity)); });
+    var lift = Math.max(0, ys[ys.length - 1] - (H - bottom + 4));
+    ends.forEach(function (e, i) {
+      var t = svg("text", { x: W - right + 10, y: ys[i] - lift, "font-size": e[0] === "total" ? 13 : 11, "font-weight": e[0] === "total" ? 600 : 400,
+        fill: e[0] === "total" ? "#1d2430" : "#6b7280", "data-forecast-label": e[0] });
+      t.textContent = (e[0] === "total" ? "month end " : e[0] + " ") + fixed(e[1], places) + " " + currency;
+      root.appendChild(t);
+    });
+    el("forecast-chart").appendChild(root);
+    var legend = [["actual", "#2563eb"]];
+    if (projected.length) {
+      legend.push(["projected", "repeating-linear-gradient(90deg, #2563eb 0 4px, transparent 4px 6px)"],
+        ["band of the day-to-day noise", "rgba(37, 99, 235, .15)"]);
+    }
+    legend.forEach(function (it) {
+      var span = document.createElement("span"), i = document.createElement("i");
+      i.style.background = it[1];
+      span.appendChild(i);
+      span.appendChild(document.createTextNode(it[0]));
+      el("forecast-legend").appendChild(span);
+    });
+    el("forecast-section").hidden = false;
+  }
+
   // insights fills the efficiency section; a failure there (insights not
   // served, a zone off whole hours) is a note, not a broken portal.
   function insights(cost) {
@@ -182,6 +277,8 @@
         " (" + Number(sp.low).toFixed(2) + " to " + Number(sp.high).toFixed(2) + ")";
       tr.dataset.total = sp.total;
       tr.hidden = false;
+      // Amounts come at the currency's minor units: so_far shows how many.
+      forecastChart(sp, cost.currency, (String(cost.so_far).split(".")[1] || "").length);
     }
     var tbody = el("meters").tBodies[0];
     cost.meters.forEach(function (m) {

@@ -339,7 +339,11 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 		p += 8
 		for j := range strs {
 			var v uint64
-			v, p = uvarintAt(b, p)
+			if x, ok := oneByte(b, p); ok {
+				v, p = x, p+1
+			} else {
+				v, p = uvarintAt(b, p)
+			}
 			if p < 0 || v >= ntable {
 				return fail("string index")
 			}
@@ -351,7 +355,11 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 		if p < 0 {
 			return fail("start seconds")
 		}
-		startNsec, p = uvarintAt(b, p)
+		if x, ok := oneByte(b, p); ok {
+			startNsec, p = x, p+1
+		} else {
+			startNsec, p = uvarintAt(b, p)
+		}
 		if p < 0 || startNsec >= uint64(time.Second) {
 			return fail("start nanoseconds")
 		}
@@ -359,7 +367,11 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 		if p < 0 {
 			return fail("end seconds")
 		}
-		endNsec, p = uvarintAt(b, p)
+		if x, ok := oneByte(b, p); ok {
+			endNsec, p = x, p+1
+		} else {
+			endNsec, p = uvarintAt(b, p)
+		}
 		if p < 0 || endNsec >= uint64(time.Second) {
 			return fail("end nanoseconds")
 		}
@@ -368,7 +380,11 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 		endSecs[i], endNanos[i] = startSec+delta, uint32(endNsec)
 		for m := range meters {
 			var v uint64
-			v, p = uvarintAt(b, p)
+			if x, ok := oneByte(b, p); ok {
+				v, p = x, p+1
+			} else {
+				v, p = uvarintAt(b, p)
+			}
 			if p < 0 {
 				return fail("meter")
 			}
@@ -376,7 +392,11 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 		}
 		var u uint64
 		if version >= payloadV2 {
-			u, p = uvarintAt(b, p)
+			if x, ok := oneByte(b, p); ok {
+				u, p = x, p+1
+			} else {
+				u, p = uvarintAt(b, p)
+			}
 			if p < 0 || u > uint64(collectors.UnmeasuredAll) {
 				return fail("unmeasured flags")
 			}
@@ -415,6 +435,18 @@ func uvarintAt(b []byte, p int) (uint64, int) {
 		shift += 7
 	}
 	return 0, -1
+}
+
+// oneByte returns the varint at b[p] when it takes one byte. The compiler
+// inlines it, and not uvarintAt (nor any wrapper that calls it): most fields
+// of a sample (string indexes, nanoseconds, flags, small quantities) take
+// one byte, so the per-row loop tries it first and calls uvarintAt only for
+// the longer ones.
+func oneByte(b []byte, p int) (uint64, bool) {
+	if uint(p) < uint(len(b)) && b[p] < 0x80 {
+		return uint64(b[p]), true
+	}
+	return 0, false
 }
 
 // varintAt is uvarintAt for a zigzag varint.

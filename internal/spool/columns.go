@@ -153,11 +153,14 @@ func (c *Columns) Validate() error {
 	tenant, workload := c.Strings[ColTenant], c.Strings[ColWorkload]
 	for i := range c.Len() {
 		ss, es := c.StartSeconds[i], c.EndSeconds[i]
-		// Whole seconds bound the times: es > ss puts End after Start
+		// Whole seconds bound the times (nanoseconds below a second, as
+		// the decoder and AppendSamples leave them; Row would carry more
+		// into the seconds): es > ss puts End after Start
 		// whatever the nanoseconds, es − ss < maxIntervalSeconds keeps the
 		// interval under MaxInterval, and ss ≥ 0, es < maxStorableSecond
 		// keep both within [MinTime, MaxTime].
 		if c.IDs[i] != 0 && d[host[i]] != "" && d[gpu[i]] != "" && d[sku[i]] != "" &&
+			c.StartNanos[i] < nanosPerSecond && c.EndNanos[i] < nanosPerSecond &&
 			ss >= minStorableSecond && es > ss && es < maxStorableSecond && es-ss < maxIntervalSeconds &&
 			collectors.Unmeasured(c.Unmeasured[i])&^collectors.UnmeasuredAll == 0 &&
 			(d[tenant[i]] != "" || d[workload[i]] == "") {
@@ -176,6 +179,8 @@ var (
 	maxStorableSecond  = collectors.MaxTime.Unix()
 	maxIntervalSeconds = int64(collectors.MaxInterval / time.Second)
 )
+
+const nanosPerSecond = uint32(time.Second)
 
 // AppendSamples adds samples as rows.
 func (c *Columns) AppendSamples(samples []collectors.Sample) {

@@ -91,3 +91,32 @@ func TestColumnsValidateRandomRows(t *testing.T) {
 		}
 	}
 }
+
+// Columns built by hand may hold nanoseconds of a second or more, which
+// Row carries into the seconds: the column check must not pass such a row
+// on its seconds alone.
+func TestColumnsValidateNanosecondsOfASecondOrMore(t *testing.T) {
+	base := testBatch(0, 1)[0]
+	for name, set := range map[string]func(c *Columns){
+		"start carried past end": func(c *Columns) {
+			c.StartSeconds[0], c.StartNanos[0], c.EndSeconds[0], c.EndNanos[0] = 1000, 2e9, 1001, 0
+		},
+		"end carried past MaxTime": func(c *Columns) { c.EndSeconds[0], c.EndNanos[0] = collectors.MaxTime.Unix()-1, 4e9 },
+		"interval carried over MaxInterval": func(c *Columns) {
+			c.EndSeconds[0], c.EndNanos[0] = c.StartSeconds[0]+int64(collectors.MaxInterval/time.Second)-1, 3e9
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var c Columns
+			c.AppendSamples([]collectors.Sample{base})
+			set(&c)
+			want := c.Row(0).Validate()
+			if want == nil {
+				t.Fatalf("fixture: Sample.Validate passes %+v", c.Row(0))
+			}
+			if got := c.Validate(); got == nil || !strings.Contains(got.Error(), want.Error()) {
+				t.Errorf("Columns.Validate: %v, want %v", got, want)
+			}
+		})
+	}
+}

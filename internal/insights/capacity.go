@@ -72,10 +72,11 @@ type CapacityForecast struct {
 	HistoryPeak   decimal.Decimal `json:"history_peak"`
 	HistoryPeakAt time.Time       `json:"history_peak_at"`
 	// Exceeds is true when a projected step before Until is above Target ×
-	// CapacityGPUs; At is the first such step and Demand its value.
+	// CapacityGPUs; At is the first such step and Demand its value, both
+	// left out of JSON when it is false.
 	Exceeds bool            `json:"exceeds"`
-	At      time.Time       `json:"at,omitempty"`
-	Demand  decimal.Decimal `json:"demand,omitempty"`
+	At      time.Time       `json:"at,omitzero"`
+	Demand  decimal.Decimal `json:"demand,omitzero"`
 	// PeakForecast is the largest projected demand before Until.
 	PeakForecast   decimal.Decimal `json:"peak_forecast"`
 	PeakForecastAt time.Time       `json:"peak_forecast_at"`

@@ -157,23 +157,32 @@ func parseCapacityRequest(v url.Values, now time.Time) (insightsvc.CapacityReque
 			return r, err
 		}
 	}
+	hourInRange := func(name string, t time.Time) error {
+		switch {
+		case t.Year() < 1971 || t.Year() > 2105: // what ClickHouse's DateTime holds
+			return badRequest{name + ": outside 1971..2105"}
+		case !t.Equal(t.Truncate(time.Hour)):
+			return badRequest{name + ": must be a whole UTC hour"}
+		}
+		return nil
+	}
+	// to is checked before the default until is taken from it, so an error
+	// names the parameter the caller gave.
+	r.To = r.To.UTC()
+	if err := hourInRange("to", r.To); err != nil {
+		return r, err
+	}
 	r.Until = r.To.Add(insightsvc.DefaultCapacityHorizon)
+	untilName := "until (default: 90 days after to)"
 	if t := v.Get("until"); t != "" {
 		if r.Until, err = parseTime("until", t, time.UTC); err != nil {
 			return r, err
 		}
+		untilName = "until"
 	}
-	r.To, r.Until = r.To.UTC(), r.Until.UTC()
-	for _, p := range []struct {
-		name string
-		t    time.Time
-	}{{"to", r.To}, {"until", r.Until}} {
-		switch {
-		case p.t.Year() < 1971 || p.t.Year() > 2105: // what ClickHouse's DateTime holds
-			return r, badRequest{p.name + ": outside 1971..2105"}
-		case !p.t.Equal(p.t.Truncate(time.Hour)):
-			return r, badRequest{p.name + ": must be a whole UTC hour"}
-		}
+	r.Until = r.Until.UTC()
+	if err := hourInRange(untilName, r.Until); err != nil {
+		return r, err
 	}
 	if w := v.Get("weeks"); w != "" {
 		if r.Weeks, err = strconv.Atoi(w); err != nil {

@@ -174,6 +174,9 @@ func TestCapacityRouteScopeAndValidate(t *testing.T) {
 		{"to off the hour", "admin", "?to=2026-11-01T00:30:00Z", 400, "to: must be a whole UTC hour", nil},
 		{"to out of range", "admin", "?to=1960-01-01", 400, "to: outside", nil},
 		{"until not a time", "admin", "?until=later", 400, `until \"later\"`, nil},
+		{"to past DateTime", "admin", "?to=2106-01-01", 400, "to: outside 1971..2105", nil},
+		{"default until past DateTime", "admin", "?to=2105-12-01", 400, "until (default: 90 days after to): outside 1971..2105", nil},
+		{"until past DateTime", "admin", "?to=2105-01-01&until=2106-01-01", 400, "until: outside 1971..2105", nil},
 		{"until off the hour", "admin", "?to=2026-11-01&until=2026-12-01T00:00:01Z", 400, "until: must be a whole UTC hour", nil},
 		{"until before to", "admin", "?to=2026-11-02&until=2026-11-01", 400, "until: required, a whole UTC hour after to", nil},
 		{"until too far", "admin", "?to=2026-11-01&until=2030-01-01", 400, "until: at most three years", nil},
@@ -207,6 +210,11 @@ func TestCapacityRouteScopeAndValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A model that stays under its target has no "at" or "demand": a zero
+	// time and a zero demand would read as an answer.
+	if _, body := get("admin", "/v1/insights/capacity"); !strings.Contains(body, `"exceeds":false`) || strings.Contains(body, `"at":`) || strings.Contains(body, `"demand":`) {
+		t.Errorf("a model under its target: %s; want exceeds false without at and demand", body)
 	}
 	fake.err = &insightsvc.ValidationError{Err: errTest("capacity needs two weeks of history before 2026-12-03T12:00:00Z")}
 	if code, body := get("admin", "/v1/insights/capacity"); code != 400 || !strings.Contains(body, "two weeks of history") {

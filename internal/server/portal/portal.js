@@ -278,7 +278,12 @@
       tr.dataset.total = sp.total;
       tr.hidden = false;
       // Amounts come at the currency's minor units: so_far shows how many.
-      forecastChart(sp, cost.currency, (String(cost.so_far).split(".")[1] || "").length);
+      // A chart that cannot be drawn is a note, not a broken portal.
+      try {
+        forecastChart(sp, cost.currency, (String(cost.so_far).split(".")[1] || "").length);
+      } catch (e) {
+        tr.textContent += " (chart unavailable: " + e.message + ")";
+      }
     }
     var tbody = el("meters").tBodies[0];
     cost.meters.forEach(function (m) {

@@ -360,11 +360,7 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 		if p < 0 {
 			return fail("start seconds")
 		}
-		if x, ok := oneByte(b, p); ok {
-			startNsec, p = x, p+1
-		} else {
-			startNsec, p = uvarintAt(b, p)
-		}
+		startNsec, p = uvarintAt(b, p)
 		if p < 0 || startNsec >= uint64(time.Second) {
 			return fail("start nanoseconds")
 		}
@@ -372,11 +368,7 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 		if p < 0 {
 			return fail("end seconds")
 		}
-		if x, ok := oneByte(b, p); ok {
-			endNsec, p = x, p+1
-		} else {
-			endNsec, p = uvarintAt(b, p)
-		}
+		endNsec, p = uvarintAt(b, p)
 		if p < 0 || endNsec >= uint64(time.Second) {
 			return fail("end nanoseconds")
 		}
@@ -397,11 +389,7 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 		}
 		var u uint64
 		if version >= payloadV2 {
-			if x, ok := oneByte(b, p); ok {
-				u, p = x, p+1
-			} else {
-				u, p = uvarintAt(b, p)
-			}
+			u, p = uvarintAt(b, p)
 			if p < 0 || u > uint64(collectors.UnmeasuredAll) {
 				return fail("unmeasured flags")
 			}
@@ -443,9 +431,9 @@ func uvarintAt(b []byte, p int) (uint64, int) {
 }
 
 // oneByte returns the varint at b[p] when it takes one byte. The compiler
-// inlines it, and not uvarintAt (nor any wrapper that calls it): most fields
-// of a sample (string indexes, nanoseconds, flags, small quantities) take
-// one byte, so the per-row loop tries it first and calls uvarintAt only for
+// inlines it, and not uvarintAt (nor any wrapper that calls it): the nine
+// string indexes and most small quantities of a sample take one byte, so
+// the two per-row loops over them try it first and call uvarintAt only for
 // the longer ones.
 func oneByte(b []byte, p int) (uint64, bool) {
 	if uint(p) < uint(len(b)) && b[p] < 0x80 {

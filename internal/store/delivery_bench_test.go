@@ -36,6 +36,10 @@ import (
 //   - client, append order: the same rows in the order the collector
 //     appended them, which the server has to sort (ratio_append_order).
 //
+// The client sends the wire the store's config uses: LZ4 by default, or
+// uncompressed (a client config file) when the DSN says compress=none, so
+// that neither side saves work the other does.
+//
 // Each side inserts into a fresh database of its own. The sides rotate
 // which goes first, and each starts only once the server has no merge
 // running, so that none pays for another's background work. Every
@@ -82,9 +86,9 @@ func BenchmarkDeliveryEndToEnd(b *testing.B) {
 		if i == 0 || ratio < minRatio {
 			minRatio = ratio
 		}
-		b.Logf("iteration %d: e2e %.0f rows/s, client native %.0f rows/s (append order %.0f), ratio %.3f (append order %.3f); server CPU e2e %.2f s, client %.2f s (append order %.2f s); gpumeter CPU %.2f s; spool append %.0f rows/s; parts sorted on arrival e2e %d/%d, client %d/%d (append order %d/%d); loadavg before %s, after %s",
+		b.Logf("iteration %d: e2e %.0f rows/s, client native %.0f rows/s (append order %.0f), ratio %.3f (append order %.3f); server CPU e2e %.2f s, client %.2f s (append order %.2f s); gpumeter CPU %.2f s, clickhouse-client CPU %.2f s (append order %.2f s); spool append %.0f rows/s; parts sorted on arrival e2e %d/%d, client %d/%d (append order %d/%d); loadavg before %s, after %s",
 			i, e.rate(len(samples)), c.rate(len(samples)), a.rate(len(samples)), ratio, a.wall.Seconds()/e.wall.Seconds(),
-			e.serverCPU.Seconds(), c.serverCPU.Seconds(), a.serverCPU.Seconds(), e.selfCPU.Seconds(),
+			e.serverCPU.Seconds(), c.serverCPU.Seconds(), a.serverCPU.Seconds(), e.selfCPU.Seconds(), c.selfCPU.Seconds(), a.selfCPU.Seconds(),
 			float64(len(samples))/e.appendWall.Seconds(), e.blocksSorted, e.blocks, c.blocksSorted, c.blocks, a.blocksSorted, a.blocks, load, loadAverage())
 	}
 	rows := len(samples) * b.N
@@ -100,6 +104,7 @@ func BenchmarkDeliveryEndToEnd(b *testing.B) {
 		b.ReportMetric(cli.serverCPU.Seconds()/float64(b.N), "server_cpu_client_s/op")
 	}
 	b.ReportMetric(e2e.selfCPU.Seconds()/float64(b.N), "gpumeter_cpu_s/op")
+	b.ReportMetric(cli.selfCPU.Seconds()/float64(b.N), "client_cpu_s/op")
 	b.ReportMetric(loadAverage1(), "loadavg_1m_end")
 }
 
@@ -186,8 +191,12 @@ func runClientSide(b *testing.B, client, native string, rows, serverPID int) sid
 		b.Fatal(err)
 	}
 	defer in.Close()
-	imp := exec.Command(client, "--host", benchHost(cfg), "--port", benchPort(cfg), "--database", cfg.Database,
-		"--query", "INSERT INTO usage_samples ("+sampleColumnsForBench+") FORMAT Native")
+	args := []string{"--host", benchHost(cfg), "--port", benchPort(cfg), "--database", cfg.Database,
+		"--query", "INSERT INTO usage_samples (" + sampleColumnsForBench + ") FORMAT Native"}
+	if !cfg.Compress {
+		args = append([]string{"--config-file", clientNoCompression(b)}, args...)
+	}
+	imp := exec.Command(client, args...)
 	imp.Stdin = in
 	var r sideResult
 	ev0 := writerEvents(b, s)
@@ -198,6 +207,9 @@ func runClientSide(b *testing.B, client, native string, rows, serverPID int) sid
 	r.wall = time.Since(t0)
 	b.StopTimer()
 	r.serverCPU = processCPU(serverPID) - srv0
+	if imp.ProcessState != nil {
+		r.selfCPU = imp.ProcessState.UserTime() + imp.ProcessState.SystemTime()
+	}
 	ev1 := writerEvents(b, s)
 	r.blocks, r.blocksSorted = ev1[0]-ev0[0], ev1[1]-ev0[1]
 	if err != nil {
@@ -205,6 +217,16 @@ func runClientSide(b *testing.B, client, native string, rows, serverPID int) sid
 	}
 	checkStored(b, s, rows)
 	return r
+}
+
+// clientNoCompression writes a clickhouse-client config that sends blocks
+// uncompressed, the wire the store uses when its config says so.
+func clientNoCompression(b *testing.B) string {
+	p := filepath.Join(b.TempDir(), "client.xml")
+	if err := os.WriteFile(p, []byte("<yandex><compression>false</compression></yandex>\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return p
 }
 
 // exportNative stores samples in a scratch database and exports them in

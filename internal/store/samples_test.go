@@ -87,6 +87,40 @@ func TestInsertSameBatchTwiceCountsOnce(t *testing.T) {
 	}
 }
 
+// TestInsertOfManyBlocksIsExact sends more rows than one INSERT takes, so
+// that the rows go in several inserts, each in several blocks, each block
+// written out in several compressed frames (insertCompressionBuffer), and
+// checks that every meter arrives exactly.
+func TestInsertOfManyBlocksIsExact(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	start := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
+	samples := testSamples(start, store.MaxInsertRows+25_003, "acme", "globex", "initech")
+	if err := s.InsertSamples(ctx, samples); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(30 * 24 * time.Hour), GroupBy: []store.Dimension{store.DimTenant}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sumByTenant(samples)
+	count := map[string]uint64{}
+	for _, x := range samples {
+		count[x.Tenant]++
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("got %d tenants, want %d: %+v", len(rows), len(want), rows)
+	}
+	for _, r := range rows {
+		if r.Meters != want[r.Tenant] {
+			t.Errorf("tenant %s: got %+v, want %+v", r.Tenant, r.Meters, want[r.Tenant])
+		}
+		if r.Samples != count[r.Tenant] {
+			t.Errorf("tenant %s: %d samples, want %d", r.Tenant, r.Samples, count[r.Tenant])
+		}
+	}
+}
+
 func TestUsageRangeAndBucketsAreExact(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.New(t)

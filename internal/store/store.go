@@ -58,6 +58,10 @@ func Connect(cfg Config, logger *slog.Logger) (*Store, error) {
 	return &Store{conn: conn, cfg: cfg, logger: logger.With("component", "store")}, nil
 }
 
+// insertCompressionBuffer is the driver's MaxCompressionBuffer: 64 KiB,
+// below any column of a 10,000-row block but above its header.
+const insertCompressionBuffer = 64 << 10
+
 func options(cfg Config) *clickhouse.Options {
 	o := &clickhouse.Options{
 		Protocol: clickhouse.Native,
@@ -71,6 +75,12 @@ func options(cfg Config) *clickhouse.Options {
 		ReadTimeout:  cfg.QueryTimeout,
 		MaxOpenConns: cfg.MaxOpenConns,
 		MaxIdleConns: cfg.MaxIdleConns,
+		// An insert's block is compressed and written out column by column
+		// once this much is buffered, instead of whole (the driver's
+		// default is 10 MiB): each column is compressed while it is still
+		// in the CPU cache, and the server starts reading sooner. It cut
+		// the delivery path's CPU by about 6% (docs/performance.md).
+		MaxCompressionBuffer: insertCompressionBuffer,
 		Settings: clickhouse.Settings{
 			"max_execution_time": int(cfg.QueryTimeout.Seconds()),
 			// Cluster mode (cluster.go); no effect on a single node's tables.

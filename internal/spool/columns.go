@@ -263,6 +263,21 @@ func (c *Columns) extend(n int) {
 	c.Unmeasured = extend(c.Unmeasured, n)
 }
 
+// Grow makes room for n more rows in every column without growing again,
+// as slices.Grow does for one slice.
+func (c *Columns) Grow(n int) {
+	c.IDs = slices.Grow(c.IDs, n)
+	for i := range c.Strings {
+		c.Strings[i] = slices.Grow(c.Strings[i], n)
+	}
+	c.StartSeconds, c.EndSeconds = slices.Grow(c.StartSeconds, n), slices.Grow(c.EndSeconds, n)
+	c.StartNanos, c.EndNanos = slices.Grow(c.StartNanos, n), slices.Grow(c.EndNanos, n)
+	for i := range c.Meters {
+		c.Meters[i] = slices.Grow(c.Meters[i], n)
+	}
+	c.Unmeasured = slices.Grow(c.Unmeasured, n)
+}
+
 // extend lengthens s by n, doubling its capacity when it must grow: a
 // pending grows batch by batch to an insert's worth of rows, and append's
 // gentler growth for large slices would copy it many times on the way.

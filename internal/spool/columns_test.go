@@ -120,3 +120,49 @@ func TestColumnsValidateNanosecondsOfASecondOrMore(t *testing.T) {
 		})
 	}
 }
+
+// Grow keeps every row and makes room for n more rows in every column, so
+// that appending them moves nothing.
+func TestColumnsGrow(t *testing.T) {
+	var c Columns
+	c.AppendSamples(testBatch(0, 10))
+	before := make([]collectors.Sample, c.Len())
+	for i := range before {
+		before[i] = c.Row(i)
+	}
+	c.Grow(1000)
+	for i := range before {
+		if got := c.Row(i); got != before[i] {
+			t.Fatalf("row %d after Grow = %+v, want %+v", i, got, before[i])
+		}
+	}
+	first := func() []*uint64 {
+		out := []*uint64{&c.IDs[0]}
+		for m := range c.Meters {
+			out = append(out, &c.Meters[m][0])
+		}
+		return out
+	}
+	was := first()
+	caps := []int{cap(c.IDs), cap(c.StartSeconds), cap(c.EndSeconds), cap(c.StartNanos), cap(c.EndNanos), cap(c.Unmeasured)}
+	for j := range c.Strings {
+		caps = append(caps, cap(c.Strings[j]))
+	}
+	for m := range c.Meters {
+		caps = append(caps, cap(c.Meters[m]))
+	}
+	for k, n := range caps {
+		if n < 1010 {
+			t.Fatalf("column %d has room for %d rows after Grow(1000) of 10, want 1010", k, n)
+		}
+	}
+	c.AppendSamples(testBatch(1, 1000))
+	for k, p := range first() {
+		if p != was[k] {
+			t.Fatalf("column %d moved while appending the rows Grow made room for", k)
+		}
+	}
+	if c.Len() != 1010 || c.Row(1009).ID == 0 {
+		t.Fatalf("after append: %d rows", c.Len())
+	}
+}

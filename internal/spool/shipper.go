@@ -250,6 +250,20 @@ type pending struct {
 // rows is how many rows p holds.
 func (p *pending) rows() int { return len(p.segs) }
 
+// grow makes room for n rows in all.
+func (p *pending) grow(n int) {
+	n -= p.rows()
+	if n <= 0 {
+		return
+	}
+	p.segs = slices.Grow(p.segs, n)
+	if p.cols != nil {
+		p.cols.Grow(n)
+	} else {
+		p.samples = slices.Grow(p.samples, n)
+	}
+}
+
 // add appends a batch read with Read.
 func (p *pending) add(b Batch, now time.Time) {
 	if p.rows() == 0 {
@@ -413,6 +427,12 @@ func (s *Shipper) Run(ctx context.Context) error {
 				done <- sendResult{p, s.send(ctx, p)}
 			})
 			fill = s.newPending(&free)
+			if full {
+				// A full batch means a backlog: the next one will most
+				// likely fill too, so it gets its room at once rather than
+				// by doubling, which allocates and copies about twice over.
+				fill.grow(s.cfg.BatchRows)
+			}
 			continue
 		case fill.rows() == 0 && fill.moved && len(window) == 0:
 			// Only a skipped corrupt region: commit past it so its segment

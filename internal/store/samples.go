@@ -56,79 +56,169 @@ func (s *Store) InsertSamples(ctx context.Context, samples []collectors.Sample) 
 	}
 	var c spool.Columns
 	c.AppendSamples(samples)
-	return s.insertColumns(ctx, &c)
-}
-
-// InsertColumns is InsertSamples for rows held column by column (what the
-// shipper reads from the spool). It is safe for concurrent use: each call
-// takes a connection of its own from the pool.
-func (s *Store) InsertColumns(ctx context.Context, c *spool.Columns) error {
-	if err := c.Validate(); err != nil {
+	if _, err := s.prepare(&c).Insert(ctx); err != nil {
 		return fmt.Errorf("insert samples: %w", err)
-	}
-	return s.insertColumns(ctx, c)
-}
-
-func (s *Store) insertColumns(ctx context.Context, c *spool.Columns) error {
-	for lo := 0; lo < c.Len(); lo += MaxInsertRows {
-		hi := min(lo+MaxInsertRows, c.Len())
-		if err := s.insertBatch(ctx, c.View(lo, hi)); err != nil {
-			return fmt.Errorf("insert samples %d..%d of %d: %w", lo, hi, c.Len(), err)
-		}
 	}
 	return nil
 }
 
-func (s *Store) insertBatch(ctx context.Context, c spool.Columns) error {
+// PrepareColumns validates rows held column by column (what the shipper
+// reads from the spool) and orders them for insertion, sending nothing.
+// The returned insert may be run by several goroutines at once, each
+// with a connection of its own from the pool.
+func (s *Store) PrepareColumns(c *spool.Columns) (spool.ColumnInsert, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("insert samples: %w", err)
+	}
+	return s.prepare(c), nil
+}
+
+func (s *Store) prepare(c *spool.Columns) *columnInsert {
+	o := orderPool.Get().(*rowOrder)
+	o.sortRows(c)
+	return &columnInsert{s: s, c: c, order: o, rows: c.Len()}
+}
+
+// columnInsert is a batch of rows sorted once and sent in blocks of
+// blockRows, each block taken by whichever Insert call asks next. Every
+// call's blocks are ascending ranges of the one sorted order, so each
+// part arrives sorted however many calls share the batch.
+type columnInsert struct {
+	s    *Store
+	c    *spool.Columns
+	rows int
+
+	mu      sync.Mutex
+	order   *rowOrder // back in orderPool once every block is taken and no call runs
+	next    int       // the first row (in order) no call has taken
+	running int
+}
+
+// Left is how many rows no Insert call has taken yet.
+func (ci *columnInsert) Left() int {
+	ci.mu.Lock()
+	defer ci.mu.Unlock()
+	return ci.rows - ci.next
+}
+
+// Insert sends the blocks no other call has taken, in INSERTs of at most
+// MaxInsertRows, until none is left, and returns how many rows it sent.
+// A failed call stops every other from taking more: the batch has to be
+// sent again anyway.
+func (ci *columnInsert) Insert(ctx context.Context) (int, error) {
+	ci.mu.Lock()
+	if ci.next >= ci.rows {
+		ci.mu.Unlock()
+		return 0, nil
+	}
+	ci.running++
+	keys := ci.order.keys
+	ci.mu.Unlock()
+	defer ci.done()
+	bb := blockPool.Get().(*blockBuffers)
+	defer blockPool.Put(bb)
+	total := 0
+	for {
+		n, err := ci.insertOne(ctx, keys, bb)
+		if err != nil {
+			ci.mu.Lock()
+			ci.next = ci.rows
+			ci.mu.Unlock()
+			return total, err
+		}
+		if n == 0 {
+			return total, nil
+		}
+		total += n
+	}
+}
+
+// take hands out the next block, ok false when none is left.
+func (ci *columnInsert) take() (lo, hi int, ok bool) {
+	ci.mu.Lock()
+	defer ci.mu.Unlock()
+	if ci.next >= ci.rows {
+		return 0, 0, false
+	}
+	lo, hi = ci.next, min(ci.next+blockRows, ci.rows)
+	ci.next = hi
+	return lo, hi, true
+}
+
+// done ends a call; the last one out returns the order to the pool.
+func (ci *columnInsert) done() {
+	ci.mu.Lock()
+	defer ci.mu.Unlock()
+	ci.running--
+	if ci.running == 0 && ci.next >= ci.rows && ci.order != nil {
+		orderPool.Put(ci.order)
+		ci.order = nil
+	}
+}
+
+// insertOne runs one INSERT of the blocks it takes, at most MaxInsertRows
+// rows, and returns how many rows it sent (0: no block was left).
+func (ci *columnInsert) insertOne(ctx context.Context, keys []sortKey, bb *blockBuffers) (int, error) {
+	lo, hi, ok := ci.take()
+	if !ok {
+		return 0, nil
+	}
 	// Bound the whole insert: streaming blocks (Flush) is not covered by the
 	// driver's per-query watchdog, and a stalled peer must not hold the
 	// shipper (or a shutdown) forever.
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ci.s.cfg.QueryTimeout)
 	defer cancel()
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO usage_samples ("+sampleColumns+")")
+	batch, err := ci.s.conn.PrepareBatch(ctx, "INSERT INTO usage_samples ("+sampleColumns+")")
 	if err != nil {
-		return fmt.Errorf("prepare batch: %w", err)
+		return 0, fmt.Errorf("prepare batch: %w", err)
 	}
-	// Column-wise append: one slice per column is several times faster than
-	// row-wise Append with its per-value reflection. The columns are
-	// gathered in the table's sort order into buffers reused from call to
-	// call (the driver copies out of them).
-	bb := blockPool.Get().(*blockBuffers)
-	defer blockPool.Put(bb)
-	bb.sortRows(&c)
 	// Blocks of blockRows within the one INSERT: the server works on a
 	// block while the next one is built, instead of waiting for the whole
 	// batch. A broken connection may leave earlier blocks stored; the
 	// caller retries and reads deduplicate by sample_id.
-	for lo := 0; lo < c.Len(); lo += blockRows {
-		if lo > 0 {
-			if err := batch.Flush(); err != nil {
-				batch.Abort()
-				return fmt.Errorf("send block at row %d: %w", lo, err)
-			}
-		}
-		hi := min(lo+blockRows, c.Len())
-		for i, col := range bb.columns(&c, lo, hi) {
+	rows := 0
+	for {
+		// Column-wise append: one slice per column is several times faster
+		// than row-wise Append with its per-value reflection.
+		for i, col := range bb.columns(ci.c, keys[lo:hi]) {
 			if err := batch.Column(i).Append(col); err != nil {
 				batch.Abort()
-				return fmt.Errorf("append column %d: %w", i, err)
+				return 0, fmt.Errorf("append column %d: %w", i, err)
 			}
+		}
+		rows += hi - lo
+		if rows+blockRows > MaxInsertRows {
+			break
+		}
+		if lo, hi, ok = ci.take(); !ok {
+			break
+		}
+		if err := batch.Flush(); err != nil {
+			batch.Abort()
+			return 0, fmt.Errorf("send block after %d rows: %w", rows, err)
 		}
 	}
 	if err := batch.Send(); err != nil {
-		return fmt.Errorf("send batch of %d rows: %w", c.Len(), err)
+		return 0, fmt.Errorf("send insert of %d rows: %w", rows, err)
 	}
-	return nil
+	return rows, nil
 }
 
-// blockBuffers hold one insert's row order and one block's columns, in
-// sampleColumns order, reused from insert to insert.
-type blockBuffers struct {
+// rowOrder is one batch's rows in usage_samples' sort order, reused from
+// batch to batch.
+type rowOrder struct {
 	keys  []sortKey
 	rank  []uint32 // by Dict index: the tenant's place in byte order
 	codes []uint32 // the tenants' Dict indexes, in byte order
 	ends  []int    // by rank: where the tenant's rows end in keys
 	next  []int
+}
+
+var orderPool = sync.Pool{New: func() any { return new(rowOrder) }}
+
+// blockBuffers hold one block's columns, in sampleColumns order, reused
+// from block to block (the driver copies out of them).
+type blockBuffers struct {
 	ids   []uint64
 	strs  [spool.NumStringColumns][]string
 	times [2][]int64
@@ -157,7 +247,7 @@ var blockPool = sync.Pool{New: func() any { return new(blockBuffers) }}
 // arrive in time order, poll by poll: within a tenant only the ids of
 // each poll are left to sort, unless the starts are out of order (late
 // samples), which gets a full sort of that tenant's rows.
-func (b *blockBuffers) sortRows(c *spool.Columns) {
+func (b *rowOrder) sortRows(c *spool.Columns) {
 	tenants := c.Strings[spool.ColTenant]
 	b.rank = slices.Grow(b.rank[:0], len(c.Dict))[:len(c.Dict)]
 	clear(b.rank)
@@ -221,10 +311,9 @@ func (b *blockBuffers) sortRows(c *spool.Columns) {
 	}
 }
 
-// columns returns rows [lo, hi) of the sorted order of c, in
-// sampleColumns order.
-func (b *blockBuffers) columns(c *spool.Columns, lo, hi int) []any {
-	keys := b.keys[lo:hi]
+// columns gathers the rows of c that keys name, in their order, into
+// columns in sampleColumns order.
+func (b *blockBuffers) columns(c *spool.Columns, keys []sortKey) []any {
 	b.ids = gather(b.ids, c.IDs, keys)
 	cols := append(b.cols[:0], b.ids)
 	for j := range b.strs {

@@ -43,7 +43,8 @@ func TestSortRowsFollowsTheTableKey(t *testing.T) {
 			}
 			var c spool.Columns
 			c.AppendSamples(samples)
-			var b blockBuffers
+			var b rowOrder
+			var bb blockBuffers
 			for range 2 { // the buffers are reused
 				b.sortRows(&c)
 				if len(b.keys) != len(samples) {
@@ -65,7 +66,7 @@ func TestSortRowsFollowsTheTableKey(t *testing.T) {
 				}
 			}
 			// The gathered columns follow the order.
-			cols := b.columns(&c, 0, len(samples))
+			cols := bb.columns(&c, b.keys)
 			ids := cols[0].([]uint64)
 			if !slices.Equal(ids, func() []uint64 {
 				var out []uint64
@@ -92,9 +93,9 @@ func BenchmarkSortRows(b *testing.B) {
 	}
 	var c spool.Columns
 	c.AppendSamples(samples)
-	var bb blockBuffers
+	var o rowOrder
 	b.ReportAllocs()
 	for b.Loop() {
-		bb.sortRows(&c)
+		o.sortRows(&c)
 	}
 }

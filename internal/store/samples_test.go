@@ -3,10 +3,12 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/spool"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
@@ -202,4 +204,90 @@ func gpuIf(s collectors.Sample, m collectors.Unmeasured) uint64 {
 		return s.GPUMicroseconds
 	}
 	return 0
+}
+
+// Several calls share one prepared insert, as the shipper's idle insert
+// slots do: between them they send every row exactly once, and a call
+// that fails stops the others from taking more.
+func TestPreparedInsertSharedByConcurrentCalls(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	start := time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC)
+	samples := testSamples(start, 95_003, "acme", "globex", "initech")
+	var c spool.Columns
+	c.AppendSamples(samples)
+	ins, err := s.PrepareColumns(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := ins.Left(); n != len(samples) {
+		t.Fatalf("Left before any call = %d, want %d", n, len(samples))
+	}
+	var wg sync.WaitGroup
+	sent := make([]int, 3)
+	errs := make([]error, 3)
+	for i := range sent {
+		wg.Go(func() { sent[i], errs[i] = ins.Insert(ctx) })
+	}
+	wg.Wait()
+	total := 0
+	for i := range sent {
+		if errs[i] != nil {
+			t.Fatalf("call %d: %v", i, errs[i])
+		}
+		total += sent[i]
+	}
+	if total != len(samples) || ins.Left() != 0 {
+		t.Fatalf("calls sent %v rows (%d), %d left, want %d in all", sent, total, ins.Left(), len(samples))
+	}
+	if n, err := ins.Insert(ctx); n != 0 || err != nil {
+		t.Fatalf("a call after the last block sent %d rows (%v), want none", n, err)
+	}
+	rows, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(30 * 24 * time.Hour), GroupBy: []store.Dimension{store.DimTenant}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sumByTenant(samples)
+	count := map[string]uint64{}
+	for _, x := range samples {
+		count[x.Tenant]++
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("got %d tenants, want %d: %+v", len(rows), len(want), rows)
+	}
+	for _, r := range rows {
+		if r.Meters != want[r.Tenant] || r.Samples != count[r.Tenant] {
+			t.Errorf("tenant %s: %d samples %+v, want %d %+v", r.Tenant, r.Samples, r.Meters, count[r.Tenant], want[r.Tenant])
+		}
+	}
+
+	// A call that fails (here: its context is over) leaves nothing for
+	// the others; the caller sends the batch again.
+	again, err := s.PrepareColumns(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := again.Insert(cancelled); err == nil {
+		t.Fatal("an insert with a cancelled context succeeded")
+	}
+	if n := again.Left(); n != 0 {
+		t.Fatalf("%d rows left to other calls after a failed one, want 0", n)
+	}
+	if n, err := again.Insert(ctx); n != 0 || err != nil {
+		t.Fatalf("a call after a failed one sent %d rows (%v), want none", n, err)
+	}
+}
+
+// Invalid rows are refused before anything is sent.
+func TestPrepareColumnsRejectsInvalidRows(t *testing.T) {
+	s := storetest.New(t)
+	samples := testSamples(time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC), 10, "acme")
+	samples[3].End = samples[3].Start
+	var c spool.Columns
+	c.AppendSamples(samples)
+	if _, err := s.PrepareColumns(&c); err == nil {
+		t.Fatal("rows with an end not after their start were accepted")
+	}
 }

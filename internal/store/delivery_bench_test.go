@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/spool"
 	"github.com/gpumeter/gpumeter/internal/store"
@@ -86,10 +88,10 @@ func BenchmarkDeliveryEndToEnd(b *testing.B) {
 		if i == 0 || ratio < minRatio {
 			minRatio = ratio
 		}
-		b.Logf("iteration %d: e2e %.0f rows/s, client native %.0f rows/s (append order %.0f), ratio %.3f (append order %.3f); server CPU e2e %.2f s, client %.2f s (append order %.2f s); gpumeter CPU %.2f s, clickhouse-client CPU %.2f s (append order %.2f s); spool append %.0f rows/s; parts sorted on arrival e2e %d/%d, client %d/%d (append order %d/%d); loadavg before %s, after %s",
+		b.Logf("iteration %d: e2e %.0f rows/s, client native %.0f rows/s (append order %.0f), ratio %.3f (append order %.3f); server CPU e2e %.2f s, client %.2f s (append order %.2f s); gpumeter CPU %.2f s, clickhouse-client CPU %.2f s (append order %.2f s); spool append %.0f rows/s; parts sorted on arrival e2e %d/%d, client %d/%d (append order %d/%d); e2e inserts split by an idle slot %d; loadavg before %s, after %s",
 			i, e.rate(len(samples)), c.rate(len(samples)), a.rate(len(samples)), ratio, a.wall.Seconds()/e.wall.Seconds(),
 			e.serverCPU.Seconds(), c.serverCPU.Seconds(), a.serverCPU.Seconds(), e.selfCPU.Seconds(), c.selfCPU.Seconds(), a.selfCPU.Seconds(),
-			float64(len(samples))/e.appendWall.Seconds(), e.blocksSorted, e.blocks, c.blocksSorted, c.blocks, a.blocksSorted, a.blocks, load, loadAverage())
+			float64(len(samples))/e.appendWall.Seconds(), e.blocksSorted, e.blocks, c.blocksSorted, c.blocks, a.blocksSorted, a.blocks, e.splitInserts, load, loadAverage())
 	}
 	rows := len(samples) * b.N
 	b.ReportMetric(e2e.rate(rows), "e2e_rows/s")
@@ -115,6 +117,7 @@ type sideResult struct {
 	// parts written and how many of them arrived sorted (server-wide
 	// system.events deltas over the side, merges excluded)
 	blocks, blocksSorted uint64
+	splitInserts         int // the shipper's inserts started by an idle slot
 }
 
 func (r sideResult) rate(rows int) float64 { return float64(rows) / r.wall.Seconds() }
@@ -139,7 +142,8 @@ func runShipperSide(b *testing.B, samples []collectors.Sample, serverPID int) si
 		b.Fatal(err)
 	}
 	defer sp.Close()
-	sh, err := spool.NewShipper(sp, s, spool.DefaultShipperConfig(), logger, nil)
+	reg := prometheus.NewRegistry()
+	sh, err := spool.NewShipper(sp, s, spool.DefaultShipperConfig(), logger, reg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -176,6 +180,7 @@ func runShipperSide(b *testing.B, samples []collectors.Sample, serverPID int) si
 	r.blocks, r.blocksSorted = ev1[0]-ev0[0], ev1[1]-ev0[1]
 	stop()
 	wg.Wait()
+	r.splitInserts = int(counterValue(b, reg, "gpumeter_shipper_split_inserts_total"))
 	checkStored(b, s, len(samples))
 	return r
 }
@@ -394,4 +399,18 @@ func loadAverage1() float64 {
 		return -1
 	}
 	return v
+}
+
+// counterValue reads a counter from reg, 0 when it is not there.
+func counterValue(b *testing.B, reg *prometheus.Registry, name string) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
 }

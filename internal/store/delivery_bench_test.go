@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -88,9 +89,9 @@ func BenchmarkDeliveryEndToEnd(b *testing.B) {
 		if i == 0 || ratio < minRatio {
 			minRatio = ratio
 		}
-		b.Logf("iteration %d: e2e %.0f rows/s, client native %.0f rows/s (append order %.0f), ratio %.3f (append order %.3f); server CPU e2e %.2f s, client %.2f s (append order %.2f s); gpumeter CPU %.2f s, clickhouse-client CPU %.2f s (append order %.2f s); spool append %.0f rows/s; parts sorted on arrival e2e %d/%d, client %d/%d (append order %d/%d); e2e inserts split by an idle slot %d; loadavg before %s, after %s",
+		b.Logf("iteration %d: e2e %.0f rows/s, client native %.0f rows/s (append order %.0f), ratio %.3f (append order %.3f); server CPU e2e %.2f s, client %.2f s (append order %.2f s); gpumeter CPU %.2f s (GC %.2f s), clickhouse-client CPU %.2f s (append order %.2f s); spool append %.0f rows/s; parts sorted on arrival e2e %d/%d, client %d/%d (append order %d/%d); e2e inserts split by an idle slot %d; loadavg before %s, after %s",
 			i, e.rate(len(samples)), c.rate(len(samples)), a.rate(len(samples)), ratio, a.wall.Seconds()/e.wall.Seconds(),
-			e.serverCPU.Seconds(), c.serverCPU.Seconds(), a.serverCPU.Seconds(), e.selfCPU.Seconds(), c.selfCPU.Seconds(), a.selfCPU.Seconds(),
+			e.serverCPU.Seconds(), c.serverCPU.Seconds(), a.serverCPU.Seconds(), e.selfCPU.Seconds(), e.gcCPU.Seconds(), c.selfCPU.Seconds(), a.selfCPU.Seconds(),
 			float64(len(samples))/e.appendWall.Seconds(), e.blocksSorted, e.blocks, c.blocksSorted, c.blocks, a.blocksSorted, a.blocks, e.splitInserts, load, loadAverage())
 	}
 	rows := len(samples) * b.N
@@ -117,7 +118,8 @@ type sideResult struct {
 	// parts written and how many of them arrived sorted (server-wide
 	// system.events deltas over the side, merges excluded)
 	blocks, blocksSorted uint64
-	splitInserts         int // the shipper's inserts started by an idle slot
+	splitInserts         int           // the shipper's inserts started by an idle slot
+	gcCPU                time.Duration // of selfCPU, the Go runtime's estimate of garbage collection
 }
 
 func (r sideResult) rate(rows int) float64 { return float64(rows) / r.wall.Seconds() }
@@ -157,7 +159,7 @@ func runShipperSide(b *testing.B, samples []collectors.Sample, serverPID int) si
 
 	var r sideResult
 	ev0 := writerEvents(b, s)
-	srv0, self0 := processCPU(serverPID), selfCPU()
+	srv0, self0, gc0 := processCPU(serverPID), selfCPU(), gcCPU()
 	b.StartTimer()
 	t0 := time.Now()
 	pprof.Do(ctx, pprof.Labels("side", "append"), func(ctx context.Context) {
@@ -175,7 +177,7 @@ func runShipperSide(b *testing.B, samples []collectors.Sample, serverPID int) si
 	tick.Stop()
 	r.wall = time.Since(t0)
 	b.StopTimer()
-	r.serverCPU, r.selfCPU = processCPU(serverPID)-srv0, selfCPU()-self0
+	r.serverCPU, r.selfCPU, r.gcCPU = processCPU(serverPID)-srv0, selfCPU()-self0, gcCPU()-gc0
 	ev1 := writerEvents(b, s)
 	r.blocks, r.blocksSorted = ev1[0]-ev0[0], ev1[1]-ev0[1]
 	stop()
@@ -366,6 +368,17 @@ func processCPU(pid int) time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * (time.Second / 100) // USER_HZ is 100 on Linux
+}
+
+// gcCPU is the Go runtime's estimate of the CPU this process spent on
+// garbage collection so far.
+func gcCPU() time.Duration {
+	m := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(m)
+	if m[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return time.Duration(m[0].Value.Float64() * float64(time.Second))
 }
 
 func selfCPU() time.Duration {

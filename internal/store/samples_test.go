@@ -101,7 +101,14 @@ func TestInsertOfManyBlocksIsExact(t *testing.T) {
 	if err := s.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(30 * 24 * time.Hour), GroupBy: []store.Dimension{store.DimTenant}})
+	checkTenantTotals(t, s, start, samples)
+}
+
+// checkTenantTotals checks that the store holds, per tenant, exactly the
+// samples' count and meters, in the 30 days from start.
+func checkTenantTotals(t *testing.T, s *store.Store, start time.Time, samples []collectors.Sample) {
+	t.Helper()
+	rows, err := s.Usage(context.Background(), store.UsageQuery{From: start, To: start.Add(30 * 24 * time.Hour), GroupBy: []store.Dimension{store.DimTenant}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,23 +250,7 @@ func TestPreparedInsertSharedByConcurrentCalls(t *testing.T) {
 	if n, err := ins.Insert(ctx); n != 0 || err != nil {
 		t.Fatalf("a call after the last block sent %d rows (%v), want none", n, err)
 	}
-	rows, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(30 * 24 * time.Hour), GroupBy: []store.Dimension{store.DimTenant}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := sumByTenant(samples)
-	count := map[string]uint64{}
-	for _, x := range samples {
-		count[x.Tenant]++
-	}
-	if len(rows) != len(want) {
-		t.Fatalf("got %d tenants, want %d: %+v", len(rows), len(want), rows)
-	}
-	for _, r := range rows {
-		if r.Meters != want[r.Tenant] || r.Samples != count[r.Tenant] {
-			t.Errorf("tenant %s: %d samples %+v, want %d %+v", r.Tenant, r.Samples, r.Meters, count[r.Tenant], want[r.Tenant])
-		}
-	}
+	checkTenantTotals(t, s, start, samples)
 
 	// A call that fails (here: its context is over) leaves nothing for
 	// the others; the caller sends the batch again.

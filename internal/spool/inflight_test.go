@@ -26,7 +26,7 @@ import (
 // onInsert, when set, decides the call's fate (nil: acknowledge).
 type fakeColumnSink struct {
 	blockRows int
-	onBlock   func(ctx context.Context, call int) error
+	onBlock   func(ctx context.Context, call int, block []collectors.Sample) error
 	onInsert  func(ctx context.Context, call int, rows []collectors.Sample) error
 
 	mu      sync.Mutex
@@ -95,7 +95,7 @@ func (f *fakeInsert) Insert(ctx context.Context) (int, error) {
 	for b := first; len(b) > 0; b = f.take() {
 		rows = append(rows, b...)
 		if s.onBlock != nil {
-			if err = s.onBlock(ctx, call); err != nil {
+			if err = s.onBlock(ctx, call, b); err != nil {
 				break
 			}
 		}

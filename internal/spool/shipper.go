@@ -454,7 +454,7 @@ func (s *Shipper) settleDropped(p *pending, dropped uint64) {
 // up or the window is full, helps the running insert with the most rows
 // left: it starts an insert of its own on the blocks the other has not
 // sent yet (ColumnInsert). That shortens the tail of a backlog, when the
-// last insert would run alone; the pending is acknowledged once both are.
+// last insert would run alone; the pending is acknowledged once all are.
 func (s *Shipper) Run(ctx context.Context) error {
 	s.spool.Rewind()
 	defer s.setOldest(time.Time{})
@@ -509,7 +509,7 @@ func (s *Shipper) Run(ctx context.Context) error {
 			window = append(window, fill)
 			p := fill
 			wg.Go(func() {
-				// Buffered: the window never holds more than inFlight.
+				// Buffered (see done).
 				done <- sendResult{p: p, ok: s.send(ctx, p)}
 			})
 			fill = s.newPending(&free)
@@ -705,14 +705,21 @@ func (s *Shipper) send(ctx context.Context, p *pending) bool {
 		hi := min(p.rows(), p.sent+s.cfg.BatchRows)
 		start := s.hooks.clock.Now()
 		var err error
+		inserted := true // false when helpers sent every row (and counted their inserts)
 		if p.cols != nil {
-			err = s.sendColumns(ctx, p, hi)
+			var n int
+			n, err = s.sendColumns(ctx, p, hi)
+			inserted = n > 0
 		} else {
 			err = s.sink.InsertSamples(ctx, p.samples[p.sent:hi])
 		}
-		s.m.sendSeconds.Observe(s.hooks.clock.Now().Sub(start).Seconds())
+		if inserted || err != nil {
+			s.m.sendSeconds.Observe(s.hooks.clock.Now().Sub(start).Seconds())
+		}
 		if err == nil {
-			s.m.batches.Inc()
+			if inserted {
+				s.m.batches.Inc()
+			}
 			s.m.rows.Add(float64(hi - p.sent))
 			p.sent = hi
 			attempt = 0
@@ -739,12 +746,13 @@ func (s *Shipper) send(ctx context.Context, p *pending) bool {
 }
 
 // sendColumns inserts p's rows [p.sent, hi) with a ColumnSink, open to
-// helpers (see steal) while it runs.
-func (s *Shipper) sendColumns(ctx context.Context, p *pending, hi int) error {
+// helpers (see steal) while it runs, and returns how many rows its own
+// insert sent.
+func (s *Shipper) sendColumns(ctx context.Context, p *pending, hi int) (int, error) {
 	chunk := p.cols.View(p.sent, hi)
 	ins, err := s.columns.PrepareColumns(&chunk)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	si := &sharedInsert{ins: ins}
 	p.sharing.Store(si)
@@ -752,9 +760,9 @@ func (s *Shipper) sendColumns(ctx context.Context, p *pending, hi int) error {
 	case s.shareable <- struct{}{}:
 	default: // a wake-up is pending already
 	}
-	_, err = ins.Insert(ctx)
+	n, err := ins.Insert(ctx)
 	p.sharing.Store(nil)
-	return si.finish(err)
+	return n, si.finish(err)
 }
 
 // steal starts a helper on the running insert of window with the most

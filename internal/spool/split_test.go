@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -51,11 +52,11 @@ func (f *splitFixture) record(call int, rows []collectors.Sample) {
 // waitForCall returns an onBlock hook under which call waiting, after its
 // first block, holds on until call other has taken a block, or patience
 // has passed.
-func waitForCall(waiting, other int, patience time.Duration) func(context.Context, int) error {
+func waitForCall(waiting, other int, patience time.Duration) func(context.Context, int, []collectors.Sample) error {
 	started := make(chan struct{})
 	var once sync.Once
 	giveUp := time.After(patience)
-	return func(ctx context.Context, call int) error {
+	return func(ctx context.Context, call int, _ []collectors.Sample) error {
 		switch call {
 		case other:
 			once.Do(func() { close(started) })
@@ -115,6 +116,9 @@ func TestShipperIdleSlotHelpsTheRunningInsert(t *testing.T) {
 			defer f.mu.Unlock()
 			if len(f.calls) != tc.wantCalls {
 				t.Fatalf("%d inserts, want %d", len(f.calls), tc.wantCalls)
+			}
+			if n := f.sink.peakRunning(); n != tc.wantCalls {
+				t.Fatalf("%d inserts ran at once, want %d", n, tc.wantCalls)
 			}
 			for call, rows := range f.calls {
 				if len(rows) == 0 {
@@ -206,6 +210,78 @@ func TestShipperSplitInsertFailingSendsTheBatchAgain(t *testing.T) {
 		}
 		if acked[id] != want {
 			t.Fatalf("sample %x acknowledged %d times, want %d", id, acked[id], want)
+		}
+	}
+}
+
+// Three 100,000-row inserts with three slots, inserts failing at random:
+// the first two finish early, the third is slow, so idle slots help it
+// (and helpers fail too). Never more than three inserts run at once, no
+// commit passes a row that was not acknowledged, and every row arrives.
+func TestShipperHelpersUnderFailuresKeepTheBounds(t *testing.T) {
+	sp := openSpool(t, Config{Dir: t.TempDir(), SegmentBytes: 4 << 20, MaxBytes: 1 << 30, Overflow: OverflowReject})
+	var order []uint64 // sample ids in spool order
+	slow := map[uint64]bool{}
+	for b := range 300 {
+		x := testBatch(b, 1000)
+		mustAppend(t, sp.Spool, x)
+		for _, s := range x {
+			order = append(order, s.ID)
+			slow[s.ID] = b >= 200 // the third insert
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var rngMu sync.Mutex
+	sink := &fakeColumnSink{blockRows: 5000}
+	sink.onBlock = func(ctx context.Context, _ int, block []collectors.Sample) error {
+		if slow[block[0].ID] {
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	}
+	sink.onInsert = func(context.Context, int, []collectors.Sample) error {
+		rngMu.Lock()
+		fail := rng.IntN(4) == 0
+		rngMu.Unlock()
+		if fail {
+			return errors.New("clickhouse: connection reset")
+		}
+		return nil
+	}
+	var violations []string
+	var mu sync.Mutex
+	onDrained, drained := commitsUntilDrained(sp.Spool)
+	reg := prometheus.NewRegistry()
+	startShipper(t, sp.Spool, sink, splitConfig(3), realClock{}, reg, func(p Position) {
+		backlog, _ := sp.Backlog()
+		behind := len(order) - int(backlog)
+		acked := sink.ackedCopy()
+		for _, id := range order[:behind] {
+			if acked[id] == 0 {
+				mu.Lock()
+				violations = append(violations, fmt.Sprintf("sample %x behind the cursor (%d rows) never acknowledged", id, behind))
+				mu.Unlock()
+				break
+			}
+		}
+		onDrained(p)
+	})
+	waitFor(t, drained, "the backlog to drain")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(violations) > 0 {
+		t.Fatal(violations[0])
+	}
+	if n := sink.peakRunning(); n > 3 {
+		t.Fatalf("%d inserts ran at once, want at most 3", n)
+	}
+	if n := metric(t, reg, "gpumeter_shipper_split_inserts_total"); n == 0 {
+		t.Fatal("no insert was split: the test did not exercise helpers")
+	}
+	acked := sink.ackedCopy()
+	for _, id := range order {
+		if acked[id] == 0 {
+			t.Fatalf("sample %x never acknowledged", id)
 		}
 	}
 }

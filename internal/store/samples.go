@@ -108,6 +108,7 @@ func (ci *columnInsert) Left() int {
 func (ci *columnInsert) Insert(ctx context.Context) (int, error) {
 	ci.mu.Lock()
 	if ci.next >= ci.rows {
+		ci.release() // an empty batch never had a call to release it
 		ci.mu.Unlock()
 		return 0, nil
 	}
@@ -150,6 +151,12 @@ func (ci *columnInsert) done() {
 	ci.mu.Lock()
 	defer ci.mu.Unlock()
 	ci.running--
+	ci.release()
+}
+
+// release returns the order to the pool once no call runs or can start;
+// ci.mu is held.
+func (ci *columnInsert) release() {
 	if ci.running == 0 && ci.next >= ci.rows && ci.order != nil {
 		orderPool.Put(ci.order)
 		ci.order = nil

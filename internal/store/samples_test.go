@@ -220,7 +220,9 @@ func TestPreparedInsertSharedByConcurrentCalls(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.New(t)
 	start := time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC)
-	samples := testSamples(start, 95_003, "acme", "globex", "initech")
+	// 22 blocks: more than one INSERT's worth, so that every call has
+	// blocks to take while the others build theirs.
+	samples := testSamples(start, 2*store.MaxInsertRows+15_003, "acme", "globex", "initech")
 	var c spool.Columns
 	c.AppendSamples(samples)
 	ins, err := s.PrepareColumns(&c)
@@ -237,12 +239,18 @@ func TestPreparedInsertSharedByConcurrentCalls(t *testing.T) {
 		wg.Go(func() { sent[i], errs[i] = ins.Insert(ctx) })
 	}
 	wg.Wait()
-	total := 0
+	total, calls := 0, 0
 	for i := range sent {
 		if errs[i] != nil {
 			t.Fatalf("call %d: %v", i, errs[i])
 		}
 		total += sent[i]
+		if sent[i] > 0 {
+			calls++
+		}
+	}
+	if calls < 2 {
+		t.Fatalf("calls sent %v rows: the batch was not shared", sent)
 	}
 	if total != len(samples) || ins.Left() != 0 {
 		t.Fatalf("calls sent %v rows (%d), %d left, want %d in all", sent, total, ins.Left(), len(samples))

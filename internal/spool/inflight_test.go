@@ -121,6 +121,55 @@ func (f *fakeInsert) Insert(ctx context.Context) (int, error) {
 	return len(rows), nil
 }
 
+// commitGuard checks every commit of a shipper into a fakeColumnSink:
+// the first commit that leaves behind the cursor a sample the sink never
+// acknowledged is kept as a violation. ids are the spool's samples in
+// spool order.
+type commitGuard struct {
+	sp        *Spool
+	ids       []uint64
+	sink      *fakeColumnSink
+	untilDone func(Position)
+
+	mu        sync.Mutex
+	violation string
+}
+
+// newCommitGuard returns the guard and a channel closed once a commit
+// leaves the backlog empty.
+func newCommitGuard(sp *Spool, ids []uint64, sink *fakeColumnSink) (*commitGuard, <-chan struct{}) {
+	untilDone, drained := commitsUntilDrained(sp)
+	return &commitGuard{sp: sp, ids: ids, sink: sink, untilDone: untilDone}, drained
+}
+
+// onCommit is the shipper's onCommit hook.
+func (g *commitGuard) onCommit(p Position) {
+	backlog, _ := g.sp.Backlog()
+	behind := len(g.ids) - int(backlog)
+	acked := g.sink.ackedCopy()
+	for _, id := range g.ids[:behind] {
+		if acked[id] == 0 {
+			g.mu.Lock()
+			if g.violation == "" {
+				g.violation = fmt.Sprintf("sample %x behind the cursor (%d rows) never acknowledged", id, behind)
+			}
+			g.mu.Unlock()
+			break
+		}
+	}
+	g.untilDone(p)
+}
+
+// check fails the test if a commit passed an unacknowledged sample.
+func (g *commitGuard) check(t *testing.T) {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.violation != "" {
+		t.Fatal(g.violation)
+	}
+}
+
 func (s *fakeColumnSink) peakRunning() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -269,36 +318,14 @@ func TestShipperInFlightUnderFailuresNeverCommitsPastAGap(t *testing.T) {
 		}
 		return nil
 	}}
-	var violations []string
-	var mu sync.Mutex
-	drained := make(chan struct{})
-	var once sync.Once
 	cfg := testShipperConfig()
 	cfg.InFlight = 3
 	cfg.BackoffInitial, cfg.BackoffMax = minBackoff, minBackoff
 	reg := prometheus.NewRegistry()
-	startShipper(t, sp.Spool, sink, cfg, realClock{}, reg, func(Position) {
-		backlog, _ := sp.Backlog()
-		behind := len(order) - int(backlog)
-		acked := sink.ackedCopy()
-		for _, id := range order[:behind] {
-			if acked[id] == 0 {
-				mu.Lock()
-				violations = append(violations, fmt.Sprintf("sample %x behind the cursor (%d rows) never acknowledged", id, behind))
-				mu.Unlock()
-				break
-			}
-		}
-		if backlog == 0 {
-			once.Do(func() { close(drained) })
-		}
-	})
+	guard, drained := newCommitGuard(sp.Spool, order, sink)
+	startShipper(t, sp.Spool, sink, cfg, realClock{}, reg, guard.onCommit)
 	waitFor(t, drained, "the backlog to drain")
-	mu.Lock()
-	defer mu.Unlock()
-	if len(violations) > 0 {
-		t.Fatal(violations[0])
-	}
+	guard.check(t)
 	if n := sink.peakRunning(); n > 3 {
 		t.Fatalf("%d inserts ran at once, want at most 3", n)
 	}

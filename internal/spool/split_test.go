@@ -19,6 +19,7 @@ import (
 // call's rows.
 type splitFixture struct {
 	sp    opened
+	ids   []uint64       // sample ids in spool order
 	order map[uint64]int // sample id -> place in spool order
 	sink  *fakeColumnSink
 
@@ -36,7 +37,8 @@ func newSplitFixture(t *testing.T) *splitFixture {
 		x := testBatch(b, 1000)
 		mustAppend(t, f.sp.Spool, x)
 		for _, s := range x {
-			f.order[s.ID] = len(f.order)
+			f.order[s.ID] = len(f.ids)
+			f.ids = append(f.ids, s.ID)
 		}
 	}
 	f.sink = &fakeColumnSink{blockRows: 1000}
@@ -175,23 +177,12 @@ func TestShipperSplitInsertFailingSendsTheBatchAgain(t *testing.T) {
 		return nil
 	}
 	reg := prometheus.NewRegistry()
-	var violations []string
-	onCommit, drained := commitsUntilDrained(f.sp.Spool)
-	startShipper(t, f.sp.Spool, f.sink, splitConfig(2), realClock{}, reg, func(p Position) {
-		acked := f.sink.ackedCopy()
-		if len(acked) != len(f.order) {
-			mu.Lock()
-			violations = append(violations, "commit with only some rows acknowledged")
-			mu.Unlock()
-		}
-		onCommit(p)
-	})
+	guard, drained := newCommitGuard(f.sp.Spool, f.ids, f.sink)
+	startShipper(t, f.sp.Spool, f.sink, splitConfig(2), realClock{}, reg, guard.onCommit)
 	waitFor(t, drained, "the backlog to drain")
+	guard.check(t)
 	mu.Lock()
 	defer mu.Unlock()
-	if len(violations) > 0 {
-		t.Fatal(violations[0])
-	}
 	if len(firstRows) == 0 || len(firstRows) == len(f.order) {
 		t.Fatalf("the first insert took %d of %d rows, want a share", len(firstRows), len(f.order))
 	}
@@ -248,30 +239,11 @@ func TestShipperHelpersUnderFailuresKeepTheBounds(t *testing.T) {
 		}
 		return nil
 	}
-	var violations []string
-	var mu sync.Mutex
-	onDrained, drained := commitsUntilDrained(sp.Spool)
 	reg := prometheus.NewRegistry()
-	startShipper(t, sp.Spool, sink, splitConfig(3), realClock{}, reg, func(p Position) {
-		backlog, _ := sp.Backlog()
-		behind := len(order) - int(backlog)
-		acked := sink.ackedCopy()
-		for _, id := range order[:behind] {
-			if acked[id] == 0 {
-				mu.Lock()
-				violations = append(violations, fmt.Sprintf("sample %x behind the cursor (%d rows) never acknowledged", id, behind))
-				mu.Unlock()
-				break
-			}
-		}
-		onDrained(p)
-	})
+	guard, drained := newCommitGuard(sp.Spool, order, sink)
+	startShipper(t, sp.Spool, sink, splitConfig(3), realClock{}, reg, guard.onCommit)
 	waitFor(t, drained, "the backlog to drain")
-	mu.Lock()
-	defer mu.Unlock()
-	if len(violations) > 0 {
-		t.Fatal(violations[0])
-	}
+	guard.check(t)
 	if n := sink.peakRunning(); n > 3 {
 		t.Fatalf("%d inserts ran at once, want at most 3", n)
 	}

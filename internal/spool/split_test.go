@@ -205,9 +205,8 @@ func TestShipperSplitInsertFailingSendsTheBatchAgain(t *testing.T) {
 	}
 }
 
-// Three 100,000-row inserts with three slots, inserts failing at random:
-// the first two finish early, the third is slow, so idle slots help it
-// (and helpers fail too). Never more than three inserts run at once, no
+// Three 100,000-row inserts with three slots, inserts (helpers too)
+// failing at random: the third waits until an idle slot helps it. Never more than three inserts run at once, no
 // commit passes a row that was not acknowledged, and every row arrives.
 func TestShipperHelpersUnderFailuresKeepTheBounds(t *testing.T) {
 	sp := openSpool(t, Config{Dir: t.TempDir(), SegmentBytes: 4 << 20, MaxBytes: 1 << 30, Overflow: OverflowReject})
@@ -224,9 +223,30 @@ func TestShipperHelpersUnderFailuresKeepTheBounds(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var rngMu sync.Mutex
 	sink := &fakeColumnSink{blockRows: 5000}
-	sink.onBlock = func(ctx context.Context, _ int, block []collectors.Sample) error {
-		if slow[block[0].ID] {
-			time.Sleep(time.Millisecond)
+	// The third insert's calls hold on after each block until a second
+	// call has taken one of its blocks: a helper joined (or 20 s passed).
+	var slowMu sync.Mutex
+	slowCalls := map[int]bool{}
+	joined := make(chan struct{})
+	var once sync.Once
+	giveUp := time.After(20 * time.Second)
+	sink.onBlock = func(ctx context.Context, call int, block []collectors.Sample) error {
+		if !slow[block[0].ID] {
+			return nil
+		}
+		slowMu.Lock()
+		slowCalls[call] = true
+		calls := len(slowCalls)
+		slowMu.Unlock()
+		if calls > 1 {
+			once.Do(func() { close(joined) })
+		}
+		select {
+		case <-joined:
+		case <-giveUp:
+			once.Do(func() { close(joined) })
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 		return nil
 	}

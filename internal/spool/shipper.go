@@ -755,10 +755,12 @@ func (s *Shipper) sendColumns(ctx context.Context, p *pending, hi int) (int, err
 		return 0, err
 	}
 	si := &sharedInsert{ins: ins}
-	p.sharing.Store(si)
-	select {
-	case s.shareable <- struct{}{}:
-	default: // a wake-up is pending already
+	if chunk.Len() >= minSplitRows { // else no helper could ever join: no wake-up
+		p.sharing.Store(si)
+		select {
+		case s.shareable <- struct{}{}:
+		default: // a wake-up is pending already
+		}
 	}
 	n, err := ins.Insert(ctx)
 	p.sharing.Store(nil)

@@ -170,6 +170,23 @@ func (g *commitGuard) check(t *testing.T) {
 	}
 }
 
+// shipGuarded runs a shipper with cfg until sp's backlog of ids (in spool
+// order) is committed, failing the test if a commit passed an
+// unacknowledged sample or more than cfg.InFlight inserts ran at once. It
+// returns the shipper's registry.
+func shipGuarded(t *testing.T, sp *Spool, ids []uint64, sink *fakeColumnSink, cfg ShipperConfig) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	guard, drained := newCommitGuard(sp, ids, sink)
+	startShipper(t, sp, sink, cfg, realClock{}, reg, guard.onCommit)
+	waitFor(t, drained, "the backlog to drain")
+	guard.check(t)
+	if n := sink.peakRunning(); n > cfg.InFlight {
+		t.Fatalf("%d inserts ran at once, want at most %d", n, cfg.InFlight)
+	}
+	return reg
+}
+
 func (s *fakeColumnSink) peakRunning() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -321,14 +338,7 @@ func TestShipperInFlightUnderFailuresNeverCommitsPastAGap(t *testing.T) {
 	cfg := testShipperConfig()
 	cfg.InFlight = 3
 	cfg.BackoffInitial, cfg.BackoffMax = minBackoff, minBackoff
-	reg := prometheus.NewRegistry()
-	guard, drained := newCommitGuard(sp.Spool, order, sink)
-	startShipper(t, sp.Spool, sink, cfg, realClock{}, reg, guard.onCommit)
-	waitFor(t, drained, "the backlog to drain")
-	guard.check(t)
-	if n := sink.peakRunning(); n > 3 {
-		t.Fatalf("%d inserts ran at once, want at most 3", n)
-	}
+	reg := shipGuarded(t, sp.Spool, order, sink, cfg)
 	if n := metric(t, reg, "gpumeter_shipper_send_errors_total"); n == 0 {
 		t.Fatal("no insert failed: the test did not exercise retries")
 	}

@@ -259,14 +259,7 @@ func TestShipperHelpersUnderFailuresKeepTheBounds(t *testing.T) {
 		}
 		return nil
 	}
-	reg := prometheus.NewRegistry()
-	guard, drained := newCommitGuard(sp.Spool, order, sink)
-	startShipper(t, sp.Spool, sink, splitConfig(3), realClock{}, reg, guard.onCommit)
-	waitFor(t, drained, "the backlog to drain")
-	guard.check(t)
-	if n := sink.peakRunning(); n > 3 {
-		t.Fatalf("%d inserts ran at once, want at most 3", n)
-	}
+	reg := shipGuarded(t, sp.Spool, order, sink, splitConfig(3))
 	if n := metric(t, reg, "gpumeter_shipper_split_inserts_total"); n == 0 {
 		t.Fatal("no insert was split: the test did not exercise helpers")
 	}

@@ -9,6 +9,7 @@ DEMO_DSN  ?= clickhouse://127.0.0.1:9000/gpumeter_demo
 DEMO_CONFIG := internal/demo/billing/gpumeter.yaml
 DEMO_OUT  ?= .data/demo
 DEMO_LISTEN ?= 127.0.0.1:8080
+DEMO_METRICS_LISTEN ?= 127.0.0.1:9402
 # A count, not a duration: go1.26's fuzz coordinator can fail a target with a
 # bare "context deadline exceeded" when a -fuzztime duration ends while a
 # worker is mid-call on a loaded machine (golang/go#75804, fixed in 1.27).
@@ -146,7 +147,8 @@ demo: clickhouse build
 	echo "  portal: http://$(DEMO_LISTEN)/portal/#token=$$portal&month=2026-11" && \
 	echo "  API:    curl -H 'Authorization: Bearer $$admin' 'http://$(DEMO_LISTEN)/v1/invoices?period=2026-11'" && \
 	echo "          curl -H 'Authorization: Bearer $$admin' 'http://$(DEMO_LISTEN)/v1/cost?tenant=acme&month=2026-11'" && \
-	exec $(BIN) --clickhouse $(DEMO_DSN) --config $(DEMO_CONFIG) --log-level warn serve --listen $(DEMO_LISTEN)
+	echo "  metrics (operators only, its own port): curl http://$(DEMO_METRICS_LISTEN)/metrics" && \
+	exec $(BIN) --clickhouse $(DEMO_DSN) --config $(DEMO_CONFIG) --log-level warn serve --listen $(DEMO_LISTEN) --metrics-listen $(DEMO_METRICS_LISTEN) --audit-queue $(DEMO_OUT)/audit-queue
 
 clean:
 	rm -rf bin

@@ -45,7 +45,7 @@ func TestBackupRestore(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--clickhouse", src, "serve", "--listen", addr}, io.Discard, io.Discard)
+		done <- run(ctx, []string{"--clickhouse", src, "serve", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, io.Discard)
 	}()
 	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := httpGet(addr, "/readyz"); return code == 200 })
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/tenants", nil)

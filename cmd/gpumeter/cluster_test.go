@@ -153,7 +153,7 @@ func TestTwoShardCluster(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--clickhouse", dsn2, "serve", "--listen", addr}, io.Discard, io.Discard)
+		done <- run(ctx, []string{"--clickhouse", dsn2, "serve", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, io.Discard)
 	}()
 	defer func() { cancel(); <-done }()
 	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := httpGet(addr, "/readyz"); return code == 200 })

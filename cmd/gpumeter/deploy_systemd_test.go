@@ -159,6 +159,14 @@ func TestSystemdUnits(t *testing.T) {
 				if caps != "" {
 					t.Errorf("CapabilityBoundingSet=%q; the server needs none", caps)
 				}
+				state, _ := u.last("Service", "StateDirectory")
+				queue := inv.cfg.Server.AuditQueue.Dir
+				if v, ok := flagValue(inv.cmdArgs, "audit-queue"); ok {
+					queue = v
+				}
+				if queue != "" && (state == "" || !within(queue, filepath.Join("/var/lib", state))) {
+					t.Errorf("the audit queue %s is not under StateDirectory=%q (/var/lib/%s), the only place ProtectSystem=strict lets it write", queue, state, state)
+				}
 			default:
 				t.Errorf("unit runs gpumeter %s; want collect or serve", inv.command)
 			}

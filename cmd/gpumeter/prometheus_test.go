@@ -58,7 +58,7 @@ func TestPrometheusRulesAndConfig(t *testing.T) {
 func TestPrometheusScrapesCollectorAndServer(t *testing.T) {
 	prometheus, promtool := promBinary(t, "prometheus"), promBinary(t, "promtool")
 	dsn := testDSN(t)
-	collectAddr, serveAddr, promAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	collectAddr, serveAddr, metricsAddr, promAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var collectErr, serveErr bytes.Buffer
@@ -68,12 +68,12 @@ func TestPrometheusScrapesCollectorAndServer(t *testing.T) {
 			"--start", collectStart.Format(time.RFC3339), "--sink", "discard", "--listen", collectAddr}, io.Discard, &collectErr)
 	}()
 	go func() {
-		serveDone <- run(ctx, []string{"--clickhouse", dsn, "serve", "--listen", serveAddr}, io.Discard, &serveErr)
+		serveDone <- run(ctx, []string{"--clickhouse", dsn, "serve", "--metrics-listen", metricsAddr, "--audit-queue", t.TempDir(), "--listen", serveAddr}, io.Discard, &serveErr)
 	}()
 	eventually(t, "the collector's first poll", 60*time.Second, func() bool { code, _ := httpGet(collectAddr, "/readyz"); return code == 200 })
 	eventually(t, "serve to listen", 60*time.Second, func() bool { code, _ := httpGet(serveAddr, "/healthz"); return code == 200 })
 
-	for name, addr := range map[string]string{"collector": collectAddr, "server": serveAddr} {
+	for name, addr := range map[string]string{"collector": collectAddr, "server": metricsAddr} {
 		_, body := httpGet(addr, "/metrics")
 		cmd := exec.Command(promtool, "check", "metrics")
 		cmd.Stdin = strings.NewReader(body)
@@ -97,7 +97,7 @@ scrape_configs:
     static_configs: [{targets: [%q]}]
   - job_name: gpumeter-server
     static_configs: [{targets: [%q]}]
-`, collectAddr, serveAddr)
+`, collectAddr, metricsAddr)
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}

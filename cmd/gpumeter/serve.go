@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/gpumeter/gpumeter/internal/auditqueue"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/server"
@@ -22,7 +23,9 @@ import (
 func runServe(ctx context.Context, g *globals, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(g.stderr)
-	listen := fs.String("listen", g.cfg.Server.Listen, "HTTP listen address")
+	listen := fs.String("listen", g.cfg.Server.Listen, "HTTP listen address of the API and portal")
+	auditQueueDir := fs.String("audit-queue", g.cfg.Server.AuditQueue.Dir, "directory of the on-disk queue of audit entries ClickHouse refused; empty drops them (counted)")
+	metricsListen := fs.String("metrics-listen", g.cfg.Server.MetricsListen, "HTTP listen address of /metrics (apart from the API); empty disables")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -31,6 +34,8 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	}
 	srvCfg := g.cfg.Server
 	srvCfg.Listen = *listen
+	srvCfg.MetricsListen = *metricsListen
+	srvCfg.AuditQueue.Dir = *auditQueueDir
 	if err := srvCfg.Validate(); err != nil {
 		return usageError{err}
 	}
@@ -91,6 +96,18 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer s.Close()
+	var auditQueue server.AuditQueue
+	if srvCfg.AuditQueue.Dir != "" {
+		q, err := auditqueue.Open(srvCfg.AuditQueue)
+		if err != nil {
+			return fmt.Errorf("server.audit_queue: %w", err)
+		}
+		defer q.Close()
+		if n, _ := q.Pending(); n > 0 {
+			g.logger.Info("audit queue: entries kept from an earlier run", "entries", n, "dir", srvCfg.AuditQueue.Dir)
+		}
+		auditQueue = q
+	}
 	rollup = billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
 	retention = billing.NewRetention(s, g.cfg.Retention, time.Now, g.logger)
 	invoices = billing.NewRunner(s, g.cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger)
@@ -118,10 +135,32 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 		return fmt.Errorf("listen %s: %w", srvCfg.Listen, err)
 	}
 	g.logger.Info("serving", "addr", ln.Addr().String())
+	checks := []server.Check{{Name: "clickhouse", Ready: s.Ping},
+		{Name: "migrations", Ready: func(ctx context.Context) error { return s.Migrated(ctx, schemas.FS) }}}
+	// /metrics names tenants and their quota figures: it has a listener of
+	// its own, never the API and portal's.
+	if srvCfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", srvCfg.MetricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listen %s (server.metrics_listen): %w", srvCfg.MetricsListen, err)
+		}
+		g.logger.Info("serving metrics", "addr", mln.Addr().String())
+		msrv := server.New(srvCfg, reg, g.logger, checks...)
+		msrv.MountMetrics(reg)
+		metricsCtx, stopMetrics := context.WithCancel(ctx)
+		metricsDone := make(chan error, 1)
+		go func() { metricsDone <- msrv.Serve(metricsCtx, mln) }()
+		defer func() {
+			stopMetrics()
+			if err := <-metricsDone; err != nil {
+				g.logger.Warn("metrics listener", "err", err)
+			}
+		}()
+	}
 	sched.Start()
 	defer sched.Stop()
-	srv := server.New(srvCfg, reg, g.logger, server.Check{Name: "clickhouse", Ready: s.Ping},
-		server.Check{Name: "migrations", Ready: func(ctx context.Context) error { return s.Migrated(ctx, schemas.FS) }})
+	srv := server.New(srvCfg, reg, g.logger, checks...)
 	svc := serving.New(s, g.cfg.Billing, g.cfg.Chargeback, time.Now)
 	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
 	quotas, err := serving.NewQuotas(svc, s, g.cfg.Quotas, g.logger)
@@ -142,7 +181,7 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 			webhook.NewSender(g.cfg.Webhooks, s, g.logger).Run(apiCtx, s)
 		}
 	}()
-	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc,
+	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, AuditQueue: auditQueue, Usage: svc, Invoices: svc,
 		Cost: svc, Tenants: svc, Chargeback: svc, Quotas: quotas, Kubernetes: serving.NewKubernetes(quotas, g.cfg.Kubernetes),
 		Insights: ins})
 	err = srv.Serve(ctx, ln)

@@ -15,15 +15,17 @@ import (
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
 
+// /metrics names tenants and their quota figures, so it is served on its
+// own listener (server.metrics_listen) and never on the API and portal's.
 func TestServeAnswersHealthReadinessAndMetrics(t *testing.T) {
 	dsn := testDSN(t)
-	addr := freeAddr(t)
+	addr, metricsAddr := freeAddr(t), freeAddr(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var stderr bytes.Buffer
 	go func() {
-		done <- run(ctx, []string{"--clickhouse", dsn, "serve", "--listen", addr}, io.Discard, &stderr)
+		done <- run(ctx, []string{"--clickhouse", dsn, "serve", "--metrics-listen", metricsAddr, "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, &stderr)
 	}()
 
 	get := func(path string) (int, string) { return httpGet(addr, path) }
@@ -31,8 +33,11 @@ func TestServeAnswersHealthReadinessAndMetrics(t *testing.T) {
 	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, "ready") {
 		t.Errorf("/readyz = %d %s", code, body)
 	}
-	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") {
-		t.Errorf("/metrics = %d, no runtime metrics", code)
+	if code, body := httpGet(metricsAddr, "/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") {
+		t.Errorf("/metrics on the metrics listener = %d, no runtime metrics", code)
+	}
+	if code, body := get("/metrics"); code != 404 || strings.Contains(body, "gpumeter_") {
+		t.Errorf("/metrics on the API port = %d %.80s, want 404", code, body)
 	}
 	cancel()
 	select {
@@ -76,7 +81,7 @@ func TestServeReadinessFollowsClickHouseAndMigrations(t *testing.T) {
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--clickhouse", dsn, "serve", "--listen", addr}, io.Discard, io.Discard)
+		done <- run(ctx, []string{"--clickhouse", dsn, "serve", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, io.Discard)
 	}()
 	ready := func(want int, says string) func() bool {
 		return func() bool {
@@ -102,7 +107,7 @@ func TestServeReadinessFollowsClickHouseAndMigrations(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	go func() {
-		done <- run(ctx2, []string{"--clickhouse", fmt.Sprintf("clickhouse://%s/%s", cfg.Addrs[0], cfg.Database), "serve", "--listen", addr}, io.Discard, io.Discard)
+		done <- run(ctx2, []string{"--clickhouse", fmt.Sprintf("clickhouse://%s/%s", cfg.Addrs[0], cfg.Database), "serve", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, io.Discard)
 	}()
 	eventually(t, "unready without migrations", 30*time.Second, ready(503, `"migrations"`))
 	cancel2()

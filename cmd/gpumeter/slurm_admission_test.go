@@ -35,7 +35,7 @@ func TestJobSubmitPluginAsksAdmission(t *testing.T) {
 	done := make(chan int, 1)
 	var serveErr bytes.Buffer
 	go func() {
-		done <- run(ctx, []string{"--clickhouse", dsn, "--config", cfg, "serve", "--listen", addr}, io.Discard, &serveErr)
+		done <- run(ctx, []string{"--clickhouse", dsn, "--config", cfg, "serve", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, &serveErr)
 	}()
 	stopServer := func() {
 		cancel()

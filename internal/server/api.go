@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/gpumeter/gpumeter/internal/auditqueue"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/reports"
@@ -33,6 +34,14 @@ type AuditSink interface {
 	RecordAudit(ctx context.Context, entries []auth.AuditEntry) error
 }
 
+// AuditQueue keeps the entries AuditSink refused (ClickHouse down) until
+// it takes them again (auditqueue.Queue, on disk).
+type AuditQueue interface {
+	Put(entries []auth.AuditEntry) error
+	Drain(ctx context.Context, write func(context.Context, []auth.AuditEntry) error) (auditqueue.DrainResult, error)
+	Pending() (entries int, bytes int64)
+}
+
 // UsageService answers usage series in a scope.
 type UsageService interface {
 	Usage(ctx context.Context, q UsageRequest) (UsageResult, error)
@@ -46,8 +55,11 @@ type InvoiceService interface {
 
 // API is what the /v1 routes call.
 type API struct {
-	Keys       KeyLookup
-	Audit      AuditSink
+	Keys  KeyLookup
+	Audit AuditSink
+	// AuditQueue, when set, keeps what Audit refuses; without it those
+	// entries are dropped and counted.
+	AuditQueue AuditQueue
 	Usage      UsageService
 	Invoices   InvoiceService
 	Cost       CostService
@@ -89,8 +101,11 @@ type apiState struct {
 	keys     map[string]cachedKey
 	fetching map[string]bool // key ids with a background lookup running
 	limiters map[string]*rate.Limiter
+	anonCfg  RateLimit
+	anon     map[string]*rate.Limiter // client address → unauthenticated budget
 	audit    chan auth.AuditEntry
 	dropped  prometheus.Counter
+	queued   prometheus.Gauge
 	logger   *slog.Logger
 }
 
@@ -101,10 +116,14 @@ func (s *Server) MountAPI(ctx context.Context, reg prometheus.Registerer, api AP
 		api.Now = time.Now
 	}
 	st := &apiState{api: api, cfg: s.cfg.RateLimit, keys: map[string]cachedKey{}, fetching: map[string]bool{}, limiters: map[string]*rate.Limiter{},
+		anonCfg: s.cfg.Unauthenticated, anon: map[string]*rate.Limiter{},
 		audit: make(chan auth.AuditEntry, 10_000), logger: s.logger,
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "gpumeter_api_audit_dropped_total",
-			Help: "API audit entries dropped because the audit writer fell behind."})}
+			Help: "API audit entries lost: the audit writer fell behind, or the store refused them and the on-disk queue could not keep them."}),
+		queued: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpumeter_api_audit_queued_entries",
+			Help: "API audit entries kept in the on-disk queue until ClickHouse takes them."})}
 	st.dropped = register(reg, st.dropped)
+	st.queued = register(reg, st.queued)
 	s.mountPortal()
 	v1 := s.engine.Group("/v1")
 	v1.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openAPIDocument) })
@@ -135,18 +154,48 @@ func (s *Server) MountAPI(ctx context.Context, reg prometheus.Registerer, api AP
 // access_token query parameter) to a key and its scope.
 func (st *apiState) authenticate(s *Server) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		// A request that is not served from a cached, valid key spends from
+		// its address's unauthenticated budget first: it may cost a key
+		// lookup in ClickHouse, or it is a failed attempt.
+		spent := false
+		spend := func() bool {
+			if spent {
+				return true
+			}
+			spent = true
+			if st.anonymous(c.ClientIP()).Allow() {
+				return true
+			}
+			c.Header("Retry-After", strconv.Itoa(int(math.Ceil(1/st.anonCfg.PerSecond))))
+			writeError(c, http.StatusTooManyRequests, "rate_limited",
+				fmt.Sprintf("over %g unauthenticated requests/s from this address; retry later", st.anonCfg.PerSecond))
+			return false
+		}
 		token, fromQuery := bearer(c)
 		if token == "" {
+			if !spend() {
+				return
+			}
 			c.Header("WWW-Authenticate", `Bearer realm="gpumeter"`)
 			writeError(c, http.StatusUnauthorized, "unauthorized", "an API key is required: Authorization: Bearer gmk_...")
 			return
 		}
 		id, secret, err := auth.ParseToken(token)
 		if err == nil {
+			if !st.cached(id) && !spend() {
+				return
+			}
 			var k auth.Key
 			if k, err = st.key(c.Request.Context(), id); err == nil {
 				if err = k.Verify(secret, st.api.Now()); err == nil && fromQuery && !k.Portal {
 					err = errPortalOnly
+				}
+				if err == nil && k.Portal && !readOnly(c.Request.Method) {
+					// Portal tokens travel in URLs and live in browsers: they
+					// read, they never place holds or change anything.
+					c.Set(keyIDContext, k.ID)
+					writeError(c, http.StatusForbidden, "forbidden", "portal tokens are read-only: "+c.Request.Method+" needs an API key")
+					return
 				}
 				if err == nil {
 					c.Set(keyIDContext, k.ID)
@@ -160,6 +209,9 @@ func (st *apiState) authenticate(s *Server) gin.HandlerFunc {
 			s.respondError(c, err) // the key store failed: a 500, not a bad token
 			return
 		}
+		if !spend() {
+			return
+		}
 		c.Header("WWW-Authenticate", `Bearer realm="gpumeter", error="invalid_token"`)
 		if errors.Is(err, errPortalOnly) {
 			writeError(c, http.StatusUnauthorized, "unauthorized", err.Error())
@@ -167,6 +219,11 @@ func (st *apiState) authenticate(s *Server) gin.HandlerFunc {
 		}
 		s.respondError(c, err)
 	}
+}
+
+// readOnly is true for the methods that change nothing.
+func readOnly(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead
 }
 
 func isAuthError(err error) bool {
@@ -193,6 +250,31 @@ func bearer(c *gin.Context) (token string, fromQuery bool) {
 		return t, true
 	}
 	return "", false
+}
+
+// cached is true when id's key (or its absence) is in the cache, fresh or
+// stale: answering needs no lookup the caller waits on.
+func (st *apiState) cached(id string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	ck, ok := st.keys[id]
+	return ok && st.api.Now().Sub(ck.fetched) < keyCacheMaxStale
+}
+
+// anonymous is addr's token bucket for requests not authenticated from
+// the cache.
+func (st *apiState) anonymous(addr string) *rate.Limiter {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	l, ok := st.anon[addr]
+	if !ok {
+		if len(st.anon) > 100_000 { // random source addresses must not grow it without bound
+			st.anon = map[string]*rate.Limiter{}
+		}
+		l = rate.NewLimiter(rate.Limit(st.anonCfg.PerSecond), st.anonCfg.Burst)
+		st.anon[addr] = l
+	}
+	return l
 }
 
 func (st *apiState) key(ctx context.Context, id string) (auth.Key, error) {
@@ -299,19 +381,16 @@ func truncate(s string, n int) string {
 }
 
 // writeAudit inserts queued entries once a second, and what is left when
-// ctx ends.
+// ctx ends. What the store refuses (ClickHouse down) is kept in the
+// on-disk queue and written again, oldest first, once the store takes
+// entries; only what a full queue cannot hold is dropped, and counted.
 func (st *apiState) writeAudit(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	w := &auditWriter{st: st, backoff: time.Second}
 	var buf []auth.AuditEntry
 	flush := func(ctx context.Context) {
-		if len(buf) == 0 {
-			return
-		}
-		if err := st.api.Audit.RecordAudit(ctx, buf); err != nil {
-			st.logger.Error("record API audit; entries lost", "entries", len(buf), "err", err)
-			st.dropped.Add(float64(len(buf)))
-		}
+		w.flush(ctx, buf)
 		buf = buf[:0]
 	}
 	for {
@@ -330,6 +409,7 @@ func (st *apiState) writeAudit(ctx context.Context) {
 					buf = append(buf, e)
 				default:
 					c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+					w.retryAt = time.Time{} // one last try before the process ends
 					flush(c)
 					cancel()
 					return
@@ -338,6 +418,78 @@ func (st *apiState) writeAudit(ctx context.Context) {
 		}
 	}
 }
+
+// auditWriter writes audit batches through the store, keeping the ones it
+// refuses in the on-disk queue. While the queue holds entries, new batches
+// join it, so entries reach the table in the order they were made.
+type auditWriter struct {
+	st      *apiState
+	retryAt time.Time // no store write before this after a failure
+	backoff time.Duration
+}
+
+func (w *auditWriter) flush(ctx context.Context, buf []auth.AuditEntry) {
+	st := w.st
+	q := st.api.AuditQueue
+	defer func() {
+		if q != nil {
+			n, _ := q.Pending()
+			st.queued.Set(float64(n))
+		}
+	}()
+	var err error
+	if time.Now().Before(w.retryAt) {
+		err = errAuditBackoff
+	} else if err = w.drain(ctx); err == nil && len(buf) > 0 {
+		err = st.api.Audit.RecordAudit(ctx, buf)
+	}
+	if err != nil && !errors.Is(err, errAuditBackoff) {
+		w.retryAt = time.Now().Add(w.backoff)
+		w.backoff = min(2*w.backoff, 30*time.Second)
+	} else if err == nil {
+		w.backoff = time.Second
+	}
+	if err == nil || len(buf) == 0 {
+		return
+	}
+	if q == nil {
+		st.logger.Error("record API audit; entries lost", "entries", len(buf), "err", err)
+		st.dropped.Add(float64(len(buf)))
+		return
+	}
+	if qerr := q.Put(buf); qerr != nil {
+		st.logger.Error("record API audit; entries lost (the on-disk queue cannot keep them)", "entries", len(buf), "err", err, "queue_err", qerr)
+		st.dropped.Add(float64(len(buf)))
+		return
+	}
+	if !errors.Is(err, errAuditBackoff) {
+		st.logger.Warn("record API audit; kept on disk until the store takes them", "entries", len(buf), "err", err)
+	}
+}
+
+// drain writes what the on-disk queue holds; nil when it is empty after.
+func (w *auditWriter) drain(ctx context.Context) error {
+	q := w.st.api.AuditQueue
+	if q == nil {
+		return nil
+	}
+	if n, _ := q.Pending(); n == 0 {
+		return nil
+	}
+	res, err := q.Drain(ctx, w.st.api.Audit.RecordAudit)
+	if res.Corrupt > 0 {
+		w.st.logger.Error("audit queue: damaged batches set aside; entries lost", "entries", res.Corrupt)
+		w.st.dropped.Add(float64(res.Corrupt))
+	}
+	if res.Written > 0 {
+		w.st.logger.Info("audit queue: kept entries written", "entries", res.Written)
+	}
+	return err
+}
+
+// errAuditBackoff: the store failed a moment ago; the batch goes to the
+// queue without another try.
+var errAuditBackoff = errors.New("audit store failed recently")
 
 func scopeOf(c *gin.Context) auth.Scope {
 	v, _ := c.Get(scopeContext)

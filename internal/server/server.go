@@ -11,11 +11,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpumeter/gpumeter/internal/auditqueue"
 )
 
 // Check is one condition of readiness: ClickHouse reachable for the
@@ -29,7 +32,11 @@ type Check struct {
 // Config of the HTTP listener. The timeouts bound what one client can hold:
 // without IdleTimeout, idle keep-alive connections stay open forever.
 type Config struct {
-	Listen            string        `yaml:"listen"`
+	Listen string `yaml:"listen"`
+	// MetricsListen is where `serve` exposes /metrics, apart from the API
+	// and portal: the metrics name tenants and their quota figures, which
+	// the portal's clients must not read. Empty turns /metrics off.
+	MetricsListen     string        `yaml:"metrics_listen"`
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
 	ReadTimeout       time.Duration `yaml:"read_timeout"`
 	WriteTimeout      time.Duration `yaml:"write_timeout"`
@@ -38,6 +45,12 @@ type Config struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// RateLimit bounds each API key's requests.
 	RateLimit RateLimit `yaml:"rate_limit"`
+	// Unauthenticated bounds, per client address, the requests that fail
+	// authentication or name a key id the server has not cached: each of
+	// those may cost a key lookup in ClickHouse.
+	Unauthenticated RateLimit `yaml:"unauthenticated_rate_limit"`
+	// AuditQueue keeps the audit entries ClickHouse refuses, on disk.
+	AuditQueue auditqueue.Config `yaml:"audit_queue"`
 }
 
 // RateLimit is a token bucket per API key: PerSecond requests on average,
@@ -51,12 +64,15 @@ type RateLimit struct {
 func DefaultConfig() Config {
 	return Config{
 		Listen:            "127.0.0.1:8080",
+		MetricsListen:     "127.0.0.1:9402",
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxBodyBytes:      1 << 20,
 		RateLimit:         RateLimit{PerSecond: 50, Burst: 100},
+		Unauthenticated:   RateLimit{PerSecond: 2, Burst: 20},
+		AuditQueue:        auditqueue.DefaultConfig("/var/lib/gpumeter/audit"),
 	}
 }
 
@@ -65,6 +81,13 @@ func (c Config) Validate() error {
 	var errs []error
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("server.listen %q: %w", c.Listen, err))
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			errs = append(errs, fmt.Errorf("server.metrics_listen %q: %w", c.MetricsListen, err))
+		} else if c.MetricsListen == c.Listen && !strings.HasSuffix(c.Listen, ":0") {
+			errs = append(errs, fmt.Errorf("server.metrics_listen %q: must differ from server.listen (metrics stay off the API port)", c.MetricsListen))
+		}
 	}
 	for _, d := range []struct {
 		name string
@@ -79,6 +102,12 @@ func (c Config) Validate() error {
 	}
 	if c.RateLimit.PerSecond <= 0 || c.RateLimit.Burst < 1 {
 		errs = append(errs, fmt.Errorf("server.rate_limit: per_second %g and burst %d must be positive", c.RateLimit.PerSecond, c.RateLimit.Burst))
+	}
+	if c.Unauthenticated.PerSecond <= 0 || c.Unauthenticated.Burst < 1 {
+		errs = append(errs, fmt.Errorf("server.unauthenticated_rate_limit: per_second %g and burst %d must be positive", c.Unauthenticated.PerSecond, c.Unauthenticated.Burst))
+	}
+	if err := c.AuditQueue.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("server.audit_queue.%w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -96,8 +125,9 @@ type Server struct {
 	logger *slog.Logger
 }
 
-// New builds the routes. reg is the registry /metrics exposes, which the
-// server adds its request metrics to; checks decide /readyz.
+// New builds the routes: /healthz, /readyz (decided by checks) and a JSON
+// 404. The server adds its request metrics to reg; MountMetrics exposes a
+// registry, on a listener of its own where the API is mounted too.
 func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger, checks ...Check) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
@@ -111,11 +141,14 @@ func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger, checks ...Ch
 	e.GET("/readyz", func(c *gin.Context) {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 		defer cancel()
-		failed := map[string]string{}
+		// The probe names the failing checks, never their errors: those
+		// carry addresses and versions that anyone reaching the port could
+		// read. The causes go to the log.
+		var failed []string
 		for _, ch := range checks {
 			if err := ch.Ready(ctx); err != nil {
 				logger.Warn("not ready", "check", ch.Name, "err", err)
-				failed[ch.Name] = err.Error()
+				failed = append(failed, ch.Name)
 			}
 		}
 		if len(failed) > 0 {
@@ -124,11 +157,15 @@ func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger, checks ...Ch
 		}
 		c.JSON(http.StatusOK, gin.H{"status": "ready"})
 	})
-	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.NoRoute(func(c *gin.Context) {
 		writeError(c, http.StatusNotFound, "not_found", "not found: "+c.Request.Method+" "+c.Request.URL.Path)
 	})
 	return &Server{cfg: cfg, engine: e, logger: logger}
+}
+
+// MountMetrics serves g's metrics at /metrics.
+func (s *Server) MountMetrics(g prometheus.Gatherer) {
+	s.engine.GET("/metrics", gin.WrapH(promhttp.HandlerFor(g, promhttp.HandlerOpts{})))
 }
 
 // Handler exposes the routes (tests use httptest).

@@ -31,22 +31,27 @@ func TestHealthReadinessMetrics(t *testing.T) {
 		path     string
 		want     int
 		contains string
+		hidden   string // must not appear: /readyz keeps errors for the log
 	}{
-		{"healthz is up without clickhouse", []Check{check("clickhouse", errors.New("down"))}, "/healthz", 200, "ok"},
-		{"readyz needs clickhouse", []Check{check("clickhouse", errors.New("dial tcp: refused"))}, "/readyz", 503, `"clickhouse":"dial tcp: refused"`},
-		{"readyz names only the failing check", []Check{check("clickhouse", nil), check("poll", errors.New("no poll"))}, "/readyz", 503, `"failed":{"poll":"no poll"}`},
-		{"readyz with clickhouse", []Check{check("clickhouse", nil)}, "/readyz", 200, "ready"},
-		{"readyz without checks", nil, "/readyz", 200, "ready"},
-		{"metrics exposes the registry", nil, "/metrics", 200, "gpumeter_test_total 1"},
-		{"unknown path is a JSON 404", nil, "/nope", 404, "not found"},
+		{"healthz is up without clickhouse", []Check{check("clickhouse", errors.New("down"))}, "/healthz", 200, "ok", ""},
+		{"readyz needs clickhouse", []Check{check("clickhouse", errors.New("dial tcp 127.0.0.1:9000: connect: connection refused"))}, "/readyz", 503, `"failed":["clickhouse"]`, "127.0.0.1"},
+		{"readyz names only the failing check", []Check{check("clickhouse", nil), check("poll", errors.New("no poll"))}, "/readyz", 503, `"failed":["poll"]`, "no poll"},
+		{"readyz with clickhouse", []Check{check("clickhouse", nil)}, "/readyz", 200, "ready", ""},
+		{"readyz without checks", nil, "/readyz", 200, "ready", ""},
+		{"metrics exposes the registry", nil, "/metrics", 200, "gpumeter_test_total 1", ""},
+		{"unknown path is a JSON 404", nil, "/nope", 404, "not found", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New(DefaultConfig(), reg, slog.New(slog.DiscardHandler), tc.checks...)
+			s.MountMetrics(reg)
 			rec := httptest.NewRecorder()
 			s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
 			if rec.Code != tc.want || !strings.Contains(rec.Body.String(), tc.contains) {
 				t.Fatalf("GET %s = %d %q, want %d containing %q", tc.path, rec.Code, rec.Body.String(), tc.want, tc.contains)
+			}
+			if tc.hidden != "" && strings.Contains(rec.Body.String(), tc.hidden) {
+				t.Fatalf("GET %s = %q: shows %q", tc.path, rec.Body.String(), tc.hidden)
 			}
 		})
 	}

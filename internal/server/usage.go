@@ -71,6 +71,9 @@ func parseUsageRequest(v url.Values, scope auth.Scope) (UsageRequest, error) {
 		default:
 			return UsageRequest{}, badRequest{fmt.Sprintf("unknown parameter %q (want from, to, step, group_by, meters, tz)", truncate(k, 64))}
 		}
+		if len(vals) > 1 {
+			return UsageRequest{}, badRequest{fmt.Sprintf("%s: given %d times; give it once (lists are comma-separated)", k, len(vals))}
+		}
 		for _, s := range vals {
 			if !validText(s) || len(s) > 512 {
 				return UsageRequest{}, badRequest{fmt.Sprintf("%s: not valid UTF-8 text of at most 512 bytes", k)}
@@ -104,8 +107,9 @@ func parseUsageRequest(v url.Values, scope auth.Scope) (UsageRequest, error) {
 	if q.From.Truncate(time.Hour) != q.From || q.To.Truncate(time.Hour) != q.To {
 		return UsageRequest{}, badRequest{"from/to: must be whole hours (usage is kept per hour)"}
 	}
-	if _, off := q.From.In(q.Location).Zone(); off%3600 != 0 {
-		return UsageRequest{}, badRequest{fmt.Sprintf("tz %s: offset is not a whole hour; usage is kept per UTC hour", q.Location)}
+	if at, off, ok := wholeHourOffsets(q.From, q.To, q.Location); !ok {
+		return UsageRequest{}, badRequest{fmt.Sprintf("tz %s: offset %s at %s is not a whole hour; usage is kept per UTC hour",
+			q.Location, time.Duration(off)*time.Second, at.In(q.Location).Format(time.RFC3339))}
 	}
 	switch q.Step {
 	case "":
@@ -129,17 +133,41 @@ func parseUsageRequest(v url.Values, scope auth.Scope) (UsageRequest, error) {
 		}
 	}
 	if m := v.Get("meters"); m != "" {
+		seenMeter := map[pricing.Meter]bool{}
 		for _, name := range strings.Split(m, ",") {
 			meter, err := pricing.ParseMeter(strings.TrimSpace(name))
 			if err != nil {
 				return UsageRequest{}, badRequest{"meters: " + err.Error()}
 			}
+			if seenMeter[meter] {
+				return UsageRequest{}, badRequest{fmt.Sprintf("meters: %q twice", meter)}
+			}
+			seenMeter[meter] = true
 			q.Meters = append(q.Meters, meter)
 		}
 	} else {
 		q.Meters = pricing.Meters()
 	}
 	return q, nil
+}
+
+// wholeHourOffsets checks loc's UTC offset over every zone period that
+// overlaps [from, to], not only at from: a zone may switch to a
+// half-hour offset inside the range (Australia/Lord_Howe's daylight
+// time is +10:30). It returns the first offending time and offset.
+func wholeHourOffsets(from, to time.Time, loc *time.Location) (time.Time, int, bool) {
+	for t := from; !t.After(to); {
+		_, off := t.In(loc).Zone()
+		if off%3600 != 0 {
+			return t, off, false
+		}
+		_, end := t.In(loc).ZoneBounds()
+		if end.IsZero() || !end.After(t) {
+			break // the zone lasts forever
+		}
+		t = end
+	}
+	return time.Time{}, 0, true
 }
 
 // UsagePoint is one bucket of one group.

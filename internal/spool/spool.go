@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/dirlock"
 )
 
 // The collector's poll loop writes into the spool.
@@ -94,7 +95,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.R
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("open spool %s: %w", cfg.Dir, err)
 	}
-	lock, err := lockDir(cfg.Dir)
+	lock, err := dirlock.Lock(cfg.Dir, "spool")
 	if err != nil {
 		return nil, fmt.Errorf("open spool %s: %w", cfg.Dir, err)
 	}

@@ -1,6 +1,8 @@
 //go:build !(linux || darwin || freebsd || openbsd || netbsd || dragonfly)
 
-package spool
+// Package dirlock gives one process a directory: the collector's spool,
+// the server's audit queue.
+package dirlock
 
 import (
 	"fmt"
@@ -8,9 +10,9 @@ import (
 	"path/filepath"
 )
 
-// lockDir only creates dir/LOCK where flock is not available; gpumeter
-// collectors run on Linux, where lock_unix.go applies.
-func lockDir(dir string) (*os.File, error) {
+// Lock only creates dir/LOCK where flock is not available; gpumeter runs
+// on Linux, where lock_unix.go applies.
+func Lock(dir, what string) (*os.File, error) {
 	path := filepath.Join(dir, "LOCK")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {

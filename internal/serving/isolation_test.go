@@ -1,0 +1,217 @@
+package serving_test
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpumeter/gpumeter/internal/admission"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/insightsvc"
+	"github.com/gpumeter/gpumeter/internal/quota"
+	"github.com/gpumeter/gpumeter/internal/server"
+	"github.com/gpumeter/gpumeter/internal/serving"
+)
+
+// isolationRoute is one /v1 route as the isolation test calls it.
+type isolationRoute struct {
+	method, route string // the route pattern, as gin lists it
+	path, body    string // what the test sends
+	// admin is the status an admin key gets (0: 200 for GET routes).
+	admin int
+}
+
+// fullAPI serves every /v1 route over the fixture (quotas and the
+// Kubernetes webhook included) and returns the route patterns it mounted.
+func (f *fixture) fullAPI(t *testing.T) (*httptest.Server, []string) {
+	t.Helper()
+	ctx := context.Background()
+	logger := slog.New(slog.DiscardHandler)
+	svc := serving.New(f.store, f.customers, f.chargeback, time.Now)
+	qcfg := quota.DefaultConfig()
+	qcfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: lim("8")}, {Tenant: "globex", ConcurrentGPUs: lim("8")}, {Tenant: "initech", Spend: lim("100")}}
+	q, err := serving.NewQuotas(svc, f.store, qcfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Refresh(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	prices := insightsvc.Prices{ByTenant: map[string]insightsvc.Priced{}}
+	for _, c := range f.customers.Customers {
+		b, k, err := billing.LoadPricing(c, os.ReadFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prices.ByTenant[c.Tenant] = insightsvc.Priced{TenantPricing: insights.TenantPricing{Book: b, Contract: k}, Location: time.UTC}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(q)
+	srv := server.New(server.DefaultConfig(), reg, logger)
+	apiCtx, cancel := context.WithCancel(ctx)
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc,
+		Chargeback: svc, Quotas: q, Kubernetes: serving.NewKubernetes(q, admission.Config{Namespaces: map[string]string{"team-acme": "acme", "team-globex": "globex"},
+			DefaultModel: "H100-SXM5-80GB", DefaultDuration: time.Hour}),
+		Insights: insightsvc.New(serving.NewInsightsReader(f.store), prices, time.Now, logger)})
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { ts.Close(); cancel(); wait() })
+	var routes []string
+	for _, r := range srv.Handler().(*gin.Engine).Routes() {
+		routes = append(routes, r.Method+" "+r.Path)
+	}
+	return ts, routes
+}
+
+func k8sReview(namespace string) string {
+	return fmt.Sprintf(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-%[1]s","kind":{"group":"","version":"v1","kind":"Pod"},
+"operation":"CREATE","namespace":%[1]q,"object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":%[1]q},
+"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}}}`, namespace)
+}
+
+// One tenant never sees another's data, on any route, with any
+// credential: every /v1 route (and /metrics) is called by admin,
+// department, tenant and portal credentials, aimed at the caller's own
+// data and at another tenant's, and no answer may name a tenant outside
+// the caller's scope. A route added to the server without a row here
+// fails the test.
+func TestAPIIsolationOnEveryRoute(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	ts, mounted := f.fullAPI(t)
+	routes := []isolationRoute{
+		{"GET", "/v1/usage", "/v1/usage?from=2026-10-01&to=2026-11-01&group_by=tenant,department,host,workload", "", 0},
+		{"GET", "/v1/invoices", "/v1/invoices", "", 0},
+		{"GET", "/v1/invoices", "/v1/invoices?tenant=globex", "", 0},
+		{"GET", "/v1/invoices/*ref", "/v1/invoices/" + f.invs["globex"].Number, "", 0},
+		{"GET", "/v1/invoices/*ref", "/v1/invoices/" + f.invs["initech"].ID + "?format=pdf", "", 0},
+		{"GET", "/v1/invoices/*ref", "/v1/invoices/" + f.invs["acme"].Number + "?format=csv", "", 0},
+		{"GET", "/v1/cost", "/v1/cost?tenant=acme&month=2026-10", "", 0},
+		{"GET", "/v1/cost", "/v1/cost?tenant=globex&month=2026-10", "", 0},
+		{"GET", "/v1/cost", "/v1/cost?tenant=initech&month=2026-10", "", 0},
+		{"GET", "/v1/tenants", "/v1/tenants", "", 0},
+		{"GET", "/v1/chargeback", "/v1/chargeback?month=2026-10", "", 0},
+		{"GET", "/v1/chargeback", "/v1/chargeback?month=2026-10&format=csv", "", 0},
+		{"POST", "/v1/admission", "/v1/admission", `{"tenant":"globex","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`, 0},
+		{"POST", "/v1/admission", "/v1/admission", `{"tenant":"initech","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`, 0},
+		{"GET", "/v1/quotas", "/v1/quotas", "", 0},
+		{"POST", "/v1/admission/k8s", "/v1/admission/k8s", k8sReview("team-globex"), 0},
+		{"GET", "/v1/insights/efficiency", "/v1/insights/efficiency?month=2026-10", "", 0},
+		{"GET", "/v1/insights/efficiency", "/v1/insights/efficiency?month=2026-10&tenant=initech", "", 0},
+		{"GET", "/v1/insights/rightsize", "/v1/insights/rightsize?month=2026-10", "", 0},
+		{"GET", "/v1/insights/rightsize", "/v1/insights/rightsize?month=2026-10&tenant=globex", "", 0},
+		{"GET", "/v1/insights/anomalies", "/v1/insights/anomalies?month=2026-10", "", 0},
+		{"GET", "/v1/insights/anomalies", "/v1/insights/anomalies?month=2026-10&tenant=initech", "", 0},
+		// The fixture holds three days: the admin key is told it needs two
+		// weeks of history; every other key must get 403 first.
+		{"GET", "/v1/insights/capacity", "/v1/insights/capacity?to=2026-10-05T00:00:00Z&weeks=2", "", http.StatusBadRequest},
+	}
+	covered := map[string]bool{"GET /v1/openapi.json": true} // public, names no tenant
+	for _, r := range routes {
+		covered[r.method+" "+r.route] = true
+	}
+	for _, m := range mounted {
+		if strings.HasPrefix(m, "GET /v1/") || strings.HasPrefix(m, "POST /v1/") || strings.HasPrefix(m, "PUT /v1/") || strings.HasPrefix(m, "DELETE /v1/") {
+			if !covered[m] {
+				t.Errorf("route %s has no row in the isolation table", m)
+			}
+		}
+	}
+
+	// Who may appear in an answer to each credential.
+	others := map[string][]string{
+		"admin":    nil,
+		"research": {"initech", "ops"},
+		"acme":     {"globex", "initech", "ops"},
+		"portal":   {"globex", "initech", "ops"},
+	}
+	creds := make([]string, 0, len(others))
+	for c := range others {
+		creds = append(creds, c)
+	}
+	sort.Strings(creds)
+	for _, cred := range creds {
+		for _, r := range routes {
+			t.Run(cred+" "+r.method+" "+r.path, func(t *testing.T) {
+				req, err := http.NewRequest(r.method, ts.URL+r.path, strings.NewReader(r.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cred == "portal" {
+					sep := "?"
+					if strings.Contains(r.path, "?") {
+						sep = "&"
+					}
+					req.URL, _ = req.URL.Parse(ts.URL + r.path + sep + "access_token=" + f.tokens["portal"])
+				} else {
+					req.Header.Set("Authorization", "Bearer "+f.tokens[cred])
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body := readAll(t, resp)
+				if resp.StatusCode >= 500 {
+					t.Fatalf("%d %s", resp.StatusCode, body)
+				}
+				if cred == "portal" && r.method != http.MethodGet && resp.StatusCode != http.StatusForbidden {
+					t.Fatalf("a portal token's %s: %d, want 403 (read-only)", r.method, resp.StatusCode)
+				}
+				if want := cmp.Or(r.admin, http.StatusOK); cred == "admin" && r.method == http.MethodGet && resp.StatusCode != want {
+					t.Fatalf("admin: %d %.200s, want %d", resp.StatusCode, body, want)
+				}
+				// A refusal of an admission may echo the tenant the caller
+				// itself named; it decides nothing and shows no data.
+				refused := r.method == http.MethodPost && (resp.StatusCode >= 400 || strings.Contains(body, `"allowed":false`))
+				for _, name := range others[cred] {
+					if refused {
+						break
+					}
+					if strings.Contains(body, `"`+name+`"`) || strings.Contains(body, ","+name+",") || strings.Contains(body, "tenant "+name) {
+						t.Fatalf("%d: the %s credential sees %q: %.300s", resp.StatusCode, cred, name, body)
+					}
+				}
+				// An admission for another tenant is refused, never decided.
+				if r.method == http.MethodPost && cred != "admin" && resp.StatusCode == http.StatusOK &&
+					(strings.Contains(r.body, `"initech"`) || (cred != "research" && strings.Contains(r.body, "globex"))) &&
+					!strings.Contains(body, `"allowed":false`) {
+					t.Fatalf("the %s credential decided another tenant's admission: %.300s", cred, body)
+				}
+			})
+		}
+		// /metrics names every tenant's quota figures: never on the API port.
+		t.Run(cred+" GET /metrics", func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, ts.URL+"/metrics", nil)
+			req.Header.Set("Authorization", "Bearer "+f.tokens[cred])
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if body := readAll(t, resp); resp.StatusCode != http.StatusNotFound || strings.Contains(body, "gpumeter_quota") {
+				t.Fatalf("/metrics on the API port: %d %.200s", resp.StatusCode, body)
+			}
+		})
+	}
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

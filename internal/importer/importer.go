@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/collectors/migprofile"
@@ -140,9 +142,7 @@ func columns() []column {
 					// off, and a sub-second interval stored with start = end.
 					return fmt.Errorf("timestamp %q has a fraction of a second: the store keeps whole seconds", v)
 				}
-				if !collectors.InStorableRange(t) {
-					return fmt.Errorf("timestamp %q out of range: 1970-01-01 to 2106-02-07", v)
-				}
+				// The range is checked in finish, for parsed rows too.
 				*f(s) = t.UTC()
 				return nil
 			},
@@ -246,9 +246,67 @@ func allDigits(s string) bool {
 	return true
 }
 
+// MinTime and MaxTime bound the times an import takes: what every
+// supported server's DateTime holds. The type is 32-bit seconds since
+// 1970 (collectors.MinTime .. collectors.MaxTime, 2106-02-07T06:28:15Z),
+// but ClickHouse 18.16's date tables end with 2105 (internal/store probes
+// the server and refuses later times), and the API reads years up to 2105.
+// A row past these would pass the checks of a dry run and then fail the
+// import half way, so it is refused with the other bad rows.
+var (
+	MinTime = collectors.MinTime
+	MaxTime = time.Date(2105, 12, 31, 23, 59, 59, 0, time.UTC)
+)
+
+// textFields are a sample's text columns, each checked by checkText.
+func textFields(s *collectors.Sample) []struct{ name, v string } {
+	return []struct{ name, v string }{{"host", s.Host}, {"gpu_uuid", s.GPUUUID}, {"gpu_model", s.GPUModel},
+		{"mig_uuid", s.MIGUUID}, {"mig_profile", s.MIGProfile}, {"sku", s.SKU}, {"tenant", s.Tenant},
+		{"department", s.Department}, {"workload", s.Workload}}
+}
+
+// checkText refuses text that is not valid UTF-8 or holds a control
+// character (C0, DEL, C1): such a tenant or department would be stored as
+// given, turn up in invoices, the API and terminals, and never match the
+// name a key or config gives.
+func checkText(v string) error {
+	if !utf8.ValidString(v) {
+		return errors.New("not valid UTF-8")
+	}
+	for i, r := range v {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("control character %U at byte %d", r, i)
+		}
+	}
+	return nil
+}
+
+// printable is a name from the file as an error may show it: quoted, with
+// escapes, when it is not plain text.
+func printable(name string) string {
+	if checkText(name) != nil {
+		return strconv.Quote(name)
+	}
+	return name
+}
+
 // finish checks cross-field rules and the physical limits of one row, and
 // fills derived fields: the SKU and the sample id.
 func finish(s *collectors.Sample, line int, add func(Problem)) {
+	for _, f := range textFields(s) {
+		if err := checkText(f.v); err != nil {
+			add(prob(line, f.name, err.Error()))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		t    time.Time
+	}{{"start", s.Start}, {"end", s.End}} {
+		if !f.t.IsZero() && (f.t.Before(MinTime) || f.t.After(MaxTime)) {
+			add(prob(line, f.name, fmt.Sprintf("%s is outside %s .. %s, the times every supported ClickHouse server stores",
+				f.t.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))))
+		}
+	}
 	if s.SKU == "" && s.GPUModel != "" {
 		s.SKU = migprofile.SKU(s.GPUModel, s.MIGProfile)
 	}
@@ -438,10 +496,10 @@ func readCSV(r io.Reader, emit func(int, collectors.Sample) error) error {
 		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
 		c, ok := known[h]
 		if !ok {
-			ps.add(prob(1, h, "unknown column"))
+			ps.add(prob(1, printable(h), "unknown column"))
 		}
 		if seen[h] {
-			ps.add(prob(1, h, "column twice"))
+			ps.add(prob(1, printable(h), "column twice"))
 		}
 		seen[h] = true
 		cols[i] = c
@@ -537,7 +595,7 @@ func readJSONL(r io.Reader, emit func(int, collectors.Sample) error) error {
 		if err != nil {
 			var dup duplicateKeyError
 			if errors.As(err, &dup) {
-				ps.add(prob(line, string(dup), "given twice in one object"))
+				ps.add(prob(line, printable(string(dup)), "given twice in one object"))
 			} else {
 				ps.add(prob(line, "", err.Error()))
 			}
@@ -549,7 +607,7 @@ func readJSONL(r io.Reader, emit func(int, collectors.Sample) error) error {
 		for _, f := range fields {
 			c, ok := known[f.key]
 			if !ok {
-				ps.add(prob(line, f.key, "unknown column"))
+				ps.add(prob(line, printable(f.key), "unknown column"))
 				continue
 			}
 			hasGPUSeconds = hasGPUSeconds || f.key == "gpu_seconds"
@@ -636,6 +694,10 @@ func jsonScalar(raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
+	}
+	if !utf8.Valid(raw) {
+		// encoding/json would quietly make each bad byte U+FFFD.
+		return "", errors.New("not valid UTF-8")
 	}
 	if raw[0] == '"' {
 		var s string

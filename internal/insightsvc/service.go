@@ -15,6 +15,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/partition"
@@ -22,14 +23,17 @@ import (
 )
 
 // Reader loads the inputs (internal/store meets it through a thin adapter
-// in cmd/gpumeter). Every read deduplicates; tenant "" reads every tenant.
+// in internal/serving). Every read deduplicates; tenant "" reads every
+// tenant. A Filter's scope is applied by the store, in SQL.
 type Reader interface {
-	Holdings(ctx context.Context, from, to time.Time, tenant string) ([]insights.Holding, error)
-	HourlyGPUHours(ctx context.Context, from, to time.Time, tenant string) ([]insights.Series, error)
+	Holdings(ctx context.Context, from, to time.Time, f Filter) ([]insights.Holding, error)
+	HourlyGPUHours(ctx context.Context, from, to time.Time, f Filter) ([]insights.Series, error)
 	// HourlyUsage is each tenant's hourly rows as the pricing engine takes
 	// them (usage_hourly FINAL, what invoices price).
 	HourlyUsage(ctx context.Context, from, to time.Time, tenant string) (map[string][]pricing.Usage, error)
-	ModelDemand(ctx context.Context, from, to time.Time) ([]insights.Series, error)
+	// ModelDemand is the fleet's: the store refuses a scope narrower than
+	// admin rather than answer it.
+	ModelDemand(ctx context.Context, from, to time.Time, scope auth.Scope) ([]insights.Series, error)
 	// FirstHour is the oldest hour the rollup holds (zero: none): hours
 	// before it are unknown, not hours without use.
 	FirstHour(ctx context.Context) (time.Time, error)
@@ -37,7 +41,16 @@ type Reader interface {
 	// Fleet is the fleet's current MIG layout for the planner.
 	Fleet(ctx context.Context) (*partition.Fleet, error)
 	SaveAnomalies(ctx context.Context, as []insights.Anomaly, now time.Time) ([]insights.Anomaly, error)
-	Anomalies(ctx context.Context, from, to time.Time, tenant string) ([]StoredAnomaly, error)
+	Anomalies(ctx context.Context, from, to time.Time, f Filter) ([]StoredAnomaly, error)
+}
+
+// Filter is whose rows a read returns: those Scope may see, by the rule
+// every API read follows (a tenant key its tenant's rows, a department key
+// the rows labelled with its department; zero or admin: all), and of those
+// Tenant's only when set.
+type Filter struct {
+	Tenant string
+	Scope  auth.Scope
 }
 
 // StoredAnomaly is an anomaly with when it was first found.
@@ -105,13 +118,39 @@ func IsValidation(err error) bool {
 }
 
 // Request is a period [From, To) of whole UTC hours, optionally of one
-// tenant or one department (the API sets them from the caller's scope).
-// A department request sees its tenants only: no fleet totals beyond
-// theirs, and no fleet layout.
+// tenant, in the caller's Scope (the API sets it from the key; zero, as
+// the CLI leaves it, reads all). The store applies the scope in SQL as it
+// does for /v1/usage, so a department request sees the rows labelled with
+// its department, its "fleet" totals are theirs, and it gets no fleet
+// layout.
 type Request struct {
-	From, To   time.Time
-	Tenant     string
-	Department string
+	From, To time.Time
+	Tenant   string
+	Scope    auth.Scope
+}
+
+// filter is the request's tenant and scope.
+func (r Request) filter() Filter { return Filter{Tenant: r.Tenant, Scope: r.Scope} }
+
+// fleetWide reports a request of the whole fleet: no tenant, no scope
+// narrower than admin.
+func (r Request) fleetWide() bool {
+	return r.Tenant == "" && (r.Scope.Kind == "" || r.Scope.Kind == auth.KindAdmin)
+}
+
+// validScope checks the scope, and a tenant asked for within a tenant
+// scope (another tenant's rows are not in it).
+func (r Request) validScope() error {
+	if r.Scope.Kind == "" {
+		return nil
+	}
+	if err := r.Scope.Validate(); err != nil {
+		return err
+	}
+	if t := r.Scope.Tenant(); t != "" && r.Tenant != "" && r.Tenant != t {
+		return fmt.Errorf("tenant %q: outside scope %s", r.Tenant, r.Scope)
+	}
+	return nil
 }
 
 // Validate reports every problem.
@@ -129,6 +168,9 @@ func (r Request) Validate() error {
 		if !t.Equal(t.Truncate(time.Hour)) {
 			errs = append(errs, fmt.Errorf("%s is not a whole UTC hour", t.UTC().Format(time.RFC3339Nano)))
 		}
+	}
+	if err := r.validScope(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return &ValidationError{err}
@@ -160,30 +202,12 @@ func (s *Service) Efficiency(ctx context.Context, r Request, params *insights.Id
 	if err := p.Validate(); err != nil {
 		return insights.EfficiencyReport{}, &ValidationError{err}
 	}
-	hs, err := s.reader.Holdings(ctx, r.From.UTC(), r.To.UTC(), r.Tenant)
+	// The holdings are the scope's already: its totals are the report's.
+	hs, err := s.reader.Holdings(ctx, r.From.UTC(), r.To.UTC(), r.filter())
 	if err != nil {
 		return insights.EfficiencyReport{}, err
 	}
-	rep, err := insights.Efficiency(insights.EfficiencyInput{From: r.From.UTC(), To: r.To.UTC(), Params: p, Holdings: hs, Pricing: s.pricing(hs)})
-	if err != nil || r.Department == "" {
-		return rep, err
-	}
-	var tenants []insights.TenantEfficiency
-	for _, t := range rep.Tenants {
-		if t.Department == r.Department {
-			tenants = append(tenants, t)
-		}
-	}
-	var depts []insights.DepartmentEfficiency
-	rep.Fleet = insights.Totals{}
-	for _, d := range rep.Departments {
-		if d.Department == r.Department {
-			depts = append(depts, d)
-			rep.Fleet = d.Totals
-		}
-	}
-	rep.Tenants, rep.Departments = tenants, depts
-	return rep, nil
+	return insights.Efficiency(insights.EfficiencyInput{From: r.From.UTC(), To: r.To.UTC(), Params: p, Holdings: hs, Pricing: s.pricing(hs)})
 }
 
 // RightSize is insights.RightSize over the period's holdings and the
@@ -192,36 +216,18 @@ func (s *Service) RightSize(ctx context.Context, r Request) (insights.RightSizeR
 	if err := r.Validate(); err != nil {
 		return insights.RightSizeReport{}, err
 	}
-	hs, err := s.reader.Holdings(ctx, r.From.UTC(), r.To.UTC(), r.Tenant)
+	hs, err := s.reader.Holdings(ctx, r.From.UTC(), r.To.UTC(), r.filter())
 	if err != nil {
 		return insights.RightSizeReport{}, err
 	}
 	in := insights.RightSizeInput{From: r.From.UTC(), To: r.To.UTC(), Params: insights.DefaultRightSizeParams(), Holdings: hs, Pricing: s.pricing(hs)}
-	if r.Tenant == "" && r.Department == "" {
+	if r.fleetWide() {
 		// The layout is the fleet's: only a fleet-wide request plans it.
 		if in.Fleet, err = s.reader.Fleet(ctx); err != nil {
 			return insights.RightSizeReport{}, err
 		}
 	}
-	rep, err := insights.RightSize(in)
-	if err != nil || r.Department == "" {
-		return rep, err
-	}
-	var keep []insights.RightSizing
-	mine := map[string]bool{}
-	for _, t := range rep.Tenants {
-		if t.Department == r.Department {
-			keep, mine[t.Tenant] = append(keep, t), true
-		}
-	}
-	var demand partition.Demand
-	for _, d := range rep.Demand.Tenants {
-		if mine[d.Tenant] {
-			demand.Tenants = append(demand.Tenants, d)
-		}
-	}
-	rep.Tenants, rep.Demand = keep, demand
-	return rep, nil
+	return insights.RightSize(in)
 }
 
 // Detect checks the hours and days of [From, To) of every tenant (or the
@@ -233,6 +239,15 @@ func (s *Service) RightSize(ctx context.Context, r Request) (insights.RightSizeR
 func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fresh []insights.Anomaly, err error) {
 	if err := r.Validate(); err != nil {
 		return nil, nil, err
+	}
+	if r.Scope.Kind == auth.KindDepartment {
+		// Anomalies are found in a tenant's whole usage and stored without
+		// a department, so no department scope can hold them.
+		return nil, nil, &ValidationError{fmt.Errorf("scope %s: anomalies are detected per tenant, for tenant or admin scopes", r.Scope)}
+	}
+	tenant := r.Tenant
+	if t := r.Scope.Tenant(); t != "" {
+		tenant = t
 	}
 	p := insights.DefaultAnomalyParams()
 	from, to := r.From.UTC(), r.To.UTC()
@@ -252,7 +267,7 @@ func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fres
 	if !hist.Before(to) {
 		return nil, nil, nil
 	}
-	hourly, err := s.reader.HourlyGPUHours(ctx, hist, to, r.Tenant)
+	hourly, err := s.reader.HourlyGPUHours(ctx, hist, to, r.filter())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -260,7 +275,7 @@ func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fres
 		return nil, nil, err
 	}
 	// A day of any zone lies within a day and a bit around the range.
-	usage, err := s.reader.HourlyUsage(ctx, hist.Add(-26*time.Hour), to.Add(26*time.Hour), r.Tenant)
+	usage, err := s.reader.HourlyUsage(ctx, hist.Add(-26*time.Hour), to.Add(26*time.Hour), tenant)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -327,7 +342,10 @@ func (s *Service) Stored(ctx context.Context, r Request) ([]StoredAnomaly, error
 	if r.To.Sub(r.From) > 400*24*time.Hour {
 		return nil, &ValidationError{fmt.Errorf("the range is %s, at most 400 days", r.To.Sub(r.From))}
 	}
-	return s.reader.Anomalies(ctx, r.From.UTC(), r.To.UTC(), r.Tenant)
+	if err := r.validScope(); err != nil {
+		return nil, &ValidationError{err}
+	}
+	return s.reader.Anomalies(ctx, r.From.UTC(), r.To.UTC(), r.filter())
 }
 
 // Defaults of a capacity request: `gpumeter insights capacity` and
@@ -340,10 +358,13 @@ const (
 
 // CapacityRequest projects each model's demand from the Weeks before To
 // until Until against Target of the GPUs that reported in To's last hour.
+// Scope is the caller's: capacity is the fleet's, so the store answers an
+// admin (or zero) scope only.
 type CapacityRequest struct {
 	To, Until time.Time
 	Weeks     int
 	Target    decimal.Decimal
+	Scope     auth.Scope
 }
 
 // Validate reports every problem.
@@ -393,7 +414,7 @@ func (s *Service) Capacity(ctx context.Context, r CapacityRequest) ([]insights.C
 			to.Format(time.RFC3339), first.Format(time.RFC3339))}
 	}
 	from = to.AddDate(0, 0, -7*min(weeks, r.Weeks))
-	demand, err := s.reader.ModelDemand(ctx, from, to)
+	demand, err := s.reader.ModelDemand(ctx, from, to, r.Scope)
 	if err != nil {
 		return nil, err
 	}

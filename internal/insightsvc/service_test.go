@@ -9,6 +9,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -33,18 +34,20 @@ func (f *fakeReader) FirstHour(context.Context) (time.Time, error) {
 	return f.first, nil
 }
 
-func (f *fakeReader) Holdings(_ context.Context, from, to time.Time, tenant string) ([]insights.Holding, error) {
-	f.asked = append(f.asked, "holdings "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339)+" "+tenant)
+// Holdings keeps to the filter as the store does (auth.Scope.Allows is
+// its rule in Go).
+func (f *fakeReader) Holdings(_ context.Context, from, to time.Time, fl Filter) ([]insights.Holding, error) {
+	f.asked = append(f.asked, "holdings "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339)+" "+fl.Tenant+" "+fl.Scope.String())
 	var out []insights.Holding
 	for _, h := range f.holdings {
-		if tenant == "" || h.Tenant == tenant {
+		if (fl.Tenant == "" || h.Tenant == fl.Tenant) && (fl.Scope.Kind == "" || fl.Scope.Allows(h.Tenant, h.Department)) {
 			out = append(out, h)
 		}
 	}
 	return out, nil
 }
 
-func (f *fakeReader) HourlyGPUHours(_ context.Context, from, to time.Time, tenant string) ([]insights.Series, error) {
+func (f *fakeReader) HourlyGPUHours(_ context.Context, from, to time.Time, _ Filter) ([]insights.Series, error) {
 	f.asked = append(f.asked, "hourly "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339))
 	return f.hourly, nil
 }
@@ -53,7 +56,7 @@ func (f *fakeReader) HourlyUsage(_ context.Context, from, to time.Time, tenant s
 	return f.usage, nil
 }
 
-func (f *fakeReader) ModelDemand(_ context.Context, from, to time.Time) ([]insights.Series, error) {
+func (f *fakeReader) ModelDemand(_ context.Context, from, to time.Time, _ auth.Scope) ([]insights.Series, error) {
 	f.asked = append(f.asked, "demand "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339))
 	return f.demand, nil
 }
@@ -72,7 +75,7 @@ func (f *fakeReader) SaveAnomalies(_ context.Context, as []insights.Anomaly, _ t
 	return as, nil
 }
 
-func (f *fakeReader) Anomalies(context.Context, time.Time, time.Time, string) ([]StoredAnomaly, error) {
+func (f *fakeReader) Anomalies(context.Context, time.Time, time.Time, Filter) ([]StoredAnomaly, error) {
 	return nil, nil
 }
 
@@ -109,7 +112,7 @@ func TestEfficiencyPricesTenantsAndKeepsADepartmentToItself(t *testing.T) {
 	if rep.Fleet.HeldGPUMicros != 2*3_600_000_000 {
 		t.Errorf("fleet held %d", rep.Fleet.HeldGPUMicros)
 	}
-	dep, err := svc.Efficiency(context.Background(), Request{From: from, To: from.Add(time.Hour), Department: "research"}, nil)
+	dep, err := svc.Efficiency(context.Background(), Request{From: from, To: from.Add(time.Hour), Scope: auth.Scope{Kind: auth.KindDepartment, Name: "research"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,9 @@ type InsightsService interface {
 const maxAnomalyRange = 400 * 24 * time.Hour
 
 // parseInsightsRequest reads month, or from and to, and tenant, in the
-// caller's scope: a tenant key sees its own tenant only (another is not
-// found), a department key its department's tenants.
+// caller's scope, which travels to the store's SQL: a tenant key sees its
+// own tenant only (another is not found), a department key the rows
+// labelled with its department, as in /v1/usage.
 func parseInsightsRequest(v url.Values, scope auth.Scope, maxRange time.Duration) (insightsvc.Request, error) {
 	var r insightsvc.Request
 	if err := onlyParams(v, 128, "month", "from", "to", "tenant"); err != nil {
@@ -68,15 +69,9 @@ func parseInsightsRequest(v url.Values, scope auth.Scope, maxRange time.Duration
 	case !r.From.Equal(r.From.Truncate(time.Hour)) || !r.To.Equal(r.To.Truncate(time.Hour)):
 		return r, badRequest{"from/to: must be whole UTC hours"}
 	}
-	r.Tenant = v.Get("tenant")
-	switch scope.Kind {
-	case auth.KindTenant:
-		if r.Tenant != "" && r.Tenant != scope.Name {
-			return r, fmt.Errorf("tenant %q: %w", truncate(r.Tenant, 64), ErrNotFound)
-		}
-		r.Tenant = scope.Name
-	case auth.KindDepartment:
-		r.Department = scope.Name
+	r.Tenant, r.Scope = v.Get("tenant"), scope
+	if t := scope.Tenant(); t != "" && r.Tenant != "" && r.Tenant != t {
+		return r, fmt.Errorf("tenant %q: %w", truncate(r.Tenant, 64), ErrNotFound)
 	}
 	return r, nil
 }
@@ -128,8 +123,10 @@ func (s *Server) getCapacity(svc InsightsService, now func() time.Time) gin.Hand
 		}
 		return nil
 	}
-	parse := func(v url.Values, _ auth.Scope) (insightsvc.CapacityRequest, error) {
-		return parseCapacityRequest(v, now())
+	parse := func(v url.Values, scope auth.Scope) (insightsvc.CapacityRequest, error) {
+		r, err := parseCapacityRequest(v, now())
+		r.Scope = scope
+		return r, err
 	}
 	return insightsRoute(s, svc, adminOnly, parse, func(ctx context.Context, r insightsvc.CapacityRequest) (any, error) {
 		fc, err := svc.Capacity(ctx, r)

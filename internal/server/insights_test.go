@@ -81,26 +81,31 @@ func insightsAPI(t *testing.T, now time.Time, svc InsightsService) (get func(key
 }
 
 // TestInsightsRoutesScopeAndValidate: every parameter is checked (400
-// before the service is called), a tenant key is held to its tenant, a
-// department key to its department, and service input errors are 400s.
+// before the service is called), the key's scope travels to the service
+// whole (the store applies it), a tenant key naming another tenant is 404,
+// and service input errors are 400s.
 func TestInsightsRoutesScopeAndValidate(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	fake := &fakeInsights{}
 	get := insightsAPI(t, now, fake)
 	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	admin, acme := auth.Scope{Kind: auth.KindAdmin}, auth.Scope{Kind: auth.KindTenant, Name: "acme"}
+	research := auth.Scope{Kind: auth.KindDepartment, Name: "research"}
 	for _, tc := range []struct {
 		name, key, path string
 		code            int
 		want            insightsvc.Request // when the service is called
 		body            string
 	}{
-		{"admin, a month", "admin", "/v1/insights/efficiency?month=2026-11", 200, insightsvc.Request{From: nov, To: nov.AddDate(0, 1, 0)}, `"acme"`},
-		{"admin, a tenant", "admin", "/v1/insights/rightsize?from=2026-11-01&to=2026-11-02&tenant=globex", 200, insightsvc.Request{From: nov, To: nov.AddDate(0, 0, 1), Tenant: "globex"}, ""},
-		{"tenant key gets its own", "acme", "/v1/insights/efficiency?from=2026-11-01T00:00:00Z&to=2026-11-01T06:00:00Z", 200, insightsvc.Request{From: nov, To: nov.Add(6 * time.Hour), Tenant: "acme"}, ""},
+		{"admin, a month", "admin", "/v1/insights/efficiency?month=2026-11", 200, insightsvc.Request{From: nov, To: nov.AddDate(0, 1, 0), Scope: admin}, `"acme"`},
+		{"admin, a tenant", "admin", "/v1/insights/rightsize?from=2026-11-01&to=2026-11-02&tenant=globex", 200, insightsvc.Request{From: nov, To: nov.AddDate(0, 0, 1), Tenant: "globex", Scope: admin}, ""},
+		{"tenant key gets its own", "acme", "/v1/insights/efficiency?from=2026-11-01T00:00:00Z&to=2026-11-01T06:00:00Z", 200, insightsvc.Request{From: nov, To: nov.Add(6 * time.Hour), Scope: acme}, ""},
+		{"tenant key naming itself", "acme", "/v1/insights/efficiency?month=2026-11&tenant=acme", 200, insightsvc.Request{From: nov, To: nov.AddDate(0, 1, 0), Tenant: "acme", Scope: acme}, ""},
 		{"tenant key asking for another", "acme", "/v1/insights/efficiency?month=2026-11&tenant=globex", 404, insightsvc.Request{}, "not_found"},
-		{"department key", "research", "/v1/insights/rightsize?month=2026-11", 200, insightsvc.Request{From: nov, To: nov.AddDate(0, 1, 0), Department: "research"}, ""},
+		{"department key", "research", "/v1/insights/rightsize?month=2026-11", 200, insightsvc.Request{From: nov, To: nov.AddDate(0, 1, 0), Scope: research}, ""},
+		{"department key naming a tenant", "research", "/v1/insights/efficiency?month=2026-11&tenant=initech", 200, insightsvc.Request{From: nov, To: nov.AddDate(0, 1, 0), Tenant: "initech", Scope: research}, ""},
 		{"department key, anomalies", "research", "/v1/insights/anomalies?month=2026-11", 403, insightsvc.Request{}, "forbidden"},
-		{"anomalies of a tenant key", "acme", "/v1/insights/anomalies?from=2026-01-01&to=2026-12-01", 200, insightsvc.Request{From: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Tenant: "acme"}, `"anomalies":[]`},
+		{"anomalies of a tenant key", "acme", "/v1/insights/anomalies?from=2026-01-01&to=2026-12-01", 200, insightsvc.Request{From: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Scope: acme}, `"anomalies":[]`},
 		{"no period", "admin", "/v1/insights/efficiency", 400, insightsvc.Request{}, "from: required"},
 		{"month and from", "admin", "/v1/insights/efficiency?month=2026-11&from=2026-11-01", 400, insightsvc.Request{}, "not both"},
 		{"bad month", "admin", "/v1/insights/efficiency?month=2026-13", 400, insightsvc.Request{}, "month"},
@@ -202,6 +207,8 @@ func TestCapacityRouteScopeAndValidate(t *testing.T) {
 				t.Errorf("the service was not called")
 			case tc.want != nil && (!got.To.Equal(tc.want.to) || !got.Until.Equal(tc.want.until) || got.Weeks != tc.want.weeks || !got.Target.Equal(decimal.RequireFromString(tc.want.target))):
 				t.Errorf("the service got to %s until %s weeks %d target %s; want %+v", got.To, got.Until, got.Weeks, got.Target, *tc.want)
+			case tc.want != nil && got.Scope != (auth.Scope{Kind: auth.KindAdmin}):
+				t.Errorf("the service got scope %s, want the admin key's", got.Scope)
 			}
 			if code != 200 {
 				var e apiError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/partition"
@@ -23,12 +24,12 @@ func NewInsightsReader(s *store.Store) InsightsReader { return InsightsReader{s}
 
 var _ insightsvc.Reader = InsightsReader{}
 
-func (r InsightsReader) Holdings(ctx context.Context, from, to time.Time, tenant string) ([]insights.Holding, error) {
-	return r.s.Holdings(ctx, store.InsightsQuery{From: from, To: to, Tenant: tenant})
+func (r InsightsReader) Holdings(ctx context.Context, from, to time.Time, f insightsvc.Filter) ([]insights.Holding, error) {
+	return r.s.Holdings(ctx, store.InsightsQuery{From: from, To: to, Tenant: f.Tenant, Scope: f.Scope})
 }
 
-func (r InsightsReader) HourlyGPUHours(ctx context.Context, from, to time.Time, tenant string) ([]insights.Series, error) {
-	return r.s.HourlyGPUHours(ctx, store.InsightsQuery{From: from, To: to, Tenant: tenant})
+func (r InsightsReader) HourlyGPUHours(ctx context.Context, from, to time.Time, f insightsvc.Filter) ([]insights.Series, error) {
+	return r.s.HourlyGPUHours(ctx, store.InsightsQuery{From: from, To: to, Tenant: f.Tenant, Scope: f.Scope})
 }
 
 func (r InsightsReader) HourlyUsage(ctx context.Context, from, to time.Time, tenant string) (map[string][]pricing.Usage, error) {
@@ -47,8 +48,8 @@ func (r InsightsReader) HourlyUsage(ctx context.Context, from, to time.Time, ten
 
 func (r InsightsReader) FirstHour(ctx context.Context) (time.Time, error) { return r.s.FirstHour(ctx) }
 
-func (r InsightsReader) ModelDemand(ctx context.Context, from, to time.Time) ([]insights.Series, error) {
-	return r.s.ModelDemand(ctx, store.InsightsQuery{From: from, To: to})
+func (r InsightsReader) ModelDemand(ctx context.Context, from, to time.Time, scope auth.Scope) ([]insights.Series, error) {
+	return r.s.ModelDemand(ctx, store.InsightsQuery{From: from, To: to, Scope: scope})
 }
 
 func (r InsightsReader) GPUsByModel(ctx context.Context, since, until time.Time) (map[string]int, error) {
@@ -68,8 +69,8 @@ func (r InsightsReader) SaveAnomalies(ctx context.Context, as []insights.Anomaly
 	return r.s.SaveAnomalies(ctx, as, now)
 }
 
-func (r InsightsReader) Anomalies(ctx context.Context, from, to time.Time, tenant string) ([]insightsvc.StoredAnomaly, error) {
-	rows, err := r.s.Anomalies(ctx, store.AnomalyQuery{From: from, To: to, Tenant: tenant})
+func (r InsightsReader) Anomalies(ctx context.Context, from, to time.Time, f insightsvc.Filter) ([]insightsvc.StoredAnomaly, error) {
+	rows, err := r.s.Anomalies(ctx, store.AnomalyQuery{From: from, To: to, Tenant: f.Tenant, Scope: f.Scope})
 	if err != nil {
 		return nil, err
 	}

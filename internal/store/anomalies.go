@@ -8,6 +8,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 )
@@ -99,10 +100,14 @@ func (s *Store) SaveAnomalies(ctx context.Context, as []insights.Anomaly, now ti
 }
 
 // AnomalyQuery lists stored anomalies starting in [From, To), optionally
-// of one tenant.
+// of one tenant. Scope, when set, keeps the list to what an API key may
+// see (scopeWhere). An anomaly is found in a tenant's whole usage, whatever
+// departments its rows are labelled with, and stored without a department:
+// a department scope cannot be applied and is refused (ErrUnscopable).
 type AnomalyQuery struct {
 	From, To time.Time
 	Tenant   string
+	Scope    auth.Scope
 }
 
 // Validate reports every problem with the query.
@@ -116,6 +121,14 @@ func (q AnomalyQuery) Validate() error {
 	if q.To.Sub(q.From) > MaxSeriesRange {
 		return fmt.Errorf("from/to: %s is longer than %s", q.To.Sub(q.From), MaxSeriesRange)
 	}
+	if q.Scope.Kind != "" {
+		if err := q.Scope.Validate(); err != nil {
+			return err
+		}
+	}
+	if q.Scope.Kind == auth.KindDepartment {
+		return fmt.Errorf("scope %s: anomalies carry no department: %w", q.Scope, ErrUnscopable)
+	}
 	return nil
 }
 
@@ -127,7 +140,11 @@ func (q AnomalyQuery) toSQL() (string, []any) {
 		sql += " AND tenant = ?"
 		args = append(args, q.Tenant)
 	}
-	return sql + " ORDER BY start, tenant, meter, sku, anomaly_id", args
+	conds, scopeArgs := scopeWhere(q.Scope)
+	for _, c := range conds {
+		sql += " AND " + c
+	}
+	return sql + " ORDER BY start, tenant, meter, sku, anomaly_id", append(args, scopeArgs...)
 }
 
 // StoredAnomaly is an anomaly with when it was first found.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/insights"
 )
 
@@ -24,10 +25,14 @@ const (
 )
 
 // InsightsQuery is the period [From, To) of an insights read, in whole UTC
-// hours (the package's periods are), optionally of one tenant.
+// hours (the package's periods are), optionally of one tenant. Scope, when
+// set, keeps the read to what an API key may see, by the rule /v1/usage
+// follows (scopeWhere): a department key reads the rows labelled with its
+// department, whatever the tenant's other rows say.
 type InsightsQuery struct {
 	From, To time.Time
 	Tenant   string
+	Scope    auth.Scope
 }
 
 // validate reports every problem; limit is the longest period allowed.
@@ -52,6 +57,11 @@ func (q InsightsQuery) validate(limit time.Duration) error {
 	if q.Tenant == collectors.UnattributedTenant {
 		errs = append(errs, fmt.Errorf("tenant: %q is no tenant", q.Tenant))
 	}
+	if q.Scope.Kind != "" {
+		if err := q.Scope.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -60,6 +70,22 @@ func (q InsightsQuery) ValidateHoldings() error { return q.validate(MaxHoldingsR
 
 // ValidateSeries checks the query for the series reads.
 func (q InsightsQuery) ValidateSeries() error { return q.validate(MaxSeriesRange) }
+
+// filter is the query's tenant and scope predicates, each starting with
+// " AND ", and their arguments.
+func (q InsightsQuery) filter() (string, []any) {
+	var sql string
+	var args []any
+	if q.Tenant != "" {
+		sql += " AND tenant = ?"
+		args = append(args, q.Tenant)
+	}
+	conds, scopeArgs := scopeWhere(q.Scope)
+	for _, c := range conds {
+		sql += " AND " + c
+	}
+	return sql, append(args, scopeArgs...)
+}
 
 // holdingsSQL sums a tenant's workloads per device and interval start:
 // GPU and SM time add up, the memory peak is the largest, and SM activity
@@ -73,11 +99,8 @@ func (q InsightsQuery) holdingsSQL() (string, []any) {
 		" max(mem_peak_bytes), max(bitAnd(unmeasured, 1))" +
 		" FROM usage_samples FINAL WHERE start >= ? AND start < ? AND tenant != '' AND tenant != ?"
 	args := []any{q.From.UTC(), q.To.UTC(), collectors.UnattributedTenant}
-	if q.Tenant != "" {
-		sql += " AND tenant = ?"
-		args = append(args, q.Tenant)
-	}
-	return sql + " GROUP BY gpu_uuid, mig_uuid, tenant, start ORDER BY gpu_uuid, mig_uuid, tenant, start", args
+	f, fargs := q.filter()
+	return sql + f + " GROUP BY gpu_uuid, mig_uuid, tenant, start ORDER BY gpu_uuid, mig_uuid, tenant, start", append(args, fargs...)
 }
 
 // ScanHoldings streams the holdings of [From, To): each tenant's use of
@@ -149,11 +172,8 @@ func (q InsightsQuery) hourlyGPUSQL() (string, []any) {
 	sql := "SELECT tenant, hour, sum(gpu_microseconds) FROM usage_hourly FINAL" +
 		" WHERE hour >= ? AND hour < ? AND samples > 0 AND tenant != '' AND tenant != ?"
 	args := []any{q.From.UTC(), q.To.UTC(), collectors.UnattributedTenant}
-	if q.Tenant != "" {
-		sql += " AND tenant = ?"
-		args = append(args, q.Tenant)
-	}
-	return sql + " GROUP BY tenant, hour ORDER BY tenant, hour", args
+	f, fargs := q.filter()
+	return sql + f + " GROUP BY tenant, hour ORDER BY tenant, hour", append(args, fargs...)
 }
 
 // HourlyGPUHours is each tenant's gpu_hours per UTC hour over [From, To),
@@ -185,13 +205,25 @@ func (q InsightsQuery) demandSQL() (string, []any) {
 		[]any{q.From.UTC(), q.To.UTC()}
 }
 
+// validateDemand checks a query for ModelDemand: a series query of the
+// whole fleet.
+func (q InsightsQuery) validateDemand() error {
+	if err := q.ValidateSeries(); err != nil {
+		return err
+	}
+	if q.Tenant != "" || (q.Scope.Kind != "" && q.Scope.Kind != auth.KindAdmin) {
+		return fmt.Errorf("demand is the fleet's, not of tenant %q or scope %s: %w", q.Tenant, q.Scope, ErrUnscopable)
+	}
+	return nil
+}
+
 // ModelDemand is each GPU model's demand in GPU-equivalents per UTC hour
 // (the hour's GPU-hours over the hour), one hourly series per model with
 // rows (Tenant empty, SKU the model, meter gpu_equivalents), by model.
-// The query's tenant is ignored: capacity is the fleet's.
+// Capacity is the fleet's: a query narrowed to a tenant or a scope
+// other than admin is refused rather than answered for the whole fleet.
 func (s *Store) ModelDemand(ctx context.Context, q InsightsQuery) ([]insights.Series, error) {
-	q.Tenant = ""
-	if err := q.ValidateSeries(); err != nil {
+	if err := q.validateDemand(); err != nil {
 		return nil, fmt.Errorf("demand query: %w", err)
 	}
 	sql, args := q.demandSQL()

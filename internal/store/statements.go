@@ -91,7 +91,8 @@ func CheckedStatements(from, to time.Time, tenant string, version uint64) []Stat
 	for _, iq := range []struct {
 		name string
 		q    InsightsQuery
-	}{{"insights", InsightsQuery{From: from, To: to}}, {"insights of a tenant", InsightsQuery{From: from, To: to, Tenant: tenant}}} {
+	}{{"insights", InsightsQuery{From: from, To: to}}, {"insights of a tenant", InsightsQuery{From: from, To: to, Tenant: tenant}},
+		{"insights of a department key", InsightsQuery{From: from, To: to, Scope: auth.Scope{Kind: auth.KindDepartment, Name: "research"}}}} {
 		sql, args = iq.q.holdingsSQL()
 		out = append(out, Statement{Name: iq.name + " holdings", SQL: sql, Args: args})
 		sql, args = iq.q.hourlyGPUSQL()
@@ -179,6 +180,7 @@ func CheckedRecords(at, rawMonth time.Time) ([]Statement, error) {
 		attemptRow(webhook.Attempt{EventID: "ev-2", Endpoint: "https://hooks.example/b", N: 1, At: at.Add(time.Minute),
 			Error: "dial tcp: connection refused", Duration: 3 * time.Millisecond}))
 	read("events", eventsSQL, at)
+	read("events of a type", eventsOfTypeSQL, webhook.TypeInvoiceFinalized, at)
 	read("attempts", attemptsSQL, at)
 
 	// Invoices: acme's draft, then finalized at revision 2; globex's draft.
@@ -206,7 +208,7 @@ func CheckedRecords(at, rawMonth time.Time) ([]Statement, error) {
 		name string
 		q    InvoiceQuery
 	}{
-		{"invoices for admin", InvoiceQuery{Issuer: "gpu-cloud", Scope: auth.Scope{Kind: auth.KindAdmin}}},
+		{"invoices for admin", InvoiceQuery{Issuer: "gpu-cloud", Scope: auth.Scope{Kind: auth.KindAdmin}, Drafts: true}},
 		{"invoices for a tenant", InvoiceQuery{Issuer: "gpu-cloud", Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"},
 			Period: acme.Invoice.PeriodLabel}},
 		{"invoices for a department, paged", InvoiceQuery{Issuer: "gpu-cloud", Scope: auth.Scope{Kind: auth.KindDepartment, Name: "research"},
@@ -215,9 +217,9 @@ func CheckedRecords(at, rawMonth time.Time) ([]Statement, error) {
 		sql, args := q.q.toSQL()
 		read(q.name, sql, args...)
 	}
-	sql, args := invoiceForSQL("gpu-cloud", auth.Scope{Kind: auth.KindTenant, Name: "acme"}, "GC-2026-0001")
+	sql, args := invoiceForSQL("gpu-cloud", auth.Scope{Kind: auth.KindTenant, Name: "acme"}, "GC-2026-0001", false)
 	read("invoice by number", sql, args...)
-	sql, args = invoiceForSQL("gpu-cloud", auth.Scope{Kind: auth.KindAdmin}, globex.Invoice.ID)
+	sql, args = invoiceForSQL("gpu-cloud", auth.Scope{Kind: auth.KindAdmin}, globex.Invoice.ID, true)
 	read("invoice by id", sql, args...)
 
 	// Retention: the month is invoiced (closed), recorded as dropped, and

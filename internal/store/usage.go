@@ -209,14 +209,8 @@ func (q UsageQuery) toSQL() (string, []any) {
 		where = append(where, "department = ?")
 		args = append(args, q.Department)
 	}
-	if t := q.Scope.Tenant(); t != "" {
-		where = append(where, "tenant = ?")
-		args = append(args, t)
-	}
-	if d := q.Scope.Department(); d != "" {
-		where = append(where, "department = ?")
-		args = append(args, d)
-	}
+	conds, scopeArgs := scopeWhere(q.Scope)
+	where, args = append(where, conds...), append(args, scopeArgs...)
 	if q.Source == SourceHourly {
 		// A recompute leaves a tombstone (samples = 0, every meter zero) where a
 		// key vanished from raw. WHERE runs after FINAL, so the tombstone

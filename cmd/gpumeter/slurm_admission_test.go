@@ -140,6 +140,10 @@ func TestJobSubmitPluginAsksAdmission(t *testing.T) {
 	if note := c.Show(t, first)["AdminComment"]; !strings.HasPrefix(note, "gpumeter_admission=") || len(note) <= len("gpumeter_admission=") {
 		t.Errorf("job %s: AdminComment %q, want the admission's id", first, note)
 	}
+	// Both types in one admission: before, one request per type, and the
+	// type asked first stayed held when the other was denied, so "the
+	// second GPU" below was refused.
+	refuse("two types, 1 + 1 more than fit", dan("gpu:a100:1,gpu:h100:1"), "gpumeter: denied: ")
 	refuse("2 more GPUs than fit", dan("gpu:h100:2"), "gpumeter: denied: ")
 	accept("a CPU job is not asked about", slurmtest.Job{User: slurmtest.UserDan, Script: "sleep 300"})
 	accept("an account the config does not name is not asked about", slurmtest.Job{User: slurmtest.UserAda, Gres: "gpu:a100:1", Script: "sleep 300"})

@@ -347,6 +347,23 @@ func ModelFromDeviceName(name string) (model string, known bool) {
 	return sanitizeModel(n), false
 }
 
+// CanonicalModel is ModelFromDeviceName for a model as people write it in
+// quota rules, Pod annotations and admission requests: besides the key in
+// any case and NVML's device names, it reads the form GPU feature discovery
+// puts in the node label nvidia.com/gpu.product, and underscores, where
+// dashes or underscores stand for spaces ("NVIDIA-H100-80GB-HBM3",
+// "h100_sxm5_80gb"). A name outside the catalogue comes back sanitized
+// as the collector records it ("NVIDIA-H100-PCIe" → "H100-PCIe"), known
+// false.
+func CanonicalModel(name string) (model string, known bool) {
+	if m, ok := ModelFromDeviceName(name); ok {
+		return m, true
+	}
+	// Sanitizing turns spaces back into dashes, so only the "NVIDIA "
+	// prefix and the aliases differ from reading the name as it is.
+	return ModelFromDeviceName(strings.NewReplacer("-", " ", "_", " ").Replace(name))
+}
+
 func sanitizeModel(n string) string {
 	var b strings.Builder
 	dash := false

@@ -250,6 +250,35 @@ func TestModelFromDeviceName(t *testing.T) {
 	}
 }
 
+func TestCanonicalModel(t *testing.T) {
+	for _, tc := range []struct {
+		name, model string
+		ok          bool
+	}{
+		{"H100-SXM5-80GB", H100SXM5_80GB, true},
+		{"h100-sxm5-80gb", H100SXM5_80GB, true},
+		{"h100_sxm5_80gb", H100SXM5_80GB, true},
+		{"NVIDIA H100 80GB HBM3", H100SXM5_80GB, true},
+		{"NVIDIA-H100-80GB-HBM3", H100SXM5_80GB, true}, // nvidia.com/gpu.product
+		{"NVIDIA-A100-SXM4-80GB", A100SXM4_80GB, true},
+		{"nvidia-a100-sxm4-40gb", A100SXM4_40GB, true},
+		{"NVIDIA-H200", H200SXM5_141GB, true},
+		{"NVIDIA-H100-PCIe", "H100-PCIe", false}, // another SKU, as the collector names it
+		{"A100-PCIE-40GB", "A100-PCIE-40GB", false},
+		{"Tesla T4", "Tesla-T4", false},
+		{"H100", "H100", false}, // PCIe, SXM5 or NVL: not guessed
+		{"foo", "foo", false},
+		{"", "unknown", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, ok := CanonicalModel(tc.name)
+			if m != tc.model || ok != tc.ok {
+				t.Errorf("CanonicalModel(%q) = %q %t, want %q %t", tc.name, m, ok, tc.model, tc.ok)
+			}
+		})
+	}
+}
+
 func TestModelsWithProfile(t *testing.T) {
 	got := ModelsWithProfile("3g.40gb")
 	if !slices.Equal(got, []string{A100SXM4_80GB, H100SXM5_80GB}) {

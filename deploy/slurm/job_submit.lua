@@ -180,7 +180,9 @@ function slurm_job_submit(job, part_list, submit_uid)
 	if minutes ~= nil then
 		duration = tostring(minutes) .. "m"
 	end
-	local ids = {}
+	-- Every GPU type of the job in one admission, decided together: a job
+	-- whose second type is over quota holds nothing of the first.
+	local parts, asked = {}, {}
 	for typ, count in pairs(gpus) do
 		local model = (cfg.models or {})[typ]
 		if typ == "" then
@@ -190,32 +192,34 @@ function slurm_job_submit(job, part_list, submit_uid)
 			slurm.log_user("gpumeter: GPU type %q has no model in %s", typ, config_path)
 			return slurm.ERROR
 		end
-		local body = "{\"tenant\":" .. json_string(tenant) .. ",\"gpu_model\":" .. json_string(model)
-			.. ",\"count\":" .. string.format("%d", count) .. ",\"expected_duration\":" .. json_string(duration) .. "}"
-		slurm.log_debug("gpumeter: asking %s for %s", cfg.url, body)
-		local code, resp = ask(cfg, body)
-		if code == 0 or code >= 500 then
-			return failed(cfg, code == 0 and resp:gsub("%s+$", "") or ("HTTP " .. code))
-		end
-		if code ~= 200 then
-			slurm.log_error("gpumeter: admission for tenant %s: HTTP %d: %s", tenant, code, resp)
-			slurm.log_user("gpumeter: admission refused the request (HTTP %d): %s", code, resp)
-			return slurm.ERROR
-		end
-		local allowed = resp:match('"allowed"%s*:%s*(%a+)')
-		local reason = resp:match('"reason"%s*:%s*"(.-[^\\])"') or ""
-		if allowed ~= "true" then
-			slurm.log_info("gpumeter: denied %d %s for tenant %s (account %s, uid %d): %s", count, model, tenant, account, submit_uid, reason)
-			slurm.log_user("gpumeter: denied: %s", reason ~= "" and reason or "over quota")
-			return slurm.ERROR
-		end
-		local id = resp:match('"admission_id"%s*:%s*"([^"]*)"')
-		if id then
-			table.insert(ids, id)
-		end
+		table.insert(parts, "{\"gpu_model\":" .. json_string(model) .. ",\"count\":" .. string.format("%d", count) .. "}")
+		table.insert(asked, string.format("%d %s", count, model))
 	end
-	if #ids > 0 then
-		local note = "gpumeter_admission=" .. table.concat(ids, ",")
+	if #parts == 0 then
+		return slurm.SUCCESS
+	end
+	local body = "{\"tenant\":" .. json_string(tenant) .. ",\"parts\":[" .. table.concat(parts, ",")
+		.. "],\"expected_duration\":" .. json_string(duration) .. "}"
+	slurm.log_debug("gpumeter: asking %s for %s", cfg.url, body)
+	local code, resp = ask(cfg, body)
+	if code == 0 or code >= 500 then
+		return failed(cfg, code == 0 and resp:gsub("%s+$", "") or ("HTTP " .. code))
+	end
+	if code ~= 200 then
+		slurm.log_error("gpumeter: admission for tenant %s: HTTP %d: %s", tenant, code, resp)
+		slurm.log_user("gpumeter: admission refused the request (HTTP %d): %s", code, resp)
+		return slurm.ERROR
+	end
+	local allowed = resp:match('"allowed"%s*:%s*(%a+)')
+	local reason = resp:match('"reason"%s*:%s*"(.-[^\\])"') or ""
+	if allowed ~= "true" then
+		slurm.log_info("gpumeter: denied %s for tenant %s (account %s, uid %d): %s", table.concat(asked, " + "), tenant, account, submit_uid, reason)
+		slurm.log_user("gpumeter: denied: %s", reason ~= "" and reason or "over quota")
+		return slurm.ERROR
+	end
+	local id = resp:match('"admission_id"%s*:%s*"([^"]*)"')
+	if id and id ~= "" then
+		local note = "gpumeter_admission=" .. id
 		if job.admin_comment and job.admin_comment ~= "" then
 			note = job.admin_comment .. " " .. note
 		end

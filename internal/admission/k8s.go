@@ -14,17 +14,22 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/quota"
 )
 
-// Resource names of NVIDIA's device plugin: whole GPUs, and MIG
-// instances under the mixed strategy (nvidia.com/mig-3g.40gb).
+// Resource names of NVIDIA's device plugin as the GPU operator sets it
+// up: whole GPUs (nvidia.com/gpu; a MIG instance under the single
+// strategy), MIG instances under the mixed strategy
+// (nvidia.com/mig-3g.40gb, nvidia.com/mig-1g.10gb+me), and either with
+// the .shared suffix time-slicing gives them when renameByDefault is set.
 const (
-	gpuResource = "nvidia.com/gpu"
-	migPrefix   = "nvidia.com/mig-"
+	gpuResource  = "nvidia.com/gpu"
+	migPrefix    = "nvidia.com/mig-"
+	sharedSuffix = ".shared"
 	// Pod annotations that say what the quota needs to know.
 	ModelAnnotation    = "gpumeter.io/gpu-model"         // e.g. H100-SXM5-80GB
 	DurationAnnotation = "gpumeter.io/expected-duration" // e.g. 6h
@@ -40,9 +45,10 @@ type Config struct {
 // DefaultConfig assumes work runs an hour.
 func DefaultConfig() Config { return Config{DefaultDuration: time.Hour} }
 
-// Decider is the quota evaluator, in the webhook key's scope.
+// Decider is the quota evaluator, in the webhook key's scope. A Pod's
+// GPU resources are admitted together: all held, or none.
 type Decider interface {
-	Admit(ctx context.Context, scope auth.Scope, r quota.Request) (quota.Decision, error)
+	AdmitAll(ctx context.Context, scope auth.Scope, rs []quota.Request) (quota.Decision, error)
 }
 
 // ErrMalformed is a body that is not an AdmissionReview request: the
@@ -86,7 +92,10 @@ func decide(ctx context.Context, d Decider, scope auth.Scope, cfg Config, req *a
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
 		return deny(400, "the Pod in the review does not decode: %v", err)
 	}
-	wants := effective(pod.Spec)
+	wants, err := effective(pod.Spec)
+	if err != nil {
+		return deny(400, "%v", err)
+	}
 	if len(wants) == 0 {
 		return allow
 	}
@@ -105,44 +114,85 @@ func decide(ctx context.Context, d Decider, scope auth.Scope, cfg Config, req *a
 		}
 		duration = dd
 	}
-	resources := make([]string, 0, len(wants))
-	for r := range wants {
-		resources = append(resources, r)
+	// A server-side dry run (kubectl --dry-run=server) creates no Pod, so
+	// it must hold nothing.
+	dryRun := req.DryRun != nil && *req.DryRun
+	reqs := make([]quota.Request, 0, len(wants))
+	names := make([]string, 0, len(wants))
+	for _, w := range wants {
+		reqs = append(reqs, quota.Request{Tenant: tenant, GPUModel: model, Profile: w.profile, Count: int(w.count), Duration: duration, DryRun: dryRun})
+		names = append(names, w.what)
 	}
-	sort.Strings(resources)
-	var warnings []string
-	for _, r := range resources {
-		qr := quota.Request{Tenant: tenant, GPUModel: model, Count: int(wants[r]), Duration: duration}
-		if p, ok := strings.CutPrefix(r, migPrefix); ok {
-			qr.Profile = p
-		}
-		dec, err := d.Admit(ctx, scope, qr)
-		if err != nil {
-			return deny(403, "%s x %d for tenant %s: %v", r, wants[r], tenant, err)
-		}
-		if !dec.Allowed {
-			return deny(403, "%s x %d would break a quota of tenant %s: %s", r, wants[r], tenant, dec.Reason)
-		}
-		warnings = append(warnings, dec.Warnings...)
+	what := strings.Join(names, ", ")
+	dec, err := d.AdmitAll(ctx, scope, reqs)
+	if err != nil {
+		return deny(403, "%s for tenant %s: %v", what, tenant, err)
 	}
-	allow.Warnings = warnings
+	if !dec.Allowed {
+		return deny(403, "%s would break a quota of tenant %s: %s", what, tenant, dec.Reason)
+	}
+	allow.Warnings = dec.Warnings
 	return allow
 }
 
-// effective is the Pod's GPU and MIG requests by Kubernetes' rule: per
-// resource the larger of the containers' sum and the largest init
-// container. A container's extended resource is its request, else its
-// limit (the two must be equal for extended resources).
-func effective(spec corev1.PodSpec) map[string]int64 {
-	count := func(c corev1.Container, name corev1.ResourceName) int64 {
-		if q, ok := c.Resources.Requests[name]; ok {
-			return q.Value()
-		}
-		if q, ok := c.Resources.Limits[name]; ok {
-			return q.Value()
-		}
-		return 0
+// parseResource reads a container resource name: the MIG profile it
+// asks for ("" for whole GPUs), ok false for a resource that is not an
+// NVIDIA GPU or MIG instance.
+func parseResource(name string) (profile string, ok bool, err error) {
+	base := strings.TrimSuffix(name, sharedSuffix)
+	if base == gpuResource {
+		return "", true, nil
 	}
+	p, isMIG := strings.CutPrefix(base, migPrefix)
+	if !isMIG {
+		return "", false, nil
+	}
+	if p == "" {
+		return "", true, fmt.Errorf("resource %q names no MIG profile", name)
+	}
+	return p, true, nil
+}
+
+// want is what a Pod asks for of one MIG profile ("" for whole GPUs),
+// summed over the resource names that give it (nvidia.com/gpu and
+// nvidia.com/gpu.shared).
+type want struct {
+	profile string
+	count   int64
+	what    string // "nvidia.com/gpu x 3, nvidia.com/gpu.shared x 1"
+}
+
+// deviceCount is a container's quantity of a GPU resource, refused when
+// negative or over quota.MaxCount (so sums of such counts stay far from
+// overflowing int64); a fraction counts as the next whole device.
+func deviceCount(q resource.Quantity) (int64, error) {
+	if q.Sign() < 0 {
+		return 0, fmt.Errorf("%s is negative", q.String())
+	}
+	if q.Cmp(*resource.NewQuantity(quota.MaxCount, resource.DecimalSI)) > 0 {
+		return 0, fmt.Errorf("%s is more than %d devices", q.String(), quota.MaxCount)
+	}
+	return q.Value(), nil
+}
+
+// addCount is a+b for counts of at most quota.MaxCount, refused once the
+// sum is over it.
+func addCount(a, b int64) (int64, error) {
+	if a < 0 || b < 0 || a > quota.MaxCount || b > quota.MaxCount || a+b > quota.MaxCount {
+		return 0, fmt.Errorf("%d + %d devices is more than %d", a, b, quota.MaxCount)
+	}
+	return a + b, nil
+}
+
+// effective is the Pod's GPU and MIG requests by Kubernetes' rule (the
+// scheduler's PodRequests): per resource, the containers' sum plus the
+// sidecars' (init containers with restartPolicy Always, which keep
+// running beside them), or, when larger, what an init container needs
+// with the sidecars started before it. A container's extended resource is
+// its request, else its limit (the two must be equal for extended
+// resources). Resources giving the same profile are summed, in the order
+// of their names.
+func effective(spec corev1.PodSpec) ([]want, error) {
 	names := map[corev1.ResourceName]bool{}
 	for _, cs := range [][]corev1.Container{spec.Containers, spec.InitContainers} {
 		for _, c := range cs {
@@ -154,22 +204,88 @@ func effective(spec corev1.PodSpec) map[string]int64 {
 			}
 		}
 	}
-	out := map[string]int64{}
+	sorted := make([]string, 0, len(names))
 	for n := range names {
-		s := string(n)
-		if s != gpuResource && !strings.HasPrefix(s, migPrefix) {
+		sorted = append(sorted, string(n))
+	}
+	sort.Strings(sorted)
+	var out []want
+	byProfile := map[string]int{}
+	for _, s := range sorted {
+		profile, ok, err := parseResource(s)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
 			continue
 		}
-		var sum, initMax int64
-		for _, c := range spec.Containers {
-			sum += count(c, n)
+		v, err := podCount(spec, corev1.ResourceName(s))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s, err)
 		}
-		for _, c := range spec.InitContainers {
-			initMax = max(initMax, count(c, n))
+		if v == 0 {
+			continue
 		}
-		if v := max(sum, initMax); v > 0 {
-			out[s] = v
+		i, seen := byProfile[profile]
+		if !seen {
+			byProfile[profile] = len(out)
+			out = append(out, want{profile: profile, count: v, what: fmt.Sprintf("%s x %d", s, v)})
+			continue
+		}
+		if out[i].count, err = addCount(out[i].count, v); err != nil {
+			return nil, fmt.Errorf("%s with %s: %w", out[i].what, s, err)
+		}
+		out[i].what += fmt.Sprintf(", %s x %d", s, v)
+	}
+	return out, nil
+}
+
+// podCount is one resource's effective count in the Pod.
+func podCount(spec corev1.PodSpec, name corev1.ResourceName) (int64, error) {
+	count := func(c corev1.Container) (int64, error) {
+		q, ok := c.Resources.Requests[name]
+		if !ok {
+			q, ok = c.Resources.Limits[name]
+		}
+		if !ok {
+			return 0, nil
+		}
+		v, err := deviceCount(q)
+		if err != nil {
+			return 0, fmt.Errorf("container %s: %w", c.Name, err)
+		}
+		return v, nil
+	}
+	var sum, sidecars, initMax int64
+	for _, c := range spec.Containers {
+		v, err := count(c)
+		if err != nil {
+			return 0, err
+		}
+		if sum, err = addCount(sum, v); err != nil {
+			return 0, fmt.Errorf("containers in all: %w", err)
 		}
 	}
-	return out
+	for _, c := range spec.InitContainers {
+		v, err := count(c)
+		if err != nil {
+			return 0, err
+		}
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			if sum, err = addCount(sum, v); err != nil {
+				return 0, fmt.Errorf("containers and sidecars in all: %w", err)
+			}
+			if sidecars, err = addCount(sidecars, v); err != nil {
+				return 0, fmt.Errorf("sidecars in all: %w", err)
+			}
+			initMax = max(initMax, sidecars)
+			continue
+		}
+		withSidecars, err := addCount(v, sidecars)
+		if err != nil {
+			return 0, fmt.Errorf("init container %s with the sidecars before it: %w", c.Name, err)
+		}
+		initMax = max(initMax, withSidecars)
+	}
+	return max(sum, initMax), nil
 }

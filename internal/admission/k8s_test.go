@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/quota"
@@ -14,15 +18,20 @@ import (
 
 type fakeDecider struct {
 	got   []quota.Request
+	calls int
 	allow func(quota.Request) bool
 }
 
-func (f *fakeDecider) Admit(_ context.Context, _ auth.Scope, r quota.Request) (quota.Decision, error) {
-	f.got = append(f.got, r)
-	if f.allow(r) {
-		return quota.Decision{Allowed: true, Warnings: []string{"soft limit near"}}, nil
+// AdmitAll allows the requests when allow allows each of them.
+func (f *fakeDecider) AdmitAll(_ context.Context, _ auth.Scope, rs []quota.Request) (quota.Decision, error) {
+	f.calls++
+	f.got = append(f.got, rs...)
+	for _, r := range rs {
+		if !f.allow(r) {
+			return quota.Decision{Reason: "tenant acme: concurrent_gpus would be 9, over the hard limit 8"}, nil
+		}
 	}
-	return quota.Decision{Reason: "tenant acme: concurrent_gpus would be 9, over the hard limit 8"}, nil
+	return quota.Decision{Allowed: true, Warnings: []string{"soft limit near"}}, nil
 }
 
 // A Pod as the API server sends it in an AdmissionReview: two containers
@@ -76,11 +85,12 @@ func TestReviewAllowsAndDenies(t *testing.T) {
 		t.Fatal(err)
 	}
 	if resp.APIVersion != "admission.k8s.io/v1" || resp.Kind != "AdmissionReview" || resp.Response.UID != "705ab4f5-6393-11e8-b7cc-42010a800002" ||
-		!resp.Response.Allowed || len(resp.Response.Warnings) != 2 {
+		!resp.Response.Allowed || len(resp.Response.Warnings) != 1 {
 		t.Fatalf("response %s", out)
 	}
-	// Effective requests: GPUs max(1+1, init 3) = 3; MIG 2 x 3g.40gb.
-	if len(d.got) != 2 || d.got[0].Count != 3 || d.got[0].Profile != "" || d.got[1].Profile != "3g.40gb" || d.got[1].Count != 2 ||
+	// Effective requests, admitted together: GPUs max(1+1, init 3) = 3;
+	// MIG 2 x 3g.40gb.
+	if d.calls != 1 || len(d.got) != 2 || d.got[0].DryRun || d.got[0].Count != 3 || d.got[0].Profile != "" || d.got[1].Profile != "3g.40gb" || d.got[1].Count != 2 ||
 		d.got[0].Tenant != "acme" || d.got[0].GPUModel != "H100-SXM5-80GB" || d.got[0].Duration != 6*time.Hour {
 		t.Fatalf("asked %+v", d.got)
 	}
@@ -89,7 +99,7 @@ func TestReviewAllowsAndDenies(t *testing.T) {
 	out, _ = Review(context.Background(), d, auth.Scope{Kind: auth.KindAdmin}, cfg, []byte(review))
 	_ = json.Unmarshal(out, &resp)
 	if resp.Response.Allowed || resp.Response.Status == nil || resp.Response.Status.Code != 403 ||
-		!strings.Contains(resp.Response.Status.Message, "nvidia.com/mig-3g.40gb x 2 would break a quota of tenant acme") {
+		!strings.Contains(resp.Response.Status.Message, "nvidia.com/gpu x 3, nvidia.com/mig-3g.40gb x 2 would break a quota of tenant acme") {
 		t.Fatalf("denied: %s", out)
 	}
 }
@@ -141,5 +151,113 @@ func TestReviewRejectsMalformedInput(t *testing.T) {
 		if err != nil || !strings.Contains(string(out), `"allowed":false`) || !strings.Contains(string(out), "gpumeter:") {
 			t.Errorf("%s: %s %v", name, out, err)
 		}
+	}
+}
+
+// A server-side dry run (kubectl apply --dry-run=server) is decided but
+// must hold nothing: the evaluator is told so.
+func TestReviewPassesDryRun(t *testing.T) {
+	cfg := Config{Namespaces: map[string]string{"team-acme": "acme"}, DefaultDuration: time.Hour}
+	d := &fakeDecider{allow: func(quota.Request) bool { return true }}
+	body := strings.Replace(review, `"operation": "CREATE",`, `"operation": "CREATE", "dryRun": true,`, 1)
+	if out, err := Review(context.Background(), d, auth.Scope{Kind: auth.KindAdmin}, cfg, []byte(body)); err != nil || !strings.Contains(string(out), `"allowed":true`) {
+		t.Fatalf("dry run: %s %v", out, err)
+	}
+	if len(d.got) != 2 || !d.got[0].DryRun || !d.got[1].DryRun {
+		t.Fatalf("asked %+v, want both parts as a dry run", d.got)
+	}
+}
+
+func TestParseResource(t *testing.T) {
+	for _, tc := range []struct {
+		name, profile string
+		ok, err       bool
+	}{
+		{"nvidia.com/gpu", "", true, false},
+		{"nvidia.com/gpu.shared", "", true, false}, // time-slicing, renameByDefault
+		{"nvidia.com/mig-1g.10gb", "1g.10gb", true, false},
+		{"nvidia.com/mig-3g.40gb", "3g.40gb", true, false},
+		{"nvidia.com/mig-1g.10gb+me", "1g.10gb+me", true, false},
+		{"nvidia.com/mig-1g.10gb.shared", "1g.10gb", true, false},
+		{"nvidia.com/mig-1g.10gb+me.shared", "1g.10gb+me", true, false},
+		{"nvidia.com/mig-", "", true, true},
+		{"nvidia.com/mig-.shared", "", true, true},
+		{"cpu", "", false, false},
+		{"example.com/gpu", "", false, false},
+		{"nvidia.com/gpus", "", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			profile, ok, err := parseResource(tc.name)
+			if profile != tc.profile || ok != tc.ok || (err != nil) != tc.err {
+				t.Errorf("parseResource(%q) = %q %v %v, want %q %v error=%v", tc.name, profile, ok, err, tc.profile, tc.ok, tc.err)
+			}
+		})
+	}
+}
+
+// Kubernetes' effective request per profile, and counts that are refused
+// rather than wrapped around.
+func TestEffectiveCounts(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	ctr := func(name string, res map[string]string) corev1.Container {
+		c := corev1.Container{Name: name, Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}}}
+		for n, q := range res {
+			c.Resources.Limits[corev1.ResourceName(n)] = resource.MustParse(q)
+		}
+		return c
+	}
+	sidecar := func(name string, res map[string]string) corev1.Container {
+		c := ctr(name, res)
+		c.RestartPolicy = &always
+		return c
+	}
+	const maxInt64 = "9223372036854775807"
+	for _, tc := range []struct {
+		name  string
+		spec  corev1.PodSpec
+		want  string // profile=count ..., or the error's text
+		isErr bool
+	}{
+		{"containers sum", corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpu": "2"}), ctr("b", map[string]string{"nvidia.com/gpu": "3"})}}, "=5", false},
+		{"init container larger", corev1.PodSpec{InitContainers: []corev1.Container{ctr("i", map[string]string{"nvidia.com/gpu": "4"})},
+			Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpu": "1"})}}, "=4", false},
+		{"sidecar runs beside the containers", corev1.PodSpec{InitContainers: []corev1.Container{sidecar("s", map[string]string{"nvidia.com/gpu": "4"})},
+			Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpu": "4"})}}, "=8", false},
+		{"init container after a sidecar", corev1.PodSpec{InitContainers: []corev1.Container{sidecar("s", map[string]string{"nvidia.com/gpu": "2"}), ctr("i", map[string]string{"nvidia.com/gpu": "5"})},
+			Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpu": "1"})}}, "=7", false},
+		{"time-sliced shares count as GPUs", corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpu.shared": "2", "nvidia.com/gpu": "1"})}}, "=3", false},
+		{"MIG, mixed strategy, shared and +me", corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{
+			"nvidia.com/mig-1g.10gb": "1", "nvidia.com/mig-1g.10gb.shared": "2", "nvidia.com/mig-1g.10gb+me": "1", "nvidia.com/mig-3g.40gb": "1"})}},
+			"1g.10gb=3 1g.10gb+me=1 3g.40gb=1", false},
+		{"other resources", corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"cpu": "4", "example.com/gpu": "2"})}}, "", false},
+		{"two containers of MaxInt64", corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpu": maxInt64}), ctr("b", map[string]string{"nvidia.com/gpu": maxInt64})}},
+			"container a: 9223372036854775807 is more than 100000 devices", true},
+		{"beyond int64", corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpu": "18446744073709551617"})}}, "more than 100000", true},
+		{"1e30", corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpu": "1e30"})}}, "more than 100000", true},
+		{"negative", corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpu": "-1"})}}, "is negative", true},
+		{"sum over MaxCount", corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpu": "60000"}), ctr("b", map[string]string{"nvidia.com/gpu": "60000"})}},
+			"containers in all: 60000 + 60000 devices is more than 100000", true},
+		{"sum over MaxCount across names", corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpu": "60000", "nvidia.com/gpu.shared": "60000"})}},
+			"is more than 100000", true},
+		{"sidecars over MaxCount", corev1.PodSpec{InitContainers: []corev1.Container{sidecar("s", map[string]string{"nvidia.com/gpu": "100000"})},
+			Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpu": "1"})}}, "is more than 100000", true},
+		{"MIG resource without a profile", corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/mig-": "1"})}}, "names no MIG profile", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wants, err := effective(tc.spec)
+			if tc.isErr {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("got %+v, %v; want an error with %q", wants, err, tc.want)
+				}
+				return
+			}
+			var got []string
+			for _, w := range wants {
+				got = append(got, fmt.Sprintf("%s=%d", w.profile, w.count))
+			}
+			if err != nil || strings.Join(got, " ") != tc.want {
+				t.Fatalf("got %q, %v; want %q", strings.Join(got, " "), err, tc.want)
+			}
+		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
 
 // TenantState is what the evaluator knows of one tenant at a refresh.
@@ -37,18 +39,27 @@ type Snapshot struct {
 }
 
 // Request asks whether work fits: Count devices of GPUModel, whole GPUs
-// or MIG instances of Profile, for Duration.
+// or MIG instances of Profile, for Duration. GPUModel may be written in
+// any case or as NVIDIA names the device (migprofile.CanonicalModel); it
+// must name a model the evaluator knows. A dry run is decided like any
+// other request and holds nothing.
 type Request struct {
 	Tenant   string        `json:"tenant"`
 	GPUModel string        `json:"gpu_model"`
 	Profile  string        `json:"profile,omitempty"` // MIG profile, e.g. 3g.40gb; empty for whole GPUs
 	Count    int           `json:"count"`
 	Duration time.Duration `json:"-"`
+	DryRun   bool          `json:"dry_run,omitempty"`
 }
 
 // Limits of one request.
 const (
-	maxCount    = 100_000
+	// MaxCount is the most devices one admission may ask for, in one
+	// request and in all the requests admitted together.
+	MaxCount = 100_000
+	// maxParts bounds the requests admitted together (a Pod's GPU
+	// resources).
+	maxParts    = 64
 	maxDuration = 31 * 24 * time.Hour
 )
 
@@ -58,12 +69,11 @@ var ErrInvalid = errors.New("invalid admission request")
 // ErrUnknownTenant is a tenant neither metered nor under any quota.
 var ErrUnknownTenant = errors.New("unknown tenant")
 
-// SKU is the request's SKU (MODEL or MODEL/PROFILE).
+// SKU is the request's SKU (MODEL or MODEL/PROFILE), with the model as
+// the catalogue spells it.
 func (r Request) SKU() string {
-	if r.Profile == "" {
-		return r.GPUModel
-	}
-	return r.GPUModel + "/" + r.Profile
+	model, _ := migprofile.CanonicalModel(r.GPUModel)
+	return migprofile.SKU(model, r.Profile)
 }
 
 // Validate checks the request's own fields.
@@ -72,16 +82,16 @@ func (r Request) Validate() error {
 	if r.Tenant == "" {
 		errs = append(errs, errors.New("tenant: required"))
 	}
-	if r.GPUModel == "" {
+	if strings.TrimSpace(r.GPUModel) == "" {
 		errs = append(errs, errors.New("gpu_model: required, e.g. H100-SXM5-80GB"))
 	}
-	if r.Count < 1 || r.Count > maxCount {
-		errs = append(errs, fmt.Errorf("count %d: want 1 to %d", r.Count, maxCount))
+	if r.Count < 1 || r.Count > MaxCount {
+		errs = append(errs, fmt.Errorf("count %d: want 1 to %d", r.Count, MaxCount))
 	}
 	if r.Duration <= 0 || r.Duration > maxDuration {
 		errs = append(errs, fmt.Errorf("expected_duration %s: want more than 0 and at most %s", r.Duration, maxDuration))
 	}
-	if r.GPUModel != "" {
+	if strings.TrimSpace(r.GPUModel) != "" {
 		if _, _, err := Weight(r.SKU()); err != nil {
 			errs = append(errs, fmt.Errorf("gpu_model/profile: %w", err))
 		}
@@ -121,6 +131,8 @@ type Decision struct {
 	Warnings []string `json:"warnings,omitempty"`
 	Demand   Demand   `json:"-"`
 	Stale    bool     `json:"stale,omitempty"`
+	// DryRun: decided, nothing held, no ID.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 type reservation struct {
@@ -178,6 +190,10 @@ type Evaluator struct {
 	rules    map[string][]int // "t|tenant" or "d|department" → rule indexes
 	seq      uint64
 	crossed  map[string]bool // subject|metric|level|month
+	// GPU models outside the catalogue that requests may name, by their
+	// upper-case form: those of quota rules (fixed) and those the fleet
+	// reported in the latest snapshot.
+	ruleModels, fleetModels map[string]string
 }
 
 // NewEvaluator checks the config and starts with no data (stale).
@@ -186,8 +202,19 @@ func NewEvaluator(cfg Config, now func() time.Time) (*Evaluator, error) {
 		return nil, err
 	}
 	e := &Evaluator{cfg: cfg, now: now, crossed: map[string]bool{}, byTenant: map[string][]*reservation{},
-		sums: map[string]Demand{}, rules: map[string][]int{}}
-	for i, r := range cfg.Rules {
+		sums: map[string]Demand{}, rules: map[string][]int{}, ruleModels: map[string]string{}, fleetModels: map[string]string{}}
+	// Rules count their model as the catalogue spells it, so that usage,
+	// requests and rules meet under one name however each writes it.
+	e.cfg.Rules = append([]Rule(nil), cfg.Rules...)
+	for i, r := range e.cfg.Rules {
+		if r.GPUModel != "" {
+			e.cfg.Rules[i].GPUModel, _ = e.model(r.GPUModel)
+			if _, known := migprofile.LookupModel(e.cfg.Rules[i].GPUModel); !known {
+				e.ruleModels[strings.ToUpper(e.cfg.Rules[i].GPUModel)] = e.cfg.Rules[i].GPUModel
+			}
+		}
+	}
+	for i, r := range e.cfg.Rules {
 		if r.Tenant != "" {
 			e.rules["t|"+r.Tenant] = append(e.rules["t|"+r.Tenant], i)
 		} else {
@@ -222,6 +249,7 @@ func (e *Evaluator) Update(s Snapshot) []Crossing {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	prev := e.snap
+	s = e.canonical(s)
 	e.install(s)
 	e.releaseStarted(prev, s)
 	e.expire(e.now())
@@ -311,8 +339,7 @@ func (e *Evaluator) add(r *reservation) {
 	e.queue = append(e.queue, r)
 	e.byTenant[r.tenant] = append(e.byTenant[r.tenant], r)
 	for _, k := range r.keys() {
-		s := e.sums[k]
-		e.sums[k] = Demand{GPUs: s.GPUs.Add(r.demand.GPUs), GPUHours: s.GPUHours.Add(r.demand.GPUHours), Spend: s.Spend.Add(r.demand.Spend)}
+		e.sums[k] = e.sums[k].plus(r.demand)
 	}
 }
 
@@ -387,29 +414,81 @@ func (e *Evaluator) department(tenant string) (string, bool) {
 	return "", ruled
 }
 
-// Admit decides a request and, when it is allowed, holds its demand as an
-// admission until its work shows up or ReservationTTL passes.
+// Admit decides a request and, when it is allowed and not a dry run,
+// holds its demand as an admission until its work shows up or
+// ReservationTTL passes.
 func (e *Evaluator) Admit(req Request) (Decision, error) {
-	if err := req.Validate(); err != nil {
+	return e.AdmitAll([]Request{req})
+}
+
+// part is one request of an admission, its model as the evaluator
+// counts it.
+type part struct {
+	model  string
+	demand Demand
+}
+
+// validateAll checks requests admitted together: each on its own, one
+// tenant, all dry runs or none, and at most MaxCount devices in all.
+func validateAll(reqs []Request) error {
+	if len(reqs) == 0 || len(reqs) > maxParts {
+		return fmt.Errorf("%w: %d requests at once, want 1 to %d", ErrInvalid, len(reqs), maxParts)
+	}
+	total := 0
+	for _, r := range reqs {
+		if err := r.Validate(); err != nil {
+			return err
+		}
+		if r.Tenant != reqs[0].Tenant || r.DryRun != reqs[0].DryRun {
+			return fmt.Errorf("%w: requests admitted together need one tenant and one dry_run", ErrInvalid)
+		}
+		total += r.Count // each at most MaxCount, so no overflow
+		if total > MaxCount {
+			return fmt.Errorf("%w: count: more than %d devices in all", ErrInvalid, MaxCount)
+		}
+	}
+	return nil
+}
+
+// AdmitAll decides requests of one tenant as one admission, as a Pod's
+// whole GPUs and MIG instances must be: every rule sees their demand
+// together, and either all are held or none is. A denial holds nothing,
+// and so does a dry run (every request's DryRun), allowed or not.
+func (e *Evaluator) AdmitAll(reqs []Request) (Decision, error) {
+	if err := validateAll(reqs); err != nil {
 		return Decision{}, err
 	}
-	gpus, _ := devices(req.SKU(), req.Count) // validated above
+	tenant, dry := reqs[0].Tenant, reqs[0].DryRun
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.now()
-	dept, known := e.department(req.Tenant)
+	dept, known := e.department(tenant)
 	if !known {
-		return Decision{}, fmt.Errorf("tenant %q: %w (not metered and under no quota)", req.Tenant, ErrUnknownTenant)
+		return Decision{}, fmt.Errorf("tenant %q: %w (not metered and under no quota)", tenant, ErrUnknownTenant)
 	}
 	e.expire(now)
-	d := Decision{Headroom: map[Metric]decimal.Decimal{}}
-	d.Demand.GPUs = gpus
-	hours := decimal.NewFromInt(int64(req.Duration)).DivRound(decimal.NewFromInt(int64(time.Hour)), 18)
-	d.Demand.GPUHours = d.Demand.GPUs.Mul(hours)
-	if t, ok := e.snap.Tenants[req.Tenant]; ok {
-		if rate, ok := t.SpendRate[req.SKU()]; ok {
-			d.Demand.Spend = d.Demand.GPUHours.Mul(rate)
+	d := Decision{Headroom: map[Metric]decimal.Decimal{}, DryRun: dry}
+	parts := make([]part, 0, len(reqs))
+	for _, req := range reqs {
+		model, ok := e.model(req.GPUModel)
+		if !ok {
+			return Decision{}, e.unknownModel(req.GPUModel)
 		}
+		sku := migprofile.SKU(model, req.Profile)
+		gpus, err := devices(sku, req.Count)
+		if err != nil { // validated above
+			return Decision{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		p := part{model: model, demand: Demand{GPUs: gpus}}
+		hours := decimal.NewFromInt(int64(req.Duration)).DivRound(decimal.NewFromInt(int64(time.Hour)), 18)
+		p.demand.GPUHours = gpus.Mul(hours)
+		if t, ok := e.snap.Tenants[tenant]; ok {
+			if rate, ok := t.SpendRate[sku]; ok {
+				p.demand.Spend = p.demand.GPUHours.Mul(rate)
+			}
+		}
+		d.Demand = d.Demand.plus(p.demand)
+		parts = append(parts, p)
 	}
 	if age := now.Sub(e.snap.At); e.snap.At.IsZero() || age > e.cfg.StaleAfter {
 		d.Stale = true
@@ -422,13 +501,25 @@ func (e *Evaluator) Admit(req Request) (Decision, error) {
 			return d, nil
 		}
 		d.Allowed, d.Reason = true, what+"; failing open"
-		e.hold(&d, req, dept, now)
+		e.hold(&d, tenant, dept, parts, now)
 		return d, nil
 	}
 	var denials []string
-	for _, i := range append(append([]int(nil), e.rules["t|"+req.Tenant]...), e.departmentRules(dept)...) {
+	for _, i := range append(append([]int(nil), e.rules["t|"+tenant]...), e.departmentRules(dept)...) {
 		r := e.cfg.Rules[i]
-		if !applies(r, req.Tenant, dept) || (r.GPUModel != "" && r.GPUModel != req.GPUModel) {
+		if !applies(r, tenant, dept) {
+			continue
+		}
+		// The demand of the parts this rule covers: a model rule sees
+		// only its model's.
+		var demand Demand
+		covers := false
+		for _, p := range parts {
+			if r.GPUModel == "" || r.GPUModel == p.model {
+				demand, covers = demand.plus(p.demand), true
+			}
+		}
+		if !covers {
 			continue
 		}
 		for _, m := range Metrics() {
@@ -437,7 +528,7 @@ func (e *Evaluator) Admit(req Request) (Decision, error) {
 				continue
 			}
 			current := e.measured(i, m).Add(e.reserved(r, m))
-			after := current.Add(d.Demand.of(m))
+			after := current.Add(demand.of(m))
 			left := lv.Hard.Sub(after)
 			if after.GreaterThan(lv.Hard) {
 				left = lv.Hard.Sub(current)
@@ -460,15 +551,26 @@ func (e *Evaluator) Admit(req Request) (Decision, error) {
 	if len(d.Headroom) == 0 {
 		d.Reason = "no quota applies"
 	}
-	e.hold(&d, req, dept, now)
+	e.hold(&d, tenant, dept, parts, now)
 	return d, nil
 }
 
-func (e *Evaluator) hold(d *Decision, req Request, dept string, now time.Time) {
+func (d Demand) plus(o Demand) Demand {
+	return Demand{GPUs: d.GPUs.Add(o.GPUs), GPUHours: d.GPUHours.Add(o.GPUHours), Spend: d.Spend.Add(o.Spend)}
+}
+
+// hold keeps an allowed admission's parts under one ID, unless it is a
+// dry run: a dry run holds nothing and has no ID.
+func (e *Evaluator) hold(d *Decision, tenant, dept string, parts []part, now time.Time) {
+	if d.DryRun {
+		return
+	}
 	e.seq++
 	d.ID = "adm-" + strconv.FormatInt(now.UnixMilli(), 10) + "-" + strconv.FormatUint(e.seq, 10)
-	e.add(&reservation{id: d.ID, tenant: req.Tenant, department: dept, model: req.GPUModel,
-		demand: d.Demand, expires: now.Add(e.cfg.ReservationTTL)})
+	for _, p := range parts {
+		e.add(&reservation{id: d.ID, tenant: tenant, department: dept, model: p.model,
+			demand: p.demand, expires: now.Add(e.cfg.ReservationTTL)})
+	}
 }
 
 // RuleState is one rule's metric as /v1/quotas and /metrics show it.

@@ -179,10 +179,17 @@ func (c Config) Validate() error {
 			continue
 		}
 		key := r.Subject()
-		if j, dup := seen[key]; dup {
+		// Two spellings of one model are one subject: the evaluator
+		// counts both under the catalogue's name.
+		canon := r
+		if canon.GPUModel != "" {
+			m, _ := migprofile.CanonicalModel(r.GPUModel)
+			canon.GPUModel = strings.ToUpper(m)
+		}
+		if j, dup := seen[canon.Subject()]; dup {
 			add("%s: %s also has rules[%d]", at, key, j)
 		}
-		seen[key] = i
+		seen[canon.Subject()] = i
 		if r.ConcurrentGPUs == nil && r.GPUHours == nil && r.Spend == nil {
 			add("%s (%s): no limit (concurrent_gpus, gpu_hours or spend)", at, key)
 		}

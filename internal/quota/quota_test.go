@@ -286,3 +286,74 @@ func TestDepartmentRuleSumsItsTenantsPerModel(t *testing.T) {
 		t.Fatalf("state: %+v", states)
 	}
 }
+
+// A dry run (a server-side dry run of the API server, or a check only)
+// is decided like any request and holds nothing: a dry run followed by
+// the real request leaves exactly the real one held.
+func TestDryRunHoldsNothing(t *testing.T) {
+	c := &clock{time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
+	e := newEval(t, testConfig(Rule{Tenant: "acme", ConcurrentGPUs: limit("4", "", "")}), c)
+	e.Update(snapshot(c.t, TenantState{Tenant: "acme"}))
+	admitted := func() decimal.Decimal {
+		st, _ := e.State()
+		return st[0].Admitted
+	}
+	dry := Request{Tenant: "acme", GPUModel: h100, Count: 3, Duration: time.Hour, DryRun: true}
+	dec, err := e.Admit(dry)
+	if err != nil || !dec.Allowed || !dec.DryRun || dec.ID != "" || !dec.Headroom[ConcurrentGPUs].Equal(d("1")) {
+		t.Fatalf("dry run: %+v, %v", dec, err)
+	}
+	if !admitted().IsZero() {
+		t.Fatalf("a dry run holds %s", admitted())
+	}
+	real := dry
+	real.DryRun = false
+	if dec, err := e.Admit(real); err != nil || !dec.Allowed || dec.ID == "" {
+		t.Fatalf("the real request after the dry run: %+v, %v", dec, err)
+	}
+	if !admitted().Equal(d("3")) {
+		t.Fatalf("admitted %s after a dry run and the real request, want 3", admitted())
+	}
+	// A dry run sees what is held, and a denied one holds nothing either.
+	if dec, _ := e.Admit(dry); dec.Allowed || !admitted().Equal(d("3")) {
+		t.Fatalf("second dry run: %+v, admitted %s", dec, admitted())
+	}
+}
+
+// Requests admitted together (a Pod's GPUs and MIG instances) are decided
+// on their sum, and a denial holds none of them.
+func TestAdmitAllHoldsAllOrNothing(t *testing.T) {
+	c := &clock{time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
+	e := newEval(t, testConfig(Rule{Tenant: "acme", ConcurrentGPUs: limit("3.5", "", "")}), c)
+	e.Update(snapshot(c.t, TenantState{Tenant: "acme"}))
+	gpus := Request{Tenant: "acme", GPUModel: h100, Count: 3, Duration: time.Hour}
+	mig := Request{Tenant: "acme", GPUModel: h100, Profile: "3g.40gb", Count: 2, Duration: time.Hour}
+	// 3 GPUs fit alone, with 2 x 3g.40gb (6/7) they do not.
+	dec, err := e.AdmitAll([]Request{gpus, mig})
+	if err != nil || dec.Allowed || dec.ID != "" || !strings.Contains(dec.Reason, "would be 3.857") {
+		t.Fatalf("3 GPUs + 2 x 3g.40gb: %+v, %v", dec, err)
+	}
+	if st, _ := e.State(); !st[0].Admitted.IsZero() {
+		t.Fatalf("a denied admission holds %s", st[0].Admitted)
+	}
+	// One 3g.40gb fits with the 3 GPUs (3.429): both held under one ID.
+	mig.Count = 1
+	dec, err = e.AdmitAll([]Request{gpus, mig})
+	if err != nil || !dec.Allowed || dec.ID == "" || !dec.Demand.GPUs.Round(3).Equal(d("3.429")) {
+		t.Fatalf("3 GPUs + 1 x 3g.40gb: %+v, %v", dec, err)
+	}
+	if st, _ := e.State(); !st[0].Admitted.Round(3).Equal(d("3.429")) {
+		t.Fatalf("admitted %s, want 3.429", st[0].Admitted)
+	}
+	for name, reqs := range map[string][]Request{
+		"none":          nil,
+		"two tenants":   {gpus, {Tenant: "globex", GPUModel: h100, Count: 1, Duration: time.Hour}},
+		"mixed dry run": {gpus, {Tenant: "acme", GPUModel: h100, Count: 1, Duration: time.Hour, DryRun: true}},
+		"over MaxCount in all": {{Tenant: "acme", GPUModel: h100, Count: MaxCount, Duration: time.Hour},
+			{Tenant: "acme", GPUModel: h100, Profile: "1g.10gb", Count: 1, Duration: time.Hour}},
+	} {
+		if _, err := e.AdmitAll(reqs); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+}

@@ -26,11 +26,11 @@ type countingQuotas struct {
 	admits int
 }
 
-func (q *countingQuotas) Admit(ctx context.Context, s auth.Scope, r quota.Request) (quota.Decision, error) {
+func (q *countingQuotas) AdmitAll(ctx context.Context, s auth.Scope, rs []quota.Request) (quota.Decision, error) {
 	q.mu.Lock()
 	q.admits++
 	q.mu.Unlock()
-	return q.allowAll.Admit(ctx, s, r)
+	return q.allowAll.AdmitAll(ctx, s, rs)
 }
 
 // apiRig is the /v1 API over in-memory keys.

@@ -52,7 +52,7 @@ func (nopAudit) RecordAudit(context.Context, []auth.AuditEntry) error { return n
 
 type allowAll struct{}
 
-func (allowAll) Admit(context.Context, auth.Scope, quota.Request) (quota.Decision, error) {
+func (allowAll) AdmitAll(context.Context, auth.Scope, []quota.Request) (quota.Decision, error) {
 	return quota.Decision{Allowed: true, Reason: "test"}, nil
 }
 

@@ -18,69 +18,103 @@ import (
 
 // QuotaService decides admissions and reports quota state, from memory.
 type QuotaService interface {
-	Admit(ctx context.Context, scope auth.Scope, r quota.Request) (quota.Decision, error)
+	// AdmitAll decides one tenant's requests as one admission: all are
+	// held, under one id, or none is.
+	AdmitAll(ctx context.Context, scope auth.Scope, rs []quota.Request) (quota.Decision, error)
 	State(ctx context.Context, scope auth.Scope) ([]quota.RuleState, time.Time, error)
 }
 
 // maxAdmissionBody bounds POST /v1/admission.
 const maxAdmissionBody = 64 << 10
 
-// admissionBody is POST /v1/admission's JSON.
+// admissionBody is POST /v1/admission's JSON: one kind of device
+// (gpu_model, profile, count), or several as parts (a Slurm job asking for
+// two GPU types), decided together.
 type admissionBody struct {
-	Tenant           string `json:"tenant"`
-	GPUModel         string `json:"gpu_model"`
-	Profile          string `json:"profile"`
-	Count            int    `json:"count"`
-	ExpectedDuration string `json:"expected_duration"` // Go duration: 90m, 2h
+	Tenant           string          `json:"tenant"`
+	GPUModel         string          `json:"gpu_model"`
+	Profile          string          `json:"profile"`
+	Count            int             `json:"count"`
+	Parts            []admissionPart `json:"parts"`
+	ExpectedDuration string          `json:"expected_duration"` // Go duration: 90m, 2h
+	// DryRun decides without holding anything (no admission_id).
+	DryRun bool `json:"dry_run"`
 }
 
-func decodeAdmission(r io.Reader, scope auth.Scope) (quota.Request, error) {
+type admissionPart struct {
+	GPUModel string `json:"gpu_model"`
+	Profile  string `json:"profile"`
+	Count    int    `json:"count"`
+}
+
+// maxAdmissionParts bounds the parts of one admission.
+const maxAdmissionParts = 64
+
+const admissionFields = `(want {"tenant","gpu_model","profile","count","expected_duration","dry_run"} or {"tenant","parts":[{"gpu_model","profile","count"}],"expected_duration","dry_run"})`
+
+func decodeAdmission(r io.Reader, scope auth.Scope) ([]quota.Request, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxAdmissionBody+1))
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
-			return quota.Request{}, badRequest{"body over the server's limit"}
+			return nil, badRequest{"body over the server's limit"}
 		}
-		return quota.Request{}, badRequest{"read body: " + err.Error()}
+		return nil, badRequest{"read body: " + err.Error()}
 	}
 	if len(data) > maxAdmissionBody {
-		return quota.Request{}, badRequest{fmt.Sprintf("body over %d bytes", maxAdmissionBody)}
+		return nil, badRequest{fmt.Sprintf("body over %d bytes", maxAdmissionBody)}
 	}
 	if !validJSONText(data) {
-		return quota.Request{}, badRequest{"body: not valid UTF-8 text"}
+		return nil, badRequest{"body: not valid UTF-8 text"}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var b admissionBody
 	if err := dec.Decode(&b); err != nil {
-		return quota.Request{}, badRequest{"body: " + err.Error() + ` (want {"tenant","gpu_model","profile","count","expected_duration"})`}
+		return nil, badRequest{"body: " + err.Error() + " " + admissionFields}
 	}
 	if dec.More() {
-		return quota.Request{}, badRequest{"body: one JSON object only"}
+		return nil, badRequest{"body: one JSON object only"}
 	}
 	if b.Tenant == "" && scope.Kind == auth.KindTenant {
 		b.Tenant = scope.Name
 	}
 	d, err := time.ParseDuration(b.ExpectedDuration)
 	if err != nil {
-		return quota.Request{}, badRequest{fmt.Sprintf("expected_duration %q: want a duration such as 90m or 2h", truncate(b.ExpectedDuration, 32))}
+		return nil, badRequest{fmt.Sprintf("expected_duration %q: want a duration such as 90m or 2h", truncate(b.ExpectedDuration, 32))}
 	}
-	req := quota.Request{Tenant: b.Tenant, GPUModel: b.GPUModel, Profile: b.Profile, Count: b.Count, Duration: d}
-	if err := req.Validate(); err != nil {
-		return quota.Request{}, badRequest{err.Error()}
+	parts := b.Parts
+	switch {
+	case len(parts) == 0:
+		parts = []admissionPart{{GPUModel: b.GPUModel, Profile: b.Profile, Count: b.Count}}
+	case b.GPUModel != "" || b.Profile != "" || b.Count != 0:
+		return nil, badRequest{"body: gpu_model, profile and count, or parts, not both " + admissionFields}
+	case len(parts) > maxAdmissionParts:
+		return nil, badRequest{fmt.Sprintf("parts: %d, at most %d", len(parts), maxAdmissionParts)}
 	}
-	return req, nil
+	reqs := make([]quota.Request, 0, len(parts))
+	for i, p := range parts {
+		req := quota.Request{Tenant: b.Tenant, GPUModel: p.GPUModel, Profile: p.Profile, Count: p.Count, Duration: d, DryRun: b.DryRun}
+		if err := req.Validate(); err != nil {
+			if len(b.Parts) > 0 {
+				return nil, badRequest{fmt.Sprintf("parts[%d]: %v", i, err)}
+			}
+			return nil, badRequest{err.Error()}
+		}
+		reqs = append(reqs, req)
+	}
+	return reqs, nil
 }
 
 func (s *Server) postAdmission(svc QuotaService) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		scope := scopeOf(c)
-		req, err := decodeAdmission(c.Request.Body, scope)
+		reqs, err := decodeAdmission(c.Request.Body, scope)
 		if err != nil {
 			s.respondError(c, err)
 			return
 		}
-		d, err := svc.Admit(c.Request.Context(), scope, req)
+		d, err := svc.AdmitAll(c.Request.Context(), scope, reqs)
 		switch {
 		case errors.Is(err, quota.ErrUnknownTenant):
 			s.respondError(c, fmt.Errorf("%s: %w", err.Error(), ErrNotFound))

@@ -31,3 +31,6 @@ func (k *Kubernetes) Review(ctx context.Context, scope auth.Scope, body []byte) 
 	}
 	return out, err
 }
+
+// The webhook admits a Pod's GPU resources together through Quotas.
+var _ admission.Decider = (*Quotas)(nil)

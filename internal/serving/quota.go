@@ -227,12 +227,21 @@ func (q *Quotas) spend(ctx context.Context, c billing.Customer, now time.Time, t
 	return nil
 }
 
-// Admit decides a request within the caller's scope.
+// Admit decides a request within the caller's scope; a dry run holds
+// nothing.
 func (q *Quotas) Admit(ctx context.Context, scope auth.Scope, r quota.Request) (quota.Decision, error) {
-	if !q.allows(scope, r.Tenant) {
-		return quota.Decision{}, fmt.Errorf("tenant %q: %w", r.Tenant, server.ErrNotFound)
+	return q.AdmitAll(ctx, scope, []quota.Request{r})
+}
+
+// AdmitAll decides requests of one tenant as one admission (a Pod's GPU
+// resources) within the caller's scope: all are held or none is.
+func (q *Quotas) AdmitAll(ctx context.Context, scope auth.Scope, rs []quota.Request) (quota.Decision, error) {
+	for _, r := range rs {
+		if !q.allows(scope, r.Tenant) {
+			return quota.Decision{}, fmt.Errorf("tenant %q: %w", r.Tenant, server.ErrNotFound)
+		}
 	}
-	return q.eval.Admit(r)
+	return q.eval.AdmitAll(rs)
 }
 
 func (q *Quotas) allows(scope auth.Scope, tenant string) bool {

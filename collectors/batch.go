@@ -129,6 +129,20 @@ func (b *Batch) forward(ctx context.Context, samples []Sample) (int, error) {
 	return sent, tooLarge
 }
 
+// Abandon drops whatever is still buffered, counting it in Dropped, and
+// returns how many samples that was. The collector calls it when it stops
+// with samples its sink never took: they are lost, and must be counted as
+// lost rather than vanish with the process.
+func (b *Batch) Abandon() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(b.buf)
+	clear(b.buf)
+	b.buf = b.buf[:0]
+	b.dropped += uint64(n)
+	return n
+}
+
 // Pending is the number of buffered samples.
 func (b *Batch) Pending() int {
 	b.mu.Lock()
@@ -137,7 +151,8 @@ func (b *Batch) Pending() int {
 }
 
 // Dropped is the number of samples dropped because MaxRows was reached,
-// or because the appender refused one sample even alone.
+// because the appender refused one sample even alone, or because they were
+// still buffered when Abandon was called.
 func (b *Batch) Dropped() uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()

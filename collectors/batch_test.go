@@ -173,3 +173,20 @@ func TestBatchSingleSampleTooLarge(t *testing.T) {
 		t.Fatalf("pending %d dropped %d, want 0 and 1", b.Pending(), b.Dropped())
 	}
 }
+
+// What a stopping collector abandons is counted as dropped, on top of
+// what was dropped before, and leaves the buffer empty.
+func TestBatchAbandonCountsWhatWasKept(t *testing.T) {
+	down := AppenderFunc(func(context.Context, []Sample) error { return errors.New("down") })
+	b, err := NewBatch(BatchConfig{FlushRows: 1, MaxRows: 3}, down)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Append(context.Background(), []Sample{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}) // one over MaxRows
+	if n := b.Abandon(); n != 3 || b.Pending() != 0 || b.Dropped() != 4 {
+		t.Fatalf("abandoned %d, pending %d, dropped %d; want 3, 0, 4", n, b.Pending(), b.Dropped())
+	}
+	if n := b.Abandon(); n != 0 || b.Dropped() != 4 {
+		t.Fatalf("second abandon: %d, dropped %d", n, b.Dropped())
+	}
+}

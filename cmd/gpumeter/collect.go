@@ -92,7 +92,7 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	fs.IntVar(&f.shipRows, "ship-batch-rows", shc.BatchRows, "rows per ClickHouse insert from the spool (10000-100000)")
 	fs.DurationVar(&f.shipFlush, "ship-flush", shc.FlushInterval, "ship a smaller batch after this long")
 	fs.DurationVar(&f.shipBackoff, "ship-backoff-max", shc.BackoffMax, "longest wait between retries while ClickHouse is down")
-	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "at the end of a finite run, how long to wait for the spool to ship (it stays on disk either way)")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "at the end of a finite run, how long to wait for the spool to ship and to take what the poll loop kept while it was full (what is spooled stays on disk either way; what never was is counted lost)")
 	fs.StringVar(&f.libvirtDir, "libvirt-dir", "", "libvirt domain XML directory (e.g. /etc/libvirt/qemu) whose gpumeter:owner metadata maps VMs to tenants (default collector.libvirt_dir of the config; empty there too disables)")
 	fs.StringVar(&f.vgpuUnused, "vgpu-best-effort-unused", "idle", "on best-effort vGPU GPUs, the time no instance used: idle, or holders (shared over the instances present)")
 	fs.BoolVar(&f.simulate, "simulate", false, "read a simulated DGX fleet instead of NVML")
@@ -245,6 +245,7 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) e
 	}
 	if f.listen != "" {
 		srv := server.New(server.DefaultConfig(), reg, logger, server.Check{Name: "poll", Ready: observer.Ready})
+		srv.MountMetrics(reg)
 		_, stop, err := srv.Start(ctx, f.listen)
 		if err != nil {
 			return fmt.Errorf("--listen: %w", err)
@@ -261,20 +262,8 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) e
 	if err := loop.Run(ctx); err != nil {
 		return err
 	}
-	// Flush what is buffered even when interrupted.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	if err := batch.Flush(fctx); err != nil {
-		return fmt.Errorf("flush: %w", err)
-	}
-	if ctx.Err() == nil {
-		// A finite run ends when everything it spooled is in ClickHouse.
-		dctx, cancel := context.WithTimeout(ctx, f.drainTimeout)
-		defer cancel()
-		logger.Info("collection finished; waiting for the spool to ship")
-		if err := sk.drain(dctx); err != nil {
-			return fmt.Errorf("samples stay in the spool and ship on the next start: %w", err)
-		}
+	if err := finishCollecting(ctx, f, batch, sk, logger); err != nil {
+		return err
 	}
 	written := sk.written.Load()
 	logger.Info("collector stopped", "samples", written, "elapsed", time.Since(began).Round(time.Millisecond))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -15,17 +16,23 @@ import (
 
 // sink is where the collector's batches go, as --sink chose.
 type sink struct {
-	counted   collectors.Appender // the sink, counting what it took in written
-	written   *atomic.Uint64
-	drain     func(context.Context) error // waits until what was handed on is delivered
-	checkPoll func(gpus int) error        // refuses a poll the sink can never take
+	counted collectors.Appender // the sink, counting what it took in written
+	written *atomic.Uint64
+	lastErr *atomic.Pointer[error]      // the last error the sink returned, for the report of what it never took
+	drain   func(context.Context) error // waits until what was handed on is delivered
+	// waitRoom blocks until the sink may take what it refused before (the
+	// shipper freed room in the spool); an error says waiting cannot help.
+	waitRoom  func(context.Context) error
+	checkPoll func(gpus int) error // refuses a poll the sink can never take
 	close     func()
 }
 
 func openSink(ctx context.Context, g *globals, f collectFlags, reg prometheus.Registerer, logger *slog.Logger) (sink, error) {
 	sk := sink{
 		written:   new(atomic.Uint64),
+		lastErr:   new(atomic.Pointer[error]),
 		drain:     func(context.Context) error { return nil },
+		waitRoom:  func(context.Context) error { return errors.New("the sink frees no room by waiting") },
 		checkPoll: func(int) error { return nil },
 		close:     func() {},
 	}
@@ -38,7 +45,7 @@ func openSink(ctx context.Context, g *globals, f collectFlags, reg prometheus.Re
 		if err != nil {
 			return sink{}, err
 		}
-		sk.close, sk.drain, out = d.stop, d.drain, d.spool
+		sk.close, sk.drain, sk.waitRoom, out = d.stop, d.drain, d.waitShipped, d.spool
 		sk.checkPoll = func(gpus int) error {
 			if err := d.cfg.CheckPoll(gpus); err != nil {
 				return usageErrorf("collector.spool.%v", err)
@@ -55,6 +62,7 @@ func openSink(ctx context.Context, g *globals, f collectFlags, reg prometheus.Re
 	}
 	sk.counted = collectors.AppenderFunc(func(ctx context.Context, s []collectors.Sample) error {
 		if err := out.Append(ctx, s); err != nil {
+			sk.lastErr.Store(&err)
 			return err
 		}
 		sk.written.Add(uint64(len(s)))

@@ -151,7 +151,7 @@ func TestCollectServesMetricsAndReadiness(t *testing.T) {
 			"--start", collectStart.Format(time.RFC3339), "--sink", "discard", "--listen", addr}, io.Discard, &stderr)
 	}()
 	eventually(t, "the collector to listen", 30*time.Second, func() bool { code, _ := httpGet(addr, "/healthz"); return code == 200 })
-	if code, body := httpGet(addr, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no successful poll yet") {
+	if code, body := httpGet(addr, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"failed":["poll"]`) {
 		t.Errorf("/readyz before any poll: %d %s, want 503 naming the poll", code, body)
 	}
 	eventually(t, "ready after the first poll", 30*time.Second, func() bool { code, _ := httpGet(addr, "/readyz"); return code == 200 })

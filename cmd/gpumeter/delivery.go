@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,10 +20,14 @@ import (
 
 // delivery is the spool, the shipper goroutine and the store behind it.
 type delivery struct {
-	spool *spool.Spool
-	cfg   spool.Config
-	stop  func()
+	spool    *spool.Spool
+	cfg      spool.Config
+	stop     func()
+	shipDone <-chan struct{} // closed when the shipper goroutine returned
 }
+
+// drainPoll is how often a drain looks at the spool's backlog.
+const drainPoll = 50 * time.Millisecond
 
 // startDelivery opens the store (without requiring ClickHouse to be up:
 // the spool holds samples until it is), the spool, and runs the shipper.
@@ -78,14 +83,16 @@ func startDelivery(ctx context.Context, g *globals, f collectFlags, reg promethe
 	shipCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
+	shipDone := make(chan struct{})
 	go func() {
 		defer wg.Done()
+		defer close(shipDone)
 		if err := sh.Run(shipCtx); err != nil {
 			logger.Error("shipper stopped", "err", err)
 		}
 	}()
 	stopShip := context.AfterFunc(ctx, cancel) // an interrupt stops shipping at once
-	d := &delivery{spool: sp, cfg: scfg}
+	d := &delivery{spool: sp, cfg: scfg, shipDone: shipDone}
 	d.stop = func() {
 		stopShip()
 		cancel()
@@ -100,7 +107,7 @@ func startDelivery(ctx context.Context, g *globals, f collectFlags, reg promethe
 
 // drain waits until every spooled sample has been shipped and committed.
 func (d *delivery) drain(ctx context.Context) error {
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
 	for {
 		// Bytes, not rows: the byte backlog is the cursor's distance to the
@@ -113,7 +120,38 @@ func (d *delivery) drain(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%d rows not shipped yet: %w", rows, ctx.Err())
+		case <-d.shipDone:
+			return fmt.Errorf("%d rows not shipped yet: %w", rows, errShipperStopped)
 		case <-tick.C:
+		}
+	}
+}
+
+// errShipperStopped: the shipper goroutine returned, so nothing more ships.
+var errShipperStopped = errors.New("shipper stopped")
+
+// waitShipped blocks until the shipper has committed something since the
+// call, which is what frees room in a full spool (a commit deletes the
+// segments behind the cursor; an append deletes them too). It fails at
+// once when nothing spooled is left to ship, since waiting cannot free
+// room then, and when the shipper stopped or ctx ended.
+func (d *delivery) waitShipped(ctx context.Context) error {
+	rows, before := d.spool.Backlog()
+	if before == 0 {
+		return errors.New("nothing spooled is left to ship, so waiting frees no room")
+	}
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the shipper made no room: %d spooled rows not shipped: %w", rows, ctx.Err())
+		case <-d.shipDone:
+			return fmt.Errorf("the shipper made no room: %d spooled rows not shipped: %w", rows, errShipperStopped)
+		case <-tick.C:
+		}
+		if _, now := d.spool.Backlog(); now < before {
+			return nil
 		}
 	}
 }

@@ -78,7 +78,7 @@ func (m *Observer) WatchBatch(b *collectors.Batch) {
 			Name: "gpumeter_collector_pending_samples", Help: "Samples buffered, not yet handed to the sink.",
 		}, func() float64 { return float64(b.Pending()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "gpumeter_collector_dropped_samples_total", Help: "Samples dropped because the buffer was full while the sink failed.",
+			Name: "gpumeter_collector_dropped_samples_total", Help: "Samples lost before the sink took them: the buffer was full while the sink failed, or the collector stopped with samples the sink never took.",
 		}, func() float64 { return float64(b.Dropped()) }),
 	)
 }

@@ -87,7 +87,7 @@ func TestWatchBatchExportsBacklogAndDrops(t *testing.T) {
 # HELP gpumeter_collector_pending_samples Samples buffered, not yet handed to the sink.
 # TYPE gpumeter_collector_pending_samples gauge
 gpumeter_collector_pending_samples 4
-# HELP gpumeter_collector_dropped_samples_total Samples dropped because the buffer was full while the sink failed.
+# HELP gpumeter_collector_dropped_samples_total Samples lost before the sink took them: the buffer was full while the sink failed, or the collector stopped with samples the sink never took.
 # TYPE gpumeter_collector_dropped_samples_total counter
 gpumeter_collector_dropped_samples_total 2
 `

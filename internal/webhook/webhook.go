@@ -116,9 +116,114 @@ type Endpoint struct {
 	Events []string `yaml:"events"` // types to send; empty: every type
 }
 
-// LogValue keeps the secret out of logs.
+// LogValue keeps the secret, and the credentials a URL may carry, out of
+// logs.
 func (e Endpoint) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("name", e.Name), slog.String("url", e.URL))
+	return slog.GroupValue(slog.String("name", e.Name), slog.String("url", RedactURL(e.URL)))
+}
+
+// RedactURL is raw with what may be a credential hidden, for logs, errors
+// and stored attempts: the user information becomes "***" and every query
+// value "redacted" (https://***@host/path?api_key=redacted). url.URL's
+// Redacted hides only a password, and an api_key in the query is as
+// secret. A URL that does not parse is not shown at all.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return redacted(u)
+}
+
+func redacted(u *url.URL) string {
+	c := *u
+	hadUser := c.User != nil
+	c.User = nil
+	if c.RawQuery != "" {
+		q := c.Query()
+		for k := range q {
+			for i := range q[k] {
+				q[k][i] = "redacted"
+			}
+		}
+		if len(q) == 0 {
+			c.RawQuery = "redacted"
+		} else {
+			c.RawQuery = q.Encode()
+		}
+	}
+	if c.Fragment != "" || c.RawFragment != "" {
+		c.Fragment, c.RawFragment = "redacted", ""
+	}
+	out := c.String()
+	if hadUser {
+		// url.Userinfo cannot print a bare "***@" (it escapes the stars),
+		// so the marker goes in after the authority's "//".
+		if i := strings.Index(out, "//"); i >= 0 {
+			out = out[:i+2] + "***@" + out[i+2:]
+		}
+	}
+	return out
+}
+
+// secretsOf returns the parts of raw that must never be shown: the whole
+// URL as given, its user information and its query values (raw and
+// decoded). Short values are left out, since replacing them would mangle
+// unrelated text and they guard nothing.
+func secretsOf(raw string) []string {
+	out := []string{raw}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return out
+	}
+	add := func(v string) {
+		if len(v) >= 3 {
+			out = append(out, v)
+		}
+	}
+	if u.User != nil {
+		add(u.User.String())
+		add(u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			add(p)
+		}
+	}
+	add(u.RawQuery)
+	for _, vs := range u.Query() {
+		for _, v := range vs {
+			add(v)
+			add(url.QueryEscape(v))
+		}
+	}
+	// Longest first, so that a value inside a longer secret does not break
+	// the longer one's match.
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// redactError is err's text with rawURL's credentials hidden. Go's HTTP
+// client wraps every error in a *url.Error that prints the whole URL; it
+// is rebuilt around the redacted URL, and whatever else still holds a
+// secret of the URL (a nested error) is scrubbed.
+func redactError(err error, rawURL string) string {
+	msg := err.Error()
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		msg = fmt.Sprintf("%s %q: %s", ue.Op, RedactURL(ue.URL), ue.Err.Error())
+	}
+	return scrub(msg, rawURL)
+}
+
+// scrub replaces every secret of rawURL in msg.
+func scrub(msg, rawURL string) string {
+	for _, s := range secretsOf(rawURL) {
+		if s == rawURL {
+			msg = strings.ReplaceAll(msg, s, RedactURL(rawURL))
+			continue
+		}
+		msg = strings.ReplaceAll(msg, s, "redacted")
+	}
+	return msg
 }
 
 // Wants says whether the endpoint takes events of typ.
@@ -169,8 +274,16 @@ func (c Config) Validate() error {
 			add("%s.name %q: required and unique", at, e.Name)
 		}
 		names[e.Name] = true
-		if u, err := url.Parse(e.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			add("%s.url %q: want an http(s) URL", at, e.URL)
+		// The URL may carry credentials: errors show it redacted, or not
+		// at all when it does not parse.
+		if u, err := url.Parse(e.URL); err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			add("%s.url: want an http(s) URL: %s", at, scrub(err.Error(), e.URL))
+		} else if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			add("%s.url %q: want an http(s) URL", at, redacted(u))
 		}
 		if len(e.Secret) < 16 {
 			add("%s.secret: at least 16 characters", at)
@@ -215,7 +328,14 @@ type Sender struct {
 
 // NewSender builds a sender; rec records every attempt.
 func NewSender(cfg Config, rec Recorder, logger *slog.Logger) *Sender {
-	return &Sender{cfg: cfg, client: &http.Client{Timeout: cfg.Timeout}, rec: rec, sleep: sleepCtx, now: time.Now,
+	client := &http.Client{
+		Timeout: cfg.Timeout,
+		// A redirect is not followed: Go would follow a 302 with a GET
+		// without the body, and that GET's 2xx is no delivery. The 3xx
+		// is a failed attempt, retried like any other.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return &Sender{cfg: cfg, client: client, rec: rec, sleep: sleepCtx, now: time.Now,
 		logger: logger.With("component", "webhook")}
 }
 
@@ -280,7 +400,7 @@ func (s *Sender) attempt(ctx context.Context, ep Endpoint, id string, body []byt
 	a := Attempt{EventID: id, Endpoint: ep.Name, N: n, At: s.now().UTC()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, bytes.NewReader(body))
 	if err != nil {
-		a.Error = err.Error()
+		a.Error = redactError(err, ep.URL)
 		return a
 	}
 	req.Header.Set("Content-Type", "application/json")
@@ -291,13 +411,23 @@ func (s *Sender) attempt(ctx context.Context, ep Endpoint, id string, body []byt
 	resp, err := s.client.Do(req)
 	a.Duration = time.Since(began)
 	if err != nil {
-		a.Error = err.Error()
+		a.Error = redactError(err, ep.URL)
 		return a
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	a.Status = resp.StatusCode
-	if !a.Delivered() {
+	switch {
+	case a.Delivered():
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		loc := resp.Header.Get("Location")
+		if u, err := resp.Location(); err == nil {
+			loc = redacted(u)
+		} else if loc != "" {
+			loc = RedactURL(loc)
+		}
+		a.Error = scrub(fmt.Sprintf("%s: redirect to %s not followed (webhooks are not redirected: configure the final URL)", resp.Status, loc), ep.URL)
+	default:
 		a.Error = resp.Status
 	}
 	return a

@@ -1,8 +1,10 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -166,5 +168,159 @@ func TestInsightAnomalyEventIsDeterministic(t *testing.T) {
 	}
 	if !strings.Contains(string(e1.Data), `"tenant":"spiky"`) || !strings.Contains(string(e1.Data), `"observed":"6"`) {
 		t.Errorf("data %s", e1.Data)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	cases := []struct {
+		name, raw, want string
+	}{
+		{"plain URL unchanged", "https://erp.example/hook", "https://erp.example/hook"},
+		{"user and password hidden", "https://alice:pw-123@erp.example/hook", "https://***@erp.example/hook"},
+		{"user alone hidden", "https://token-xyz@erp.example/hook", "https://***@erp.example/hook"},
+		{"query values hidden, keys kept", "https://erp.example/hook?api_key=k-123&team=ops", "https://erp.example/hook?api_key=redacted&team=redacted"},
+		{"both, with a port", "http://u:p@10.0.0.1:8080/a/b?api_key=k", "http://***@10.0.0.1:8080/a/b?api_key=redacted"},
+		{"fragment hidden", "https://erp.example/hook#token=abc", "https://erp.example/hook#redacted"},
+		{"unparseable URL not shown", "http://u:secret@x/%zz?api_key=k", "(unparseable URL)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RedactURL(tc.raw); got != tc.want {
+				t.Errorf("RedactURL(%q) = %q, want %q", tc.raw, got, tc.want)
+			}
+		})
+	}
+}
+
+// A receiver that answers 302 has not received the event: the redirect
+// is not followed (Go would follow it with a body-less GET whose 200
+// counted as delivered), the attempt fails naming the Location, and it is
+// retried per the backoff policy.
+func TestDeliverDoesNotFollowRedirects(t *testing.T) {
+	var mu sync.Mutex
+	targetHits := 0
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		targetHits++
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer target.Close()
+	location := target.URL + "/moved?sig=location-secret"
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, location, http.StatusFound)
+	}))
+	defer redirector.Close()
+
+	rec := &memRecorder{}
+	cfg := DefaultConfig()
+	cfg.MaxAttempts = 3
+	s := NewSender(cfg, rec, slog.New(slog.DiscardHandler))
+	var waits int
+	s.sleep = func(context.Context, time.Duration) error { waits++; return nil }
+	ev, err := NewEvent(TypeInvoiceFinalized, time.Now(), map[string]string{"number": "GC-000002"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := s.Deliver(context.Background(), Endpoint{Name: "erp", URL: redirector.URL + "/hook", Secret: "receiver-shared-secret"}, ev, 1, cfg.MaxAttempts)
+	if err == nil || last.Delivered() {
+		t.Fatalf("a 302 counted as delivered: %+v", last)
+	}
+	wantLoc := target.URL + "/moved?sig=redacted"
+	if len(rec.attempts) != 3 || waits != 2 {
+		t.Fatalf("%d attempts with %d waits, want 3 retried per the backoff policy: %+v", len(rec.attempts), waits, rec.attempts)
+	}
+	for _, a := range rec.attempts {
+		if a.Status != http.StatusFound || a.Delivered() || !strings.Contains(a.Error, wantLoc) {
+			t.Errorf("attempt %+v: want a failed 302 naming %s", a, wantLoc)
+		}
+		if strings.Contains(a.Error, "location-secret") {
+			t.Errorf("attempt error shows the Location's query value: %s", a.Error)
+		}
+	}
+	if !strings.Contains(err.Error(), wantLoc) {
+		t.Errorf("error %v does not name the Location", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if targetHits != 0 {
+		t.Errorf("the redirect target received %d requests, want none", targetHits)
+	}
+}
+
+// An endpoint URL with user:password and an api_key: neither reaches the
+// log lines of failed attempts nor the recorded attempts, whatever failed
+// (no connection: Go's *url.Error prints the whole URL; an HTTP error; a
+// redirect whose relative Location inherits the credentials).
+func TestFailedDeliveryKeepsURLCredentialsOut(t *testing.T) {
+	const password, apiKey, user = "s3cr3t-pass", "AKIA-very-secret-key", "alice-the-user"
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close() // connection refused
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }))
+	defer failing.Close()
+	moving := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+	}))
+	defer moving.Close()
+	withCreds := func(base string) string {
+		return strings.Replace(base, "http://", "http://"+user+":"+password+"@", 1) + "/hook?api_key=" + apiKey + "&team=ops"
+	}
+	for name, srvURL := range map[string]string{"no connection": closed.URL, "HTTP 500": failing.URL, "redirect": moving.URL} {
+		t.Run(name, func(t *testing.T) {
+			var logs bytes.Buffer
+			rec := &memRecorder{}
+			cfg := DefaultConfig()
+			cfg.MaxAttempts = 2
+			s := NewSender(cfg, rec, slog.New(slog.NewTextHandler(&logs, nil)))
+			s.sleep = func(context.Context, time.Duration) error { return nil }
+			ev, err := NewEvent(TypeInvoiceFinalized, time.Now(), map[string]string{"number": "GC-000003"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep := Endpoint{Name: "erp", URL: withCreds(srvURL), Secret: "receiver-shared-secret"}
+			_, err = s.Deliver(context.Background(), ep, ev, 1, cfg.MaxAttempts)
+			if err == nil {
+				t.Fatal("delivered to a failing endpoint")
+			}
+			texts := map[string]string{"log": logs.String(), "returned error": err.Error()}
+			for i, a := range rec.attempts {
+				texts[fmt.Sprintf("attempt %d error", i+1)] = a.Error
+			}
+			if len(rec.attempts) != 2 || rec.attempts[0].Error == "" {
+				t.Fatalf("attempts %+v", rec.attempts)
+			}
+			for what, text := range texts {
+				for _, secret := range []string{password, apiKey, user} {
+					if strings.Contains(text, secret) {
+						t.Errorf("%s shows %q: %s", what, secret, text)
+					}
+				}
+			}
+			if !strings.Contains(logs.String(), "***@") || !strings.Contains(logs.String(), "api_key=redacted") {
+				t.Errorf("log does not name the endpoint's redacted URL:\n%s", logs.String())
+			}
+		})
+	}
+}
+
+// Config errors name a bad URL without its credentials.
+func TestConfigValidateKeepsURLCredentialsOut(t *testing.T) {
+	for name, u := range map[string]string{
+		"wrong scheme": "ftp://alice:s3cr3t-pass@host/x?api_key=AKIA-very-secret-key",
+		"unparseable":  "http://alice:s3cr3t-pass@host/%zz?api_key=AKIA-very-secret-key",
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.Endpoints = []Endpoint{{Name: "a", URL: u, Secret: "long-enough-secret"}}
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), "endpoints[0].url") {
+				t.Fatalf("%v: want an error naming endpoints[0].url", err)
+			}
+			for _, secret := range []string{"s3cr3t-pass", "AKIA-very-secret-key"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("%v shows %q", err, secret)
+				}
+			}
+		})
 	}
 }

@@ -37,9 +37,20 @@ type Currency struct {
 	Rounding   RoundingMode `json:"rounding"`    // how ties round
 }
 
-// Round rounds d to the currency's minor unit with its rounding mode.
+// Quantize rounds an exact amount to StoragePlaces with the currency's
+// rounding mode. The quantized value is the amount: it is what invoices
+// store (Decimal(38, 9)), and every minor-unit figure is rounded from it.
+func (c Currency) Quantize(exact decimal.Decimal) decimal.Decimal {
+	return c.roundTo(exact, StoragePlaces)
+}
+
+// Round rounds d to the currency's minor unit with its rounding mode, from
+// d's quantized value (Quantize): the engine, the stored 9-place amount and
+// every later check then round the same value the same way. Rounding the
+// exact value instead would split on amounts such as 30.2949999996, which
+// is 30.29 in cents but 30.295000000 as stored, and 30.30 from there.
 func (c Currency) Round(d decimal.Decimal) decimal.Decimal {
-	return c.roundTo(d, c.MinorUnits)
+	return c.roundTo(c.Quantize(d), c.MinorUnits)
 }
 
 func (c Currency) roundTo(d decimal.Decimal, places int32) decimal.Decimal {

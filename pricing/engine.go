@@ -42,11 +42,11 @@ const (
 	KindTrueUp         Kind = "commitment_true_up" // shortfall below the minimum commitment
 )
 
-// Line is one priced line. Amount is the line's exact amount rounded once
-// to StoragePlaces (what invoices store); AmountRounded is the same exact
-// amount rounded once to the currency's minor unit. AmountRounded is not
-// Amount rounded again: 1.2349999996 is 1.235000000 at 9 places but 1.23,
-// not 1.24, in cents.
+// Line is one priced line. Amount is the line's exact amount quantized to
+// StoragePlaces (Currency.Quantize): the line's amount, as invoices store
+// it. AmountRounded is Amount rounded once to the currency's minor unit,
+// so every later check of a stored line finds the same minor units:
+// 1.2349999996 is 1.235000000 and so 1.24.
 type Line struct {
 	SKU         string `json:"sku,omitempty"`
 	Meter       Meter  `json:"meter,omitempty"` // empty for a commitment true-up
@@ -390,12 +390,12 @@ type lineBuilder struct {
 	lines []Line
 }
 
-// add sets the line's amounts from its exact amount: the stored 9-place
-// Amount and the minor-unit AmountRounded are each rounded once from exact,
-// neither from the other.
+// add sets the line's amounts from its exact amount: Amount is exact
+// quantized to the 9 places invoices store, and AmountRounded is that
+// Amount rounded to minor units, the one value every check rounds.
 func (lb *lineBuilder) add(l Line, exact decimal.Decimal) {
-	l.Amount = lb.cur.roundTo(exact, StoragePlaces)
-	l.AmountRounded = lb.cur.Round(exact)
+	l.Amount = lb.cur.Quantize(exact)
+	l.AmountRounded = lb.cur.Round(l.Amount)
 	lb.lines = append(lb.lines, l)
 }
 

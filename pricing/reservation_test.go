@@ -279,8 +279,10 @@ func TestMinimumCommitment(t *testing.T) {
 			usageOf("H100", pricing.GPUHours, "5"), "", "10.00"},
 		{"no usage at all pays the whole commitment",
 			book, "tenant: acme\nminimum_commitment: {monthly_amount: \"1000\"}\n", nil, "1000.00", "1000.00"},
-		{"the commitment is rounded once, to cents, from its exact amount",
-			book, "tenant: acme\nminimum_commitment: {monthly_amount: \"1.2349999996\"}\n", nil, "1.23", "1.23"},
+		{"the commitment is rounded once, to cents, from its 9-place amount",
+			book, "tenant: acme\nminimum_commitment: {monthly_amount: \"1.2349999996\"}\n", nil, "1.24", "1.24"},
+		{"a commitment below a half at the 9th place rounds down",
+			book, "tenant: acme\nminimum_commitment: {monthly_amount: \"1.2349999994\"}\n", nil, "1.23", "1.23"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

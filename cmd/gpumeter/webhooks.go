@@ -135,18 +135,12 @@ func runWebhooksReplay(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-// invoiceEvents puts finalized invoices in the webhook outbox.
+// invoiceEvents puts an event for each finalized invoice in the webhook
+// outbox, once per invoice however often a run finds it finalized.
 func invoiceEvents(s *store.Store) func(context.Context, []*billing.Invoice) error {
 	return func(ctx context.Context, invs []*billing.Invoice) error {
-		var evs []webhook.Event
-		for _, inv := range invs {
-			ev, err := webhook.InvoiceFinalized(inv, time.Now())
-			if err != nil {
-				return err
-			}
-			evs = append(evs, ev)
-		}
-		return s.SaveEvents(ctx, evs)
+		_, err := webhook.AnnounceFinalized(ctx, s, invs, time.Now())
+		return err
 	}
 }
 

@@ -29,8 +29,9 @@ type Draft struct {
 
 // BuildInvoice turns a priced period into a draft invoice: the engine's
 // lines, then corrections of earlier periods, then one tax line on the
-// subtotal. Each amount is rounded once to the minor unit; the totals are
-// sums of rounded lines, so every rendering of the invoice adds up.
+// subtotal. Each line's amount is its 9-place stored value, rounded once
+// to the minor unit (pricing.Currency.Round); the totals are sums of
+// rounded lines, so every rendering of the invoice adds up.
 func BuildInvoice(d Draft) (*Invoice, error) {
 	cur := d.Priced.Currency
 	if d.Customer.Currency != "" && cur.Code != d.Customer.Currency {
@@ -80,12 +81,14 @@ func BuildInvoice(d Draft) (*Invoice, error) {
 	inv.SubtotalMinor = sub
 	if !d.Customer.TaxRate.IsZero() {
 		base := decimal.New(sub, -cur.MinorUnits)
-		exact := base.Mul(d.Customer.TaxRate).Div(decimal.NewFromInt(100)).Round(pricing.StoragePlaces)
+		// The tax line's amount is quantized like every line's; its minor
+		// units are rounded from that stored value, as Validate does.
+		amount := cur.Quantize(base.Mul(d.Customer.TaxRate).Div(decimal.NewFromInt(100)))
 		rate := d.Customer.TaxRate.Div(decimal.NewFromInt(100))
 		tax := Line{
 			Kind: KindTax, Description: fmt.Sprintf("Tax %s%% on %s %s", d.Customer.TaxRate, base.StringFixed(cur.MinorUnits), cur.Code),
 			From: inv.PeriodStart, To: inv.PeriodEnd, Quantity: base, Unit: cur.Code, UnitPrice: &rate,
-			Amount: exact, AmountMinor: minorUnits(cur.Round(exact), cur.MinorUnits),
+			Amount: amount, AmountMinor: minorUnits(cur.Round(amount), cur.MinorUnits),
 		}
 		inv.Lines = append(inv.Lines, tax)
 		inv.TaxMinor = tax.AmountMinor

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -152,7 +153,24 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 	if err := r.store.SaveInvoices(ctx, save); err != nil {
 		return nil, err
 	}
-	if err := r.finalized(ctx, save); err != nil {
+	// The invoices finalized now, and with a period every one of it found
+	// finalized: a finalize or run that died before telling of them is
+	// made good here too.
+	var final []*Invoice
+	for _, s := range save {
+		final = append(final, s.Invoice)
+	}
+	if period != "" {
+		var found []*Invoice
+		for _, s := range st.byID {
+			if s.Invoice.PeriodLabel == period && s.Invoice.Status == StatusFinalized && !slices.Contains(final, s.Invoice) {
+				found = append(found, s.Invoice)
+			}
+		}
+		sort.Slice(found, func(i, j int) bool { return found[i].ID < found[j].ID })
+		final = append(final, found...)
+	}
+	if err := r.finalized(ctx, final); err != nil {
 		return outs, err
 	}
 	return outs, nil

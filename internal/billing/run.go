@@ -109,9 +109,12 @@ type Runner struct {
 	logger    *slog.Logger
 	// readFile loads books and contracts; paths are as configured.
 	readFile func(string) ([]byte, error)
-	// OnFinalized, when set, is told of invoices finalized, once they are
-	// stored (the webhook outbox). Its error fails the call that
-	// finalized them, which a re-run repeats without numbering anew.
+	// OnFinalized, when set, is told of the finalized invoices a call
+	// stored or found, once they are stored (the webhook outbox): those it
+	// finalized and those of its period finalized before. It must add only
+	// what is missing for each invoice (webhook.AnnounceFinalized), so a
+	// call cut short between storing invoices and telling of them is made
+	// good by the next run of the period. Its error fails the call.
 	OnFinalized func(ctx context.Context, invs []*Invoice) error
 }
 
@@ -222,7 +225,15 @@ func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Re
 	if err := r.store.SaveInvoices(ctx, save); err != nil {
 		return Report{}, err
 	}
-	if err := r.finalized(ctx, save); err != nil {
+	// Every finalized invoice of the run, new or found: one finalized by a
+	// run that died before telling of it is told of now.
+	var final []*Invoice
+	for _, o := range rep.Outcomes {
+		if o.Invoice != nil && o.Invoice.Status == StatusFinalized {
+			final = append(final, o.Invoice)
+		}
+	}
+	if err := r.finalized(ctx, final); err != nil {
 		return rep, err
 	}
 	if rep.ClosedMonths, err = r.closeMonths(ctx, st, req.Period); err != nil {
@@ -670,19 +681,22 @@ func LoadPricing(c Customer, readFile func(string) ([]byte, error)) (*pricing.Bo
 	return b.book, k.contract, nil
 }
 
-// finalized tells OnFinalized of the finalized invoices among saved.
-func (r *Runner) finalized(ctx context.Context, saved []StoredInvoice) error {
+// finalized tells OnFinalized of the finalized invoices among invs.
+func (r *Runner) finalized(ctx context.Context, invs []*Invoice) error {
 	if r.OnFinalized == nil {
 		return nil
 	}
-	var invs []*Invoice
-	for _, s := range saved {
-		if s.Invoice.Status == StatusFinalized {
-			invs = append(invs, s.Invoice)
+	var final []*Invoice
+	for _, inv := range invs {
+		if inv.Status == StatusFinalized {
+			final = append(final, inv)
 		}
 	}
-	if len(invs) == 0 {
+	if len(final) == 0 {
 		return nil
 	}
-	return r.OnFinalized(ctx, invs)
+	if err := r.OnFinalized(ctx, final); err != nil {
+		return fmt.Errorf("tell of %d finalized invoices: %w", len(final), err)
+	}
+	return nil
 }

@@ -50,7 +50,7 @@ type UsageService interface {
 // InvoiceService reads invoices in a scope.
 type InvoiceService interface {
 	Invoices(ctx context.Context, q InvoiceListRequest) ([]billing.StoredInvoice, error)
-	Invoice(ctx context.Context, scope auth.Scope, ref string) (billing.StoredInvoice, error)
+	Invoice(ctx context.Context, q InvoiceRequest) (billing.StoredInvoice, error)
 }
 
 // API is what the /v1 routes call.
@@ -73,8 +73,9 @@ type API struct {
 
 // Context keys of an authenticated request.
 const (
-	keyIDContext = "gpumeter.key_id"
-	scopeContext = "gpumeter.scope"
+	keyIDContext  = "gpumeter.key_id"
+	scopeContext  = "gpumeter.scope"
+	portalContext = "gpumeter.portal"
 )
 
 // keyCacheTTL is how long a looked-up key is trusted without asking the
@@ -200,6 +201,7 @@ func (st *apiState) authenticate(s *Server) gin.HandlerFunc {
 				if err == nil {
 					c.Set(keyIDContext, k.ID)
 					c.Set(scopeContext, k.Scope)
+					c.Set(portalContext, k.Portal)
 					c.Next()
 					return
 				}
@@ -516,6 +518,7 @@ func (s *Server) getUsage(svc UsageService) gin.HandlerFunc {
 func (s *Server) listInvoices(svc InvoiceService) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		q, err := parseInvoiceList(c.Request.URL.Query(), scopeOf(c))
+		q.Portal = c.GetBool(portalContext)
 		if err != nil {
 			s.respondError(c, err)
 			return
@@ -555,7 +558,7 @@ func (s *Server) getInvoice(svc InvoiceService) gin.HandlerFunc {
 			s.respondError(c, badRequest{fmt.Sprintf("format %q: want json, csv or pdf", format)})
 			return
 		}
-		si, err := svc.Invoice(c.Request.Context(), scopeOf(c), ref)
+		si, err := svc.Invoice(c.Request.Context(), InvoiceRequest{Scope: scopeOf(c), Ref: ref, Portal: c.GetBool(portalContext)})
 		if err != nil {
 			s.respondError(c, err)
 			return

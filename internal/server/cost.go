@@ -127,14 +127,25 @@ func onlyParams(v url.Values, maxLen int, names ...string) error {
 		if !allowed[k] {
 			return badRequest{fmt.Sprintf("unknown parameter %q (want %v)", truncate(k, 64), names)}
 		}
+		if len(vals) > 1 {
+			return badRequest{fmt.Sprintf("%s: given %d times; give it once", k, len(vals))}
+		}
+		limit := maxLen
+		if k == "access_token" {
+			limit = maxTokenLen // checked whole by authentication already
+		}
 		for _, s := range vals {
-			if !validText(s) || len(s) > maxLen {
-				return badRequest{fmt.Sprintf("%s: not valid UTF-8 text of at most %d bytes", k, maxLen)}
+			if !validText(s) || len(s) > limit {
+				return badRequest{fmt.Sprintf("%s: not valid UTF-8 text of at most %d bytes", k, limit)}
 			}
 		}
 	}
 	return nil
 }
+
+// maxTokenLen bounds an access_token parameter (a portal token is about
+// 70 bytes).
+const maxTokenLen = 256
 
 func money(d decimal.Decimal, places int32) string { return d.StringFixed(places) }
 

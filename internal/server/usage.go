@@ -217,11 +217,21 @@ func usageResponse(q UsageRequest, res UsageResult) gin.H {
 
 // InvoiceListRequest is GET /v1/invoices.
 type InvoiceListRequest struct {
-	Scope  auth.Scope
+	Scope auth.Scope
+	// Portal: the caller holds a portal token, a customer's view whatever
+	// its scope (no drafts).
+	Portal bool
 	Period string
 	Tenant string
 	After  string // page token: the last id of the previous page
 	Limit  int
+}
+
+// InvoiceRequest is GET /v1/invoices/{ref}: one invoice by id or number.
+type InvoiceRequest struct {
+	Scope  auth.Scope
+	Portal bool // as in InvoiceListRequest
+	Ref    string
 }
 
 func parseInvoiceList(v url.Values, scope auth.Scope) (InvoiceListRequest, error) {

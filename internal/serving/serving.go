@@ -26,7 +26,7 @@ type Store interface {
 	Usage(ctx context.Context, q store.UsageQuery) ([]store.UsageRow, error)
 	LoadRollupState(ctx context.Context, job string) (billing.RollupState, bool, error)
 	InvoicesFor(ctx context.Context, q store.InvoiceQuery) ([]billing.StoredInvoice, error)
-	InvoiceFor(ctx context.Context, issuer string, scope auth.Scope, ref string) (billing.StoredInvoice, error)
+	InvoiceFor(ctx context.Context, issuer string, scope auth.Scope, ref string, drafts bool) (billing.StoredInvoice, error)
 }
 
 // Service implements the API's services.
@@ -238,13 +238,23 @@ func bucketStart(t time.Time, step string, loc *time.Location) time.Time {
 	return l.Truncate(time.Hour)
 }
 
-// Invoices lists the issuer's invoices in the request's scope.
+// Invoices lists the issuer's invoices in the request's scope: drafts
+// only for operators (seesDrafts).
 func (s *Service) Invoices(ctx context.Context, q server.InvoiceListRequest) ([]billing.StoredInvoice, error) {
 	return s.store.InvoicesFor(ctx, store.InvoiceQuery{Issuer: s.issuer, Scope: q.Scope, Period: q.Period, Tenant: q.Tenant,
-		After: q.After, Limit: q.Limit})
+		After: q.After, Limit: q.Limit, Drafts: seesDrafts(q.Scope, q.Portal)})
 }
 
-// Invoice reads one invoice in the scope.
-func (s *Service) Invoice(ctx context.Context, scope auth.Scope, ref string) (billing.StoredInvoice, error) {
-	return s.store.InvoiceFor(ctx, s.issuer, scope, ref)
+// Invoice reads one invoice in the scope; a draft is as absent to a
+// customer as another tenant's invoice.
+func (s *Service) Invoice(ctx context.Context, q server.InvoiceRequest) (billing.StoredInvoice, error) {
+	return s.store.InvoiceFor(ctx, s.issuer, q.Scope, q.Ref, seesDrafts(q.Scope, q.Portal))
+}
+
+// seesDrafts says whether a caller reviews drafts: operators (admin and
+// department API keys) do; customers (tenant keys, and every portal token,
+// which is handed to people outside operations) see an invoice once it is
+// finalized.
+func seesDrafts(scope auth.Scope, portal bool) bool {
+	return !portal && (scope.Kind == auth.KindAdmin || scope.Kind == auth.KindDepartment)
 }

@@ -371,6 +371,10 @@ func TestAPIRejectsMalformedInput(t *testing.T) {
 		"huge page size":       "/v1/invoices?page_size=100000",
 		"bad invoice format":   "/v1/invoices/GC-000001?format=docx",
 		"bad utf-8 invoice":    "/v1/invoices/%ff%fe",
+		"format twice":         "/v1/invoices/GC-000001?format=pdf&format=csv",
+		"meter twice":          "/v1/usage?from=2026-10-01&to=2026-11-01&meters=gpu_hours,gpu_hours",
+		"from twice":           "/v1/usage?from=2026-10-01&from=2026-09-01&to=2026-11-01",
+		"half-hour tz at to":   "/v1/usage?from=2026-03-01T13:00:00Z&to=2026-04-30T13:00:00Z&tz=Australia/Lord_Howe",
 	}
 	for name, path := range cases {
 		code, body, _ := f.get(t, token, path)

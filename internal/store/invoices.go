@@ -234,6 +234,9 @@ type InvoiceQuery struct {
 	// After is the last invoice id of the previous page; Limit bounds the page.
 	After string
 	Limit int
+	// Drafts includes draft invoices, which only operators review;
+	// without it (customers) only finalized and void invoices are listed.
+	Drafts bool
 }
 
 // InvoicesFor lists the latest revision of the issuer's invoices in the
@@ -251,12 +254,11 @@ func (q InvoiceQuery) toSQL() (string, []any) {
 	where := []string{"issuer = ?"}
 	args := []any{q.Issuer}
 	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
-	if t := q.Scope.Tenant(); t != "" {
-		add("tenant = ?", t)
+	if !q.Drafts {
+		add(notDraft, string(billing.StatusDraft))
 	}
-	if d := q.Scope.Department(); d != "" {
-		add("department = ?", d)
-	}
+	conds, scopeArgs := scopeWhere(q.Scope)
+	where, args = append(where, conds...), append(args, scopeArgs...)
 	if q.Period != "" {
 		add("period_label = ?", q.Period)
 	}
@@ -274,13 +276,20 @@ func (q InvoiceQuery) toSQL() (string, []any) {
 		" ORDER BY invoice_id LIMIT " + strconv.Itoa(limit), args
 }
 
+// notDraft leaves drafts out; its argument is billing.StatusDraft. Applied
+// with FINAL it gives the same rows before or after the merge, since an
+// invoice's status only moves from draft to finalized to void: no draft
+// revision ever follows a finalized one.
+const notDraft = "status != ?"
+
 // InvoiceFor reads one invoice by id or number within the scope; one
-// outside it is as absent as one that never existed.
-func (s *Store) InvoiceFor(ctx context.Context, issuer string, scope auth.Scope, ref string) (billing.StoredInvoice, error) {
+// outside it is as absent as one that never existed, and so is a draft
+// unless drafts is set (operators; customers never see drafts).
+func (s *Store) InvoiceFor(ctx context.Context, issuer string, scope auth.Scope, ref string, drafts bool) (billing.StoredInvoice, error) {
 	if err := scope.Validate(); err != nil {
 		return billing.StoredInvoice{}, fmt.Errorf("read invoice: %w", err)
 	}
-	sql, args := invoiceForSQL(issuer, scope, ref)
+	sql, args := invoiceForSQL(issuer, scope, ref, drafts)
 	invs, err := s.scanInvoices(ctx, "read invoice", sql, args...)
 	if err != nil {
 		return billing.StoredInvoice{}, err
@@ -293,17 +302,14 @@ func (s *Store) InvoiceFor(ctx context.Context, issuer string, scope auth.Scope,
 
 // invoiceForSQL is InvoiceFor's statement and arguments for a validated
 // scope.
-func invoiceForSQL(issuer string, scope auth.Scope, ref string) (string, []any) {
+func invoiceForSQL(issuer string, scope auth.Scope, ref string, drafts bool) (string, []any) {
 	where := []string{"issuer = ?", "(invoice_id = ? OR (number = ? AND number != ''))"}
 	args := []any{issuer, ref, ref}
-	if t := scope.Tenant(); t != "" {
-		where = append(where, "tenant = ?")
-		args = append(args, t)
+	if !drafts {
+		where, args = append(where, notDraft), append(args, string(billing.StatusDraft))
 	}
-	if d := scope.Department(); d != "" {
-		where = append(where, "department = ?")
-		args = append(args, d)
-	}
+	conds, scopeArgs := scopeWhere(scope)
+	where, args = append(where, conds...), append(args, scopeArgs...)
 	return "SELECT revision, document FROM invoices FINAL WHERE " + strings.Join(where, " AND "), args
 }
 

@@ -14,8 +14,10 @@ const (
 	insertEventSQL   = "INSERT INTO webhook_events (event_id, type, created_at, body)"
 	insertAttemptSQL = "INSERT INTO webhook_attempts (event_id, endpoint, attempt, at, status, error, duration_ms)"
 	// eventsSQL and attemptsSQL take the time the listing starts at.
-	eventsSQL   = "SELECT body FROM webhook_events FINAL WHERE created_at >= ? ORDER BY created_at, event_id"
-	attemptsSQL = "SELECT event_id, endpoint, attempt, at, status, error, duration_ms FROM webhook_attempts" +
+	eventsSQL = "SELECT body FROM webhook_events FINAL WHERE created_at >= ? ORDER BY created_at, event_id"
+	// eventsOfTypeSQL takes the type and the time the listing starts at.
+	eventsOfTypeSQL = "SELECT body FROM webhook_events FINAL WHERE type = ? AND created_at >= ? ORDER BY created_at, event_id"
+	attemptsSQL     = "SELECT event_id, endpoint, attempt, at, status, error, duration_ms FROM webhook_attempts" +
 		" WHERE at >= ? ORDER BY event_id, endpoint, attempt"
 )
 
@@ -75,31 +77,48 @@ func (s *Store) RecordAttempt(ctx context.Context, a webhook.Attempt) error {
 	return nil
 }
 
-// Events lists the outbox since a time, oldest first, with attempts.
-func (s *Store) Events(ctx context.Context, since time.Time) ([]webhook.Status, error) {
-	rows, err := s.conn.Query(ctx, eventsSQL, since.UTC())
+// EventsOfType lists the outbox's events of one type created since a
+// time, oldest first, without their attempts.
+func (s *Store) EventsOfType(ctx context.Context, typ string, since time.Time) ([]webhook.Event, error) {
+	return s.readEvents(ctx, eventsOfTypeSQL, typ, since.UTC())
+}
+
+// readEvents reads the events a query of event bodies lists.
+func (s *Store) readEvents(ctx context.Context, sql string, args ...any) ([]webhook.Event, error) {
+	rows, err := s.conn.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
-	var out []webhook.Status
-	index := map[string]int{}
+	defer rows.Close()
+	var out []webhook.Event
 	for rows.Next() {
 		var body string
 		if err := rows.Scan(&body); err != nil {
-			rows.Close()
 			return nil, fmt.Errorf("read events: scan: %w", err)
 		}
 		var ev webhook.Event
 		if err := json.Unmarshal([]byte(body), &ev); err != nil {
-			rows.Close()
 			return nil, fmt.Errorf("read events: %w", err)
 		}
-		index[ev.ID] = len(out)
-		out = append(out, webhook.Status{Event: ev, Attempts: map[string][]webhook.Attempt{}})
+		out = append(out, ev)
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
+	}
+	return out, nil
+}
+
+// Events lists the outbox since a time, oldest first, with attempts.
+func (s *Store) Events(ctx context.Context, since time.Time) ([]webhook.Status, error) {
+	evs, err := s.readEvents(ctx, eventsSQL, since.UTC())
+	if err != nil {
+		return nil, err
+	}
+	var out []webhook.Status
+	index := map[string]int{}
+	for _, ev := range evs {
+		index[ev.ID] = len(out)
+		out = append(out, webhook.Status{Event: ev, Attempts: map[string][]webhook.Attempt{}})
 	}
 	if len(out) == 0 {
 		return out, nil

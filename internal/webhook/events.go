@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
@@ -8,13 +10,21 @@ import (
 	"github.com/gpumeter/gpumeter/internal/quota"
 )
 
-// InvoiceFinalized is the event of a finalized invoice.
+// InvoiceFinalized is the event of a finalized invoice. Its id follows
+// from the invoice (issuer, id and number), so the event a re-run writes
+// for an invoice is the same event, never a second one.
 func InvoiceFinalized(inv *billing.Invoice, at time.Time) (Event, error) {
-	return NewEvent(TypeInvoiceFinalized, at, map[string]any{
+	ev, err := NewEvent(TypeInvoiceFinalized, at, map[string]any{
 		"invoice_id": inv.ID, "number": inv.Number, "tenant": inv.Tenant, "period": inv.PeriodLabel,
 		"currency": inv.Currency.Code, "subtotal": inv.Money(inv.SubtotalMinor), "tax": inv.Money(inv.TaxMinor),
 		"total": inv.Money(inv.TotalMinor), "lines": len(inv.Lines),
 	})
+	if err != nil {
+		return Event{}, err
+	}
+	sum := sha256.Sum256([]byte(inv.Issuer.ID + "\x00" + inv.ID + "\x00" + inv.Number))
+	ev.ID = "evt_invoice_" + hex.EncodeToString(sum[:12])
+	return ev, nil
 }
 
 // QuotaCrossed is the event of a threshold crossed.

@@ -2,9 +2,13 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/billing"
 )
 
 // Status is an outbox event with its attempts per endpoint.
@@ -44,13 +48,22 @@ func (s *Sender) Run(ctx context.Context, box Outbox) {
 	t := time.NewTicker(s.cfg.Poll)
 	defer t.Stop()
 	for {
+		// Only endpoints idle before the outbox is read are served from
+		// that read: one whose sending ended during it would find attempts
+		// it just recorded missing, and send those events again.
+		idle := map[string]bool{}
+		mu.Lock()
+		for _, ep := range s.cfg.Endpoints {
+			idle[ep.Name] = !busy[ep.Name]
+		}
+		mu.Unlock()
 		statuses, err := box.Events(ctx, s.now().Add(-outboxWindow))
 		if err != nil && ctx.Err() == nil {
 			s.logger.Warn("read webhook outbox", "err", err)
 		}
 		for _, ep := range s.cfg.Endpoints {
 			mu.Lock()
-			if busy[ep.Name] {
+			if !idle[ep.Name] || busy[ep.Name] {
 				mu.Unlock()
 				continue
 			}
@@ -87,4 +100,77 @@ func (s *Sender) Run(ctx context.Context, box Outbox) {
 		case <-t.C:
 		}
 	}
+}
+
+// InvoiceOutbox is what AnnounceFinalized needs of the outbox.
+type InvoiceOutbox interface {
+	// EventsOfType lists the outbox's events of one type created since a time.
+	EventsOfType(ctx context.Context, typ string, since time.Time) ([]Event, error)
+	SaveEvents(ctx context.Context, evs []Event) error
+}
+
+// announceSlack is how long before an invoice's finalization its event is
+// looked for: events are written after the invoice, by clocks that may
+// disagree a little.
+const announceSlack = 24 * time.Hour
+
+// AnnounceFinalized puts an invoice.finalized event in the outbox for
+// each finalized invoice of invs that has none there yet, and returns how
+// many it wrote. An invoice's event is found by its id (InvoiceFinalized)
+// or, for events written before ids followed the invoice, by the invoice
+// id and number it carries. Every invoice run calls it with each invoice
+// it finds finalized, so a run cut short between storing invoices and
+// writing their events is repaired by the next, and a repeated run adds
+// nothing. Callers hold the issuer's billing lease, so no two announce at
+// once.
+func AnnounceFinalized(ctx context.Context, box InvoiceOutbox, invs []*billing.Invoice, now time.Time) (int, error) {
+	var since time.Time
+	var final []*billing.Invoice
+	for _, inv := range invs {
+		if inv.Status != billing.StatusFinalized {
+			continue
+		}
+		final = append(final, inv)
+		at := now
+		if inv.FinalizedAt != nil {
+			at = *inv.FinalizedAt
+		}
+		if since.IsZero() || at.Before(since) {
+			since = at
+		}
+	}
+	if len(final) == 0 {
+		return 0, nil
+	}
+	have, err := box.EventsOfType(ctx, TypeInvoiceFinalized, since.Add(-announceSlack))
+	if err != nil {
+		return 0, fmt.Errorf("announce finalized invoices: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, ev := range have {
+		seen[ev.ID] = true
+		var d struct {
+			InvoiceID string `json:"invoice_id"`
+			Number    string `json:"number"`
+		}
+		if json.Unmarshal(ev.Data, &d) == nil && d.InvoiceID != "" {
+			seen[d.InvoiceID+"\x00"+d.Number] = true
+		}
+	}
+	var evs []Event
+	for _, inv := range final {
+		ev, err := InvoiceFinalized(inv, now)
+		if err != nil {
+			return 0, err
+		}
+		if seen[ev.ID] || seen[inv.ID+"\x00"+inv.Number] {
+			continue
+		}
+		seen[ev.ID] = true
+		evs = append(evs, ev)
+	}
+	if err := box.SaveEvents(ctx, evs); err != nil {
+		return 0, fmt.Errorf("announce finalized invoices: %w", err)
+	}
+	return len(evs), nil
 }

@@ -70,6 +70,11 @@ func handOnKept(ctx context.Context, batch *collectors.Batch, sk sink) error {
 			return nil
 		}
 		if werr := sk.waitRoom(ctx); werr != nil {
+			// The shipper may have freed room between the refused flush and
+			// the wait (its last commit emptied the backlog): one more try.
+			if batch.Flush(ctx) == nil {
+				return nil
+			}
 			return fmt.Errorf("%d samples not taken by the sink: %w", batch.Pending(), werr)
 		}
 	}

@@ -100,7 +100,7 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	if srvCfg.AuditQueue.Dir != "" {
 		q, err := auditqueue.Open(srvCfg.AuditQueue)
 		if err != nil {
-			return fmt.Errorf("server.audit_queue: %w", err)
+			return fmt.Errorf("server.audit_queue.dir (--audit-queue; empty keeps no queue, and audit entries ClickHouse refuses are dropped): %w", err)
 		}
 		defer q.Close()
 		if n, _ := q.Pending(); n > 0 {

@@ -40,6 +40,13 @@ type Config struct {
 	Namespaces      map[string]string `yaml:"namespaces"`       // namespace → tenant
 	DefaultModel    string            `yaml:"default_model"`    // when a Pod names none
 	DefaultDuration time.Duration     `yaml:"default_duration"` // when a Pod names none
+	// GPUResources names the GPU resources of the cluster beyond the
+	// device plugin's own (nvidia.com/gpu, nvidia.com/mig-*, and either
+	// with .shared): the names a time-slicing config's rename gives, or the
+	// GPU operator's KubeVirt passthrough and vGPU names
+	// (nvidia.com/GH100_H100_SXM5_80GB). Each maps to the MIG profile one
+	// device is ("" for a whole GPU).
+	GPUResources map[string]string `yaml:"gpu_resources"`
 }
 
 // DefaultConfig assumes work runs an hour.
@@ -92,7 +99,7 @@ func decide(ctx context.Context, d Decider, scope auth.Scope, cfg Config, req *a
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
 		return deny(400, "the Pod in the review does not decode: %v", err)
 	}
-	wants, err := effective(pod.Spec)
+	wants, err := effective(pod.Spec, cfg.GPUResources)
 	if err != nil {
 		return deny(400, "%v", err)
 	}
@@ -138,7 +145,10 @@ func decide(ctx context.Context, d Decider, scope auth.Scope, cfg Config, req *a
 // parseResource reads a container resource name: the MIG profile it
 // asks for ("" for whole GPUs), ok false for a resource that is not an
 // NVIDIA GPU or MIG instance.
-func parseResource(name string) (profile string, ok bool, err error) {
+func parseResource(name string, extra map[string]string) (profile string, ok bool, err error) {
+	if p, ok := extra[name]; ok {
+		return p, true, nil
+	}
 	base := strings.TrimSuffix(name, sharedSuffix)
 	if base == gpuResource {
 		return "", true, nil
@@ -192,7 +202,7 @@ func addCount(a, b int64) (int64, error) {
 // its request, else its limit (the two must be equal for extended
 // resources). Resources giving the same profile are summed, in the order
 // of their names.
-func effective(spec corev1.PodSpec) ([]want, error) {
+func effective(spec corev1.PodSpec, extra map[string]string) ([]want, error) {
 	names := map[corev1.ResourceName]bool{}
 	for _, cs := range [][]corev1.Container{spec.Containers, spec.InitContainers} {
 		for _, c := range cs {
@@ -212,7 +222,7 @@ func effective(spec corev1.PodSpec) ([]want, error) {
 	var out []want
 	byProfile := map[string]int{}
 	for _, s := range sorted {
-		profile, ok, err := parseResource(s)
+		profile, ok, err := parseResource(s, extra)
 		if err != nil {
 			return nil, err
 		}

@@ -168,6 +168,11 @@ func TestReviewPassesDryRun(t *testing.T) {
 	}
 }
 
+// extraGPUResources are names a cluster configured itself
+// (kubernetes.gpu_resources): a time-slicing rename and a KubeVirt
+// passthrough name, which the device plugin's own names do not cover.
+var extraGPUResources = map[string]string{"nvidia.com/gpu-shared": "", "nvidia.com/GH100_H100_SXM5_80GB": "", "nvidia.com/a100-slice": "3g.40gb"}
+
 func TestParseResource(t *testing.T) {
 	for _, tc := range []struct {
 		name, profile string
@@ -185,9 +190,13 @@ func TestParseResource(t *testing.T) {
 		{"cpu", "", false, false},
 		{"example.com/gpu", "", false, false},
 		{"nvidia.com/gpus", "", false, false},
+		{"nvidia.com/gpu-shared", "", true, false},           // rename: in a time-slicing config
+		{"nvidia.com/GH100_H100_SXM5_80GB", "", true, false}, // KubeVirt passthrough
+		{"nvidia.com/a100-slice", "3g.40gb", true, false},
+		{"nvidia.com/hostdev", "", false, false}, // the network operator's, not a GPU
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			profile, ok, err := parseResource(tc.name)
+			profile, ok, err := parseResource(tc.name, extraGPUResources)
 			if profile != tc.profile || ok != tc.ok || (err != nil) != tc.err {
 				t.Errorf("parseResource(%q) = %q %v %v, want %q %v error=%v", tc.name, profile, ok, err, tc.profile, tc.ok, tc.err)
 			}
@@ -244,7 +253,7 @@ func TestEffectiveCounts(t *testing.T) {
 		{"MIG resource without a profile", corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/mig-": "1"})}}, "names no MIG profile", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wants, err := effective(tc.spec)
+			wants, err := effective(tc.spec, nil)
 			if tc.isErr {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("got %+v, %v; want an error with %q", wants, err, tc.want)

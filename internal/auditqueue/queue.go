@@ -169,13 +169,12 @@ func (q *Queue) Put(entries []auth.AuditEntry) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("keep audit batch: %w", err)
 	}
-	if err := syncDir(q.dir); err != nil {
-		return err
-	}
+	// Counted from the rename on: the file is there (and a later batch
+	// must not take its name) even if the directory's sync fails.
 	q.next++
 	q.bytes += int64(buf.Len())
 	q.entries += len(entries)
-	return nil
+	return syncDir(q.dir)
 }
 
 func writeSynced(path string, data []byte) error {

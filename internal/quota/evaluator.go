@@ -57,9 +57,9 @@ const (
 	// MaxCount is the most devices one admission may ask for, in one
 	// request and in all the requests admitted together.
 	MaxCount = 100_000
-	// maxParts bounds the requests admitted together (a Pod's GPU
+	// MaxParts bounds the requests admitted together (a Pod's GPU
 	// resources).
-	maxParts    = 64
+	MaxParts    = 64
 	maxDuration = 31 * 24 * time.Hour
 )
 
@@ -431,8 +431,8 @@ type part struct {
 // validateAll checks requests admitted together: each on its own, one
 // tenant, all dry runs or none, and at most MaxCount devices in all.
 func validateAll(reqs []Request) error {
-	if len(reqs) == 0 || len(reqs) > maxParts {
-		return fmt.Errorf("%w: %d requests at once, want 1 to %d", ErrInvalid, len(reqs), maxParts)
+	if len(reqs) == 0 || len(reqs) > MaxParts {
+		return fmt.Errorf("%w: %d requests at once, want 1 to %d", ErrInvalid, len(reqs), MaxParts)
 	}
 	total := 0
 	for _, r := range reqs {

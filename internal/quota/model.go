@@ -74,22 +74,10 @@ func (e *Evaluator) canonical(s Snapshot) Snapshot {
 
 // unknownModel is the error for a request naming a model the evaluator
 // does not know: it would match no model rule, so it is refused rather
-// than admitted free of them.
+// than admitted free of them. The hint lists the GPU catalogue only: the
+// models other tenants' rules and usage name are theirs to know.
 func (e *Evaluator) unknownModel(name string) error {
-	known := map[string]bool{}
-	for _, m := range migprofile.Models() {
-		known[m] = true
-	}
-	for _, m := range e.ruleModels {
-		known[m] = true
-	}
-	for _, m := range e.fleetModels {
-		known[m] = true
-	}
-	names := make([]string, 0, len(known))
-	for m := range known {
-		names = append(names, m)
-	}
+	names := migprofile.Models()
 	sort.Strings(names)
 	const most = 20
 	more := ""
@@ -97,7 +85,7 @@ func (e *Evaluator) unknownModel(name string) error {
 		more = fmt.Sprintf(" and %d more", len(names)-most)
 		names = names[:most]
 	}
-	return fmt.Errorf("%w: gpu_model %q: unknown GPU model (known: %s%s)", ErrInvalid, truncate(name, 64), strings.Join(names, ", "), more)
+	return fmt.Errorf("%w: gpu_model %q: unknown GPU model (the catalogue's: %s%s; or a model a quota rule names)", ErrInvalid, truncate(name, 64), strings.Join(names, ", "), more)
 }
 
 func truncate(s string, n int) string {

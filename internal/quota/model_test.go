@@ -32,7 +32,7 @@ func TestModelRulesMatchCanonically(t *testing.T) {
 		{"rule model outside the catalogue, other case", "L40S", 3, false, ""},
 		{"fleet model outside the catalogue, no model rule", "tesla-t4", 5, true, ""},
 		{"unknown string", "foo", 5, false, "unknown GPU model"},
-		{"unknown board", "H100", 5, false, "known: A100-SXM4-40GB, A100-SXM4-80GB, H100-SXM5-80GB, H200-SXM5-141GB, Tesla-T4, l40s"},
+		{"unknown board", "H100", 5, false, "the catalogue's: A100-SXM4-40GB, A100-SXM4-80GB, H100-SXM5-80GB, H200-SXM5-141GB; or a model a quota rule names"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -159,6 +160,23 @@ func TestUnauthenticatedCallersAreRateLimited(t *testing.T) {
 	if rec := r.do(http.MethodGet, "/v1/quotas", "not-a-token", "", neighbour); rec.Code != http.StatusUnauthorized {
 		t.Errorf("another address: %d, want its own budget (401)", rec.Code)
 	}
+	// One IPv6 host holds a whole /64: its addresses share one budget.
+	for i := 0; i < 5; i++ {
+		r.do(http.MethodGet, "/v1/quotas", "not-a-token", "", fmt.Sprintf("[2001:db8:1:2::%x]:4000", i+1))
+	}
+	if rec := r.do(http.MethodGet, "/v1/quotas", "not-a-token", "", "[2001:db8:1:2::ff]:4000"); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("a sixth address of one /64: %d, want 429", rec.Code)
+	}
+	if rec := r.do(http.MethodGet, "/v1/quotas", "not-a-token", "", "[2001:db8:1:3::1]:4000"); rec.Code != http.StatusUnauthorized {
+		t.Errorf("another /64: %d, want its own budget (401)", rec.Code)
+	}
+	// Loopback is the webhook's TLS sidecar relaying the API server: no
+	// budget for others to spend.
+	for i := 0; i < 10; i++ {
+		if rec := r.do(http.MethodGet, "/v1/quotas", "not-a-token", "", "127.0.0.1:4000"); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("loopback, attempt %d: %d, want 401", i, rec.Code)
+		}
+	}
 }
 
 // flakyAudit fails while down and keeps what it is given.
@@ -311,5 +329,22 @@ func TestParseUsageRequestRefuses(t *testing.T) {
 		if _, err := parseUsageRequest(v, auth.Scope{Kind: auth.KindAdmin}); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
+	}
+}
+
+// Without a queue nothing waits for a retry: every batch is tried, so
+// once the store is back the next batch is written, not dropped for a
+// backoff meant for the queue.
+func TestAuditWithoutAQueueTriesEveryBatch(t *testing.T) {
+	audit := &flakyAudit{down: true}
+	r := newAPIRig(t, DefaultConfig(), API{Quotas: allowAll{}, Audit: audit})
+	token := r.addKey(t, auth.NewKeyRequest{Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"}})
+	r.do(http.MethodGet, "/v1/quotas", token, "", "")
+	eventually(t, "the refused entry counted", func() bool { return dropped(t, r.reg) == 1 })
+	audit.setDown(false)
+	r.do(http.MethodGet, "/v1/quotas", token, "", "")
+	eventually(t, "the next entry written", func() bool { return audit.count() == 1 })
+	if d := dropped(t, r.reg); d != 1 {
+		t.Errorf("dropped %v, want only the entry the store refused", d)
 	}
 }

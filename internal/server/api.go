@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -164,7 +165,8 @@ func (st *apiState) authenticate(s *Server) gin.HandlerFunc {
 				return true
 			}
 			spent = true
-			if st.anonymous(c.ClientIP()).Allow() {
+			l := st.anonymous(c.ClientIP())
+			if l == nil || l.Allow() {
 				return true
 			}
 			c.Header("Retry-After", strconv.Itoa(int(math.Ceil(1/st.anonCfg.PerSecond))))
@@ -194,7 +196,6 @@ func (st *apiState) authenticate(s *Server) gin.HandlerFunc {
 				if err == nil && k.Portal && !readOnly(c.Request.Method) {
 					// Portal tokens travel in URLs and live in browsers: they
 					// read, they never place holds or change anything.
-					c.Set(keyIDContext, k.ID)
 					writeError(c, http.StatusForbidden, "forbidden", "portal tokens are read-only: "+c.Request.Method+" needs an API key")
 					return
 				}
@@ -263,9 +264,22 @@ func (st *apiState) cached(id string) bool {
 	return ok && st.api.Now().Sub(ck.fetched) < keyCacheMaxStale
 }
 
-// anonymous is addr's token bucket for requests not authenticated from
-// the cache.
+// anonymous is the token bucket for requests not authenticated from the
+// cache from addr: per IPv4 address, per IPv6 /64 (one host can use a
+// whole /64). Loopback has none (nil): it is this host's own TLS sidecar
+// in front of the admission webhook, relaying the Kubernetes API server,
+// whose first lookup of its key after a restart must never wait on a
+// budget other callers of the sidecar spent.
 func (st *apiState) anonymous(addr string) *rate.Limiter {
+	ip, err := netip.ParseAddr(addr)
+	if err == nil && ip.IsLoopback() {
+		return nil
+	}
+	if err == nil && ip.Is6() && !ip.Is4In6() {
+		if p, err := ip.Prefix(64); err == nil {
+			addr = p.String()
+		}
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	l, ok := st.anon[addr]
@@ -440,10 +454,11 @@ func (w *auditWriter) flush(ctx context.Context, buf []auth.AuditEntry) {
 		}
 	}()
 	var err error
-	if time.Now().Before(w.retryAt) {
+	if q != nil && time.Now().Before(w.retryAt) {
+		// Without a queue every batch is tried: a refused one is lost.
 		err = errAuditBackoff
 	} else if err = w.drain(ctx); err == nil && len(buf) > 0 {
-		err = st.api.Audit.RecordAudit(ctx, buf)
+		err = w.write(ctx, buf)
 	}
 	if err != nil && !errors.Is(err, errAuditBackoff) {
 		w.retryAt = time.Now().Add(w.backoff)
@@ -478,7 +493,14 @@ func (w *auditWriter) drain(ctx context.Context) error {
 	if n, _ := q.Pending(); n == 0 {
 		return nil
 	}
-	res, err := q.Drain(ctx, w.st.api.Audit.RecordAudit)
+	// A bounded share per flush: the writer must come back to the channel
+	// before it fills (requests would then drop their entries).
+	dctx, cancel := context.WithTimeout(ctx, auditDrainBudget)
+	defer cancel()
+	res, err := q.Drain(dctx, func(_ context.Context, b []auth.AuditEntry) error { return w.write(ctx, b) })
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && res.Written > 0 {
+		err = errAuditBackoff // progress made; the rest next time, without backing off
+	}
 	if res.Corrupt > 0 {
 		w.st.logger.Error("audit queue: damaged batches set aside; entries lost", "entries", res.Corrupt)
 		w.st.dropped.Add(float64(res.Corrupt))
@@ -489,8 +511,21 @@ func (w *auditWriter) drain(ctx context.Context) error {
 	return err
 }
 
-// errAuditBackoff: the store failed a moment ago; the batch goes to the
-// queue without another try.
+// write sends one batch, bounded so that a store that hangs rather than
+// refuses cannot hold the writer.
+func (w *auditWriter) write(ctx context.Context, buf []auth.AuditEntry) error {
+	ctx, cancel := context.WithTimeout(ctx, auditWriteTimeout)
+	defer cancel()
+	return w.st.api.Audit.RecordAudit(ctx, buf)
+}
+
+const (
+	auditWriteTimeout = 10 * time.Second
+	auditDrainBudget  = 2 * time.Second
+)
+
+// errAuditBackoff: the store failed a moment ago (or the queue has more
+// to drain); the batch goes to the queue without another try.
 var errAuditBackoff = errors.New("audit store failed recently")
 
 func scopeOf(c *gin.Context) auth.Scope {

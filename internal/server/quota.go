@@ -47,8 +47,8 @@ type admissionPart struct {
 	Count    int    `json:"count"`
 }
 
-// maxAdmissionParts bounds the parts of one admission.
-const maxAdmissionParts = 64
+// maxAdmissionParts bounds the parts of one admission: the evaluator's.
+const maxAdmissionParts = quota.MaxParts
 
 const admissionFields = `(want {"tenant","gpu_model","profile","count","expected_duration","dry_run"} or {"tenant","parts":[{"gpu_model","profile","count"}],"expected_duration","dry_run"})`
 
@@ -133,8 +133,9 @@ func (s *Server) postAdmission(svc QuotaService) gin.HandlerFunc {
 // admissionResponse is POST /v1/admission's answer; amounts are decimal
 // strings.
 type admissionResponse struct {
-	AdmissionID    string            `json:"admission_id"`
+	AdmissionID    string            `json:"admission_id"` // empty for a dry run or a denial: nothing is held
 	Allowed        bool              `json:"allowed"`
+	DryRun         bool              `json:"dry_run,omitempty"`
 	Reason         string            `json:"reason"`
 	Headroom       map[string]string `json:"headroom"`
 	Warnings       []string          `json:"warnings"`
@@ -145,7 +146,7 @@ type admissionResponse struct {
 }
 
 func admissionResponseOf(d quota.Decision) admissionResponse {
-	out := admissionResponse{AdmissionID: d.ID, Allowed: d.Allowed, Reason: d.Reason, Headroom: make(map[string]string, len(d.Headroom)),
+	out := admissionResponse{AdmissionID: d.ID, Allowed: d.Allowed, DryRun: d.DryRun, Reason: d.Reason, Headroom: make(map[string]string, len(d.Headroom)),
 		Warnings: d.Warnings, Stale: d.Stale, GPUEquivalents: d.Demand.GPUs.Round(9).String(),
 		GPUHours: d.Demand.GPUHours.Round(9).String(), Spend: d.Demand.Spend.Round(9).String()}
 	for m, v := range d.Headroom {

@@ -242,6 +242,9 @@ func parseInvoiceList(v url.Values, scope auth.Scope) (InvoiceListRequest, error
 		default:
 			return q, badRequest{fmt.Sprintf("unknown parameter %q (want period, tenant, page_size, page_token)", truncate(k, 64))}
 		}
+		if len(vals) > 1 {
+			return q, badRequest{fmt.Sprintf("%s: given %d times; give it once", k, len(vals))}
+		}
 		for _, s := range vals {
 			if !validText(s) || len(s) > 256 {
 				return q, badRequest{fmt.Sprintf("%s: not valid UTF-8 text of at most 256 bytes", k)}

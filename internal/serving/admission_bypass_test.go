@@ -134,7 +134,7 @@ func TestKubernetesModelRuleBypasses(t *testing.T) {
 	}{
 		{"lower-case model", model + `"h100-sxm5-80gb"`, []string{`"nvidia.com/gpu":"5"`}, "tenant acme on H100-SXM5-80GB: concurrent_gpus would be 7"},
 		{"NVML device name", model + `"NVIDIA H100 80GB HBM3"`, []string{`"nvidia.com/gpu":"5"`}, "over the hard limit 4"},
-		{"unknown model", model + `"foo"`, []string{`"nvidia.com/gpu":"5"`}, `gpu_model "foo": unknown GPU model (known: A100-SXM4-40GB`},
+		{"unknown model", model + `"foo"`, []string{`"nvidia.com/gpu":"5"`}, `gpu_model "foo": unknown GPU model (the catalogue's: A100-SXM4-40GB`},
 		{"time-sliced resource", "", []string{`"nvidia.com/gpu.shared":"5"`}, "nvidia.com/gpu.shared x 5 would break a quota"},
 		{"time-sliced MIG resource", "", []string{`"nvidia.com/mig-3g.40gb.shared":"14"`}, "concurrent_gpus would be 8"},
 		{"two containers of MaxInt64", "", []string{`"nvidia.com/gpu":"9223372036854775807"`, `"nvidia.com/gpu":"9223372036854775807"`},

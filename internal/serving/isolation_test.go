@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -32,6 +33,11 @@ type isolationRoute struct {
 	path, body    string // what the test sends
 	// admin is the status an admin key gets (0: 200 for GET routes).
 	admin int
+	// of is the one tenant whose data a GET row reads ("" for rows that
+	// list the scope): a credential that cannot see it must get 403 or 404
+	// for a CSV or PDF (a PDF's text is compressed, so the name check alone
+	// would not see a leak), and a JSON answer without the tenant's name.
+	of string
 }
 
 // fullAPI serves every /v1 route over the fixture (quotas and the
@@ -91,31 +97,31 @@ func TestAPIIsolationOnEveryRoute(t *testing.T) {
 	f := newFixture(t, server.DefaultConfig())
 	ts, mounted := f.fullAPI(t)
 	routes := []isolationRoute{
-		{"GET", "/v1/usage", "/v1/usage?from=2026-10-01&to=2026-11-01&group_by=tenant,department,host,workload", "", 0},
-		{"GET", "/v1/invoices", "/v1/invoices", "", 0},
-		{"GET", "/v1/invoices", "/v1/invoices?tenant=globex", "", 0},
-		{"GET", "/v1/invoices/*ref", "/v1/invoices/" + f.invs["globex"].Number, "", 0},
-		{"GET", "/v1/invoices/*ref", "/v1/invoices/" + f.invs["initech"].ID + "?format=pdf", "", 0},
-		{"GET", "/v1/invoices/*ref", "/v1/invoices/" + f.invs["acme"].Number + "?format=csv", "", 0},
-		{"GET", "/v1/cost", "/v1/cost?tenant=acme&month=2026-10", "", 0},
-		{"GET", "/v1/cost", "/v1/cost?tenant=globex&month=2026-10", "", 0},
-		{"GET", "/v1/cost", "/v1/cost?tenant=initech&month=2026-10", "", 0},
-		{"GET", "/v1/tenants", "/v1/tenants", "", 0},
-		{"GET", "/v1/chargeback", "/v1/chargeback?month=2026-10", "", 0},
-		{"GET", "/v1/chargeback", "/v1/chargeback?month=2026-10&format=csv", "", 0},
-		{"POST", "/v1/admission", "/v1/admission", `{"tenant":"globex","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`, 0},
-		{"POST", "/v1/admission", "/v1/admission", `{"tenant":"initech","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`, 0},
-		{"GET", "/v1/quotas", "/v1/quotas", "", 0},
-		{"POST", "/v1/admission/k8s", "/v1/admission/k8s", k8sReview("team-globex"), 0},
-		{"GET", "/v1/insights/efficiency", "/v1/insights/efficiency?month=2026-10", "", 0},
-		{"GET", "/v1/insights/efficiency", "/v1/insights/efficiency?month=2026-10&tenant=initech", "", 0},
-		{"GET", "/v1/insights/rightsize", "/v1/insights/rightsize?month=2026-10", "", 0},
-		{"GET", "/v1/insights/rightsize", "/v1/insights/rightsize?month=2026-10&tenant=globex", "", 0},
-		{"GET", "/v1/insights/anomalies", "/v1/insights/anomalies?month=2026-10", "", 0},
-		{"GET", "/v1/insights/anomalies", "/v1/insights/anomalies?month=2026-10&tenant=initech", "", 0},
+		{"GET", "/v1/usage", "/v1/usage?from=2026-10-01&to=2026-11-01&group_by=tenant,department,host,workload", "", 0, ""},
+		{"GET", "/v1/invoices", "/v1/invoices", "", 0, ""},
+		{"GET", "/v1/invoices", "/v1/invoices?tenant=globex", "", 0, ""},
+		{"GET", "/v1/invoices/*ref", "/v1/invoices/" + f.invs["globex"].Number, "", 0, "globex"},
+		{"GET", "/v1/invoices/*ref", "/v1/invoices/" + f.invs["initech"].ID + "?format=pdf", "", 0, "initech"},
+		{"GET", "/v1/invoices/*ref", "/v1/invoices/" + f.invs["acme"].Number + "?format=csv", "", 0, "acme"},
+		{"GET", "/v1/cost", "/v1/cost?tenant=acme&month=2026-10", "", 0, "acme"},
+		{"GET", "/v1/cost", "/v1/cost?tenant=globex&month=2026-10", "", 0, "globex"},
+		{"GET", "/v1/cost", "/v1/cost?tenant=initech&month=2026-10", "", 0, "initech"},
+		{"GET", "/v1/tenants", "/v1/tenants", "", 0, ""},
+		{"GET", "/v1/chargeback", "/v1/chargeback?month=2026-10", "", 0, ""},
+		{"GET", "/v1/chargeback", "/v1/chargeback?month=2026-10&format=csv", "", 0, ""},
+		{"POST", "/v1/admission", "/v1/admission", `{"tenant":"globex","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`, 0, ""},
+		{"POST", "/v1/admission", "/v1/admission", `{"tenant":"initech","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`, 0, ""},
+		{"GET", "/v1/quotas", "/v1/quotas", "", 0, ""},
+		{"POST", "/v1/admission/k8s", "/v1/admission/k8s", k8sReview("team-globex"), 0, ""},
+		{"GET", "/v1/insights/efficiency", "/v1/insights/efficiency?month=2026-10", "", 0, ""},
+		{"GET", "/v1/insights/efficiency", "/v1/insights/efficiency?month=2026-10&tenant=initech", "", 0, "initech"},
+		{"GET", "/v1/insights/rightsize", "/v1/insights/rightsize?month=2026-10", "", 0, ""},
+		{"GET", "/v1/insights/rightsize", "/v1/insights/rightsize?month=2026-10&tenant=globex", "", 0, "globex"},
+		{"GET", "/v1/insights/anomalies", "/v1/insights/anomalies?month=2026-10", "", 0, ""},
+		{"GET", "/v1/insights/anomalies", "/v1/insights/anomalies?month=2026-10&tenant=initech", "", 0, ""},
 		// The fixture holds three days: the admin key is told it needs two
 		// weeks of history; every other key must get 403 first.
-		{"GET", "/v1/insights/capacity", "/v1/insights/capacity?to=2026-10-05T00:00:00Z&weeks=2", "", http.StatusBadRequest},
+		{"GET", "/v1/insights/capacity", "/v1/insights/capacity?to=2026-10-05T00:00:00Z&weeks=2", "", http.StatusBadRequest, ""},
 	}
 	covered := map[string]bool{"GET /v1/openapi.json": true} // public, names no tenant
 	for _, r := range routes {
@@ -171,6 +177,22 @@ func TestAPIIsolationOnEveryRoute(t *testing.T) {
 				}
 				if want := cmp.Or(r.admin, http.StatusOK); cred == "admin" && r.method == http.MethodGet && resp.StatusCode != want {
 					t.Fatalf("admin: %d %.200s, want %d", resp.StatusCode, body, want)
+				}
+				sees := map[string][]string{"admin": {"acme", "globex", "initech"}, "research": {"acme", "globex"}, "acme": {"acme"}, "portal": {"acme"}}[cred]
+				if r.of != "" && cred != "admin" {
+					want := []int{http.StatusOK}
+					if !slices.Contains(sees, r.of) {
+						want = []int{http.StatusForbidden, http.StatusNotFound}
+						if !strings.Contains(r.path, "format=") {
+							// A JSON report kept to the scope may answer empty
+							// (a department reads its own rows of any tenant);
+							// the name check below holds it to that.
+							want = append(want, http.StatusOK)
+						}
+					}
+					if !slices.Contains(want, resp.StatusCode) {
+						t.Fatalf("%s's data: %d %.200s, want one of %v", r.of, resp.StatusCode, body, want)
+					}
 				}
 				// A refusal of an admission may echo the tenant the caller
 				// itself named; it decides nothing and shows no data.

@@ -372,6 +372,8 @@ func TestAPIRejectsMalformedInput(t *testing.T) {
 		"bad invoice format":   "/v1/invoices/GC-000001?format=docx",
 		"bad utf-8 invoice":    "/v1/invoices/%ff%fe",
 		"format twice":         "/v1/invoices/GC-000001?format=pdf&format=csv",
+		"tenant twice":         "/v1/invoices?tenant=acme&tenant=globex",
+		"month twice":          "/v1/cost?tenant=acme&month=2026-10&month=2026-09",
 		"meter twice":          "/v1/usage?from=2026-10-01&to=2026-11-01&meters=gpu_hours,gpu_hours",
 		"from twice":           "/v1/usage?from=2026-10-01&from=2026-09-01&to=2026-11-01",
 		"half-hour tz at to":   "/v1/usage?from=2026-03-01T13:00:00Z&to=2026-04-30T13:00:00Z&tz=Australia/Lord_Howe",

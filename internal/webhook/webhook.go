@@ -425,6 +425,8 @@ func (s *Sender) attempt(ctx context.Context, ep Endpoint, id string, body []byt
 			loc = redacted(u)
 		} else if loc != "" {
 			loc = RedactURL(loc)
+		} else {
+			loc = "(no Location)"
 		}
 		a.Error = scrub(fmt.Sprintf("%s: redirect to %s not followed (webhooks are not redirected: configure the final URL)", resp.Status, loc), ep.URL)
 	default:

@@ -749,6 +749,13 @@ func checkKubeServer(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.Con
 		t.Errorf("%s: --listen %s is loopback only: the Service cannot reach it", where, listen)
 	}
 	checkKubeHealthProbes(t, where, c, listen)
+	metrics, ok := flagValue(inv.cmdArgs, "metrics-listen")
+	if !ok {
+		metrics = inv.cfg.Server.MetricsListen
+	}
+	if mport := listenPort(t, where, metrics); kubeContainerPort(c, intstr.FromInt32(mport)) == 0 || mport == port {
+		t.Errorf("%s: --metrics-listen %s: want a container port of its own, apart from the API's %d", where, metrics, port)
+	}
 	psc := w.template.Spec.SecurityContext
 	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != uid {
 		t.Errorf("%s: want runAsNonRoot and runAsUser %d, the Dockerfile's USER", where, uid)
@@ -976,12 +983,22 @@ func checkKubePrometheusTarget(t *testing.T, m kubeManifests) {
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
 		t.Fatal(err)
 	}
+	// /metrics names tenants: it has a Service of its own, apart from the
+	// one the API and portal are reached by.
 	var want []string
 	for _, s := range m.services {
+		var http, metrics bool
 		for _, p := range s.Spec.Ports {
-			if p.Name == "http" {
+			switch p.Name {
+			case "metrics":
+				metrics = true
 				want = append(want, fmt.Sprintf("%s:%d", s.Name, p.Port))
+			case "http":
+				http = true
 			}
+		}
+		if http && metrics {
+			t.Errorf("Service %s exposes the API and /metrics together", s.Name)
 		}
 	}
 	var got []string
@@ -994,6 +1011,6 @@ func checkKubePrometheusTarget(t *testing.T, m kubeManifests) {
 	}
 	sort.Strings(got)
 	if len(want) != 1 || !slices.Contains(got, want[0]) {
-		t.Errorf("deploy/prometheus/prometheus.yml scrapes the server at %v; the Service's http port is %v", got, want)
+		t.Errorf("deploy/prometheus/prometheus.yml scrapes the server at %v; the Service's metrics port is %v", got, want)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -19,8 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpumeter/gpumeter/internal/admission"
-	"github.com/gpumeter/gpumeter/internal/billing"
-	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
@@ -56,14 +53,6 @@ func (f *fixture) fullAPI(t *testing.T) (*httptest.Server, []string) {
 	if err := q.Refresh(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	prices := insightsvc.Prices{ByTenant: map[string]insightsvc.Priced{}}
-	for _, c := range f.customers.Customers {
-		b, k, err := billing.LoadPricing(c, os.ReadFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		prices.ByTenant[c.Tenant] = insightsvc.Priced{TenantPricing: insights.TenantPricing{Book: b, Contract: k}, Location: time.UTC}
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(q)
 	srv := server.New(server.DefaultConfig(), reg, logger)
@@ -71,7 +60,7 @@ func (f *fixture) fullAPI(t *testing.T) (*httptest.Server, []string) {
 	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc,
 		Chargeback: svc, Quotas: q, Kubernetes: serving.NewKubernetes(q, admission.Config{Namespaces: map[string]string{"team-acme": "acme", "team-globex": "globex"},
 			DefaultModel: "H100-SXM5-80GB", DefaultDuration: time.Hour}),
-		Insights: insightsvc.New(serving.NewInsightsReader(f.store), prices, time.Now, logger)})
+		Insights: insightsvc.New(serving.NewInsightsReader(f.store), f.insightPrices(t), time.Now, logger)})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ts.Close(); cancel(); wait() })
 	var routes []string

@@ -154,6 +154,17 @@ func (f *fixture) serve(t *testing.T, cfg server.Config, now func() time.Time) (
 	srv := server.New(cfg, reg, logger)
 	apiCtx, cancel := context.WithCancel(context.Background())
 	svc := serving.New(f.store, f.customers, f.chargeback, now)
+	ins := insightsvc.New(serving.NewInsightsReader(f.store), f.insightPrices(t), now, logger)
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc, Insights: ins})
+	hs := httptest.NewServer(srv.Handler())
+	stop := func() { hs.Close(); cancel(); wait() }
+	t.Cleanup(stop)
+	return hs, stop
+}
+
+// insightPrices prices every customer of the fixture for the insights.
+func (f *fixture) insightPrices(t *testing.T) insightsvc.Prices {
+	t.Helper()
 	prices := insightsvc.Prices{ByTenant: map[string]insightsvc.Priced{}}
 	for _, c := range f.customers.Customers {
 		b, k, err := billing.LoadPricing(c, os.ReadFile)
@@ -162,12 +173,7 @@ func (f *fixture) serve(t *testing.T, cfg server.Config, now func() time.Time) (
 		}
 		prices.ByTenant[c.Tenant] = insightsvc.Priced{TenantPricing: insights.TenantPricing{Book: b, Contract: k}, Location: time.UTC}
 	}
-	ins := insightsvc.New(serving.NewInsightsReader(f.store), prices, now, logger)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc, Insights: ins})
-	hs := httptest.NewServer(srv.Handler())
-	stop := func() { hs.Close(); cancel(); wait() }
-	t.Cleanup(stop)
-	return hs, stop
+	return prices
 }
 
 func (f *fixture) get(t *testing.T, token, path string) (int, []byte, http.Header) {

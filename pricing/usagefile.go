@@ -18,12 +18,15 @@ import (
 // decimal text in the price-book meter's unit. It is the one shape that
 // command writes and ParseUsageJSON reads back, so that usage can be piped
 // into quote. Grouping fields not asked for are empty; Bucket is nil
-// without a time bucket.
+// without a time bucket. Host and Workload (grouped by in raw samples
+// only) are new keys: files written before them still read the same.
 type UsageRecord struct {
 	Bucket         *time.Time `json:"bucket,omitempty"`
 	Tenant         string     `json:"tenant,omitempty"`
 	Department     string     `json:"department,omitempty"`
 	SKU            string     `json:"sku,omitempty"`
+	Host           string     `json:"host,omitempty"`
+	Workload       string     `json:"workload,omitempty"`
 	Samples        uint64     `json:"samples"`
 	GPUHours       string     `json:"gpu_hours"`
 	SMActiveHours  string     `json:"sm_active_hours"`
@@ -110,8 +113,9 @@ func (r usageInJSON) hourly() ([]Usage, error) {
 // {"hour", "sku", "meter", "quantity"} (quantity a number or a string,
 // read as decimal text) or UsageRecords, the rows of `gpumeter usage
 // --json --bucket hour --by sku` (each non-zero meter becomes an hourly
-// row). Unknown keys are refused. Each row's origin is its array index;
-// every bad object is reported, each problem once.
+// row; rows of several hosts or workloads in one hour and SKU add up in
+// the engine). Unknown keys are refused. Each row's origin is its array
+// index; every bad object is reported, each problem once.
 func ParseUsageJSON(data []byte) ([]Usage, []RowOrigin, error) {
 	var raw []usageInJSON
 	dec := json.NewDecoder(bytes.NewReader(data))

@@ -29,10 +29,11 @@ type UsageTable struct {
 	// ByBucket adds a BUCKET column (each row's Bucket; a nil Bucket
 	// prints as the zero time).
 	ByBucket bool
-	// ByTenant, ByDepartment and BySKU add those columns, always in that
-	// order. An empty tenant is idle capacity, an empty department none.
-	ByTenant, ByDepartment, BySKU bool
-	Rows                          []pricing.UsageRecord
+	// ByTenant, ByDepartment, BySKU, ByHost and ByWorkload add those
+	// columns, always in that order. An empty tenant is idle capacity, an
+	// empty department or workload none.
+	ByTenant, ByDepartment, BySKU, ByHost, ByWorkload bool
+	Rows                                              []pricing.UsageRecord
 	// Total is the sum of Rows, printed as a last TOTAL row when there is
 	// more than one row. The caller sums exactly, in the stored integer
 	// units, rather than adding the rounded decimals of Rows.
@@ -52,7 +53,7 @@ func WriteUsageTable(w io.Writer, t UsageTable) error {
 	for _, c := range []struct {
 		on   bool
 		name string
-	}{{t.ByTenant, "TENANT"}, {t.ByDepartment, "DEPARTMENT"}, {t.BySKU, "SKU"}} {
+	}{{t.ByTenant, "TENANT"}, {t.ByDepartment, "DEPARTMENT"}, {t.BySKU, "SKU"}, {t.ByHost, "HOST"}, {t.ByWorkload, "WORKLOAD"}} {
 		if c.on {
 			cols = append(cols, c.name)
 		}
@@ -76,6 +77,12 @@ func WriteUsageTable(w io.Writer, t UsageTable) error {
 		}
 		if t.BySKU {
 			cells = append(cells, r.SKU)
+		}
+		if t.ByHost {
+			cells = append(cells, nameOr(r.Host, "(none)"))
+		}
+		if t.ByWorkload {
+			cells = append(cells, nameOr(r.Workload, "(none)"))
 		}
 		cells = append(cells, meterCells(r)...)
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")

@@ -17,6 +17,11 @@ func record(bucket *time.Time, tenant, department, sku string, samples uint64, g
 		PCIeGiB: "1.005", NVLinkGiB: "0"}
 }
 
+func hostRecord(r pricing.UsageRecord, host, workload string) pricing.UsageRecord {
+	r.Host, r.Workload = host, workload
+	return r
+}
+
 func TestWriteUsageTable(t *testing.T) {
 	h := time.Date(2026, 11, 2, 13, 0, 0, 0, time.UTC)
 	cases := []struct {
@@ -39,6 +44,16 @@ func TestWriteUsageTable(t *testing.T) {
 				Total: record(nil, "", "", "", 1, "0.428571428571428571")},
 			`            BUCKET                     SKU  SAMPLES  GPU-HOURS  SM-ACTIVE-H  MEM-GIB-H  ENERGY-KWH  PCIE-GIB  NVLINK-GIB
   2026-11-02 13:00  H100-SXM5-80GB/3g.40gb        1      0.429        0.123       10.3       0.001      1.01        0.00
+`},
+		{"host and workload after SKU; an empty workload (idle) is none",
+			reports.UsageTable{ByTenant: true, ByHost: true, ByWorkload: true,
+				Rows: []pricing.UsageRecord{hostRecord(record(nil, "", "", "", 1, "1"), "node-a", ""),
+					hostRecord(record(nil, "acme", "", "", 2, "2"), "node-b", "train-1")},
+				Total: record(nil, "", "", "", 3, "3")},
+			`  TENANT    HOST  WORKLOAD  SAMPLES  GPU-HOURS  SM-ACTIVE-H  MEM-GIB-H  ENERGY-KWH  PCIE-GIB  NVLINK-GIB
+  (idle)  node-a    (none)        1      1.000        0.123       10.3       0.001      1.01        0.00
+    acme  node-b   train-1        2      2.000        0.123       10.3       0.001      1.01        0.00
+   TOTAL                          3      3.000        0.123       10.3       0.001      1.01        0.00
 `},
 		{"no grouping: one row, no total",
 			reports.UsageTable{Rows: []pricing.UsageRecord{record(nil, "", "", "", 7, "2")}, Total: record(nil, "", "", "", 7, "2")},
@@ -70,6 +85,7 @@ func TestWriteUsageJSON(t *testing.T) {
 	h := time.Date(2026, 11, 2, 13, 0, 0, 0, time.UTC)
 	rec := record(&h, "acme", "", "B200", 2, "0.5")
 	rec.Unmeasured = map[string]string{"pcie": "0.25", "energy": "0.5"}
+	onHost := hostRecord(record(nil, "", "", "", 1, "1"), "node-a", "train-1")
 	cases := []struct {
 		name string
 		rows []pricing.UsageRecord
@@ -97,6 +113,20 @@ func TestWriteUsageJSON(t *testing.T) {
   {
     "samples": 0,
     "gpu_hours": "0",
+    "sm_active_hours": "0.12345",
+    "memory_gib_hours": "10.25",
+    "energy_kwh": "0.0005",
+    "pcie_gib": "1.005",
+    "nvlink_gib": "0"
+  }
+]
+`},
+		{"host and workload are named", []pricing.UsageRecord{onHost}, `[
+  {
+    "host": "node-a",
+    "workload": "train-1",
+    "samples": 1,
+    "gpu_hours": "1",
     "sm_active_hours": "0.12345",
     "memory_gib_hours": "10.25",
     "energy_kwh": "0.0005",

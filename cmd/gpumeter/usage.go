@@ -19,7 +19,7 @@ func runUsage(ctx context.Context, g *globals, args []string) error {
 	fs.SetOutput(g.stderr)
 	from := fs.String("from", "", "start of the range, RFC 3339 or YYYY-MM-DD (required)")
 	to := fs.String("to", "", "end of the range, exclusive (default: now)")
-	by := fs.String("by", "tenant", "comma-separated grouping: tenant, department, sku")
+	by := fs.String("by", "tenant", "comma-separated grouping: tenant, department, sku, host, workload (host and workload: raw source only)")
 	bucket := fs.String("bucket", "", "time bucket: hour, day or month (default: whole range)")
 	tenant := fs.String("tenant", "", "only this tenant")
 	department := fs.String("department", "", "only this department")
@@ -86,7 +86,7 @@ func parseTime(s string) (time.Time, error) {
 // unit conversions are store's; the adapter sits here because pricing and
 // reports never import store.
 func usageRecord(r store.UsageRow) pricing.UsageRecord {
-	j := pricing.UsageRecord{Tenant: r.Tenant, Department: r.Department, SKU: r.SKU, Samples: r.Samples,
+	j := pricing.UsageRecord{Tenant: r.Tenant, Department: r.Department, SKU: r.SKU, Host: r.Host, Workload: r.Workload, Samples: r.Samples,
 		GPUHours: r.GPUHours().String(), SMActiveHours: r.SMActiveHours().String(),
 		MemoryGiBHours: r.MemoryGiBHours().String(), EnergyKWh: r.EnergyKWh().String(),
 		PCIeGiB: r.PCIeGiB().String(), NVLinkGiB: r.NVLinkGiB().String()}
@@ -126,6 +126,10 @@ func usageTable(rows []store.UsageRow, q store.UsageQuery) reports.UsageTable {
 			t.ByDepartment = true
 		case store.DimSKU:
 			t.BySKU = true
+		case store.DimHost:
+			t.ByHost = true
+		case store.DimWorkload:
+			t.ByWorkload = true
 		}
 	}
 	var total store.UsageRow

@@ -34,7 +34,8 @@ func NewScheduler(logger *slog.Logger, reg prometheus.Registerer) (*Scheduler, e
 		fails: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpumeter_job_failures_total", Help: "Scheduled job runs that returned an error."}, []string{"task"}),
 		lastOK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "gpumeter_job_last_success_timestamp_seconds", Help: "End of the last successful run."}, []string{"task"}),
+			Name: "gpumeter_job_last_success_timestamp_seconds",
+			Help: "End of the last successful run; until the first one, when the job was scheduled (the server's start)."}, []string{"task"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "gpumeter_job_duration_seconds", Help: "Scheduled job run time.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 8)}, []string{"task"}),
@@ -49,6 +50,11 @@ func NewScheduler(logger *slog.Logger, reg prometheus.Registerer) (*Scheduler, e
 
 // Add schedules fn under a cron spec. Each run gets a context derived from
 // root and bounded by timeout.
+//
+// The job's series exist from here on, before its first run: counters at
+// 0, so that increase() sees the first failure after a restart, and the
+// last-success gauge at now, so that a job that never succeeds after a
+// restart ages into the lag alert instead of having no series at all.
 func (s *Scheduler) Add(root context.Context, name, spec string, timeout time.Duration, fn func(context.Context) error) error {
 	_, err := s.cron.AddFunc(spec, func() {
 		ctx, cancel := context.WithTimeout(root, timeout)
@@ -67,6 +73,10 @@ func (s *Scheduler) Add(root context.Context, name, spec string, timeout time.Du
 	if err != nil {
 		return fmt.Errorf("schedule %s %q: %w", name, spec, err)
 	}
+	s.runs.WithLabelValues(name)
+	s.fails.WithLabelValues(name)
+	s.seconds.WithLabelValues(name)
+	s.lastOK.WithLabelValues(name).SetToCurrentTime()
 	return nil
 }
 

@@ -52,3 +52,48 @@ func TestSchedulerRunsJobsAndCountsFailures(t *testing.T) {
 		t.Errorf("runs counter series = %d (%v), want one per job", n, err)
 	}
 }
+
+// Every scheduled job has its series from the start, before any run: a
+// failure right after a restart is an increase from 0, and a job that
+// never succeeds after a restart ages in the lag alert's gauge.
+func TestSchedulerExportsJobSeriesBeforeTheFirstRun(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := NewScheduler(slog.New(slog.DiscardHandler), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := float64(time.Now().Unix())
+	for _, name := range []string{"rollup", "invoice"} {
+		if err := s.Add(context.Background(), name, "@yearly", time.Second, func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := float64(time.Now().Unix() + 1)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{} // "name task" → value (a histogram's count)
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			var task string
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "task" {
+					task = l.GetValue()
+				}
+			}
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			got[f.GetName()+" "+task] = v
+		}
+	}
+	for _, task := range []string{"rollup", "invoice"} {
+		for _, name := range []string{"gpumeter_job_runs_total", "gpumeter_job_failures_total", "gpumeter_job_duration_seconds"} {
+			if v, ok := got[name+" "+task]; !ok || v != 0 {
+				t.Errorf("%s{task=%q}: %v (present %v), want 0 before any run", name, task, v, ok)
+			}
+		}
+		if v, ok := got["gpumeter_job_last_success_timestamp_seconds "+task]; !ok || v < before || v > after {
+			t.Errorf("last success of %s: %v (present %v), want the time it was scheduled, in [%v, %v]", task, v, ok, before, after)
+		}
+	}
+}

@@ -38,7 +38,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"migrate":    {"apply ClickHouse schema migrations", runMigrate},
 		"import":     {"import usage samples from CSV or JSON Lines", runImport},
-		"usage":      {"print usage totals by tenant/department/SKU", runUsage},
+		"usage":      {"print usage totals by tenant, department, SKU, host or workload", runUsage},
 		"demo":       {"load the bundled demo data set and print a summary", runDemo},
 		"serve":      {"run the server: HTTP, scheduled rollups and retention", runServe},
 		"rollup":     {"recompute hourly rollups for a range, or run the job once", runRollup},

@@ -15,7 +15,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
-	"github.com/gpumeter/gpumeter/internal/insightsvc"
+	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -50,18 +50,15 @@ type CostRequest struct {
 	Month  string
 }
 
-// CostResult is the month so far and its forecast, per meter, in the
-// currency's minor units ("" for lines of no meter, such as a true-up).
+// CostResult is a tenant's month so far and at its end, before tax, as
+// insights.ForecastCost priced them with the invoice's engine, book and
+// contract.
 type CostResult struct {
 	Tenant, Month, Currency, BookVersion string
 	TimeZone                             string
 	MinorUnits                           int32
-	Start, End, AsOf                     time.Time
-	SoFar, Forecast                      map[pricing.Meter]decimal.Decimal
-	SoFarTotal, ForecastTotal            decimal.Decimal
-	// Trend is the month by trend and weekly season with its band (nil
-	// until two weeks of history exist).
-	Trend *insightsvc.Trend
+	Start, End                           time.Time
+	Cost                                 insights.CostForecast
 }
 
 // TenantInfo is a customer as the API shows it.
@@ -161,27 +158,57 @@ func (s *Server) getCost(svc CostService) gin.HandlerFunc {
 			s.respondError(c, err)
 			return
 		}
-		meters := []gin.H{}
-		for _, m := range append(pricing.Meters(), "") {
-			so, okS := r.SoFar[m]
-			fc, okF := r.Forecast[m]
-			if !okS && !okF {
-				continue
-			}
-			name := string(m)
-			if m == "" {
-				name = "other"
-			}
-			meters = append(meters, gin.H{"meter": name, "so_far": money(so, r.MinorUnits), "forecast": money(fc, r.MinorUnits)})
-		}
-		body := gin.H{"tenant": r.Tenant, "month": r.Month, "time_zone": r.TimeZone, "currency": r.Currency, "book_version": r.BookVersion,
-			"start": r.Start.UTC().Format(time.RFC3339), "end": r.End.UTC().Format(time.RFC3339), "as_of": r.AsOf.UTC().Format(time.RFC3339),
-			"so_far": money(r.SoFarTotal, r.MinorUnits), "forecast": money(r.ForecastTotal, r.MinorUnits), "meters": meters}
-		if r.Trend != nil {
-			body["trend"] = r.Trend
-		}
-		c.JSON(http.StatusOK, body)
+		c.JSON(http.StatusOK, costBody(r))
 	}
+}
+
+// costBody is GET /v1/cost's answer. Every amount is before tax (the
+// invoice's subtotal, before its tax line), and so_far, forecast and the
+// trend's month end come from one priced forecast, so they agree.
+func costBody(r CostResult) gin.H {
+	fc := r.Cost
+	soFar, forecast := billing.CostByMeter(fc.SoFar), billing.CostByMeter(fc.Forecast)
+	meters := []gin.H{}
+	for _, m := range append(pricing.Meters(), "") {
+		so, okS := soFar[m]
+		f, okF := forecast[m]
+		if !okS && !okF {
+			continue
+		}
+		name := string(m)
+		if m == "" {
+			name = "other"
+		}
+		meters = append(meters, gin.H{"meter": name, "so_far": money(so, r.MinorUnits), "forecast": money(f, r.MinorUnits)})
+	}
+	body := gin.H{"tenant": r.Tenant, "month": r.Month, "time_zone": r.TimeZone, "currency": r.Currency, "book_version": r.BookVersion,
+		"start": r.Start.UTC().Format(time.RFC3339), "end": r.End.UTC().Format(time.RFC3339), "as_of": fc.AsOf.UTC().Format(time.RFC3339),
+		"before_tax": true, "so_far": money(fc.SoFar.Total, r.MinorUnits), "forecast": money(fc.Forecast.Total, r.MinorUnits),
+		"forecast_low": money(fc.Low, r.MinorUnits), "forecast_high": money(fc.High, r.MinorUnits), "forecast_method": fc.Method,
+		"meters": meters}
+	// A run rate is no trend: the chart of one would claim a season.
+	if fc.Method == insights.MethodRunRate {
+		return body
+	}
+	// GPU-hours of every SKU (GPU-equivalents, MIG included).
+	z := decimal.Zero
+	actual, projected, total, low, high := z, z, z, z, z
+	for _, u := range fc.Usage {
+		if u.Meter == pricing.GPUHours {
+			actual, projected, total = actual.Add(u.Actual), projected.Add(u.Projected), total.Add(u.Total)
+			low, high = low.Add(u.Low), high.Add(u.High)
+		}
+	}
+	hours := gin.H{"actual": actual, "projected": projected, "total": total, "low": low, "high": high}
+	trend := gin.H{"method": fc.Method, "through": fc.AsOf.UTC().Format(time.RFC3339),
+		"spend":     gin.H{"before_tax": true, "actual": fc.SoFar.Total, "total": fc.Forecast.Total, "low": fc.Low, "high": fc.High, "path": fc.Path},
+		"gpu_hours": hours, "usage": fc.Usage}
+	if fc.Method == insights.MethodTrend {
+		trend["history_from"] = fc.HistoryFrom.UTC().Format(time.RFC3339)
+		trend["weeks"] = fc.Weeks
+	}
+	body["trend"] = trend
+	return body
 }
 
 func (s *Server) getTenants(svc TenantService) gin.HandlerFunc {

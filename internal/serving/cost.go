@@ -11,7 +11,6 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/internal/insights"
-	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -34,7 +33,9 @@ func (s *Service) customer(scope auth.Scope, tenant string) (billing.Customer, e
 }
 
 // Cost prices the tenant's month so far, as its invoice will price it,
-// and forecasts the month: rollups for closed hours, raw samples after.
+// and forecasts the month: its usage by trend and weekly season, priced
+// whole with the same engine, book and contract (insights.ForecastCost).
+// Rollups for closed hours, raw samples after.
 func (s *Service) Cost(ctx context.Context, q server.CostRequest) (server.CostResult, error) {
 	c, err := s.customer(q.Scope, q.Tenant)
 	if err != nil {
@@ -62,8 +63,10 @@ func (s *Service) Cost(ctx context.Context, q server.CostRequest) (server.CostRe
 	}
 	// The scope allowed the customer above, by its configured department;
 	// the usage is the tenant's whole, as its invoice bills it, whatever
-	// department its samples carry.
-	usage, err := s.hourlyUsage(ctx, auth.Scope{Kind: auth.KindAdmin}, c.Tenant, p.Start, asOf)
+	// department its samples carry. The trend fits the weeks before the
+	// month too.
+	from := p.Start.AddDate(0, 0, -7*insights.DefaultForecastWeeks).UTC().Truncate(time.Hour)
+	usage, err := s.hourlyUsage(ctx, auth.Scope{Kind: auth.KindAdmin}, c.Tenant, from, asOf)
 	if err != nil {
 		return server.CostResult{}, err
 	}
@@ -71,24 +74,14 @@ func (s *Service) Cost(ctx context.Context, q server.CostRequest) (server.CostRe
 	if err != nil {
 		return server.CostResult{}, err
 	}
-	m, err := billing.PriceMonthToDate(c.Tenant, p, loc, usage, book, contract, asOf)
-	if err != nil {
-		return server.CostResult{}, err
-	}
-	// The trend forecast fits the weeks before the month too.
-	hist, err := s.hourlyUsage(ctx, auth.Scope{Kind: auth.KindAdmin}, c.Tenant, p.Start.AddDate(0, 0, -7*8).UTC().Truncate(time.Hour), p.Start)
-	if err != nil {
-		return server.CostResult{}, err
-	}
-	trend, err := insightsvc.MonthTrend(c.Tenant, insightsvc.Priced{TenantPricing: insights.TenantPricing{Book: book, Contract: contract}, Location: loc},
-		p.Start, p.End, asOf, append(hist, usage...))
+	fc, err := insights.ForecastCost(insights.CostForecastInput{Tenant: c.Tenant, Pricing: insights.TenantPricing{Book: book, Contract: contract},
+		PeriodStart: p.Start.In(loc), PeriodEnd: p.End.In(loc), AsOf: asOf, Usage: usage, Weeks: insights.DefaultForecastWeeks})
 	if err != nil {
 		return server.CostResult{}, err
 	}
 	cur := book.Currency()
 	return server.CostResult{Tenant: c.Tenant, Month: month, TimeZone: loc.String(), Currency: cur.Code, BookVersion: book.Version(), MinorUnits: cur.MinorUnits,
-		Start: p.Start, End: p.End, AsOf: m.AsOf, SoFar: billing.CostByMeter(m.SoFar), Forecast: billing.CostByMeter(m.Forecast),
-		SoFarTotal: m.SoFar.Total, ForecastTotal: m.Forecast.Total, Trend: trend}, nil
+		Start: p.Start, End: p.End, Cost: fc}, nil
 }
 
 // hourlyUsage is the tenant's usage per hour and SKU in [from, to), in

@@ -144,14 +144,14 @@
     return (m[1] && /[1-9]/.test(out) ? "-" : "") + out;
   }
 
-  // forecastChart draws the month's cumulative spend by trend: the actual
+  // forecastChart draws the month's cumulative spend before tax: the actual
   // days as a solid line, the projection dashed, the band shaded, and the
   // month-end total, low and high labelled.
   function forecastChart(fc, currency, places) {
     var path = fc.path || [];
     var W = 1000, H = 240, left = 56, right = 190, bottom = 24, top = 12, max = 0;
     path.forEach(function (p) { max = Math.max(max, parseFloat(p.high)); });
-    var root = svg("svg", { viewBox: "0 0 " + W + " " + H, width: "100%", role: "img", "aria-label": "cumulative spend with the month-end forecast",
+    var root = svg("svg", { viewBox: "0 0 " + W + " " + H, width: "100%", role: "img", "aria-label": "cumulative spend before tax with the month-end forecast",
       "data-forecast-total": fc.total, "data-forecast-low": fc.low, "data-forecast-high": fc.high, "data-forecast-days": path.length });
     var slot = (W - left - right) / Math.max(path.length, 1);
     var scale = max > 0 ? (H - bottom - top) / max : 0;
@@ -214,7 +214,7 @@
     var legend = [["actual", "#2563eb"]];
     if (projected.length) {
       legend.push(["projected", "repeating-linear-gradient(90deg, #2563eb 0 4px, transparent 4px 6px)"],
-        ["band of the day-to-day noise", "rgba(37, 99, 235, .15)"]);
+        ["band of the usage's noise", "rgba(37, 99, 235, .15)"]);
     }
     legend.forEach(function (it) {
       var span = document.createElement("span"), i = document.createElement("i");
@@ -271,18 +271,28 @@
     el("forecast-cost").textContent = cost.forecast + " " + cost.currency;
     el("forecast-cost").dataset.amount = cost.forecast;
     el("mtd-asof").textContent = "usage up to " + cost.as_of;
+    // The forecast, its band and the chart are one priced forecast: the
+    // figures agree; the method says how the usage still to come is made.
+    var methods = { actual: "the month is over: its usage priced as the invoice prices it",
+      trend: "usage by trend and weekly season, priced as the invoice prices it",
+      run_rate: "usage at its average rate so far (under two weeks of history), priced as the invoice prices it" };
+    el("forecast-method").textContent = methods[cost.forecast_method] || "";
+    el("forecast-method").dataset.method = cost.forecast_method || "";
     if (cost.trend) {
       var tr = el("trend"), sp = cost.trend.spend;
-      tr.textContent = "by trend and weekly season: " + Number(sp.total).toFixed(2) + " " + cost.currency +
-        " (" + Number(sp.low).toFixed(2) + " to " + Number(sp.high).toFixed(2) + ")";
-      tr.dataset.total = sp.total;
-      tr.hidden = false;
       // Amounts come at the currency's minor units: so_far shows how many.
+      var places = (String(cost.so_far).split(".")[1] || "").length;
+      tr.dataset.total = sp.total;
+      if (cost.forecast_low !== cost.forecast_high) {
+        tr.textContent = "likely " + cost.forecast_low + " to " + cost.forecast_high + " " + cost.currency;
+        tr.hidden = false;
+      }
       // A chart that cannot be drawn is a note, not a broken portal.
       try {
-        forecastChart(sp, cost.currency, (String(cost.so_far).split(".")[1] || "").length);
+        forecastChart(sp, cost.currency, places);
       } catch (e) {
         tr.textContent += " (chart unavailable: " + e.message + ")";
+        tr.hidden = false;
       }
     }
     var tbody = el("meters").tBodies[0];

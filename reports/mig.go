@@ -10,7 +10,8 @@ import (
 
 // WritePlan prints a MIG partition plan: the summary, how much of the
 // reserved and pending demand it meets, each GPU it changes (instances
-// removed "-", created "+" and kept "="), and the demand left unmet.
+// removed "-", created "+" and kept "="), the demand left unmet, and the
+// GPUs of the fleet it did not plan, with the reason.
 func WritePlan(w io.Writer, p partition.Plan) error {
 	ew := &errWriter{w: w}
 	s := p.Summary
@@ -53,6 +54,12 @@ func WritePlan(w io.Writer, p partition.Plan) error {
 			sku = u.Model + "/" + u.Profile
 		}
 		fmt.Fprintf(ew, "  %s %s %s x%d: %s\n", u.Tenant, u.Class, sku, u.Count, u.Reason)
+	}
+	if len(p.Skipped) > 0 {
+		fmt.Fprintf(ew, "\nnot planned (%d GPUs):\n", len(p.Skipped))
+	}
+	for _, s := range p.Skipped {
+		fmt.Fprintf(ew, "  %s %s (%s): %s\n", s.Host, s.UUID, s.Model, s.Reason)
 	}
 	return ew.err
 }

@@ -78,7 +78,10 @@ func runMIGPlan(ctx context.Context, g *globals, args []string) error {
 	if err := demand.Validate(); err != nil {
 		return usageErrorf("--demand %s: %w", *demandFile, err)
 	}
-	var fleet partition.Fleet
+	var (
+		fleet   partition.Fleet
+		skipped []partition.Skipped
+	)
 	if *fromCH {
 		st, err := openStore(ctx, g)
 		if err != nil {
@@ -89,10 +92,9 @@ func runMIGPlan(ctx context.Context, g *globals, args []string) error {
 		if err != nil {
 			return err
 		}
-		var skipped int
-		if fleet, skipped = partition.FleetFromSamples(rows); skipped > 0 {
-			g.logger.Debug("fleet: GPUs of models without MIG tables left out", "gpus", skipped)
-		}
+		// vGPU hosts and models without MIG tables are left out; the plan
+		// lists them with the reason.
+		fleet, skipped = partition.FleetFromSamples(rows)
 		if err := fleet.Validate(); err != nil {
 			return fmt.Errorf("fleet from clickhouse: %w", err)
 		}
@@ -110,6 +112,7 @@ func runMIGPlan(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
+	plan.Skipped = skipped
 	// Write the files before printing, so a failed write is not hidden
 	// behind a screenful of plan.
 	if *out != "" {

@@ -51,6 +51,9 @@ func TestRightSizeChoiceAtTheEdges(t *testing.T) {
 		{"a third of a time-sliced GPU with little demand becomes 1g.5gb", a100, DefaultRightSizeParams(), use(t0, 10, full/3, 300_000, 2*gb), a100 + "/1g.5gb", Downsize},
 		{"a third of a time-sliced GPU needing 3g keeps its share", a100, DefaultRightSizeParams(), use(t0, 10, full/3, 2_100_000, 2*gb), a100, Keep},
 		{"a model without a table keeps", "Tesla-T4", DefaultRightSizeParams(), use(t0, 10, full, 0, 0), "Tesla-T4", Keep},
+		{"a vGPU of a model without a table keeps", "Tesla-T4/vgpu:T4-4C", DefaultRightSizeParams(), use(t0, 10, full/4, 0, gb), "Tesla-T4/vgpu:T4-4C", Keep},
+		{"an unknown vGPU type keeps", a100 + "/vgpu:A100-3C", DefaultRightSizeParams(), use(t0, 10, full/4, 0, gb), a100 + "/vgpu:A100-3C", Keep},
+		{"a passthrough GPU (the model's SKU) right-sizes like a whole GPU", a100, DefaultRightSizeParams(), use(t0, 10, full, 300_000, 3*gb), a100 + "/1g.5gb", Downsize},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,6 +71,9 @@ func TestRightSizeChoiceAtTheEdges(t *testing.T) {
 			}
 			if tc.action == Keep && r.SavedGPUMicros != 0 {
 				t.Errorf("keep saves %d", r.SavedGPUMicros)
+			}
+			if tc.action == Keep && r.Reason == "" {
+				t.Error("keep without a reason")
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"maps"
 	"math/rand"
 	"slices"
 	"testing"
@@ -90,11 +91,30 @@ func gpuOptions(g GPU, demanded map[string][]string) []option {
 	return out
 }
 
+// served is what one tenant's instances of one profile name meet of its
+// wants, in compute slices: explicit-model wants from their model's
+// instances, any-model wants from what is left on any model; reserved
+// first. held maps model → instances; er, ep the explicit reserved and
+// pending per model; ar, ap the any-model ones.
+func served(w int, held, er, ep map[string]int, ar, ap int) (res, tot int) {
+	slackR, slackT := 0, 0
+	for m, h := range held {
+		res += min(h, er[m])
+		tot += min(h, er[m]+ep[m])
+		slackR += max(0, h-er[m])
+		slackT += max(0, h-er[m]-ep[m])
+	}
+	return w * (res + min(slackR, ar)), w * (tot + min(slackT, ar+ap))
+}
+
 // optimum is the best demand any combination of layouts meets, as
 // (reserved, total) compute slices, and the fewest GPUs changed to meet it.
+// Any-model requests (no model) may be served on every model that has the
+// profile name.
 func optimum(fleet Fleet, demand Demand) (bestRes, bestTot, fewest int) {
 	reserved, pending := map[dkey]int{}, map[dkey]int{}
 	demanded := map[string][]string{}
+	names := map[string]bool{}
 	for _, td := range demand.Tenants {
 		for _, r := range td.Reserved {
 			reserved[dkey{td.Tenant, r.Model, r.Profile}] += r.Count
@@ -103,74 +123,96 @@ func optimum(fleet Fleet, demand Demand) (bestRes, bestTot, fewest int) {
 			pending[dkey{td.Tenant, r.Model, r.Profile}] += r.Count
 		}
 		for _, r := range append(slices.Clone(td.Reserved), td.Pending...) {
-			if !slices.Contains(demanded[r.Model], r.Profile) {
-				demanded[r.Model] = append(demanded[r.Model], r.Profile)
+			names[r.Profile] = true
+			models := []string{r.Model}
+			if r.Model == "" {
+				models = migprofile.ModelsWithProfile(r.Profile)
+			}
+			for _, m := range models {
+				if !slices.Contains(demanded[m], r.Profile) {
+					demanded[m] = append(demanded[m], r.Profile)
+				}
 			}
 		}
 	}
-	busyHeld := map[dkey]int{}
+	// Busy instances serve their tenant as the planner counts them:
+	// explicit reserved, any-model reserved, explicit pending, any-model
+	// pending. What they leave is demand on the idle and new instances,
+	// summed over tenants per profile name (tenants do not matter for what
+	// a supply can serve).
+	type term struct {
+		w, fixedR, fixedT int
+		er, ep            map[string]int
+		ar, ap            int
+	}
+	terms := map[string]*term{}
+	for n := range names {
+		terms[n] = &term{w: profileSlices("", n), er: map[string]int{}, ep: map[string]int{}}
+	}
+	left := func(m map[dkey]int) map[dkey]int { return maps.Clone(m) }
+	resLeft, pendLeft := left(reserved), left(pending)
 	for _, g := range fleet.GPUs {
 		for _, in := range g.Instances {
-			if in.Busy {
-				busyHeld[dkey{in.Tenant, g.Model, in.Profile}]++
-			}
-		}
-	}
-	// What supply cannot change is computed once per model/profile: the
-	// demand busy instances meet, and what is left for idle or new ones.
-	type term struct{ w, r, t, restR, restT int }
-	index := map[[2]string]int{}
-	var terms []term
-	add := func(k dkey) {
-		mp := [2]string{k.model, k.profile}
-		if _, ok := index[mp]; !ok {
-			index[mp] = len(terms)
-			terms = append(terms, term{w: profileSlices(k.model, k.profile)})
-		}
-	}
-	for k := range reserved {
-		add(k)
-	}
-	for k := range pending {
-		add(k)
-	}
-	seen := map[dkey]bool{}
-	for _, m := range []map[dkey]int{reserved, pending} {
-		for k := range m {
-			if seen[k] {
+			if !in.Busy || in.Tenant == "" || !names[in.Profile] {
 				continue
 			}
-			seen[k] = true
-			tm := &terms[index[[2]string{k.model, k.profile}]]
-			b := busyHeld[k]
-			tm.r += min(b, reserved[k])
-			tm.t += min(b, reserved[k]+pending[k])
-			tm.restR += max(0, reserved[k]-b)
-			tm.restT += max(0, reserved[k]+pending[k]-b)
+			tm := terms[in.Profile]
+			for _, k := range []struct {
+				m     map[dkey]int
+				key   dkey
+				class Class
+			}{
+				{resLeft, dkey{in.Tenant, g.Model, in.Profile}, Reserved},
+				{resLeft, dkey{in.Tenant, "", in.Profile}, Reserved},
+				{pendLeft, dkey{in.Tenant, g.Model, in.Profile}, Pending},
+				{pendLeft, dkey{in.Tenant, "", in.Profile}, Pending},
+			} {
+				if k.m[k.key] > 0 {
+					k.m[k.key]--
+					if k.class == Reserved {
+						tm.fixedR += tm.w
+					}
+					tm.fixedT += tm.w
+					break
+				}
+			}
 		}
 	}
-	supply := make([]int, len(terms))
+	for k, n := range resLeft {
+		if k.model == "" {
+			terms[k.profile].ar += n
+		} else {
+			terms[k.profile].er[k.model] += n
+		}
+	}
+	for k, n := range pendLeft {
+		if k.model == "" {
+			terms[k.profile].ap += n
+		} else {
+			terms[k.profile].ep[k.model] += n
+		}
+	}
+	supply := map[string]map[string]int{} // profile name → model → idle or new instances
+	for n := range names {
+		supply[n] = map[string]int{}
+	}
 	score := func() (res, tot int) {
-		for i, tm := range terms {
-			res += tm.w * (tm.r + min(supply[i], tm.restR))
-			tot += tm.w * (tm.t + min(supply[i], tm.restT))
+		for n, tm := range terms {
+			r, t := served(tm.w, supply[n], tm.er, tm.ep, tm.ar, tm.ap)
+			res += tm.fixedR + r
+			tot += tm.fixedT + t
 		}
 		return res, tot
 	}
-	type delta struct {
-		add     [][2]int // term index, count
-		changed bool
-	}
-	opts := make([][]delta, len(fleet.GPUs))
+	opts := make([][]option, len(fleet.GPUs))
 	for i, g := range fleet.GPUs {
-		for _, o := range gpuOptions(g, demanded) {
-			d := delta{changed: o.changed}
-			for mp, n := range o.supply {
-				if k, ok := index[mp]; ok {
-					d.add = append(d.add, [2]int{k, n})
-				}
+		opts[i] = gpuOptions(g, demanded)
+	}
+	apply := func(o option, sign int) {
+		for mp, n := range o.supply {
+			if sup, ok := supply[mp[1]]; ok {
+				sup[mp[0]] += sign * n
 			}
-			opts[i] = append(opts[i], d)
 		}
 	}
 	bestRes, bestTot, fewest = -1, -1, 0
@@ -187,17 +229,13 @@ func optimum(fleet Fleet, demand Demand) (bestRes, bestTot, fewest int) {
 			return
 		}
 		for _, o := range opts[i] {
-			for _, a := range o.add {
-				supply[a[0]] += a[1]
-			}
+			apply(o, 1)
 			c := changed
 			if o.changed {
 				c++
 			}
 			rec(i+1, c)
-			for _, a := range o.add {
-				supply[a[0]] -= a[1]
-			}
+			apply(o, -1)
 		}
 	}
 	rec(0, 0)
@@ -205,29 +243,50 @@ func optimum(fleet Fleet, demand Demand) (bestRes, bestTot, fewest int) {
 }
 
 // achieved measures a plan the way optimum does: instances labelled with a
-// tenant serve that tenant, reserved first.
+// tenant serve that tenant, explicit-model requests before any-model ones
+// and reserved first.
 func achieved(fleet Fleet, demand Demand, plan Plan) (res, tot int) {
-	held := map[dkey]int{}
+	type tn struct{ tenant, profile string }
+	held := map[tn]map[string]int{}
 	for _, g := range plan.GPUs {
 		for _, in := range g.Instances {
-			if in.Tenant != "" {
-				held[dkey{in.Tenant, g.Model, in.Profile}]++
+			if in.Tenant == "" {
+				continue
+			}
+			k := tn{in.Tenant, in.Profile}
+			if held[k] == nil {
+				held[k] = map[string]int{}
+			}
+			held[k][g.Model]++
+		}
+	}
+	for _, td := range demand.Tenants {
+		er, ep := map[string]map[string]int{}, map[string]map[string]int{}
+		ar, ap := map[string]int{}, map[string]int{}
+		for _, c := range []struct {
+			reqs     []Request
+			explicit map[string]map[string]int
+			any      map[string]int
+		}{{td.Reserved, er, ar}, {td.Pending, ep, ap}} {
+			for _, r := range c.reqs {
+				if r.Model == "" {
+					c.any[r.Profile] += r.Count
+					continue
+				}
+				if c.explicit[r.Profile] == nil {
+					c.explicit[r.Profile] = map[string]int{}
+				}
+				c.explicit[r.Profile][r.Model] += r.Count
 			}
 		}
-	}
-	reserved, pending := map[dkey]int{}, map[dkey]int{}
-	for _, td := range demand.Tenants {
-		for _, r := range td.Reserved {
-			reserved[dkey{td.Tenant, r.Model, r.Profile}] += r.Count
+		for k, h := range held {
+			if k.tenant != td.Tenant {
+				continue
+			}
+			r, t := served(profileSlices("", k.profile), h, er[k.profile], ep[k.profile], ar[k.profile], ap[k.profile])
+			res += r
+			tot += t
 		}
-		for _, r := range td.Pending {
-			pending[dkey{td.Tenant, r.Model, r.Profile}] += r.Count
-		}
-	}
-	for k, n := range held {
-		w := profileSlices(k.model, k.profile)
-		res += w * min(n, reserved[k])
-		tot += w * min(n, reserved[k]+pending[k])
 	}
 	return res, tot
 }
@@ -235,64 +294,82 @@ func achieved(fleet Fleet, demand Demand, plan Plan) (res, tot int) {
 // On small fleets the planner is compared with exhaustive search over every
 // combination of layouts. The gap is reported; the test fails if the planner
 // claims more than the optimum (a bug in one of them) or falls short of it
-// more often than the documented bound.
+// more often than the documented bound. Seed 7 is the set the planner was
+// tuned on; seeds 1–3 are independent of it and mix models that share
+// profile names (A100-SXM4-40GB, A100-SXM4-80GB, H100-SXM5-80GB) with
+// half the requests naming no model, so instances may move across models.
 func TestSolveAgainstExhaustiveSearch(t *testing.T) {
-	r := rand.New(rand.NewSource(7))
-	const cases = 400
-	var (
-		exact, resGap, totGap, changeGap int
-		gapSlices, optSlices             int
-	)
-	for i := range cases {
-		models := []string{migprofile.Models()[r.Intn(4)]}
-		if r.Intn(4) == 0 {
-			models = append(models, migprofile.Models()[r.Intn(4)])
-		}
-		cfg := genConfig{gpus: 1 + r.Intn(3), tenants: 1 + r.Intn(3), models: models, busyPct: 35,
-			maxExisting: 4, maxRequests: 2, maxCount: 3}
-		fleet, demand := genFleet(r, cfg), genDemand(r, cfg)
-		plan, err := Solve(fleet, demand)
-		if err != nil {
-			t.Fatalf("case %d: %v", i, err)
-		}
-		checkPlan(t, fleet, demand, plan)
-		res, tot := achieved(fleet, demand, plan)
-		optRes, optTot, fewest := optimum(fleet, demand)
-		optSlices += optTot
-		switch {
-		case res > optRes || (res == optRes && tot > optTot):
-			t.Errorf("case %d: planner meets %d/%d slices, above the optimum %d/%d\nfleet %+v\ndemand %+v", i, res, tot, optRes, optTot, fleet, demand)
-		case res < optRes:
-			resGap++
-			gapSlices += optTot - tot
-			t.Logf("case %d: reserved gap %d slices (planner %d, optimum %d)", i, optRes-res, res, optRes)
-		case tot < optTot:
-			totGap++
-			gapSlices += optTot - tot
-			t.Logf("case %d: pending gap %d slices (planner %d, optimum %d)", i, optTot-tot, tot, optTot)
-		default:
-			exact++
-			if plan.Summary.GPUsChanged > fewest {
-				changeGap++
-				t.Logf("case %d: optimum demand with %d GPUs changed, %d would do", i, plan.Summary.GPUsChanged, fewest)
+	for _, tc := range []struct {
+		name     string
+		seeds    []int64
+		mixed    bool
+		anyModel int
+	}{
+		{"tuning seed 7, one or two models", []int64{7}, false, 0},
+		{"independent seeds 1-3, two models sharing profile names, any-model requests", []int64{1, 2, 3}, true, 50},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cases, exact, resGap, totGap, changeGap, gapSlices, optSlices int
+			for _, seed := range tc.seeds {
+				r := rand.New(rand.NewSource(seed))
+				for i := range 400 {
+					cases++
+					all := migprofile.Models()
+					models := []string{all[r.Intn(4)]}
+					switch {
+					case tc.mixed:
+						models = []string{all[r.Intn(3)], all[r.Intn(3)]}
+					case r.Intn(4) == 0:
+						models = append(models, all[r.Intn(4)])
+					}
+					cfg := genConfig{gpus: 1 + r.Intn(3), tenants: 1 + r.Intn(3), models: models, busyPct: 35,
+						maxExisting: 4, maxRequests: 2, maxCount: 3, anyModelPct: tc.anyModel}
+					fleet, demand := genFleet(r, cfg), genDemand(r, cfg)
+					plan, err := Solve(fleet, demand)
+					if err != nil {
+						t.Fatalf("seed %d case %d: %v", seed, i, err)
+					}
+					checkPlan(t, fleet, demand, plan)
+					res, tot := achieved(fleet, demand, plan)
+					optRes, optTot, fewest := optimum(fleet, demand)
+					optSlices += optTot
+					switch {
+					case res > optRes || (res == optRes && tot > optTot):
+						t.Errorf("seed %d case %d: planner meets %d/%d slices, above the optimum %d/%d\nfleet %+v\ndemand %+v", seed, i, res, tot, optRes, optTot, fleet, demand)
+					case res < optRes:
+						resGap++
+						gapSlices += optTot - tot
+						t.Logf("seed %d case %d: reserved gap %d slices (planner %d, optimum %d)", seed, i, optRes-res, res, optRes)
+					case tot < optTot:
+						totGap++
+						gapSlices += optTot - tot
+						t.Logf("seed %d case %d: pending gap %d slices (planner %d, optimum %d)", seed, i, optTot-tot, tot, optTot)
+					default:
+						exact++
+						if plan.Summary.GPUsChanged > fewest {
+							changeGap++
+							t.Logf("seed %d case %d: optimum demand with %d GPUs changed, %d would do", seed, i, plan.Summary.GPUsChanged, fewest)
+						}
+					}
+				}
 			}
-		}
-	}
-	t.Logf("exhaustive comparison, %d cases: optimum met in %d; reserved short in %d, pending short in %d (%d of %d slices); more GPUs changed than needed in %d",
-		cases, exact, resGap, totGap, gapSlices, optSlices, changeGap)
-	// Bounds a little above what this seed measures (docs/partition.md has
-	// the figures): a change to the planner that does worse fails here.
-	if resGap > cases/200 {
-		t.Errorf("reserved demand short of the optimum in %d cases, want at most %d", resGap, cases/200)
-	}
-	if totGap > cases*3/100 {
-		t.Errorf("pending demand short of the optimum in %d cases, want at most %d", totGap, cases*3/100)
-	}
-	if gapSlices*100 > optSlices {
-		t.Errorf("planner short of the optimum by %d of %d slices, want at most 1%%", gapSlices, optSlices)
-	}
-	if changeGap > cases/50 {
-		t.Errorf("more GPUs changed than needed in %d cases, want at most %d", changeGap, cases/50)
+			t.Logf("exhaustive comparison, %d cases: optimum met in %d; reserved short in %d, pending short in %d (%d of %d slices); more GPUs changed than needed in %d",
+				cases, exact, resGap, totGap, gapSlices, optSlices, changeGap)
+			// Bounds a little above what these seeds measure (docs/partition.md
+			// has the figures): a change to the planner that does worse fails here.
+			if resGap > cases/200 {
+				t.Errorf("reserved demand short of the optimum in %d cases, want at most %d", resGap, cases/200)
+			}
+			if totGap > cases*3/100 {
+				t.Errorf("pending demand short of the optimum in %d cases, want at most %d", totGap, cases*3/100)
+			}
+			if gapSlices*100 > optSlices {
+				t.Errorf("planner short of the optimum by %d of %d slices, want at most 1%%", gapSlices, optSlices)
+			}
+			if changeGap > cases/50 {
+				t.Errorf("more GPUs changed than needed in %d cases, want at most %d", changeGap, cases/50)
+			}
+		})
 	}
 }
 

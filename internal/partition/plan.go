@@ -11,8 +11,12 @@ import (
 // Plan is the planner's answer: a target layout for every GPU of the fleet
 // and the demand it could not meet. It is also the input of Apply.
 type Plan struct {
-	GPUs    []GPUPlan `yaml:"gpus" json:"gpus"`
-	Unmet   []Unmet   `yaml:"unmet,omitempty" json:"unmet,omitempty"`
+	GPUs  []GPUPlan `yaml:"gpus" json:"gpus"`
+	Unmet []Unmet   `yaml:"unmet,omitempty" json:"unmet,omitempty"`
+	// Skipped lists the GPUs of a fleet read from usage samples that were
+	// not planned (FleetFromSamples says why); Solve leaves it empty and
+	// Apply ignores it.
+	Skipped []Skipped `yaml:"skipped,omitempty" json:"skipped,omitempty"`
 	Summary Summary   `yaml:"summary" json:"summary"`
 }
 

@@ -2,7 +2,9 @@ package partition
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/gpumeter/gpumeter/collectors/migprofile"
 )
@@ -16,22 +18,33 @@ type DeviceSample struct {
 	Tenant                  string
 }
 
+// Skipped is a GPU of the samples that the planner does not plan, and why.
+type Skipped struct {
+	Host   string `yaml:"host" json:"host"`
+	UUID   string `yaml:"uuid" json:"uuid"`
+	Model  string `yaml:"model" json:"model"`
+	Reason string `yaml:"reason" json:"reason"`
+}
+
 // FleetFromSamples builds the fleet from the samples of each GPU's newest
 // interval, in any order, duplicates allowed. Samples carry no placements,
 // so every instance comes back with an unknown start for the planner to
 // infer. An instance any tenant holds is busy: a pod or job has it, so the
 // planner must not take it away; of several holders the first by name is
 // kept. A MIG GPU with no instances at all reports like a whole GPU and
-// comes back MIG-disabled. GPUs of models outside the MIG tables are left
-// out; it returns how many.
-func FleetFromSamples(samples []DeviceSample) (Fleet, int) {
+// comes back MIG-disabled, as does a passthrough GPU (its SKU is the
+// model's). It leaves out, and lists with the reason, GPUs the planner
+// cannot plan: models outside the MIG tables, and GPUs that run vGPU
+// instances (time-sliced or MIG-backed; their profile is "vgpu:<type>"),
+// whose layout the hypervisor's vGPU manager owns.
+func FleetFromSamples(samples []DeviceSample) (Fleet, []Skipped) {
 	rows := slices.Clone(samples)
 	slices.SortFunc(rows, func(a, b DeviceSample) int {
 		return cmp.Or(cmp.Compare(a.GPUUUID, b.GPUUUID), cmp.Compare(a.MIGUUID, b.MIGUUID), cmp.Compare(a.Tenant, b.Tenant))
 	})
 	var (
 		fleet   Fleet
-		skipped int
+		skipped []Skipped
 	)
 	for i := 0; i < len(rows); {
 		j := i
@@ -40,11 +53,18 @@ func FleetFromSamples(samples []DeviceSample) (Fleet, int) {
 		}
 		group := rows[i:j]
 		i = j
-		if _, ok := migprofile.LookupModel(group[0].GPUModel); !ok {
-			skipped++
+		first := group[0]
+		if _, ok := migprofile.LookupModel(first.GPUModel); !ok {
+			skipped = append(skipped, Skipped{Host: first.Host, UUID: first.GPUUUID, Model: first.GPUModel,
+				Reason: fmt.Sprintf("model %s has no MIG profile table", first.GPUModel)})
 			continue
 		}
-		g := GPU{Host: group[0].Host, UUID: group[0].GPUUUID, Model: group[0].GPUModel, MIGDisabled: true}
+		if types := vgpuTypes(group); len(types) > 0 {
+			skipped = append(skipped, Skipped{Host: first.Host, UUID: first.GPUUUID, Model: first.GPUModel,
+				Reason: fmt.Sprintf("runs vGPU instances (%s): the hypervisor's vGPU manager owns its layout, not MIG-plannable", strings.Join(types, ", "))})
+			continue
+		}
+		g := GPU{Host: first.Host, UUID: first.GPUUUID, Model: first.GPUModel, MIGDisabled: true}
 		for _, r := range group {
 			if r.MIGUUID == "" {
 				continue // the whole GPU, or a MIG GPU's unpartitioned slices
@@ -66,4 +86,17 @@ func FleetFromSamples(samples []DeviceSample) (Fleet, int) {
 		fleet.GPUs = append(fleet.GPUs, g)
 	}
 	return fleet, skipped
+}
+
+// vgpuTypes lists the distinct vGPU profiles ("vgpu:A100-4C") of one GPU's
+// samples, sorted.
+func vgpuTypes(group []DeviceSample) []string {
+	var out []string
+	for _, r := range group {
+		if strings.HasPrefix(r.MIGProfile, migprofile.VGPUProfilePrefix) && !slices.Contains(out, r.MIGProfile) {
+			out = append(out, r.MIGProfile)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -53,11 +53,14 @@ func SolveContext(ctx context.Context, fleet Fleet, demand Demand) (Plan, error)
 	if err := errors.Join(fleet.Validate(), demand.Validate()); err != nil {
 		return Plan{}, fmt.Errorf("plan mig layouts: %w", err)
 	}
-	plan, err := search(ctx, fleet, demand)
+	// The search breaks ties by position, so it runs on one canonical
+	// order: listing the same GPUs or requests differently gives the same plan.
+	cf, cd, order := canonical(fleet, demand)
+	plan, err := search(ctx, cf, cd)
 	if err != nil {
 		return Plan{}, fmt.Errorf("plan mig layouts: %w", err)
 	}
-	return plan, nil
+	return inInputOrder(plan, order), nil
 }
 
 func search(ctx context.Context, fleet Fleet, demand Demand) (Plan, error) {
@@ -649,10 +652,11 @@ func (s *solver) bestResponse(g *gpuState) bool {
 	}
 	cur := g.target
 	s.addSupply(m.pos, cur, -1)
-	best, bestScore, eject := cur, score(cur, cur, 0), -1
+	noEject := pair{-1, -1}
+	best, bestScore, eject := cur, score(cur, cur, 0), noEject
 	for _, c := range s.options(g, demanded) {
 		if sc := score(c, c, 0); less(sc[:], bestScore[:]) {
-			best, bestScore, eject = c, sc, -1
+			best, bestScore, eject = c, sc, noEject
 		}
 		lost, lostN := -1, 0
 		for p := range c {
@@ -660,41 +664,46 @@ func (s *solver) bestResponse(g *gpuState) bool {
 				lost, lostN = p, lostN+int(cur[p]-c[p])
 			}
 		}
-		if lostN != 1 || s.addable[m.pos][lost] == 0 {
+		if lostN != 1 {
 			continue
 		}
-		// Only for more demand met: an ejection churns two GPUs.
-		extra := 0
-		if s.addableChanged[m.pos][lost] == 0 {
-			extra = 1
-		}
-		with := c
-		with[lost]++
-		if sc := score(with, c, extra); less(sc[:2], bestScore[:2]) {
-			best, bestScore, eject = c, sc, lost
+		// The instance may go to a GPU of any model with a profile of the
+		// same name: any-model demand is served there as well (value()
+		// counts it), and an A100's 1g.10gb often has to make room by
+		// moving to an H100's 1g.10gb.
+		for _, pr := range s.byName[m.profiles[lost].Name].pairs {
+			if s.addable[pr.m][pr.p] == 0 {
+				continue
+			}
+			// Only for more demand met: an ejection churns two GPUs.
+			extra := 0
+			if s.addableChanged[pr.m][pr.p] == 0 {
+				extra = 1
+			}
+			s.supply[pr.m][pr.p]++
+			sc := score(c, c, extra)
+			s.supply[pr.m][pr.p]--
+			if less(sc[:2], bestScore[:2]) {
+				best, bestScore, eject = c, sc, pr
+			}
 		}
 	}
 	s.addSupply(m.pos, best, 1)
 	moved := best != cur
 	g.target, g.changed = best, best != base
-	if eject >= 0 {
-		s.absorb(g, eject)
+	if eject != noEject {
+		s.absorbInto(s.absorber(g, eject, false), eject.p)
 	}
 	return moved
 }
 
-// absorb gives one instance of profile p, ejected from g, to another GPU of
-// the model that can take it, preferring one already changed.
-func (s *solver) absorb(g *gpuState, p int) {
-	s.absorbInto(s.absorber(g, p, false), p)
-}
-
-// absorber finds a GPU other than g that can take one more instance of p,
-// preferring (or, with changedOnly, requiring) one already changed.
-func (s *solver) absorber(g *gpuState, p int, changedOnly bool) *gpuState {
+// absorber finds a GPU other than g, of the model and profile of at, that
+// can take one more instance, preferring (or, with changedOnly, requiring)
+// one already changed.
+func (s *solver) absorber(g *gpuState, at pair, changedOnly bool) *gpuState {
 	var h *gpuState
 	for _, o := range s.gpus {
-		if o == g || o.m != g.m || o.addMask&(1<<p) == 0 || (changedOnly && !o.changed) {
+		if o == g || o.m.pos != at.m || o.addMask&(1<<at.p) == 0 || (changedOnly && !o.changed) {
 			continue
 		}
 		if h == nil || (o.changed && !h.changed) {
@@ -746,7 +755,7 @@ func (s *solver) consolidate(ctx context.Context) (bool, error) {
 		s.setTarget(g, base)
 		for p := range lost {
 			for range max(0, int(lost[p])-int(base[p])) {
-				h := s.absorber(g, p, true)
+				h := s.absorber(g, pair{g.m.pos, p}, true)
 				if h == nil {
 					break
 				}

@@ -648,3 +648,119 @@ func TestSolveExpandsUnitsUpToCapacity(t *testing.T) {
 		}
 	}
 }
+
+// Issue 31: with the A100 listed first, acme's any-model 1g.10gb filled it
+// (four two-slot 1g.10gb take all eight memory slots) and beta's two
+// A100-only 2g.10gb went unmet, although moving two of acme's instances to
+// the H100's 1g.10gb meets everything. The ejection move now moves an
+// instance to any model with a profile of that name, and the plan is the
+// same whichever GPU is listed or named first.
+func TestSolveMovesAnyModelInstanceAcrossModels(t *testing.T) {
+	a100, h100 := migprofile.A100SXM4_40GB, migprofile.H100SXM5_80GB
+	for _, tc := range []struct {
+		name       string
+		models     [2]string
+		uuids      [2]string
+		betaReserv bool
+	}{
+		{"A100 listed and named first, beta pending", [2]string{a100, h100}, [2]string{"GPU-1", "GPU-2"}, false},
+		{"H100 listed and named first, beta pending", [2]string{h100, a100}, [2]string{"GPU-1", "GPU-2"}, false},
+		{"A100 listed first, H100 named first, beta pending", [2]string{a100, h100}, [2]string{"GPU-2", "GPU-1"}, false},
+		{"A100 listed and named first, beta reserved", [2]string{a100, h100}, [2]string{"GPU-1", "GPU-2"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fleet := Fleet{GPUs: []GPU{{Host: "h", UUID: tc.uuids[0], Model: tc.models[0]}, {Host: "h", UUID: tc.uuids[1], Model: tc.models[1]}}}
+			beta := TenantDemand{Tenant: "beta"}
+			req := []Request{{Model: a100, Profile: "2g.10gb", Count: 2}}
+			if tc.betaReserv {
+				beta.Reserved = req
+			} else {
+				beta.Pending = req
+			}
+			demand := Demand{Tenants: []TenantDemand{{Tenant: "acme", Reserved: []Request{{Profile: "1g.10gb", Count: 5}}}, beta}}
+			plan, err := Solve(fleet, demand)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPlan(t, fleet, demand, plan)
+			s := plan.Summary
+			if met := s.ReservedMetSlices + s.PendingMetSlices; met != 9 || len(plan.Unmet) != 0 {
+				t.Errorf("met %d of 9 slices, unmet %+v", met, plan.Unmet)
+			}
+		})
+	}
+}
+
+// Plans do not depend on the order in which GPUs, their instances, tenants
+// and requests are listed: each random case is solved as generated and
+// shuffled, and the plans agree GPU by GPU (matched by UUID) and in what
+// they meet.
+func TestSolveDoesNotDependOnInputOrder(t *testing.T) {
+	r := rand.New(rand.NewSource(31))
+	big := genConfig{gpus: 24, tenants: 8, models: migprofile.Models(), busyPct: 30, unknownStartPct: 20,
+		maxExisting: 5, maxRequests: 3, maxCount: 4, anyModelPct: 40, disabledPct: 5}
+	for i := range 60 {
+		cfg := big
+		if i%2 == 1 {
+			all := migprofile.Models()
+			cfg = genConfig{gpus: 2 + r.Intn(3), tenants: 1 + r.Intn(3), models: []string{all[r.Intn(3)], all[r.Intn(3)]},
+				busyPct: 35, unknownStartPct: 20, maxExisting: 4, maxRequests: 2, maxCount: 3, anyModelPct: 50}
+		}
+		fleet, demand := genFleet(r, cfg), genDemand(r, cfg)
+		shuffled := shuffleInput(r, fleet, demand)
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			plan, err := Solve(fleet, demand)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := Solve(shuffled.fleet, shuffled.demand)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPlan(t, shuffled.fleet, shuffled.demand, other)
+			if plan.Summary != other.Summary {
+				t.Errorf("summary %+v, shuffled %+v", plan.Summary, other.Summary)
+			}
+			if !reflect.DeepEqual(plan.Unmet, other.Unmet) {
+				t.Errorf("unmet %+v, shuffled %+v", plan.Unmet, other.Unmet)
+			}
+			byUUID := map[string]GPUPlan{}
+			for _, g := range other.GPUs {
+				byUUID[g.UUID] = g
+			}
+			for _, g := range plan.GPUs {
+				if !reflect.DeepEqual(g, byUUID[g.UUID]) {
+					t.Errorf("gpu %s:\n%+v\nshuffled:\n%+v", g.UUID, g, byUUID[g.UUID])
+				}
+			}
+		})
+	}
+}
+
+type input struct {
+	fleet  Fleet
+	demand Demand
+}
+
+// shuffleInput lists the same fleet and demand in another order.
+func shuffleInput(r *rand.Rand, f Fleet, d Demand) input {
+	out := input{fleet: Fleet{GPUs: slices.Clone(f.GPUs)}, demand: Demand{Tenants: slices.Clone(d.Tenants)}}
+	r.Shuffle(len(out.fleet.GPUs), func(i, j int) { out.fleet.GPUs[i], out.fleet.GPUs[j] = out.fleet.GPUs[j], out.fleet.GPUs[i] })
+	for i := range out.fleet.GPUs {
+		insts := slices.Clone(out.fleet.GPUs[i].Instances)
+		r.Shuffle(len(insts), func(a, b int) { insts[a], insts[b] = insts[b], insts[a] })
+		out.fleet.GPUs[i].Instances = insts
+	}
+	r.Shuffle(len(out.demand.Tenants), func(i, j int) {
+		out.demand.Tenants[i], out.demand.Tenants[j] = out.demand.Tenants[j], out.demand.Tenants[i]
+	})
+	for i := range out.demand.Tenants {
+		td := &out.demand.Tenants[i]
+		for _, rs := range []*[]Request{&td.Reserved, &td.Pending} {
+			c := slices.Clone(*rs)
+			r.Shuffle(len(c), func(a, b int) { c[a], c[b] = c[b], c[a] })
+			*rs = c
+		}
+	}
+	return out
+}

@@ -245,40 +245,6 @@ func TestCapacityUsesTheModelsThatReport(t *testing.T) {
 	}
 }
 
-// TestMonthTrendProjectsTheMonth: a tenant using 3 GPU-hours every day
-// since October, asked mid-November, is forecast 30 days × 3 GPU-hours
-// (× 2 USD) with no band (no noise); one with ten days of history gets no
-// trend yet.
-func TestMonthTrendProjectsTheMonth(t *testing.T) {
-	start, end := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	asOf := time.Date(2026, 11, 15, 7, 0, 0, 0, time.UTC)
-	var usage []pricing.Usage
-	for d := time.Date(2026, 10, 1, 10, 0, 0, 0, time.UTC); d.Before(asOf); d = d.AddDate(0, 0, 1) {
-		usage = append(usage, pricing.Usage{Hour: d, SKU: "H100-SXM5-80GB", Meter: pricing.GPUHours, Quantity: decimal.NewFromInt(3)})
-	}
-	pr := Priced{TenantPricing: insights.TenantPricing{Book: flat(t)}, Location: time.UTC}
-	tr, err := MonthTrend("acme", pr, start, end, asOf, usage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tr == nil {
-		t.Fatal("no trend from six weeks of history")
-	}
-	if !tr.Through.Equal(time.Date(2026, 11, 15, 0, 0, 0, 0, time.UTC)) || tr.Days != 45 {
-		t.Errorf("through %s, %d days", tr.Through, tr.Days)
-	}
-	if !tr.GPUHours.Actual.Equal(decimal.NewFromInt(42)) || !tr.GPUHours.Total.Equal(decimal.NewFromInt(90)) || !tr.GPUHours.High.Equal(tr.GPUHours.Total) {
-		t.Errorf("gpu_hours actual %s total %s [%s, %s], want 42 of 90, no band", tr.GPUHours.Actual, tr.GPUHours.Total, tr.GPUHours.Low, tr.GPUHours.High)
-	}
-	if !tr.Spend.Total.Equal(decimal.NewFromInt(180)) {
-		t.Errorf("spend total %s, want 180", tr.Spend.Total)
-	}
-	tr, err = MonthTrend("acme", pr, start, end, asOf, usage[len(usage)-10:])
-	if err != nil || tr != nil {
-		t.Errorf("ten days of history: %+v, %v; want no trend", tr, err)
-	}
-}
-
 // TestDetectClosedChecksTheClosedHoursOnly: the scheduled detection ends
 // at the rollup's closed hour, looks back the configured window, saves,
 // and does nothing before any hour closed.

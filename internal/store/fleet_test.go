@@ -74,8 +74,8 @@ func TestFleetFromNewestSamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, skipped := partition.FleetFromSamples(rows)
-	if skipped != 1 {
-		t.Errorf("skipped %d GPUs, want 1 (L40S)", skipped)
+	if len(skipped) != 1 || skipped[0].UUID != "GPU-c" || skipped[0].Reason == "" {
+		t.Errorf("skipped %+v, want GPU-c (L40S) with a reason", skipped)
 	}
 	want := partition.Fleet{GPUs: []partition.GPU{
 		{Host: "node1", UUID: "GPU-a", Model: h100, Instances: []partition.Instance{

@@ -43,8 +43,8 @@ func newCBTable(heads []string, widths []float64, aligns []string) *cbTable {
 	return t
 }
 
-// WriteChargebackPDF writes the report as an A4 landscape PDF with the
-// same content as WriteChargebackHTML: period and idle mode, the table by
+// WriteChargeback writes the report as an A4 landscape PDF with the same
+// content as WriteChargebackHTML: period and idle mode, the table by
 // department and tenant with department subtotals, the idle row and the
 // fleet total, a stacked bar chart of cost per department per day drawn
 // with rectangles and lines, the energy and carbon table and the notes.
@@ -52,23 +52,29 @@ func newCBTable(heads []string, widths []float64, aligns []string) *cbTable {
 // has a footer with the period and page number. A report with many meters
 // shrinks the table's font to fit the page.
 //
-// It uses the PDF core font Helvetica, so text is converted to cp1252: a
-// character cp1252 lacks prints as ".". The output is a pure function of
-// r: its creation and modification dates are r.Period.End, and the PDF is
-// written only once it is complete.
-func WriteChargebackPDF(w io.Writer, r chargeback.Report) error {
+// Every text is drawn in p's font, checked character by character first:
+// a text the font cannot show (a department's or tenant's name, say)
+// fails the render with a *GlyphError. The output is a pure function of r
+// and the font: its creation and modification dates are r.Period.End, and
+// the PDF is written only once it is complete.
+func (p PDF) WriteChargeback(w io.Writer, r chargeback.Report) error {
 	if err := checkChargeback(r); err != nil {
 		return err
 	}
+	font, err := p.font()
+	if err != nil {
+		return fmt.Errorf("chargeback %s: render pdf: %w", r.Period.Label, err)
+	}
 	pdf := fpdf.New("L", "mm", "A4", "")
-	c := &pdfChargeback{pdf: pdf, tr: pdf.UnicodeTranslatorFromDescriptor(""), v: newChargebackView(r), chart: newDayChart(r)}
+	doc := newPDFDoc(pdf, font)
+	c := &pdfChargeback{pdf: pdf, doc: doc, tr: doc.text, v: newChargebackView(r), chart: newDayChart(r)}
 	if u, ok := usageChartReport(r); ok {
 		uc := newDayChart(u)
 		c.usageChart = &uc
 	}
 	c.setup(r)
 	c.render()
-	if err := pdf.Output(w); err != nil {
+	if err := doc.output(w); err != nil {
 		return fmt.Errorf("chargeback %s: render pdf: %w", r.Period.Label, err)
 	}
 	return nil
@@ -76,7 +82,9 @@ func WriteChargebackPDF(w io.Writer, r chargeback.Report) error {
 
 // pdfChargeback draws one chargeback view onto a document.
 type pdfChargeback struct {
-	pdf   *fpdf.Fpdf
+	pdf *fpdf.Fpdf
+	doc *pdfDoc
+	// tr checks that the font can show a text before it is drawn.
 	tr    func(string) string
 	v     chargebackView
 	chart dayChart
@@ -117,10 +125,10 @@ func (c *pdfChargeback) setup(r chargeback.Report) {
 	})
 }
 
-// font sets the font (style "", "B", "I" or "BI"), size in points, and
-// grey level of the text (0 black).
+// font sets the font (style "", "B" or "I"), size in points, and grey
+// level of the text (0 black).
 func (c *pdfChargeback) font(style string, size float64, grey int) {
-	c.pdf.SetFont("Helvetica", style, size)
+	c.doc.setFont(style, size)
 	c.pdf.SetTextColor(grey, grey, grey)
 }
 
@@ -147,7 +155,7 @@ func (c *pdfChargeback) render() {
 		c.font("", 8.5, 85)
 		pdf.CellFormat(30, 4, c.tr(m[0]), "", 0, "L", false, 0, "")
 		c.font("", 8.5, 0)
-		pdf.MultiCell(0, 4, c.tr(m[1]), "", "L", false)
+		c.doc.multiCell(0, 4, m[1], "", "L")
 	}
 	pdf.Ln(3)
 
@@ -173,7 +181,7 @@ func (c *pdfChargeback) render() {
 		notes = append(notes, "No carbon intensities were given: kgCO2e is not computed (n/a), which is not zero carbon.")
 	}
 	for _, n := range notes {
-		pdf.MultiCell(0, 3.8, c.tr("- "+n), "", "L", false)
+		c.doc.multiCell(0, 3.8, "- "+n, "", "L")
 	}
 }
 
@@ -288,7 +296,7 @@ func (c *pdfChargeback) efficiencyTable() {
 	}
 	c.table = nil
 	c.font("", 8, 0)
-	c.pdf.MultiCell(0, 3.8, c.tr("Held but idle: measured SM activity under 5 % of the GPU time held for at least 30 minutes on end; unmeasured time is never idle. Shares are over the measured time."), "", "L", false)
+	c.doc.multiCell(0, 3.8, "Held but idle: measured SM activity under 5 % of the GPU time held for at least 30 minutes on end; unmeasured time is never idle. Shares are over the measured time.", "", "L")
 }
 
 // Colours of the utilization bar, as in the HTML report.
@@ -476,20 +484,12 @@ func (c *pdfChargeback) drawDayChart(heading string, ch dayChart, maxLabel, capt
 	pdf.SetFillColor(255, 255, 255)
 	pdf.SetXY(cbMargin, legendTop+float64(legendLines(len(ch.Series)))*cbLegendLine+1)
 	c.font("", 7.5, 85)
-	pdf.MultiCell(0, 3.5, c.tr(caption), "", "L", false)
+	c.doc.multiCell(0, 3.5, caption, "", "L")
 }
 
-// split translates s to the core font's code page and wraps it to width
-// in the current font.
+// split checks s and wraps it to width in the current font.
 func (c *pdfChargeback) split(s string, width float64) []string {
-	var out []string
-	for _, b := range c.pdf.SplitLines([]byte(c.tr(s)), width) {
-		out = append(out, string(b))
-	}
-	if len(out) == 0 {
-		out = []string{""}
-	}
-	return out
+	return c.doc.split(s, width)
 }
 
 // ensure starts a new page unless h mm still fit above the bottom margin.

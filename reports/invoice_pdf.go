@@ -25,26 +25,31 @@ var pdfColumns = [6]float64{10, 84, 22, 20, 20, 24}
 // pdfAligns aligns each column: text left, numbers right.
 var pdfAligns = [6]string{"L", "L", "R", "L", "R", "R"}
 
-// WriteInvoicePDF writes the invoice as an A4 PDF with the same content as
+// WriteInvoice writes the invoice as an A4 PDF with the same content as
 // WriteInvoiceHTML: issuer and customer, number (or DRAFT, or a VOID
 // banner), period, the lines grouped by SKU with tier breakdowns,
 // subtotal, tax and total, and on every page a footer with the price book
 // version, the inputs hash and the page number. Long invoices break onto
 // further pages, repeating the table header; a line is never split.
 //
-// It uses the PDF core font Helvetica, so text is converted to cp1252:
-// Latin letters such as ü or é print, a character cp1252 lacks prints as
-// ".". The output is a pure function of inv: the document's creation date
-// is inv.CreatedAt and its modification date the latest of CreatedAt,
-// FinalizedAt and VoidedAt (PeriodEnd when CreatedAt is zero, rather than
-// the clock), and the PDF is written only once it is complete.
-func WriteInvoicePDF(w io.Writer, inv *billing.Invoice) error {
+// Every text is drawn in p's font, checked character by character first:
+// a text the font cannot show fails the render with a *GlyphError. The
+// output is a pure function of inv and the font: the document's creation
+// date is inv.CreatedAt and its modification date the latest of
+// CreatedAt, FinalizedAt and VoidedAt (PeriodEnd when CreatedAt is zero,
+// rather than the clock), and the PDF is written only once it is
+// complete.
+func (p PDF) WriteInvoice(w io.Writer, inv *billing.Invoice) error {
+	font, err := p.font()
+	if err != nil {
+		return fmt.Errorf("invoice %s: render pdf: %w", inv.ID, err)
+	}
 	pdf := fpdf.New("P", "mm", "A4", "")
-	tr := pdf.UnicodeTranslatorFromDescriptor("")
-	r := &pdfInvoice{pdf: pdf, tr: tr, v: newInvoiceView(inv)}
+	doc := newPDFDoc(pdf, font)
+	r := &pdfInvoice{pdf: pdf, doc: doc, tr: doc.text, v: newInvoiceView(inv)}
 	r.setup(inv)
 	r.render()
-	if err := pdf.Output(w); err != nil {
+	if err := doc.output(w); err != nil {
 		return fmt.Errorf("invoice %s: render pdf: %w", inv.ID, err)
 	}
 	return nil
@@ -53,8 +58,10 @@ func WriteInvoicePDF(w io.Writer, inv *billing.Invoice) error {
 // pdfInvoice draws one invoice view onto a document.
 type pdfInvoice struct {
 	pdf *fpdf.Fpdf
-	tr  func(string) string
-	v   invoiceView
+	doc *pdfDoc
+	// tr checks that the font can show a text before it is drawn.
+	tr func(string) string
+	v  invoiceView
 	// inTable makes a page break repeat the line table's header, and
 	// group's title when the break falls inside a group.
 	inTable bool
@@ -118,7 +125,7 @@ func (r *pdfInvoice) setup(inv *billing.Invoice) {
 // font sets the font (style "", "B" or "I"), size in points, and grey
 // level of the text (0 black).
 func (r *pdfInvoice) font(style string, size float64, grey int) {
-	r.pdf.SetFont("Helvetica", style, size)
+	r.doc.setFont(style, size)
 	r.pdf.SetTextColor(grey, grey, grey)
 }
 
@@ -252,20 +259,12 @@ func (r *pdfInvoice) column(x, width float64, s string) {
 // wrapped prints text across width (0: to the right margin), with a
 // border around the whole block, and moves to the next line.
 func (r *pdfInvoice) wrapped(width, h float64, s, border, align string) {
-	r.pdf.MultiCell(width, h, r.tr(s), border, align, false)
+	r.doc.multiCell(width, h, s, border, align)
 }
 
-// split translates s to the core font's code page and wraps it to width
-// in the current font.
+// split checks s and wraps it to width in the current font.
 func (r *pdfInvoice) split(s string, width float64) []string {
-	var out []string
-	for _, b := range r.pdf.SplitLines([]byte(r.tr(s)), width) {
-		out = append(out, string(b))
-	}
-	if len(out) == 0 {
-		out = []string{""}
-	}
-	return out
+	return r.doc.split(s, width)
 }
 
 func (r *pdfInvoice) tableHeader() {

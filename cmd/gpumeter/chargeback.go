@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/config"
 	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/insightsvc"
@@ -62,7 +63,7 @@ func runChargeback(ctx context.Context, g *globals, args []string) error {
 	if _, err := billing.MonthlyPeriod(*period, time.UTC); err != nil {
 		return usageErrorf("--period: %v", err)
 	}
-	write, err := chargebackWriter(*format)
+	write, err := chargebackWriter(*format, g.cfg.Reports)
 	if err != nil {
 		return err
 	}
@@ -114,14 +115,20 @@ func runChargeback(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-func chargebackWriter(format string) (func(io.Writer, chargeback.Report) error, error) {
+// chargebackWriter picks the renderer of a --format; a PDF is drawn in
+// the config's reports.pdf_font.
+func chargebackWriter(format string, rc config.Reports) (func(io.Writer, chargeback.Report) error, error) {
 	switch format {
 	case "csv":
 		return reports.WriteChargebackCSV, nil
 	case "html":
 		return reports.WriteChargebackHTML, nil
 	case "pdf":
-		return reports.WriteChargebackPDF, nil
+		pdf, err := rc.PDF()
+		if err != nil {
+			return nil, usageError{err}
+		}
+		return pdf.WriteChargeback, nil
 	case "json":
 		return reports.WriteChargebackJSON, nil
 	}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/config"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -89,6 +90,8 @@ func invoiceRunner(ctx context.Context, g *globals) (*billing.Runner, *store.Sto
 	}
 	r := billing.NewRunner(s, g.cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger)
 	r.OnFinalized = invoiceEvents(s)
+	// import → invoice run works without a rollup by hand in between.
+	r.Rollup = billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
 	return r, s, nil
 }
 
@@ -396,9 +399,13 @@ func runInvoiceRender(ctx context.Context, g *globals, args []string) error {
 			return usageErrorf("--period: %v", err)
 		}
 	}
-	write, err := invoiceWriter(*format)
+	write, err := invoiceWriter(*format, g.cfg.Reports)
 	if err != nil {
 		return err
+	}
+	// A PDF on a terminal is binary noise that can upset the terminal.
+	if f, ok := g.stdout.(*os.File); ok && *format == "pdf" && *period == "" && *out == "" && term.IsTerminal(int(f.Fd())) {
+		return usageErrorf("--format pdf writes binary data, not for a terminal: give --out FILE or redirect standard output")
 	}
 	runner, s, err := invoiceRunner(ctx, g)
 	if err != nil {
@@ -443,8 +450,9 @@ func runInvoiceRender(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-// invoiceWriter picks the renderer of a --format.
-func invoiceWriter(format string) (func(io.Writer, billing.StoredInvoice) error, error) {
+// invoiceWriter picks the renderer of a --format; a PDF is drawn in the
+// config's reports.pdf_font.
+func invoiceWriter(format string, rc config.Reports) (func(io.Writer, billing.StoredInvoice) error, error) {
 	switch format {
 	case "json":
 		return func(w io.Writer, si billing.StoredInvoice) error { return reports.WriteInvoiceJSON(w, si.Document) }, nil
@@ -453,7 +461,11 @@ func invoiceWriter(format string) (func(io.Writer, billing.StoredInvoice) error,
 	case "html":
 		return func(w io.Writer, si billing.StoredInvoice) error { return reports.WriteInvoiceHTML(w, si.Invoice) }, nil
 	case "pdf":
-		return func(w io.Writer, si billing.StoredInvoice) error { return reports.WriteInvoicePDF(w, si.Invoice) }, nil
+		pdf, err := rc.PDF()
+		if err != nil {
+			return nil, usageError{err}
+		}
+		return func(w io.Writer, si billing.StoredInvoice) error { return pdf.WriteInvoice(w, si.Invoice) }, nil
 	}
 	return nil, usageErrorf("--format %q: want json, csv, html or pdf", format)
 }

@@ -60,6 +60,26 @@ func runRollup(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	fmt.Fprintf(g.stdout, "rolled up %s .. %s\n", f.Format(time.RFC3339), t.Format(time.RFC3339))
+	// Invoices wait for closed hours: say how far that is now, and what
+	// closes the rest.
+	st, ok, err := s.LoadRollupState(ctx, billing.RollupJob)
+	if err != nil {
+		return err
+	}
+	closed := st.ClosedThrough.Format(time.RFC3339)
+	switch {
+	case !ok || st.ClosedThrough.Before(f.UTC().Truncate(time.Hour)):
+		if !ok {
+			closed = "nothing"
+		}
+		fmt.Fprintf(g.stdout, "hourly rollups are closed through %s: raw samples before %s are not all rolled up, so this range stays open to invoicing; `gpumeter rollup --scheduled` rolls up and closes every hour past the grace (%s)\n",
+			closed, f.Format(time.RFC3339), g.cfg.Rollup.Grace)
+	case st.ClosedThrough.Before(t):
+		fmt.Fprintf(g.stdout, "hourly rollups are closed through %s; later hours are within the rollup grace (%s) and close on a later `gpumeter rollup --scheduled`\n",
+			closed, g.cfg.Rollup.Grace)
+	default:
+		fmt.Fprintf(g.stdout, "hourly rollups are closed through %s\n", closed)
+	}
 	return nil
 }
 
@@ -68,6 +88,7 @@ func runRetention(ctx context.Context, g *globals, args []string) error {
 	fs := flag.NewFlagSet("retention", flag.ContinueOnError)
 	fs.SetOutput(g.stderr)
 	days := fs.Int("raw-days", g.cfg.Retention.RawDays, "keep raw samples this many days")
+	dryRun := fs.Bool("dry-run", false, "list the months (partitions) a run would drop now; drop nothing")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -84,7 +105,23 @@ func runRetention(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer s.Close()
-	dropped, err := billing.NewRetention(s, cfg, time.Now, g.logger).Run(ctx)
+	job := billing.NewRetention(s, cfg, time.Now, g.logger)
+	if *dryRun {
+		months, err := job.Plan(ctx)
+		if err != nil {
+			return err
+		}
+		if len(months) == 0 {
+			fmt.Fprintln(g.stdout, "nothing to drop (months are kept until invoiced, rolled up and past the window)")
+			return nil
+		}
+		for _, m := range months {
+			fmt.Fprintf(g.stdout, "would drop raw samples of %s (partition %s)\n", m.Format("2006-01"), m.Format("200601"))
+		}
+		fmt.Fprintln(g.stdout, "dry run: nothing dropped")
+		return nil
+	}
+	dropped, err := job.Run(ctx)
 	for _, m := range dropped {
 		fmt.Fprintf(g.stdout, "dropped raw samples of %s\n", m.Format("2006-01"))
 	}

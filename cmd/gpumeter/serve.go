@@ -36,6 +36,10 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	srvCfg.Listen = *listen
 	srvCfg.MetricsListen = *metricsListen
 	srvCfg.AuditQueue.Dir = *auditQueueDir
+	pdf, err := g.cfg.Reports.PDF()
+	if err != nil {
+		return usageError{err}
+	}
 	if err := srvCfg.Validate(); err != nil {
 		return usageError{err}
 	}
@@ -181,7 +185,7 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 			webhook.NewSender(g.cfg.Webhooks, s, g.logger).Run(apiCtx, s)
 		}
 	}()
-	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, AuditQueue: auditQueue, Usage: svc, Invoices: svc,
+	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, AuditQueue: auditQueue, PDF: pdf, Usage: svc, Invoices: svc,
 		Cost: svc, Tenants: svc, Chargeback: svc, Quotas: quotas, Kubernetes: serving.NewKubernetes(quotas, g.cfg.Kubernetes),
 		Insights: ins})
 	err = srv.Serve(ctx, ln)

@@ -121,6 +121,25 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 	if err != nil {
 		return nil, err
 	}
+	// Usage imported since the drafts were made is rolled up first (where
+	// the runner rolls up), so that checkCurrent sees it; without that it
+	// must not be left out of a numbered invoice either.
+	for _, s := range targets {
+		if c, ok := r.customer(s.Invoice.Tenant); ok {
+			if state, err = r.rollUpFor(ctx, state, []Customer{c}, s.Invoice.PeriodLabel); err != nil {
+				return nil, err
+			}
+		}
+	}
+	pending, err := r.pendingHours(ctx, state)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range targets {
+		if detail := waitFor(s.Invoice.Period(), state, pending); detail != "" {
+			return nil, invalid("draft %s cannot be finalized yet: %s", s.Invoice.ID, detail)
+		}
+	}
 	now := r.now()
 	files := &runFiles{readFile: r.readFile, books: map[string]loadedBook{}, contracts: map[string]loadedContract{}}
 	for _, s := range targets {

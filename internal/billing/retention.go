@@ -82,40 +82,21 @@ func NewRetention(st RetentionStore, cfg RetentionConfig, now func() time.Time, 
 	return &Retention{store: st, cfg: cfg, now: now, logger: logger.With("component", "retention")}
 }
 
+// Plan lists the months Run would drop now, dropping nothing
+// (`retention --dry-run`): the same decision Run takes.
+func (r *Retention) Plan(ctx context.Context) ([]time.Time, error) {
+	months, _, err := r.plan(ctx)
+	return months, err
+}
+
 // Run drops what MonthsToDrop allows and returns the months dropped.
 func (r *Retention) Run(ctx context.Context) ([]time.Time, error) {
-	months, err := r.store.RawMonths(ctx)
-	if err != nil {
-		return nil, err
-	}
-	periods, err := r.store.ClosedPeriods(ctx)
-	if err != nil {
-		return nil, err
-	}
-	closed := map[time.Time]bool{}
-	for _, p := range periods {
-		closed[time.Date(p.Year(), p.Month(), 1, 0, 0, 0, 0, time.UTC)] = true
-	}
-	st, ok, err := r.store.LoadRollupState(ctx, rollupJob)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, nil // nothing rolled up yet: keep everything
-	}
-	// Samples inserted after the last rollup run started are not in
-	// usage_hourly yet; that run started InsertSlack after its watermark
-	// (the second it started is left to the run, which scanned it).
-	late, err := r.store.HoursInsertedSince(ctx, st.Watermark.Add(InsertSlack+time.Second), st.ClosedThrough)
-	if err != nil {
-		return nil, err
-	}
-	floor, err := r.store.RawDroppedBefore(ctx)
+	months, floor, err := r.plan(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var dropped []time.Time
-	for _, m := range MonthsToDrop(months, closed, st.ClosedThrough, r.now(), r.cfg.RawDays, late) {
+	for _, m := range months {
 		// Record the month first: the rollup must never recompute an hour
 		// whose raw samples may be gone, even if the drop fails half-way.
 		if err := r.store.MarkRawMonthDropped(ctx, m, r.now()); err != nil {
@@ -134,4 +115,39 @@ func (r *Retention) Run(ctx context.Context) ([]time.Time, error) {
 		dropped = append(dropped, m)
 	}
 	return dropped, nil
+}
+
+// plan is the months to drop and the retention floor as stored.
+func (r *Retention) plan(ctx context.Context) ([]time.Time, time.Time, error) {
+	var floor time.Time
+	months, err := r.store.RawMonths(ctx)
+	if err != nil {
+		return nil, floor, err
+	}
+	periods, err := r.store.ClosedPeriods(ctx)
+	if err != nil {
+		return nil, floor, err
+	}
+	closed := map[time.Time]bool{}
+	for _, p := range periods {
+		closed[time.Date(p.Year(), p.Month(), 1, 0, 0, 0, 0, time.UTC)] = true
+	}
+	st, ok, err := r.store.LoadRollupState(ctx, rollupJob)
+	if err != nil {
+		return nil, floor, err
+	}
+	if !ok {
+		return nil, floor, nil // nothing rolled up yet: keep everything
+	}
+	// Samples inserted after the last rollup run started are not in
+	// usage_hourly yet; that run started InsertSlack after its watermark
+	// (the second it started is left to the run, which scanned it).
+	late, err := r.store.HoursInsertedSince(ctx, st.Watermark.Add(InsertSlack+time.Second), st.ClosedThrough)
+	if err != nil {
+		return nil, floor, err
+	}
+	if floor, err = r.store.RawDroppedBefore(ctx); err != nil {
+		return nil, floor, err
+	}
+	return MonthsToDrop(months, closed, st.ClosedThrough, r.now(), r.cfg.RawDays, late), floor, nil
 }

@@ -298,10 +298,42 @@ func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
 	return RunResult{Closed: plan.Closing, Late: plan.Late}, nil
 }
 
-// RollupRange recomputes [from, to) by hand (`gpumeter rollup`), whole hours.
-// A range that touches a month whose raw samples retention dropped is
-// refused: recomputing it would lose those hours. Months around a dropped
-// one are rolled up by ranges of their own.
+// RangeMark is the state after a range rollup of [from, to) (whole
+// hours) at version v, and whether it differs from prev. It is pure.
+//
+// A range rollup closes the hours it rolled up that are past the grace,
+// when every hour before them is closed too: the range starts at or
+// before the mark (or, before the first run, no raw sample is older than
+// the range). Otherwise the mark cannot move without claiming hours that
+// were never rolled up, and the scheduled job closes them. The watermark
+// stays where it was (the range saw no late hours outside it, so the next
+// scheduled run still looks for them); before the first run it starts
+// where the scheduled job's first run would put it.
+func RangeMark(prev RollupState, hasPrev bool, earliest, serverNow time.Time, grace time.Duration, from, to time.Time, v uint64) (RollupState, bool) {
+	end := serverNow.Add(-grace).UTC().Truncate(time.Hour)
+	if to.Before(end) {
+		end = to
+	}
+	next := prev
+	switch {
+	case hasPrev:
+		if from.After(prev.ClosedThrough) || !end.After(prev.ClosedThrough) {
+			return prev, false
+		}
+	case !earliest.IsZero() && earliest.Before(from), !end.After(from):
+		return prev, false
+	default:
+		next.Watermark = serverNow.Add(-InsertSlack).UTC()
+	}
+	next.ClosedThrough = end
+	next.CompletedVersion = max(prev.CompletedVersion, v)
+	return next, true
+}
+
+// RollupRange recomputes [from, to) by hand (`gpumeter rollup`), whole hours,
+// and closes what RangeMark allows. A range that touches a month whose raw
+// samples retention dropped is refused: recomputing it would lose those
+// hours. Months around a dropped one are rolled up by ranges of their own.
 func (r *Rollup) RollupRange(ctx context.Context, from, to time.Time) error {
 	from, to = from.UTC().Truncate(time.Hour), to.UTC()
 	if t := to.Truncate(time.Hour); !t.Equal(to) {
@@ -322,11 +354,38 @@ func (r *Rollup) RollupRange(ctx context.Context, from, to time.Time) error {
 		return fmt.Errorf("rollup range: retention dropped the raw samples of %s; recomputing would lose those hours (roll up the months around them separately)",
 			strings.Join(names, ", "))
 	}
+	// Server time and the mark are read before the rollup: hours it closes
+	// hold every sample inserted InsertSlack before it began.
+	serverNow, err := r.store.ServerNow(ctx)
+	if err != nil {
+		return err
+	}
+	prev, hasPrev, err := r.store.LoadRollupState(ctx, rollupJob)
+	if err != nil {
+		return err
+	}
+	var earliest time.Time
+	if !hasPrev {
+		if earliest, err = r.store.EarliestSample(ctx); err != nil {
+			return err
+		}
+	}
 	v, err := r.version(ctx)
 	if err != nil {
 		return err
 	}
-	return r.store.RollupRange(ctx, from, to, v)
+	if err := r.store.RollupRange(ctx, from, to, v); err != nil {
+		return err
+	}
+	next, moved := RangeMark(prev, hasPrev, earliest, serverNow, r.cfg.Grace, from, to, v)
+	if !moved {
+		return nil
+	}
+	if err := r.store.SaveRollupState(ctx, rollupJob, next, v); err != nil {
+		return fmt.Errorf("rollup range: rolled up, but closing the hours failed: %w", err)
+	}
+	r.logger.Info("range rollup closed hours", "closed_through", next.ClosedThrough)
+	return nil
 }
 
 // RollupStateReader reads the rollup job's bookmark.

@@ -169,3 +169,55 @@ func TestDroppedMonths(t *testing.T) {
 		t.Error("an empty set contains something")
 	}
 }
+
+// Issue 31, defect 2: a range rollup over hours past the grace closes
+// them when nothing before them is left unrolled.
+func TestRangeMark(t *testing.T) {
+	grace := 15 * time.Minute
+	now := hr("2026-12-06T16")
+	prev := RollupState{ClosedThrough: hr("2026-09-01T00"), Watermark: hr("2026-11-30T00"), CompletedVersion: 5}
+	cases := []struct {
+		name        string
+		prev        RollupState
+		hasPrev     bool
+		earliest    time.Time
+		from, to    time.Time
+		wantMoved   bool
+		wantThrough time.Time
+		wantMark    time.Time // watermark
+	}{
+		{"first rollup from the earliest sample closes the range", RollupState{}, false, hr("2026-09-10T00"),
+			hr("2026-09-01T00"), hr("2026-10-01T00"), true, hr("2026-10-01T00"), now.Add(-InsertSlack)},
+		{"first rollup after the earliest sample leaves hours behind: no move", RollupState{}, false, hr("2026-08-31T23"),
+			hr("2026-09-01T00"), hr("2026-10-01T00"), false, time.Time{}, time.Time{}},
+		{"first rollup into open hours closes up to the grace only", RollupState{}, false, hr("2026-12-06T10"),
+			hr("2026-12-06T00"), hr("2026-12-07T00"), true, hr("2026-12-06T15"), now.Add(-InsertSlack)},
+		{"no samples at all: the range closes", RollupState{}, false, time.Time{},
+			hr("2026-09-01T00"), hr("2026-10-01T00"), true, hr("2026-10-01T00"), now.Add(-InsertSlack)},
+		{"range from the mark moves it, watermark kept", prev, true, time.Time{},
+			hr("2026-09-01T00"), hr("2026-10-01T00"), true, hr("2026-10-01T00"), prev.Watermark},
+		{"range overlapping the mark moves it", prev, true, time.Time{},
+			hr("2026-08-15T00"), hr("2026-09-15T00"), true, hr("2026-09-15T00"), prev.Watermark},
+		{"range after a gap: no move", prev, true, time.Time{},
+			hr("2026-09-02T00"), hr("2026-10-01T00"), false, prev.ClosedThrough, prev.Watermark},
+		{"range behind the mark: no move", prev, true, time.Time{},
+			hr("2026-07-01T00"), hr("2026-08-01T00"), false, prev.ClosedThrough, prev.Watermark},
+		{"range wholly within the grace: no move", RollupState{ClosedThrough: hr("2026-12-06T15")}, true, time.Time{},
+			hr("2026-12-06T15"), hr("2026-12-06T16"), false, hr("2026-12-06T15"), time.Time{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			next, moved := RangeMark(tc.prev, tc.hasPrev, tc.earliest, now, grace, tc.from, tc.to, 9)
+			if moved != tc.wantMoved || !next.ClosedThrough.Equal(tc.wantThrough) || !next.Watermark.Equal(tc.wantMark) {
+				t.Fatalf("RangeMark = %+v, %v; want closed through %v, watermark %v, moved %v",
+					next, moved, tc.wantThrough, tc.wantMark, tc.wantMoved)
+			}
+			if moved && next.CompletedVersion != 9 {
+				t.Errorf("completed version %d, want the range's 9", next.CompletedVersion)
+			}
+			if !moved && next != tc.prev {
+				t.Errorf("state changed without a move: %+v", next)
+			}
+		})
+	}
+}

@@ -25,6 +25,9 @@ type TenantUsage struct {
 type InvoiceStore interface {
 	LeaseStore
 	LoadRollupState(ctx context.Context, job string) (RollupState, bool, error)
+	// HoursInsertedSince lists the hours before `before` of samples
+	// inserted at or after since: hours the rollup has not taken in yet.
+	HoursInsertedSince(ctx context.Context, since, before time.Time) ([]time.Time, error)
 	// BillingUsage reads hourly rollups of [from, to) per tenant; tenant ""
 	// reads every tenant.
 	BillingUsage(ctx context.Context, from, to time.Time, tenant string) (map[string]TenantUsage, error)
@@ -116,6 +119,12 @@ type Runner struct {
 	// call cut short between storing invoices and telling of them is made
 	// good by the next run of the period. Its error fails the call.
 	OnFinalized func(ctx context.Context, invs []*Invoice) error
+	// Rollup, when set, is run once (the scheduled job: closed hours and
+	// late samples) before a run or finalize that may store invoices, so
+	// that hours imported or re-imported since the last rollup are billed
+	// in their own period rather than waiting or becoming late usage.
+	// Without it such a period waits (waitFor).
+	Rollup *Rollup
 }
 
 // NewRunner builds a runner.
@@ -157,6 +166,15 @@ func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Re
 	if err != nil {
 		return Report{}, err
 	}
+	if !req.DryRun && st.anyUnfinalized(customers, req.Period) {
+		if state, err = r.rollUpFor(ctx, state, customers, req.Period); err != nil {
+			return Report{}, err
+		}
+	}
+	pending, err := r.pendingHours(ctx, state)
+	if err != nil {
+		return Report{}, err
+	}
 
 	type job struct {
 		c      Customer
@@ -171,10 +189,8 @@ func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Re
 		if err == nil {
 			var p Period
 			if p, err = MonthlyPeriod(req.Period, loc); err == nil {
-				if !p.Closable(state.ClosedThrough) {
-					rep.Outcomes = append(rep.Outcomes, Outcome{Tenant: c.Tenant, Action: ActionWaiting,
-						Detail: fmt.Sprintf("hourly rollups are closed through %s; the period ends %s",
-							state.ClosedThrough.Format(time.RFC3339), p.End.UTC().Format(time.RFC3339))})
+				if detail := waitFor(p, state, pending); detail != "" && !st.isFinalized(c.Tenant, p.Label) {
+					rep.Outcomes = append(rep.Outcomes, Outcome{Tenant: c.Tenant, Action: ActionWaiting, Detail: detail})
 					continue
 				}
 				jobs = append(jobs, job{c, loc, p})
@@ -240,6 +256,105 @@ func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Re
 		return rep, err
 	}
 	return rep, nil
+}
+
+// rollUpFor runs the rollup job once, if the runner has one and the
+// customers' periods need it: one is not closed yet, or holds samples
+// inserted since the last rollup run started (that second included, which
+// the run may or may not have seen). It returns the rollup state to
+// invoice by. Only when needed: each run re-reads the hours inserted in
+// the InsertSlack before it, so a needless run would touch periods that
+// are already invoiced, and later invoices would re-check them.
+func (r *Runner) rollUpFor(ctx context.Context, state RollupState, customers []Customer, label string) (RollupState, error) {
+	if r.Rollup == nil {
+		return state, nil
+	}
+	need := false
+	var from, to time.Time
+	for _, c := range customers {
+		loc, err := c.Location()
+		if err != nil {
+			continue // the run reports it as failed
+		}
+		p, err := MonthlyPeriod(label, loc)
+		if err != nil {
+			continue
+		}
+		need = need || !p.Closable(state.ClosedThrough)
+		if from.IsZero() || p.Start.Before(from) {
+			from = p.Start
+		}
+		if p.End.After(to) {
+			to = p.End
+		}
+	}
+	if !need && !state.ClosedThrough.IsZero() {
+		hours, err := r.store.HoursInsertedSince(ctx, state.Watermark.Add(InsertSlack), state.ClosedThrough)
+		if err != nil {
+			return state, err
+		}
+		for _, h := range hours {
+			need = need || (!h.Before(from) && h.Before(to))
+		}
+	}
+	if !need {
+		return state, nil
+	}
+	if _, err := r.Rollup.Run(ctx); err != nil {
+		return state, fmt.Errorf("roll up usage before invoicing %s: %w", label, err)
+	}
+	state, _, err := r.store.LoadRollupState(ctx, rollupJob)
+	return state, err
+}
+
+// anyUnfinalized says whether a customer lacks a finalized invoice for the
+// period: only then may the run store one, and so roll up first.
+func (st *ledger) anyUnfinalized(cs []Customer, label string) bool {
+	for _, c := range cs {
+		if !st.isFinalized(c.Tenant, label) {
+			return true
+		}
+	}
+	return false
+}
+
+// pendingHours lists the closed hours holding samples inserted after the
+// last rollup run started (the run's start is InsertSlack after its
+// watermark; samples of that very second it may have seen, and retention
+// decides the same way): usage_hourly does not have them yet.
+func (r *Runner) pendingHours(ctx context.Context, state RollupState) ([]time.Time, error) {
+	if state.ClosedThrough.IsZero() {
+		return nil, nil
+	}
+	return r.store.HoursInsertedSince(ctx, state.Watermark.Add(InsertSlack+time.Second), state.ClosedThrough)
+}
+
+// waitFor says why p cannot be invoiced yet, and what to run; "" when it
+// can. Its hourly rollups must be closed through its end, and hold every
+// sample of it: a month imported after later hours closed is behind the
+// mark but not rolled up, and billing it would bill nothing, its usage
+// coming back as late usage on the next invoice.
+func waitFor(p Period, state RollupState, pending []time.Time) string {
+	const run = "run `gpumeter rollup --scheduled` (`invoice run` without --dry-run rolls up by itself), then invoice again"
+	if !p.Closable(state.ClosedThrough) {
+		closed := state.ClosedThrough.Format(time.RFC3339)
+		if state.ClosedThrough.IsZero() {
+			closed = "nothing (no rollup has run)"
+		}
+		return fmt.Sprintf("hourly rollups are closed through %s; the period ends %s: once its last hour is past the rollup grace, %s",
+			closed, p.End.UTC().Format(time.RFC3339), run)
+	}
+	var in []time.Time
+	for _, h := range pending {
+		if !h.Before(p.Start) && h.Before(p.End) {
+			in = append(in, h)
+		}
+	}
+	if len(in) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d hour(s) of the period, from %s, hold samples inserted since the last rollup, not rolled up yet: %s",
+		len(in), in[0].UTC().Format(time.RFC3339), run)
 }
 
 func (r *Runner) select_(tenant string) ([]Customer, error) {

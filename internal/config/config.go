@@ -37,6 +37,7 @@ type Config struct {
 	Webhooks   webhook.Config           `yaml:"webhooks"`
 	Kubernetes admission.Config         `yaml:"kubernetes"`
 	Insights   insightsvc.Config        `yaml:"insights"`
+	Reports    Reports                  `yaml:"reports"`
 }
 
 // Collector configures delivery and attribution on GPU hosts; collect's
@@ -118,6 +119,7 @@ func Load(path string) (Config, error) {
 	}
 	cfg.Billing = cfg.Billing.RelativeTo(filepath.Dir(path))
 	cfg.Chargeback = cfg.Chargeback.RelativeTo(filepath.Dir(path))
+	cfg.Reports = cfg.Reports.RelativeTo(filepath.Dir(path))
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}

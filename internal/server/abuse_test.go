@@ -17,7 +17,9 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auditqueue"
 	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/quota"
+	"github.com/gpumeter/gpumeter/pricing"
 )
 
 // countingQuotas admits everything and counts the admissions it decided.
@@ -347,5 +349,35 @@ func TestAuditWithoutAQueueTriesEveryBatch(t *testing.T) {
 	eventually(t, "the next entry written", func() bool { return audit.count() == 1 })
 	if d := dropped(t, r.reg); d != 1 {
 		t.Errorf("dropped %v, want only the entry the store refused", d)
+	}
+}
+
+// oneInvoice serves one stored invoice to every key.
+type oneInvoice struct{ si billing.StoredInvoice }
+
+func (o oneInvoice) Invoices(context.Context, InvoiceListRequest) ([]billing.StoredInvoice, error) {
+	return []billing.StoredInvoice{o.si}, nil
+}
+
+func (o oneInvoice) Invoice(context.Context, InvoiceRequest) (billing.StoredInvoice, error) {
+	return o.si, nil
+}
+
+// A name the PDF font cannot show is refused with a clear 422 naming the
+// text and the setting, never printed as dots, and never a bare 500; the
+// other formats still answer.
+func TestInvoicePDFTheFontCannotShowIsA422(t *testing.T) {
+	inv := &billing.Invoice{ID: "acme/2026-11/1", Number: "GC-000001", Status: billing.StatusFinalized, Tenant: "acme",
+		Customer: billing.Party{ID: "acme", Name: "東京ラボ"}, Issuer: billing.Party{ID: "gc", Name: "GPU Cloud"},
+		PeriodLabel: "2026-11", PeriodStart: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), PeriodEnd: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+		TimeZone: "UTC", Currency: pricing.Currency{Code: "USD", MinorUnits: 2}}
+	r := newAPIRig(t, DefaultConfig(), API{Quotas: allowAll{}, Invoices: oneInvoice{billing.StoredInvoice{Invoice: inv, Document: []byte(`{"id":"acme/2026-11/1"}`)}}})
+	token := r.addKey(t, auth.NewKeyRequest{Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"}})
+	rec := r.do(http.MethodGet, "/v1/invoices/GC-000001?format=pdf", token, "", "")
+	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), "unrenderable") || !strings.Contains(rec.Body.String(), "reports.pdf_font") {
+		t.Fatalf("PDF of a name the font lacks: %d %s", rec.Code, rec.Body.String())
+	}
+	if rec := r.do(http.MethodGet, "/v1/invoices/GC-000001?format=csv", token, "", ""); rec.Code != http.StatusOK {
+		t.Errorf("CSV of the same invoice: %d %s", rec.Code, rec.Body.String())
 	}
 }

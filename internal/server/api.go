@@ -69,7 +69,10 @@ type API struct {
 	Quotas     QuotaService
 	Kubernetes KubernetesService
 	Insights   InsightsService
-	Now        func() time.Time
+	// PDF renders invoices and chargebacks as PDF (the zero value: the
+	// embedded Go fonts; reports.pdf_font configures another).
+	PDF reports.PDF
+	Now func() time.Time
 }
 
 // Context keys of an authenticated request.
@@ -126,6 +129,7 @@ func (s *Server) MountAPI(ctx context.Context, reg prometheus.Registerer, api AP
 			Help: "API audit entries kept in the on-disk queue until ClickHouse takes them."})}
 	st.dropped = register(reg, st.dropped)
 	st.queued = register(reg, st.queued)
+	s.pdf = api.PDF
 	s.mountPortal()
 	v1 := s.engine.Group("/v1")
 	v1.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openAPIDocument) })
@@ -588,7 +592,7 @@ func (s *Server) getInvoice(svc InvoiceService) gin.HandlerFunc {
 			s.respondError(c, badRequest{"invoice: give an id (tenant/period/n) or a number"})
 			return
 		}
-		write, contentType, ok := invoiceFormat(format)
+		write, contentType, ok := invoiceFormat(format, s.pdf)
 		if !ok {
 			s.respondError(c, badRequest{fmt.Sprintf("format %q: want json, csv or pdf", format)})
 			return
@@ -609,7 +613,7 @@ func (s *Server) getInvoice(svc InvoiceService) gin.HandlerFunc {
 
 type invoiceWriter func(w *strings.Builder, si billing.StoredInvoice) error
 
-func invoiceFormat(f string) (invoiceWriter, string, bool) {
+func invoiceFormat(f string, pdf reports.PDF) (invoiceWriter, string, bool) {
 	switch f {
 	case "json":
 		return func(w *strings.Builder, si billing.StoredInvoice) error {
@@ -623,7 +627,7 @@ func invoiceFormat(f string) (invoiceWriter, string, bool) {
 			"text/csv; charset=utf-8", true
 	case "pdf":
 		return func(w *strings.Builder, si billing.StoredInvoice) error {
-				return reports.WriteInvoicePDF(w, si.Invoice)
+				return pdf.WriteInvoice(w, si.Invoice)
 			},
 			"application/pdf", true
 	}

@@ -255,7 +255,7 @@ func (s *Server) getChargeback(svc ChargebackService) gin.HandlerFunc {
 			"json": {reports.WriteChargebackJSON, "application/json"},
 			"csv":  {reports.WriteChargebackCSV, "text/csv; charset=utf-8"},
 			"html": {reports.WriteChargebackHTML, "text/html; charset=utf-8"},
-			"pdf":  {reports.WriteChargebackPDF, "application/pdf"},
+			"pdf":  {s.pdf.WriteChargeback, "application/pdf"},
 		}
 		format := c.DefaultQuery("format", "json")
 		w, ok := writers[format]

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/reports"
 )
 
 // apiError is the body of every API error: a stable code and a message
@@ -35,7 +36,12 @@ func (e badRequest) Error() string { return e.msg }
 // in the log.
 func (s *Server) respondError(c *gin.Context, err error) {
 	var br badRequest
+	var glyph *reports.GlyphError
 	switch {
+	case errors.As(err, &glyph):
+		// The document holds text the configured PDF font cannot show: the
+		// operator's to fix (reports.pdf_font); other formats still work.
+		writeError(c, http.StatusUnprocessableEntity, "unrenderable", glyph.Error()+"; the other formats show it")
 	case errors.As(err, &br):
 		writeError(c, http.StatusBadRequest, "bad_request", br.msg)
 	case errors.Is(err, ErrInvalidInput), isInsightsInput(err):

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gpumeter/gpumeter/internal/auditqueue"
+	"github.com/gpumeter/gpumeter/reports"
 )
 
 // Check is one condition of readiness: ClickHouse reachable for the
@@ -123,6 +124,7 @@ type Server struct {
 	cfg    Config
 	engine *gin.Engine
 	logger *slog.Logger
+	pdf    reports.PDF // set by MountAPI
 }
 
 // New builds the routes: /healthz, /readyz (decided by checks) and a JSON

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/image/font/gofont/goitalic"
 	"golang.org/x/image/font/gofont/goregular"
 	"golang.org/x/image/font/sfnt"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
@@ -140,11 +141,18 @@ func (f *PDFFont) tryEmbed() (err error) {
 func (fc pdfFace) has(buf *sfnt.Buffer, r rune) bool {
 	// U+FFFD is what invalid UTF-8 decodes to: drawing it would be a
 	// substitute.
-	if r > 0xFFFF || r == utf8.RuneError {
+	if r > 0xFFFF || r == utf8.RuneError || rightToLeft(r) {
 		return false
 	}
 	g, err := fc.font.GlyphIndex(buf, r)
 	return err == nil && g != 0
+}
+
+// rightToLeft is a character of a script written right to left (and
+// joined): fpdf draws runes left to right unshaped, so such a text would
+// print reversed and unjoined, altered, whatever glyphs the font holds.
+func rightToLeft(r rune) bool {
+	return unicode.In(r, unicode.Arabic, unicode.Hebrew, unicode.Syriac, unicode.Thaana, unicode.Nko, unicode.Samaritan, unicode.Mandaic)
 }
 
 // GlyphError is a text the PDF's font has no glyph for. The PDF is not
@@ -157,6 +165,10 @@ type GlyphError struct {
 }
 
 func (e *GlyphError) Error() string {
+	if rightToLeft(e.Rune) {
+		return fmt.Sprintf("text %q: %q (%U) is in a right-to-left script, which the PDF renderer cannot shape; use the json, csv or html format",
+			e.Text, e.Rune, e.Rune)
+	}
 	if e.Rune == utf8.RuneError {
 		return fmt.Sprintf("text %q: not valid UTF-8 (or holds U+FFFD, the replacement character), which a PDF does not print", e.Text)
 	}
@@ -204,6 +216,9 @@ func (d *pdfDoc) setFont(style string, size float64) {
 // kept as the document's error, and its unshowable characters are blanked
 // in what is returned, since that document is never written.
 func (d *pdfDoc) text(s string) string {
+	// Composed form: "é" typed as e + U+0301 (macOS file names, some
+	// forms) is the "é" the font has.
+	s = norm.NFC.String(s)
 	face := d.font.faces[d.style]
 	bad := rune(-1)
 	for _, r := range s {
@@ -312,8 +327,13 @@ func (d *pdfDoc) multiCell(w, h float64, s, border, align string) {
 	pdf.SetX(left)
 }
 
-// output writes the document unless a text could not be shown.
+// output writes the document unless a text could not be shown. The last
+// page's footer is drawn when the document closes, so it is closed (and
+// that footer's texts checked) before the check.
 func (d *pdfDoc) output(w io.Writer) error {
+	if d.err == nil {
+		d.pdf.Close()
+	}
 	if d.err != nil {
 		return d.err
 	}

@@ -128,6 +128,15 @@ func TestPDFRefusesTextTheFontCannotShow(t *testing.T) {
 		})
 	}
 
+	// The last page's footer is drawn when the document closes: its texts
+	// are checked all the same (before, they printed as blanks).
+	inv := unicodeInvoice(t, billing.Party{Name: "Initech"}, plain, "GPU time")
+	inv.BookVersion = "価格表-2026"
+	var footer bytes.Buffer
+	if err := reports.WriteInvoicePDF(&footer, inv); !errors.As(err, new(*reports.GlyphError)) || footer.Len() != 0 {
+		t.Errorf("a footer the font cannot show: error %v, %d bytes written", err, footer.Len())
+	}
+
 	in := chargebackInput(chargeback.IdleByUse)
 	in.Rows[0].Tenant = "東京ラボ"
 	r, err := chargeback.Allocate(in)
@@ -250,4 +259,29 @@ func setFSType(t *testing.T, ttf []byte, fsType uint16) {
 		}
 	}
 	t.Fatal("no OS/2 table")
+}
+
+// "José" typed decomposed (e + U+0301, as macOS file names give it) is
+// the "José" the font has: drawn composed, not refused. A right-to-left
+// script is refused even where a font has its glyphs: drawn unshaped
+// left to right it would print reversed and unjoined.
+func TestPDFComposesAndRefusesRightToLeft(t *testing.T) {
+	plain := billing.Party{Name: "Issuer"}
+	inv := unicodeInvoice(t, billing.Party{Name: "Jose\u0301 Nun\u0303ez"}, plain, "GPU time")
+	var pdf bytes.Buffer
+	if err := reports.WriteInvoicePDF(&pdf, inv); err != nil {
+		t.Fatalf("decomposed accents: %v", err)
+	}
+	if text := pdfText(t, pdf.Bytes()); !strings.Contains(text, "José Nuñez") {
+		t.Errorf("no %q in\n%s", "José Nuñez", text)
+	}
+	for _, name := range []string{"شركة الحوسبة", "מחשוב בע״מ"} {
+		inv := unicodeInvoice(t, billing.Party{Name: name}, plain, "GPU time")
+		pdf.Reset()
+		err := reports.WriteInvoicePDF(&pdf, inv)
+		var ge *reports.GlyphError
+		if !errors.As(err, &ge) || !strings.Contains(err.Error(), "right-to-left") || pdf.Len() != 0 {
+			t.Errorf("%s: error %v, %d bytes written; want a right-to-left refusal", name, err, pdf.Len())
+		}
+	}
 }

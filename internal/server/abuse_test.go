@@ -18,6 +18,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auditqueue"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/pricing"
 )
@@ -379,5 +380,30 @@ func TestInvoicePDFTheFontCannotShowIsA422(t *testing.T) {
 	}
 	if rec := r.do(http.MethodGet, "/v1/invoices/GC-000001?format=csv", token, "", ""); rec.Code != http.StatusOK {
 		t.Errorf("CSV of the same invoice: %d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// oneChargeback serves one report.
+type oneChargeback struct{ r chargeback.Report }
+
+func (o oneChargeback) Chargeback(context.Context, auth.Scope, string, string) (chargeback.Report, error) {
+	return o.r, nil
+}
+
+// The chargeback is rendered whole before a byte is sent: a department
+// name the PDF font cannot show is a 422 (before, a 200 with an empty
+// body and the error only in the log).
+func TestChargebackPDFTheFontCannotShowIsA422(t *testing.T) {
+	rep := chargeback.Report{Currency: pricing.Currency{Code: "USD", MinorUnits: 2}, Mode: chargeback.IdleOwnRow,
+		Period:      chargeback.Period{Label: "2026-11", Start: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)},
+		Departments: []chargeback.Department{{Name: "研究部", Tenants: []chargeback.Tenant{{Name: "acme"}}}}}
+	r := newAPIRig(t, DefaultConfig(), API{Quotas: allowAll{}, Chargeback: oneChargeback{rep}})
+	token := r.addKey(t, auth.NewKeyRequest{Scope: auth.Scope{Kind: auth.KindAdmin}})
+	rec := r.do(http.MethodGet, "/v1/chargeback?month=2026-11&format=pdf", token, "", "")
+	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), "研究部") {
+		t.Fatalf("PDF of a department the font lacks: %d %q", rec.Code, rec.Body.String())
+	}
+	if rec := r.do(http.MethodGet, "/v1/chargeback?month=2026-11&format=json", token, "", ""); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "研究部") {
+		t.Errorf("JSON of the same report: %d %.200s", rec.Code, rec.Body.String())
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -273,10 +274,13 @@ func (s *Server) getChargeback(svc ChargebackService) gin.HandlerFunc {
 			s.respondError(c, err)
 			return
 		}
-		c.Status(http.StatusOK)
-		c.Header("Content-Type", w.contentType)
-		if err := w.write(c.Writer, rep); err != nil {
-			s.logger.Error("write chargeback", "err", err, "request_id", requestIDOf(c))
+		// Rendered whole before any byte is sent: a report the PDF font
+		// cannot show is a 422, not a 200 with an empty body.
+		var b bytes.Buffer
+		if err := w.write(&b, rep); err != nil {
+			s.respondError(c, err)
+			return
 		}
+		c.Data(http.StatusOK, w.contentType, b.Bytes())
 	}
 }

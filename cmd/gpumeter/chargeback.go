@@ -67,6 +67,9 @@ func runChargeback(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *format == "pdf" && *out == "" && isTerminal(g.stdout) {
+		return errPDFToTerminal
+	}
 	cfg := g.cfg.Chargeback
 	if *idle != "" {
 		cfg.Idle = *idle

@@ -201,11 +201,19 @@ func writeOutcomesJSON(w io.Writer, rep billing.Report) error {
 	return enc.Encode(out)
 }
 
+// isTerminal says whether w is a terminal (a file that is a TTY).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// errPDFToTerminal: a PDF on a terminal is binary noise that can upset it.
+var errPDFToTerminal = usageErrorf("--format pdf writes binary data, not for a terminal: give --out FILE or redirect standard output")
+
 // progressBar draws a bar on w when it is a terminal, and nothing
 // otherwise (a log file or a pipe gets the summary only).
 func progressBar(w io.Writer, what string) billing.Progress {
-	f, ok := w.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
+	if !isTerminal(w) {
 		return nil
 	}
 	var bar *progressbar.ProgressBar
@@ -404,8 +412,8 @@ func runInvoiceRender(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	// A PDF on a terminal is binary noise that can upset the terminal.
-	if f, ok := g.stdout.(*os.File); ok && *format == "pdf" && *period == "" && *out == "" && term.IsTerminal(int(f.Fd())) {
-		return usageErrorf("--format pdf writes binary data, not for a terminal: give --out FILE or redirect standard output")
+	if *format == "pdf" && *period == "" && *out == "" && isTerminal(g.stdout) {
+		return errPDFToTerminal
 	}
 	runner, s, err := invoiceRunner(ctx, g)
 	if err != nil {

@@ -38,11 +38,11 @@ func openPTY(t *testing.T) *os.File {
 	return tty
 }
 
-// invoice render --format pdf refuses to write the PDF to a terminal,
+// invoice render --format pdf (and chargeback --format pdf) refuses to write the PDF to a terminal,
 // before it reads the config's customers or opens the store; a file,
 // --out, or a text format on a terminal go on (and stop there, with no
 // billing config and no store, which is not what this test looks at).
-func TestInvoiceRenderRefusesPDFOnATerminal(t *testing.T) {
+func TestPDFCommandsRefuseATerminal(t *testing.T) {
 	const refusal = "not for a terminal"
 	file, err := os.Create(filepath.Join(t.TempDir(), "out"))
 	if err != nil {
@@ -52,22 +52,30 @@ func TestInvoiceRenderRefusesPDFOnATerminal(t *testing.T) {
 	tty := openPTY(t)
 	// Nothing listens on port 1: should a case get that far, it fails at once.
 	unreachable := "clickhouse://127.0.0.1:1/gpumeter"
-	cases := []struct {
+	type ttyCase struct {
 		name    string
 		stdout  *os.File
 		args    []string
 		refused bool
-	}{
+	}
+	cases := []ttyCase{
 		{"pdf to a terminal is refused", tty, []string{"--format", "pdf"}, true},
 		{"pdf by default (no --format) to a terminal is refused", tty, nil, true},
 		{"pdf with --out on a terminal goes on", tty, []string{"--format", "pdf", "--out", filepath.Join(t.TempDir(), "i.pdf")}, false},
 		{"html to a terminal goes on", tty, []string{"--format", "html"}, false},
 		{"pdf redirected to a file goes on", file, []string{"--format", "pdf"}, false},
 	}
+	// chargeback --format pdf likewise (csv is its default).
+	cases = append(cases,
+		ttyCase{"chargeback pdf to a terminal is refused", tty, []string{"chargeback", "--period", "2026-11", "--format", "pdf"}, true},
+		ttyCase{"chargeback pdf redirected to a file goes on", file, []string{"chargeback", "--period", "2026-11", "--format", "pdf"}, false})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr strings.Builder
 			args := append([]string{"--clickhouse", unreachable, "invoice", "render", "INV-1"}, tc.args...)
+			if len(tc.args) > 0 && tc.args[0] == "chargeback" {
+				args = append([]string{"--clickhouse", unreachable}, tc.args...)
+			}
 			code := run(context.Background(), args, tc.stdout, &stderr)
 			refused := strings.Contains(stderr.String(), refusal)
 			if refused != tc.refused || (tc.refused && (code != 2 || !strings.Contains(stderr.String(), "--out") || !strings.Contains(stderr.String(), "redirect"))) {

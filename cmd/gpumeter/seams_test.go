@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/browsertest"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -40,8 +42,9 @@ import (
 //
 // Consumers: usage --json by every dimension (raw and hourly), rollup
 // --scheduled, invoice run and render in every format, chargeback in every
-// idle mode, serve's /v1/usage, /v1/cost, /v1/insights/efficiency and
-// rightsize, /v1/quotas, mig plan --from-clickhouse, quote. None may fail.
+// idle mode, serve's /v1/usage, /v1/cost, /v1/insights/efficiency,
+// rightsize and anomalies, /v1/quotas, the customer portal in headless
+// Chromium, mig plan --from-clickhouse, quote. None may fail.
 //
 // Equalities asserted, exactly (decimal strings compared as decimals):
 //  1. GPU-hours per customer and SKU over the customer's invoice period in
@@ -74,10 +77,13 @@ import (
 //     umbrella's November invoice only, naming 2026-10 and October's
 //     number, for exactly the late GPU-hour and energy, adding up to
 //     /v1/cost's re-priced October minus October's subtotal.
+//  11. Portal: acme's portal (headless Chromium, portal token, October)
+//     shows month to date = the invoice subtotal = /v1/cost so_far, and
+//     lists exactly acme's October invoice (number, period, status, total).
 //
-// Not covered here yet: the portal in headless Chromium (its own tests
-// are in internal/serving/portal_test.go), /v1/insights/anomalies and
-// capacity (capacity needs two weeks of history).
+// Not covered here yet: /v1/insights/capacity (it needs two weeks of
+// history; the month holds a few hours). /v1/insights/anomalies is only
+// checked to answer: a few hours hold no seasonal baseline to depart from.
 func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 	dsn := testDSN(t)
 	dir := filepath.Join("testdata", "seams")
@@ -323,6 +329,45 @@ func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 				t.Errorf("%s October: /v1/cost %s %s, the invoice's subtotal %s", c, name, v, subtotal)
 			}
 		}
+	}
+
+	// The portal in a real browser, signed in with acme's portal token,
+	// shows October's month to date at the invoice's subtotal and /v1/cost's
+	// so_far, and lists acme's October invoice only.
+	portalToken := strings.TrimSpace(runOK(t, append(db, "keys", "create", "--scope", "tenant:acme", "--portal", "--expires", "1h")...))
+	dom := browsertest.Headless(t, "http://"+addr+"/portal/#token="+portalToken+"&month=2026-10", "--dump-dom")
+	if !strings.Contains(dom, `data-ready="1"`) {
+		t.Fatalf("the portal never finished loading acme's October:\n%.3000s", dom)
+	}
+	acme, acmeCost := invoices["acme"], cost("acme", "2026-10")
+	subtotal := decimal.New(acme.SubtotalMinor, -acme.Currency.MinorUnits)
+	if m := regexp.MustCompile(`<[^>]*\bid="mtd-cost"[^>]*>([^<]*)<`).FindStringSubmatch(dom); m == nil {
+		t.Errorf("the portal shows no month to date:\n%.3000s", dom)
+	} else if a := regexp.MustCompile(`data-amount="([^"]+)"`).FindStringSubmatch(m[0]); a == nil ||
+		!seamsDec(t, a[1]).Equal(subtotal) || a[1] != acmeCost.SoFar || m[1] != acmeCost.SoFar+" "+acme.Currency.Code {
+		t.Errorf("the portal shows acme's October month to date as %q (%v); the invoice's subtotal is %s, /v1/cost's so_far %s",
+			m[1], a, subtotal, acmeCost.SoFar)
+	}
+	table := regexp.MustCompile(`(?s)<table id="invoices">.*?</table>`).FindString(dom)
+	var listed [][]string
+	for _, r := range regexp.MustCompile(`<tr><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td><td class="num">([^<]*)</td>`).FindAllStringSubmatch(table, -1) {
+		listed = append(listed, r[1:])
+	}
+	if want := [][]string{{acme.Number, acme.PeriodLabel, string(acme.Status), acme.Money(acme.TotalMinor) + " " + acme.Currency.Code}}; fmt.Sprint(listed) != fmt.Sprint(want) {
+		t.Errorf("the portal lists invoices %q, want acme's October only: %q", listed, want)
+	}
+	if strings.Contains(dom, "Insights unavailable") {
+		t.Errorf("the portal could not load acme's insights:\n%.3000s", dom)
+	}
+
+	// Anomalies over the same month answer, and as JSON.
+	var anomalies struct {
+		From, To  time.Time
+		Anomalies []json.RawMessage
+	}
+	api("/v1/insights/anomalies?month=2026-10", &anomalies)
+	if !anomalies.From.Equal(oct) || !anomalies.To.Equal(nov) || anomalies.Anomalies == nil {
+		t.Errorf("/v1/insights/anomalies?month=2026-10: %s..%s, anomalies %v; want October and a list", anomalies.From, anomalies.To, anomalies.Anomalies)
 	}
 
 	// Chargeback in every idle mode, against usage and the rate card.

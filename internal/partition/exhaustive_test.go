@@ -360,11 +360,13 @@ func TestSolveAgainstExhaustiveSearch(t *testing.T) {
 			if resGap > cases/200 {
 				t.Errorf("reserved demand short of the optimum in %d cases, want at most %d", resGap, cases/200)
 			}
-			if totGap > cases*3/100 {
-				t.Errorf("pending demand short of the optimum in %d cases, want at most %d", totGap, cases*3/100)
+			if totGap > cases*2/100 {
+				t.Errorf("pending demand short of the optimum in %d cases, want at most %d", totGap, cases*2/100)
 			}
-			if gapSlices*100 > optSlices {
-				t.Errorf("planner short of the optimum by %d of %d slices, want at most 1%%", gapSlices, optSlices)
+			// 0.5 %: the planner before the cross-model move measured 0.57 %
+			// on the independent seeds, and fails here.
+			if gapSlices*200 > optSlices {
+				t.Errorf("planner short of the optimum by %d of %d slices, want at most 0.5%%", gapSlices, optSlices)
 			}
 			if changeGap > cases/50 {
 				t.Errorf("more GPUs changed than needed in %d cases, want at most %d", changeGap, cases/50)

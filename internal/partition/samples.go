@@ -54,7 +54,8 @@ func FleetFromSamples(samples []DeviceSample) (Fleet, []Skipped) {
 		group := rows[i:j]
 		i = j
 		first := group[0]
-		if _, ok := migprofile.LookupModel(first.GPUModel); !ok {
+		model, ok := migprofile.LookupModel(first.GPUModel)
+		if !ok {
 			skipped = append(skipped, Skipped{Host: first.Host, UUID: first.GPUUUID, Model: first.GPUModel,
 				Reason: fmt.Sprintf("model %s has no MIG profile table", first.GPUModel)})
 			continue
@@ -62,6 +63,13 @@ func FleetFromSamples(samples []DeviceSample) (Fleet, []Skipped) {
 		if types := vgpuTypes(group); len(types) > 0 {
 			skipped = append(skipped, Skipped{Host: first.Host, UUID: first.GPUUUID, Model: first.GPUModel,
 				Reason: fmt.Sprintf("runs vGPU instances (%s): the hypervisor's vGPU manager owns its layout, not MIG-plannable", strings.Join(types, ", "))})
+			continue
+		}
+		if unknown := unknownProfiles(model, group); len(unknown) > 0 {
+			// A profile the table lacks (a newer driver's) would fail the
+			// whole plan: this GPU is left as it is instead.
+			skipped = append(skipped, Skipped{Host: first.Host, UUID: first.GPUUUID, Model: first.GPUModel,
+				Reason: fmt.Sprintf("MIG profile %s is not in %s's profile table", strings.Join(unknown, ", "), first.GPUModel)})
 			continue
 		}
 		g := GPU{Host: first.Host, UUID: first.GPUUUID, Model: first.GPUModel, MIGDisabled: true}
@@ -86,6 +94,22 @@ func FleetFromSamples(samples []DeviceSample) (Fleet, []Skipped) {
 		fleet.GPUs = append(fleet.GPUs, g)
 	}
 	return fleet, skipped
+}
+
+// unknownProfiles lists the distinct MIG profiles of one GPU's samples
+// that model's table lacks, sorted.
+func unknownProfiles(model migprofile.Model, group []DeviceSample) []string {
+	var out []string
+	for _, r := range group {
+		if r.MIGUUID == "" || slices.Contains(out, r.MIGProfile) {
+			continue
+		}
+		if _, ok := model.ProfileIndex(r.MIGProfile); !ok {
+			out = append(out, r.MIGProfile)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // vgpuTypes lists the distinct vGPU profiles ("vgpu:A100-4C") of one GPU's

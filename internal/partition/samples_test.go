@@ -39,6 +39,15 @@ func TestFleetFromSamples(t *testing.T) {
 			{Host: "n1", UUID: "GPU-d", Model: "Tesla-T4", Reason: "model Tesla-T4 has no MIG profile table"},
 		}},
 		{"every SKU kind the collector writes: vGPU GPUs are listed as not MIG-plannable", skuKindSamples, skuKindFleet, skuKindSkipped},
+		// Before, the fleet took the profile and the whole plan failed its
+		// validation; now that GPU is left out, with the reason.
+		{"a MIG profile the table lacks (a newer driver's) leaves that GPU out", []DeviceSample{
+			{Host: "n1", GPUUUID: "GPU-e", GPUModel: a100, MIGUUID: "MIG-e1", MIGProfile: "1g.12gb", Tenant: "acme"},
+			{Host: "n1", GPUUUID: "GPU-e", GPUModel: a100, MIGUUID: "MIG-e2", MIGProfile: "1g.10gb"},
+			{Host: "n1", GPUUUID: "GPU-b", GPUModel: a100},
+		}, Fleet{GPUs: []GPU{{Host: "n1", UUID: "GPU-b", Model: a100, MIGDisabled: true}}}, []Skipped{
+			{Host: "n1", UUID: "GPU-e", Model: a100, Reason: "MIG profile 1g.12gb is not in " + a100 + "'s profile table"},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,11 +7,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,64 +17,9 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/browsertest"
 	"github.com/gpumeter/gpumeter/internal/server"
 )
-
-var (
-	chromiumOnce sync.Once
-	chromiumPath string
-	chromiumErr  error
-)
-
-// chromium finds Debian's chromium, installing it with apt-get when it is
-// missing (as scripts/clickhouse.sh installs clickhouse-server); a machine
-// where neither works fails the test.
-func chromium(t *testing.T) string {
-	t.Helper()
-	chromiumOnce.Do(func() {
-		for _, name := range []string{"chromium", "chromium-browser"} {
-			if chromiumPath, chromiumErr = exec.LookPath(name); chromiumErr == nil {
-				return
-			}
-		}
-		env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		for _, args := range [][]string{{"apt-get", "update", "-qq"}, {"apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"}} {
-			if os.Geteuid() != 0 {
-				args = append([]string{"sudo", "-n"}, args...)
-			}
-			cmd := exec.Command(args[0], args[1:]...)
-			cmd.Env = env
-			if out, err := cmd.CombinedOutput(); err != nil {
-				chromiumErr = err
-				t.Logf("%v: %s", args, out)
-				return
-			}
-		}
-		chromiumPath, chromiumErr = exec.LookPath("chromium")
-	})
-	if chromiumErr != nil {
-		t.Fatalf("chromium not found and could not be installed (apt-get install chromium): %v", chromiumErr)
-	}
-	return chromiumPath
-}
-
-// headless runs chromium on url with the flags it needs as root in a
-// container, plus extra; it returns standard output.
-func headless(t *testing.T, url string, extra ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=20000"}, extra...)
-	cmd := exec.CommandContext(ctx, chromium(t), append(args, url)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium %v: %v\n%s", extra, err, stderr.String())
-	}
-	return string(out)
-}
 
 // The portal in a real browser: signed in with a portal token, it draws
 // the month's chart and shows the month-to-date cost the API gives.
@@ -95,7 +38,7 @@ func TestPortalInHeadlessChromium(t *testing.T) {
 		t.Fatalf("cost: %v %s", err, body)
 	}
 	url := f.srv.URL + "/portal/#token=" + f.tokens["portal"] + "&month=2026-10"
-	dom := headless(t, url, "--dump-dom")
+	dom := browsertest.Headless(t, url, "--dump-dom")
 	if !strings.Contains(dom, `data-ready="1"`) {
 		t.Fatalf("the portal never finished loading:\n%.3000s", dom)
 	}
@@ -152,7 +95,7 @@ func TestPortalInHeadlessChromium(t *testing.T) {
 		t.Errorf("the invoice table should list acme's invoice only")
 	}
 	shot := filepath.Join(t.TempDir(), "portal.png")
-	headless(t, url, "--screenshot="+shot, "--window-size=1280,1100", "--hide-scrollbars")
+	browsertest.Headless(t, url, "--screenshot="+shot, "--window-size=1280,1100", "--hide-scrollbars")
 	if st, err := os.Stat(shot); err != nil || st.Size() < 10_000 {
 		t.Fatalf("screenshot %s: %v", shot, err)
 	}
@@ -163,7 +106,7 @@ func TestPortalInHeadlessChromium(t *testing.T) {
 	t.Logf("screenshot: %s", shot)
 
 	// Without a token the portal says how to sign in, and never loads data.
-	dom = headless(t, f.srv.URL+"/portal/", "--dump-dom")
+	dom = browsertest.Headless(t, f.srv.URL+"/portal/", "--dump-dom")
 	if !strings.Contains(dom, "No token") || !strings.Contains(dom, `data-ready="error"`) {
 		t.Errorf("the portal without a token:\n%.2000s", dom)
 	}
@@ -234,7 +177,7 @@ func TestPortalDrawsTheForecastBand(t *testing.T) {
 		t.Fatalf("trend: %d points, %d projected, band [%s, %s] around %s; want 30 and 14 with a band", len(sp.Path), projected, sp.Low, sp.Total, sp.High)
 	}
 
-	dom := headless(t, f.srv.URL+"/portal/#token="+f.tokens["portal"]+"&month=2026-09", "--dump-dom")
+	dom := browsertest.Headless(t, f.srv.URL+"/portal/#token="+f.tokens["portal"]+"&month=2026-09", "--dump-dom")
 	if !strings.Contains(dom, `data-ready="1"`) {
 		t.Fatalf("the portal never finished loading:\n%.3000s", dom)
 	}
@@ -271,7 +214,7 @@ func TestPortalDrawsTheForecastBand(t *testing.T) {
 	}
 	if dir := os.Getenv("GPUMETER_SCREENSHOT_DIR"); dir != "" {
 		shot := filepath.Join(dir, "portal-forecast.png")
-		headless(t, f.srv.URL+"/portal/#token="+f.tokens["portal"]+"&month=2026-09", "--screenshot="+shot, "--window-size=1280,1400", "--hide-scrollbars")
+		browsertest.Headless(t, f.srv.URL+"/portal/#token="+f.tokens["portal"]+"&month=2026-09", "--screenshot="+shot, "--window-size=1280,1400", "--hide-scrollbars")
 		t.Logf("screenshot: %s", shot)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -62,7 +63,12 @@ type pdfFace struct {
 }
 
 // goPDFFont is the Go fonts: regular, bold and italic.
-func goPDFFont() (*PDFFont, error) {
+//
+// Parsed once: a parsed sfnt.Font serves concurrent renders, each drawing
+// with a Buffer of its own.
+var goPDFFont = sync.OnceValues(parseGoPDFFont)
+
+func parseGoPDFFont() (*PDFFont, error) {
 	f := &PDFFont{name: "Go (embedded)", faces: map[string]pdfFace{}}
 	for style, ttf := range map[string][]byte{"": goregular.TTF, "B": gobold.TTF, "I": goitalic.TTF} {
 		sf, err := sfnt.Parse(ttf)

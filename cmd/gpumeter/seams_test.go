@@ -36,15 +36,17 @@ import (
 // MIG-backed vGPU, passthrough, bare metal), idle capacity included; an
 // imported CSV (whole H100s with their idle rows, acme above its
 // reservation, usage in Berlin's October before UTC's, in New York's
-// October after UTC's, a passthrough VM); Slurm jobs imported from sacct.
+// October after UTC's, a passthrough VM); Slurm jobs imported from sacct;
+// two weeks of September before every customer's October, the history
+// capacity fits.
 // Customers (testdata/seams): graduated and volume tiers, a reservation
 // with burst, a minimum commitment, tax, zones New York, Berlin and UTC.
 //
 // Consumers: usage --json by every dimension (raw and hourly), rollup
 // --scheduled, invoice run and render in every format, chargeback in every
 // idle mode, serve's /v1/usage, /v1/cost, /v1/insights/efficiency,
-// rightsize and anomalies, /v1/quotas, the customer portal in headless
-// Chromium, mig plan --from-clickhouse, quote. None may fail.
+// rightsize, anomalies and capacity, /v1/quotas, the customer portal in
+// headless Chromium, mig plan --from-clickhouse, quote. None may fail.
 //
 // Equalities asserted, exactly (decimal strings compared as decimals):
 //  1. GPU-hours per customer and SKU over the customer's invoice period in
@@ -80,10 +82,17 @@ import (
 //  11. Portal: acme's portal (headless Chromium, portal token, October)
 //     shows month to date = the invoice subtotal = /v1/cost so_far, and
 //     lists exactly acme's October invoice (number, period, status, total).
+//  12. Capacity: /v1/insights/capacity at the end of the collector's hour
+//     (weeks 2, and 52, which the fleet's recorded weeks cut to a fit
+//     reaching into two imported weeks of September history) states, per
+//     GPU model, capacity = the GPU-hours usage --by host,sku states for
+//     that hour (allocated + idle: the GPUs that reported), the models
+//     being exactly those usage states; its history peak = usage's
+//     busiest hour of the model (idle excluded) over the fitted weeks,
+//     and at most the capacity.
 //
-// Not covered here yet: /v1/insights/capacity (it needs two weeks of
-// history; the month holds a few hours). /v1/insights/anomalies is only
-// checked to answer: a few hours hold no seasonal baseline to depart from.
+// Not covered here yet: /v1/insights/anomalies is only checked to answer:
+// a few hours hold no seasonal baseline to depart from.
 func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 	dsn := testDSN(t)
 	dir := filepath.Join("testdata", "seams")
@@ -105,7 +114,9 @@ func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 	}
 	csvPath, gpusPerHour := seamsImportCSV(t, tmp)
 	gpusPerHour[collectHour] = 16 // 8 H100s and the vGPU host's 8 A100s
-	runOK(t, append(db, "import", "--quiet", csvPath)...)
+	// September's history is outside every October and every hour checked
+	// per hour, so gpusPerHour leaves it out.
+	runOK(t, append(db, "import", "--quiet", csvPath, seamsHistoryCSV(t, tmp))...)
 	runOK(t, append(db, "import", "--quiet", "--from-sacct", "--sacct-tz", "UTC", "--sku-map", filepath.Join(dir, "skus.yaml"),
 		"--map-file", filepath.Join(dir, "slurm-map"), filepath.Join(dir, "sacct.txt"))...)
 	// Slurm jobs are their allocated GPUs only: 2 + 1 GPUs, then 2.
@@ -370,6 +381,54 @@ func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 		t.Errorf("/v1/insights/anomalies?month=2026-10: %s..%s, anomalies %v; want October and a list", anomalies.From, anomalies.To, anomalies.Anomalies)
 	}
 
+	// Capacity per GPU model at the end of the collector's hour: the GPUs
+	// that reported in it, and the busiest hour of the fitted history.
+	// weeks=52 is cut to the weeks the fleet has recorded, which reach back
+	// into September's history.
+	capAt := collectHour.Add(time.Hour)
+	reported := map[string]int64{} // GPU-µs per model in the hour, idle included
+	var reportedGPUs int64
+	for _, r := range usage("--from", rfc(collectHour), "--to", rfc(capAt), "--by", "host,sku") {
+		model, _, _ := strings.Cut(r.SKU, "/")
+		us := seamsUnits(t, r.GPUHours)
+		reported[model] += us
+		reportedGPUs += us
+	}
+	if reportedGPUs != gpusPerHour[collectHour]*3_600_000_000 {
+		t.Errorf("usage --by host,sku: %s holds %d GPU-µs, %d GPUs reported", rfc(collectHour), reportedGPUs, gpusPerHour[collectHour])
+	}
+	for _, weeks := range []string{"2", "52"} {
+		var capacity struct{ Models []insights.CapacityForecast }
+		api("/v1/insights/capacity?"+url.Values{"to": {rfc(capAt)}, "weeks": {weeks}}.Encode(), &capacity)
+		what := "/v1/insights/capacity?weeks=" + weeks
+		if len(capacity.Models) == 0 {
+			t.Errorf("%s: no model", what)
+		} else if weeks == "52" && !capacity.Models[0].Fit.From.Before(time.Date(2026, 9, 24, 0, 0, 0, 0, time.UTC)) {
+			t.Errorf("%s fits from %s, after September's history", what, rfc(capacity.Models[0].Fit.From))
+		}
+		got := map[string]int64{}
+		for _, m := range capacity.Models {
+			got[m.Model] = seamsUnits(t, m.CapacityGPUs.String()) // GPU-hours in one hour, as usage states it
+			peak := map[time.Time]int64{}
+			for _, r := range usage("--from", rfc(m.Fit.From), "--to", rfc(m.Fit.To), "--by", "tenant,sku", "--bucket", "hour") {
+				if model, _, _ := strings.Cut(r.SKU, "/"); r.Tenant != "" && model == m.Model {
+					peak[r.Bucket.UTC()] += seamsUnits(t, r.GPUHours)
+				}
+			}
+			var want int64
+			for _, us := range peak {
+				want = max(want, us)
+			}
+			if hp := seamsUnits(t, m.HistoryPeak.String()); hp != want || m.HistoryPeak.GreaterThan(m.CapacityGPUs) {
+				t.Errorf("%s: %s's history peak %s GPUs, usage's busiest hour %s..%s %d GPU-µs, capacity %s GPUs",
+					what, m.Model, m.HistoryPeak, rfc(m.Fit.From), rfc(m.Fit.To), want, m.CapacityGPUs)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(reported) {
+			t.Errorf("%s: capacity by model (GPU-µs in %s) %v, usage --by host,sku %v", what, rfc(collectHour), got, reported)
+		}
+	}
+
 	// Chargeback in every idle mode, against usage and the rate card.
 	byTenant := map[string][2]int64{} // GPU-µs, mJ
 	bySKU := map[string]map[string]int64{}
@@ -628,6 +687,38 @@ func seamsImportCSV(t *testing.T, dir string) (string, map[time.Time]int64) {
 	// A VM holding a whole A100 passed through.
 	row("imp-kvm", "GPU-kvm-0", "A100-SXM4-40GB", "umbrella", "biology", "vm/bio-ws-01", time.Date(2026, 10, 20, 8, 0, 0, 0, time.UTC), 1_440_000)
 	return seamsWrite(t, dir, "import.csv", b.String()), gpus
+}
+
+// seamsHistoryCSV writes two weeks of September for capacity's history:
+// each hour, two H100s of host imp-01 and the A100 of host imp-kvm, held
+// on weekdays' working hours (UTC) and idle otherwise. It ends days before
+// any customer's October in its zone.
+func seamsHistoryCSV(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(seamsCSVHeader)
+	type gpu struct {
+		host, uuid, model, tenant, dept, workload string
+		from, to, heldJ, idleJ                    int
+	}
+	gpus := []gpu{
+		{"imp-01", "GPU-imp-0", "H100-SXM5-80GB", "acme", "research", "ml/train-hist", 8, 18, 2_520_000, 216_000},
+		{"imp-01", "GPU-imp-1", "H100-SXM5-80GB", "umbrella", "biology", "bio/hist", 9, 17, 2_520_000, 216_000},
+		{"imp-kvm", "GPU-kvm-0", "A100-SXM4-40GB", "globex", "platform", "infer/hist", 10, 16, 1_440_000, 180_000},
+	}
+	start := time.Date(2026, 9, 10, 0, 0, 0, 0, time.UTC)
+	for h := start; h.Before(start.AddDate(0, 0, 14)); h = h.Add(time.Hour) {
+		weekday := h.Weekday() != time.Saturday && h.Weekday() != time.Sunday
+		for _, g := range gpus {
+			tenant, dept, workload, joules := "", "", "", g.idleJ
+			if weekday && h.Hour() >= g.from && h.Hour() < g.to {
+				tenant, dept, workload, joules = g.tenant, g.dept, g.workload, g.heldJ
+			}
+			fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,3600,%d\n", g.host, g.uuid, g.model, tenant, dept, workload,
+				h.Format(time.RFC3339), h.Add(time.Hour).Format(time.RFC3339), joules)
+		}
+	}
+	return seamsWrite(t, dir, "history.csv", b.String())
 }
 
 func seamsWrite(t *testing.T, dir, name, content string) string {

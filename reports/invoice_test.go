@@ -547,8 +547,10 @@ func installDebian(pkg string) error {
 		sudo = []string{"sudo", "-n"}
 	}
 	for _, args := range [][]string{
-		{"apt-get", "update", "-qq"},
-		{"apt-get", "install", "-y", "-qq", "--no-install-recommends", pkg},
+		// Another test process may be installing at the same time: wait
+		// for dpkg's lock rather than fail on it.
+		{"apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-qq"},
+		{"apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-qq", "--no-install-recommends", pkg},
 	} {
 		args = append(append([]string(nil), sudo...), args...)
 		cmd := exec.Command(args[0], args[1:]...)

@@ -34,7 +34,10 @@ func Chromium(tb testing.TB) string {
 			}
 		}
 		env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		for _, args := range [][]string{{"apt-get", "update", "-qq"}, {"apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"}} {
+		// Another test process may be installing at the same time: wait
+		// for dpkg's lock rather than fail on it.
+		for _, args := range [][]string{{"apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-qq"},
+			{"apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-qq", "--no-install-recommends", "chromium"}} {
 			if os.Geteuid() != 0 {
 				args = append([]string{"sudo", "-n"}, args...)
 			}

@@ -131,7 +131,7 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 			}
 		}
 	}
-	pending, err := r.pendingHours(ctx, state)
+	pending, err := HoursNotRolledUp(ctx, r.store, state)
 	if err != nil {
 		return nil, err
 	}

@@ -139,10 +139,7 @@ func (r *Retention) plan(ctx context.Context) ([]time.Time, time.Time, error) {
 	if !ok {
 		return nil, floor, nil // nothing rolled up yet: keep everything
 	}
-	// Samples inserted after the last rollup run started are not in
-	// usage_hourly yet; that run started InsertSlack after its watermark
-	// (the second it started is left to the run, which scanned it).
-	late, err := r.store.HoursInsertedSince(ctx, st.Watermark.Add(InsertSlack+time.Second), st.ClosedThrough)
+	late, err := HoursNotRolledUp(ctx, r.store, st)
 	if err != nil {
 		return nil, floor, err
 	}

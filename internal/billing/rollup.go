@@ -148,6 +148,23 @@ func PlanRollup(prev RollupState, hasPrev bool, earliest, serverNow time.Time, g
 	return plan
 }
 
+// hoursInserter lists the hours of samples inserted since a time.
+type hoursInserter interface {
+	HoursInsertedSince(ctx context.Context, since, before time.Time) ([]time.Time, error)
+}
+
+// HoursNotRolledUp lists the closed hours holding samples inserted after
+// the last rollup run (st) started: usage_hourly does not have them yet.
+// That run started InsertSlack after its watermark; the second it started
+// is left to it, which scanned it. Invoice runs wait for these hours and
+// retention keeps their months.
+func HoursNotRolledUp(ctx context.Context, s hoursInserter, st RollupState) ([]time.Time, error) {
+	if st.ClosedThrough.IsZero() {
+		return nil, nil
+	}
+	return s.HoursInsertedSince(ctx, st.Watermark.Add(InsertSlack+time.Second), st.ClosedThrough)
+}
+
 // RollupStore is what the rollup needs from storage.
 type RollupStore interface {
 	ServerNow(ctx context.Context) (time.Time, error)

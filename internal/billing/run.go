@@ -171,7 +171,7 @@ func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Re
 			return Report{}, err
 		}
 	}
-	pending, err := r.pendingHours(ctx, state)
+	pending, err := HoursNotRolledUp(ctx, r.store, state)
 	if err != nil {
 		return Report{}, err
 	}
@@ -241,15 +241,16 @@ func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Re
 	if err := r.store.SaveInvoices(ctx, save); err != nil {
 		return Report{}, err
 	}
-	// Every finalized invoice of the run, new or found: one finalized by a
-	// run that died before telling of it is told of now.
-	var final []*Invoice
+	// Every invoice of the run, new or found (finalized keeps the
+	// finalized ones): one finalized by a run that died before telling of
+	// it is told of now.
+	var invs []*Invoice
 	for _, o := range rep.Outcomes {
-		if o.Invoice != nil && o.Invoice.Status == StatusFinalized {
-			final = append(final, o.Invoice)
+		if o.Invoice != nil {
+			invs = append(invs, o.Invoice)
 		}
 	}
-	if err := r.finalized(ctx, final); err != nil {
+	if err := r.finalized(ctx, invs); err != nil {
 		return rep, err
 	}
 	if rep.ClosedMonths, err = r.closeMonths(ctx, st, req.Period); err != nil {
@@ -316,17 +317,6 @@ func (st *ledger) anyUnfinalized(cs []Customer, label string) bool {
 		}
 	}
 	return false
-}
-
-// pendingHours lists the closed hours holding samples inserted after the
-// last rollup run started (the run's start is InsertSlack after its
-// watermark; samples of that very second it may have seen, and retention
-// decides the same way): usage_hourly does not have them yet.
-func (r *Runner) pendingHours(ctx context.Context, state RollupState) ([]time.Time, error) {
-	if state.ClosedThrough.IsZero() {
-		return nil, nil
-	}
-	return r.store.HoursInsertedSince(ctx, state.Watermark.Add(InsertSlack+time.Second), state.ClosedThrough)
 }
 
 // waitFor says why p cannot be invoiced yet, and what to run; "" when it

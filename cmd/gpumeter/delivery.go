@@ -107,21 +107,27 @@ func startDelivery(ctx context.Context, g *globals, f collectFlags, reg promethe
 
 // drain waits until every spooled sample has been shipped and committed.
 func (d *delivery) drain(ctx context.Context) error {
+	// Bytes, not rows: the byte backlog is the cursor's distance to the
+	// end of the spool, exact even when a corrupt region was skipped
+	// (whose rows the reader cannot count).
+	return d.waitBacklog(ctx, "", func(bytes int64) bool { return bytes == 0 })
+}
+
+// waitBacklog polls the spool's byte backlog until done says so, the
+// shipper stops or ctx ends; the error counts the rows not shipped.
+func (d *delivery) waitBacklog(ctx context.Context, why string, done func(bytes int64) bool) error {
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
 	for {
-		// Bytes, not rows: the byte backlog is the cursor's distance to the
-		// end of the spool, exact even when a corrupt region was skipped
-		// (whose rows the reader cannot count).
 		rows, bytes := d.spool.Backlog()
-		if bytes == 0 {
+		if done(bytes) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d rows not shipped yet: %w", rows, ctx.Err())
+			return fmt.Errorf("%s%d rows not shipped yet: %w", why, rows, ctx.Err())
 		case <-d.shipDone:
-			return fmt.Errorf("%d rows not shipped yet: %w", rows, errShipperStopped)
+			return fmt.Errorf("%s%d rows not shipped yet: %w", why, rows, errShipperStopped)
 		case <-tick.C:
 		}
 	}
@@ -136,22 +142,9 @@ var errShipperStopped = errors.New("shipper stopped")
 // once when nothing spooled is left to ship, since waiting cannot free
 // room then, and when the shipper stopped or ctx ended.
 func (d *delivery) waitShipped(ctx context.Context) error {
-	rows, before := d.spool.Backlog()
+	_, before := d.spool.Backlog()
 	if before == 0 {
 		return errors.New("nothing spooled is left to ship, so waiting frees no room")
 	}
-	tick := time.NewTicker(drainPoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the shipper made no room: %d spooled rows not shipped: %w", rows, ctx.Err())
-		case <-d.shipDone:
-			return fmt.Errorf("the shipper made no room: %d spooled rows not shipped: %w", rows, errShipperStopped)
-		case <-tick.C:
-		}
-		if _, now := d.spool.Backlog(); now < before {
-			return nil
-		}
-	}
+	return d.waitBacklog(ctx, "the shipper made no room: ", func(bytes int64) bool { return bytes < before })
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,22 +39,11 @@ func TestBackupRestore(t *testing.T) {
 		token = strings.TrimSpace(out)
 	}
 	// One use of the key, so the audit log has a row to back up.
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"--clickhouse", src, "serve", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, io.Discard)
-	}()
-	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := httpGet(addr, "/readyz"); return code == 200 })
-	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/tenants", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /v1/tenants: %v %v", resp, err)
+	addr, stop := startServe(t, "--clickhouse", src)
+	if code, body := getAuthed(t, addr, token, "/v1/tenants"); code != http.StatusOK {
+		t.Fatalf("GET /v1/tenants: %d %s", code, body)
 	}
-	resp.Body.Close()
-	cancel()
-	<-done // serve flushes the audit log as it stops
+	stop() // serve flushes the audit log as it stops
 	wantRaw := usageByTenant(t, src, start, start.Add(d), store.SourceRaw)
 	wantHourly := usageByTenant(t, src, start, start.Add(d), store.SourceHourly)
 	wantInvoices := fmt.Sprint(listInvoices(t, src, cfg))

@@ -149,33 +149,17 @@ func TestTwoShardCluster(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("keys create: exit %d\n%s", code, stderr)
 	}
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"--clickhouse", dsn2, "serve", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, io.Discard)
-	}()
-	defer func() { cancel(); <-done }()
-	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := httpGet(addr, "/readyz"); return code == 200 })
-	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/usage?step=month&group_by=tenant&meters=gpu_hours"+
-		"&from="+start.Format(time.RFC3339)+"&to="+start.Add(d).Format(time.RFC3339), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(token))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	addr, _ := startServe(t, "--clickhouse", dsn2)
+	code, body := getAuthed(t, addr, token, "/v1/usage?step=month&group_by=tenant&meters=gpu_hours"+
+		"&from="+start.Format(time.RFC3339)+"&to="+start.Add(d).Format(time.RFC3339))
 	var usage struct {
 		Points []struct {
 			Tenant   string
 			GPUHours string `json:"gpu_hours"`
 		}
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&usage); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /v1/usage: %d %v", resp.StatusCode, err)
+	if err := json.Unmarshal(body, &usage); err != nil || code != http.StatusOK {
+		t.Fatalf("GET /v1/usage: %d %v", code, err)
 	}
 	api := map[string]string{}
 	for _, p := range usage.Points {

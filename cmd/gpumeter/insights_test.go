@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -228,32 +227,8 @@ func TestInsightsEndToEndFindThePlants(t *testing.T) {
 		}
 		tokens[scope] = strings.TrimSpace(token)
 	}
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"--clickhouse", dsn, "serve", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, io.Discard)
-	}()
-	defer func() { cancel(); <-done }()
-	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := httpGet(addr, "/readyz"); return code == 200 })
-	apiGet := func(token, path string) (int, []byte) {
-		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, body
-	}
+	addr, _ := startServe(t, "--clickhouse", dsn)
+	apiGet := func(token, path string) (int, []byte) { t.Helper(); return getAuthed(t, addr, token, path) }
 	path := "/v1/insights/capacity?to=" + url.QueryEscape(rfc(histEnd)) + "&weeks=3"
 	code, body := apiGet(tokens["admin"], path)
 	var fromAPI, fromCLI any

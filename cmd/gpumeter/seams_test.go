@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -234,29 +232,12 @@ func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 
 	// serve, with an admin key.
 	token := strings.TrimSpace(runOK(t, append(db, "keys", "create", "--scope", "admin", "--expires", "1h")...))
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, append(g, "serve", "--listen", addr, "--metrics-listen", "", "--audit-queue", t.TempDir()), io.Discard, io.Discard)
-	}()
-	defer func() { cancel(); <-done }()
-	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := httpGet(addr, "/readyz"); return code == 200 })
+	addr, _ := startServe(t, g...)
 	api := func(path string, v any) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
+		code, body := getAuthed(t, addr, token, path)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, code, body)
 		}
 		if err := json.Unmarshal(body, v); err != nil {
 			t.Fatalf("GET %s: %v\n%s", path, err, body)

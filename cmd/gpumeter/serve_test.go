@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,6 +49,46 @@ func TestServeAnswersHealthReadinessAndMetrics(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not stop after its context ended")
 	}
+}
+
+// startServe runs `gpumeter <global...> serve` on a free loopback port,
+// with /metrics off and an audit queue of its own, and returns its address
+// once /readyz answers. stop ends it and waits for it (the audit writer
+// flushes as it stops); the test's cleanup calls it too.
+func startServe(t *testing.T, global ...string) (addr string, stop func()) {
+	t.Helper()
+	addr = freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append(global, "serve", "--listen", addr, "--metrics-listen", "", "--audit-queue", t.TempDir()), io.Discard, io.Discard)
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := httpGet(addr, "/readyz"); return code == 200 })
+	return addr, stop
+}
+
+// getAuthed returns the status and body of GET path with token as the
+// bearer.
+func getAuthed(t *testing.T, addr, token, path string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(token))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
 }
 
 // freeAddr is a loopback address with a port free a moment ago.

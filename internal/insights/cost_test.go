@@ -41,7 +41,7 @@ reservations:
   - {sku: H100-SXM5-80GB/3g.40gb, instances: 1, monthly_fee: "900.00"}
 `
 
-func costPricing(t *testing.T, minimum string) TenantPricing {
+func costPricing(t testing.TB, minimum string) TenantPricing {
 	t.Helper()
 	b, err := pricing.ParseBook([]byte(costBook))
 	if err != nil {

@@ -1,6 +1,10 @@
 package collectors
 
-import "time"
+import (
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
+)
 
 // GPU identifies one physical GPU on a host.
 type GPU struct {
@@ -167,11 +171,7 @@ type VGPUInstance struct {
 func (v *VGPUInstance) MIGBacked() bool { return v.GPUInstanceID >= 0 }
 
 // Profile is the instance's profile in SKUs: "vgpu:" and its type name.
-func (v *VGPUInstance) Profile() string { return VGPUProfilePrefix + v.Type }
-
-// VGPUProfilePrefix marks a vGPU type where a SKU holds a MIG profile:
-// "A100-SXM4-40GB/vgpu:A100-4C".
-const VGPUProfilePrefix = "vgpu:"
+func (v *VGPUInstance) Profile() string { return gpucatalog.VGPUProfile(v.Type) }
 
 // MIGInstance is one MIG device (a compute instance inside a GPU instance).
 type MIGInstance struct {

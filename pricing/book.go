@@ -159,7 +159,7 @@ func (b *Book) CheckWeights(weight func(sku string) (decimal.Decimal, bool)) err
 }
 
 // CheckSKUs runs check on every SKU of the book and reports each refusal
-// at its place (the fleet's check is migprofile.CheckSKU, wired in by
+// at its place (the fleet's check is gpucatalog.CheckSKU, wired in by
 // WithMIGTable).
 func (b *Book) CheckSKUs(check func(sku string) error) error {
 	var ps problems

@@ -3,13 +3,13 @@ package pricing
 import (
 	"github.com/shopspring/decimal"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // MIGWeight is the one GPU-equivalent table (NVIDIA's compute slices / 7;
-// a vGPU type's share, migprofile.GPUEquivalent), for Book.WithWeights. SKUs the table does not know are left to the book.
+// a vGPU type's share, gpucatalog.GPUEquivalent), for Book.WithWeights. SKUs the table does not know are left to the book.
 func MIGWeight(sku string) (decimal.Decimal, bool) {
-	num, den, ok := migprofile.GPUEquivalent(sku)
+	num, den, ok := gpucatalog.GPUEquivalent(sku)
 	if !ok {
 		return decimal.Decimal{}, false
 	}
@@ -20,7 +20,7 @@ func MIGWeight(sku string) (decimal.Decimal, bool) {
 // models must be written as usage writes them (CheckSKU), and weights must
 // agree with the table's, which fills in those the book leaves out.
 func WithMIGTable(b *Book) (*Book, error) {
-	if err := b.CheckSKUs(migprofile.CheckSKU); err != nil {
+	if err := b.CheckSKUs(gpucatalog.CheckSKU); err != nil {
 		return nil, err
 	}
 	return b.WithWeights(MIGWeight)

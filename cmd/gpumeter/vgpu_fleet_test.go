@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/insights"
 )
 
@@ -44,18 +45,18 @@ func TestFleetCommandsAcceptEverySKUKind(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("rightsize JSON: %v\n%s", err, stdout)
 	}
-	kinds := map[insights.Kind]bool{}
+	kinds := map[gpucatalog.Kind]bool{}
 	vgpu := map[string]bool{} // time-sliced and MIG-backed vGPU SKUs judged
 	for _, r := range rep.Tenants {
 		kinds[r.Kind] = true
-		if r.Kind == insights.KindVGPU {
+		if r.Kind == gpucatalog.KindVGPU {
 			vgpu[r.Current.SKU] = true
 			if r.Action == insights.Keep && r.Reason == "" {
 				t.Errorf("%s %s kept without a reason", r.Tenant, r.Current.SKU)
 			}
 		}
 	}
-	for _, k := range []insights.Kind{insights.KindGPU, insights.KindMIG, insights.KindVGPU} {
+	for _, k := range []gpucatalog.Kind{gpucatalog.KindGPU, gpucatalog.KindMIG, gpucatalog.KindVGPU} {
 		if !kinds[k] {
 			t.Errorf("rightsize has no %s holding: %+v", k, kinds)
 		}

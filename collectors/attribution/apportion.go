@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // Apportion turns one GPU's attributed reading for [start, end) into
@@ -377,7 +377,7 @@ func (a *apportioner) emit(dst []collectors.Sample, host string, start, end time
 			s.Unmeasured |= collectors.UnmeasuredSMActive
 		}
 		s.Unmeasured |= gpuUnmeasured(g)
-		s.SKU = migprofile.SKU(s.GPUModel, s.MIGProfile)
+		s.SKU = gpucatalog.SKU(s.GPUModel, s.MIGProfile)
 		s.ID = collectors.SampleID(host, r.device, s.Tenant, s.Workload, start)
 		dst = append(dst, s)
 	}

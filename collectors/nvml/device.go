@@ -7,7 +7,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // device is what the collector keeps about one GPU between reads.
@@ -149,7 +149,7 @@ func percentRatio(p float64) collectors.Ratio {
 
 // modelOf is the model key of an NVML device name, known or not.
 func modelOf(name string) string {
-	m, _ := migprofile.ModelFromDeviceName(name)
+	m, _ := gpucatalog.ModelFromDeviceName(name)
 	return m
 }
 

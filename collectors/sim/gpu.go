@@ -11,7 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // GPU is one simulated GPU. Its methods for tests (Lose, ResetEnergy,
@@ -56,7 +56,7 @@ type GPU struct {
 type Instance struct {
 	gpu      *GPU
 	uuid     string
-	profile  migprofile.Profile
+	profile  gpucatalog.Profile
 	gi       uint32
 	giHandle *server.GpuInstance
 	dev      *mock.Device
@@ -138,7 +138,7 @@ func (g *GPU) EnableMIG(profiles ...string) ([]*Instance, error) {
 	for _, in := range g.instances {
 		slicesUsed += in.profile.ComputeSlices
 	}
-	var want []migprofile.Profile
+	var want []gpucatalog.Profile
 	for _, name := range profiles {
 		p, ok := h.model.profile(name)
 		if !ok {
@@ -147,8 +147,8 @@ func (g *GPU) EnableMIG(profiles ...string) ([]*Instance, error) {
 		slicesUsed += p.ComputeSlices
 		want = append(want, p)
 	}
-	if slicesUsed > migprofile.ComputeSlices {
-		return nil, fmt.Errorf("sim gpu %d: enable mig: %v need %d of %d compute slices", g.index, profiles, slicesUsed, migprofile.ComputeSlices)
+	if slicesUsed > gpucatalog.ComputeSlices {
+		return nil, fmt.Errorf("sim gpu %d: enable mig: %v need %d of %d compute slices", g.index, profiles, slicesUsed, gpucatalog.ComputeSlices)
 	}
 	at, ok := place(want, g.usedMask)
 	if !ok {
@@ -181,7 +181,7 @@ func (g *GPU) EnableMIG(profiles ...string) ([]*Instance, error) {
 
 // place finds placements for all profiles on the free memory slots, by
 // depth-first search over NVIDIA's allowed placements.
-func place(want []migprofile.Profile, used uint8) ([]migprofile.Placement, bool) {
+func place(want []gpucatalog.Profile, used uint8) ([]gpucatalog.Placement, bool) {
 	if len(want) == 0 {
 		return nil, true
 	}
@@ -190,7 +190,7 @@ func place(want []migprofile.Profile, used uint8) ([]migprofile.Placement, bool)
 			continue
 		}
 		if rest, ok := place(want[1:], used|pl.Mask()); ok {
-			return append([]migprofile.Placement{pl}, rest...), true
+			return append([]gpucatalog.Placement{pl}, rest...), true
 		}
 	}
 	return nil, false
@@ -240,7 +240,7 @@ func (g *GPU) advance(stepUs uint64, end time.Time) {
 			g.lastUtil = uint32(busyNum)
 		}
 	} else if g.mig {
-		busyDen = uint64(migprofile.ComputeSlices) * 100
+		busyDen = uint64(gpucatalog.ComputeSlices) * 100
 		for _, in := range g.instances {
 			u := uint64(0)
 			for _, p := range g.procs {
@@ -398,14 +398,14 @@ func (g *GPU) install() {
 		if !g.mig {
 			return 0, nvml.SUCCESS
 		}
-		return migprofile.ComputeSlices, nvml.SUCCESS
+		return gpucatalog.ComputeSlices, nvml.SUCCESS
 	}
 	d.GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
 		defer read()()
 		if g.lost {
 			return nil, nvml.ERROR_GPU_IS_LOST
 		}
-		if i < 0 || i >= migprofile.ComputeSlices {
+		if i < 0 || i >= gpucatalog.ComputeSlices {
 			return nil, nvml.ERROR_INVALID_ARGUMENT
 		}
 		if !g.mig || i >= len(g.instances) {

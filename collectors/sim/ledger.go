@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // Ledger is what the simulator ran, per tenant, by the accounting rules of
@@ -104,7 +104,7 @@ func (l *Ledger) record(g *GPU, stepUs uint64) {
 			weights = append(weights, w)
 			used += w
 		}
-		if rest := uint64(migprofile.ComputeSlices)*1000 - used; rest > 0 {
+		if rest := uint64(gpucatalog.ComputeSlices)*1000 - used; rest > 0 {
 			weights = append(weights, rest)
 		}
 		caps := collectors.Split(nil, stepUs, weights)

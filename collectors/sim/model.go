@@ -3,7 +3,7 @@ package sim
 import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 type gpusConfig = gpus.Config
@@ -13,7 +13,7 @@ type modelSpec struct {
 	name     string // canonical
 	nvmlName string // what real NVML calls it
 	mock     gpus.Config
-	mig      migprofile.Model
+	mig      gpucatalog.Model
 	idleW    uint64 // board power when idle
 	maxW     uint64 // board power at full load
 	gpm      bool   // GPU Performance Monitoring (Hopper)
@@ -24,23 +24,23 @@ type modelSpec struct {
 
 // lookupModel returns the simulated model. The mock's GPU configs give
 // memory and architecture; profile names, slices and memory come from
-// collectors/migprofile (NVIDIA's tables), because the mock's MIG data is
+// internal/gpucatalog (NVIDIA's tables), because the mock's MIG data is
 // wrong for Hopper.
 func lookupModel(name string) (modelSpec, bool) {
 	var m modelSpec
 	switch name {
-	case migprofile.A100SXM4_40GB:
+	case gpucatalog.A100SXM4_40GB:
 		m = modelSpec{nvmlName: "NVIDIA A100-SXM4-40GB", mock: gpus.A100_SXM4_40GB, idleW: 55, maxW: 400, pcieBps: 1 << 30, nvlinkBp: 5 << 30}
-	case migprofile.A100SXM4_80GB:
+	case gpucatalog.A100SXM4_80GB:
 		m = modelSpec{nvmlName: "NVIDIA A100-SXM4-80GB", mock: gpus.A100_SXM4_80GB, idleW: 60, maxW: 400, pcieBps: 1 << 30, nvlinkBp: 5 << 30}
-	case migprofile.H100SXM5_80GB:
+	case gpucatalog.H100SXM5_80GB:
 		m = modelSpec{nvmlName: "NVIDIA H100 80GB HBM3", mock: gpus.H100_SXM5_80GB, idleW: 70, maxW: 700, gpm: true, pcieBps: 2 << 30, nvlinkBp: 10 << 30}
-	case migprofile.H200SXM5_141GB:
+	case gpucatalog.H200SXM5_141GB:
 		m = modelSpec{nvmlName: "NVIDIA H200", mock: gpus.H200_SXM5_141GB, idleW: 75, maxW: 700, gpm: true, pcieBps: 2 << 30, nvlinkBp: 10 << 30}
 	default:
 		return modelSpec{}, false
 	}
-	mig, ok := migprofile.LookupModel(name)
+	mig, ok := gpucatalog.LookupModel(name)
 	if !ok {
 		return modelSpec{}, false
 	}
@@ -52,15 +52,15 @@ func lookupModel(name string) (modelSpec, bool) {
 
 // Models lists the simulated GPU models.
 func Models() []string {
-	return []string{migprofile.H100SXM5_80GB, migprofile.A100SXM4_40GB, migprofile.H200SXM5_141GB, migprofile.A100SXM4_80GB}
+	return []string{gpucatalog.H100SXM5_80GB, gpucatalog.A100SXM4_40GB, gpucatalog.H200SXM5_141GB, gpucatalog.A100SXM4_80GB}
 }
 
 // profile finds a MIG profile of the model by name.
-func (m modelSpec) profile(name string) (migprofile.Profile, bool) {
+func (m modelSpec) profile(name string) (gpucatalog.Profile, bool) {
 	for _, p := range m.mig.Profiles {
 		if p.Name == name {
 			return p, true
 		}
 	}
-	return migprofile.Profile{}, false
+	return gpucatalog.Profile{}, false
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // VGPUMode is how a GPU of a simulated host is used.
@@ -98,8 +98,8 @@ func (c *VGPUConfig) validate(m modelSpec, gpus int) error {
 }
 
 // placeProfiles finds a placement of GPU instance profiles by name.
-func placeProfiles(m modelSpec, names []string) ([]migprofile.Profile, error) {
-	var want []migprofile.Profile
+func placeProfiles(m modelSpec, names []string) ([]gpucatalog.Profile, error) {
+	var want []gpucatalog.Profile
 	slicesUsed := 0
 	for _, name := range names {
 		p, ok := m.profile(name)
@@ -109,8 +109,8 @@ func placeProfiles(m modelSpec, names []string) ([]migprofile.Profile, error) {
 		slicesUsed += p.ComputeSlices
 		want = append(want, p)
 	}
-	if slicesUsed > migprofile.ComputeSlices {
-		return nil, fmt.Errorf("%v need %d of %d compute slices", names, slicesUsed, migprofile.ComputeSlices)
+	if slicesUsed > gpucatalog.ComputeSlices {
+		return nil, fmt.Errorf("%v need %d of %d compute slices", names, slicesUsed, gpucatalog.ComputeSlices)
 	}
 	if _, ok := place(want, 0); !ok {
 		return nil, fmt.Errorf("no placement fits %v", names)
@@ -238,7 +238,7 @@ func (h *Host) VMs() []VM {
 // vgpuGI is a GPU instance of a MIG-backed vGPU GPU.
 type vgpuGI struct {
 	id      uint32
-	profile migprofile.Profile
+	profile gpucatalog.Profile
 	handle  *server.GpuInstance
 }
 
@@ -248,7 +248,7 @@ type VGPU struct {
 	handle uint32
 	uuid   string
 	vm     *vmState
-	typ    migprofile.VGPUType
+	typ    gpucatalog.VGPUType
 	gi     *vgpuGI // MIG-backed: its GPU instance
 	vf     int     // SR-IOV virtual function, from 1
 	mdev   string
@@ -342,7 +342,7 @@ func (g *GPU) CreateVGPU(spec VGPUSpec) (*VGPU, error) {
 	if !ok {
 		return fail("no such vm")
 	}
-	typ, ok := migprofile.LookupVGPU(h.model.name, spec.Type)
+	typ, ok := gpucatalog.LookupVGPU(h.model.name, spec.Type)
 	if !ok {
 		return fail("not a vGPU type of %s", h.model.name)
 	}
@@ -612,7 +612,7 @@ func (g *GPU) vgpuBusy(stepUs uint64) (num, den uint64) {
 		for _, p := range g.vstep {
 			num += collectors.MulDiv(uint64(p.v.gi.profile.ComputeSlices)*uint64(p.util), p.micros(), stepUs)
 		}
-		return min(num, migprofile.ComputeSlices*100), migprofile.ComputeSlices * 100
+		return min(num, gpucatalog.ComputeSlices*100), gpucatalog.ComputeSlices * 100
 	}
 	for _, p := range g.vstep {
 		num += collectors.MulDiv(uint64(p.util), p.micros(), stepUs)

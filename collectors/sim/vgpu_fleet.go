@@ -8,20 +8,20 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // vgpuBoards are the board prefixes of NVIDIA's vGPU type names of the
 // models the vGPU preset supports (NVIDIA Virtual GPU Software User
-// Guide, "Virtual GPU Types for Supported GPUs"; migprofile.LookupVGPU
+// Guide, "Virtual GPU Types for Supported GPUs"; gpucatalog.LookupVGPU
 // reads the same names).
 var vgpuBoards = map[string]string{
-	migprofile.A100SXM4_40GB: "A100",
-	migprofile.H100SXM5_80GB: "H100XM",
+	gpucatalog.A100SXM4_40GB: "A100",
+	gpucatalog.H100SXM5_80GB: "H100XM",
 }
 
 // VGPUModels lists the models the vGPU preset supports.
-func VGPUModels() []string { return []string{migprofile.A100SXM4_40GB, migprofile.H100SXM5_80GB} }
+func VGPUModels() []string { return []string{gpucatalog.A100SXM4_40GB, gpucatalog.H100SXM5_80GB} }
 
 // vgpuRole is a GPU's part in the vGPU preset.
 type vgpuRole struct {
@@ -77,7 +77,7 @@ func vgpuRoles(m modelSpec) ([]vgpuRole, error) {
 	}
 	for _, r := range roles {
 		for _, t := range r.slots {
-			if _, ok := migprofile.LookupVGPU(m.name, t); !ok {
+			if _, ok := gpucatalog.LookupVGPU(m.name, t); !ok {
 				return nil, fmt.Errorf("vgpu preset: %s is no vGPU type of %s", t, m.name)
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // vgpuRows books one step of a vGPU host's GPU or a passthrough GPU: a
@@ -74,7 +74,7 @@ func vgpuShares(mig bool, policy collectors.VGPUScheduler, measured bool, stepUs
 			weights[i] = p.micros() * uint64(p.v.gi.profile.ComputeSlices) * 1000
 			sum += weights[i]
 		}
-		whole := stepUs * migprofile.ComputeSlices * 1000
+		whole := stepUs * gpucatalog.ComputeSlices * 1000
 		return split(whole - min(sum, whole))
 	case policy == collectors.SchedulerFixedShare:
 		l := uint64(1)

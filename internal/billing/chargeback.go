@@ -7,12 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -184,11 +184,11 @@ func Chargeback(ctx context.Context, st ChargebackStore, cfg ChargebackConfig, r
 // own and its share is that of its compute slices. A whole GPU's energy
 // is its measured counter (split only between time-sliced holders).
 func EnergySource(sku string) chargeback.EnergySource {
-	model, profile, mig := strings.Cut(sku, "/")
+	model, _ := gpucatalog.ParseSKU(sku)
 	switch {
-	case !mig || profile == "":
+	case gpucatalog.SKUKind(sku) == gpucatalog.KindGPU:
 		return chargeback.EnergyMeasured
-	case strings.HasPrefix(model, "H100") || strings.HasPrefix(model, "H200"):
+	case gpucatalog.MIGActivityMeasured(model):
 		return chargeback.EnergySplitByGPM
 	default:
 		return chargeback.EnergySplitBySlices

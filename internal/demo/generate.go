@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/importer"
 )
 
@@ -159,8 +159,8 @@ func Generate(w io.Writer) error {
 				for _, rw := range rows {
 					used += int(rw.share)
 				}
-				if used < migprofile.ComputeSlices {
-					rows = append(rows, row{share: uint64(migprofile.ComputeSlices - used)})
+				if used < gpucatalog.ComputeSlices {
+					rows = append(rows, row{share: uint64(gpucatalog.ComputeSlices - used)})
 				}
 			}
 			if g.mig == nil {
@@ -204,7 +204,7 @@ func Generate(w io.Writer) error {
 					nvl = uint64(util * 5e10)
 				}
 				smp := collectors.Sample{Host: g.host, GPUUUID: g.uuid, GPUModel: g.model, MIGUUID: rw.migID, MIGProfile: rw.profile,
-					SKU: migprofile.SKU(g.model, rw.profile), Tenant: rw.c.tenant, Department: rw.c.dept, Workload: rw.c.workload,
+					SKU: gpucatalog.SKU(g.model, rw.profile), Tenant: rw.c.tenant, Department: rw.c.dept, Workload: rw.c.workload,
 					Start: start, End: end, Meters: collectors.Meters{
 						GPUMicroseconds: gpuUS[i], SMActiveMicroseconds: sm,
 						MemMiBSeconds: memMiB * uint64(Interval.Seconds()), MemPeakBytes: memMiB << 20,

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // Physical limits of one GPU. They are upper bounds well above any GPU
@@ -48,13 +48,13 @@ func fitsRate(q, rate, seconds uint64) bool {
 	return whole < seconds || (whole == seconds && q%rate == 0)
 }
 
-// migShare is the compute slices (of migprofile.ComputeSlices) of a row's
+// migShare is the compute slices (of gpucatalog.ComputeSlices) of a row's
 // MIG instance, 0 for a whole GPU or a model without a MIG table.
 func migShare(s *collectors.Sample) int {
 	if s.MIGProfile == "" {
 		return 0
 	}
-	p, ok := migprofile.Lookup(s.GPUModel, s.MIGProfile)
+	p, ok := gpucatalog.Lookup(s.GPUModel, s.MIGProfile)
 	if !ok {
 		return 0
 	}
@@ -67,7 +67,7 @@ func migShare(s *collectors.Sample) int {
 // by largest remainder.
 func maxInstanceMicros(span time.Duration, slices int) uint64 {
 	us := uint64(span / time.Microsecond)
-	return (us*uint64(slices) + migprofile.ComputeSlices - 1) / migprofile.ComputeSlices
+	return (us*uint64(slices) + gpucatalog.ComputeSlices - 1) / gpucatalog.ComputeSlices
 }
 
 // rowRef names a row for a problem: a line of an input file, or a row
@@ -198,7 +198,7 @@ func allowRounding(jobs []capacityJob) {
 	})
 	for i := range jobs {
 		if i == 0 || jobs[i].release != jobs[i-1].release || jobs[i].deadline != jobs[i-1].deadline {
-			jobs[i].slack = min(jobs[i].work, migprofile.ComputeSlices-1)
+			jobs[i].slack = min(jobs[i].work, gpucatalog.ComputeSlices-1)
 			jobs[i].work -= jobs[i].slack
 		}
 	}
@@ -342,7 +342,7 @@ func (o overload) describe(files []File) string {
 		div := int64(1)
 		if o.instance {
 			// Work and capacity are in sevenths of a GPU-microsecond.
-			what, div = "MIG instance "+o.device, migprofile.ComputeSlices
+			what, div = "MIG instance "+o.device, gpucatalog.ComputeSlices
 		}
 		claimed, capacity = scaled(o.claimed, div, 6)+" GPU-seconds", scaled(o.capacity, div, 6)+" GPU-seconds"
 	case collectors.MeterEnergy:

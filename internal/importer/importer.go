@@ -23,7 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // Format is an input file format.
@@ -308,14 +308,14 @@ func finish(s *collectors.Sample, line int, add func(Problem)) {
 		}
 	}
 	if s.SKU == "" && s.GPUModel != "" {
-		s.SKU = migprofile.SKU(s.GPUModel, s.MIGProfile)
+		s.SKU = gpucatalog.SKU(s.GPUModel, s.MIGProfile)
 	}
 	if (s.MIGUUID == "") != (s.MIGProfile == "") {
 		add(prob(line, "mig_profile", "mig_uuid and mig_profile go together"))
 	}
 	slices := 0
 	if s.MIGProfile != "" {
-		if m, known := migprofile.LookupModel(s.GPUModel); known {
+		if m, known := gpucatalog.LookupModel(s.GPUModel); known {
 			i, ok := m.ProfileIndex(s.MIGProfile)
 			if !ok {
 				add(prob(line, "mig_profile", fmt.Sprintf("%s has no MIG profile %q (it has %s)", s.GPUModel, s.MIGProfile, strings.Join(m.ProfileNames(), ", "))))
@@ -371,7 +371,7 @@ func checkRates(s *collectors.Sample, span time.Duration, slices, line int, add 
 	if slices > 0 {
 		if limit := maxInstanceMicros(span, slices); s.GPUMicroseconds > limit {
 			add(prob(line, "gpu_seconds", fmt.Sprintf("more than the interval × %d/%d (%s), the share of the GPU a %s instance holds",
-				slices, migprofile.ComputeSlices, fixed6(limit), s.MIGProfile)))
+				slices, gpucatalog.ComputeSlices, fixed6(limit), s.MIGProfile)))
 		}
 	} else if uint64(span/time.Microsecond) < s.GPUMicroseconds {
 		add(prob(line, "gpu_seconds", "more than the interval: a consumer holds at most the whole GPU"))

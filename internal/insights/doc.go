@@ -12,7 +12,7 @@
 // money and usage alike. Floats appear only in utilization fractions,
 // percentiles of SM activity, scores and parameters.
 //
-// It imports pricing, collectors/migprofile and internal/partition, and
+// It imports pricing, internal/gpucatalog and internal/partition, and
 // nothing that does I/O. docs/insights.md has the long form.
 //
 // # Inputs
@@ -40,7 +40,7 @@
 // Per tenant and SKU, the duration-weighted Percentile (default p99) of
 // interval memory peaks and of SM activity in GPU-equivalents (SM-active
 // time over wall time), each plus headroom (10 %), against the profiles
-// of the same model in migprofile: the fitting profile of fewest
+// of the same model in gpucatalog: the fitting profile of fewest
 // GPU-equivalents (then least memory) is recommended when it weighs less
 // than the current one and, held for the wall time the tenant held
 // anything, would hold less GPU time than it did. Memory capacity is the

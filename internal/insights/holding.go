@@ -44,7 +44,7 @@ type Holding struct {
 	// whole GPU.
 	InstanceUUID string
 	// SKU is the price-book SKU: "<model>", "<model>/<profile>" or
-	// "<model>/vgpu:<type>" (migprofile.SKU).
+	// "<model>/vgpu:<type>" (gpucatalog.SKU).
 	SKU       string
 	Intervals []Interval
 }

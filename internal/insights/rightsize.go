@@ -12,7 +12,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/pricing"
 )
@@ -87,7 +87,7 @@ func (in RightSizeInput) Validate() error {
 	sort.Strings(models)
 	for _, m := range models {
 		for _, name := range in.VGPUTypes[m] {
-			if t, ok := migprofile.LookupVGPU(m, name); !ok || t.MIGProfile != "" {
+			if t, ok := gpucatalog.LookupVGPU(m, name); !ok || t.MIGProfile != "" {
 				errs = append(errs, fmt.Errorf("vgpu types[%s]: %q is no time-sliced vGPU type of the model", m, name))
 			}
 		}
@@ -99,15 +99,6 @@ func (in RightSizeInput) Validate() error {
 	}
 	return errors.Join(errs...)
 }
-
-// Kind is what a SKU holds.
-type Kind string
-
-const (
-	KindGPU  Kind = "gpu"  // a whole GPU
-	KindMIG  Kind = "mig"  // a MIG instance
-	KindVGPU Kind = "vgpu" // a vGPU instance (time-sliced or MIG-backed)
-)
 
 // Action is a right-sizing verdict.
 type Action string
@@ -133,10 +124,10 @@ func (p ProfileSize) weight() float64 { return float64(p.num) / float64(p.den) }
 
 // RightSizing is the verdict for one tenant's use of one SKU.
 type RightSizing struct {
-	Tenant     string `json:"tenant"`
-	Department string `json:"department"`
-	Model      string `json:"model"`
-	Kind       Kind   `json:"kind"`
+	Tenant     string          `json:"tenant"`
+	Department string          `json:"department"`
+	Model      string          `json:"model"`
+	Kind       gpucatalog.Kind `json:"kind"`
 	// Instances is how many devices or instances of the SKU it held;
 	// Concurrent the most it held at one time.
 	Instances  int `json:"instances"`
@@ -191,7 +182,7 @@ type RightSizeReport struct {
 // held the Params.Percentile of its interval memory peaks and SM activity
 // plus headroom, and what that would have saved.
 //
-// Candidates come from the one profile table (migprofile): a whole GPU or
+// Candidates come from the one profile table (gpucatalog): a whole GPU or
 // MIG instance may become any MIG profile of its model (media-extension
 // profiles aside); a MIG-backed vGPU any MIG-backed type of its board; a
 // time-sliced vGPU any offered time-sliced type of its series. A candidate
@@ -255,7 +246,7 @@ func RightSize(in RightSizeInput) (RightSizeReport, error) {
 	for _, k := range keys {
 		g := groups[k]
 		r := RightSizing{Tenant: g.tenant, Department: g.dept, Instances: len(g.holdings), Concurrent: concurrency(g.holdings)}
-		model, profile := migprofile.ParseSKU(g.sku)
+		model, profile := gpucatalog.ParseSKU(g.sku)
 		r.Model = model
 		cur, cands, kind, reason := candidates(model, profile, in.VGPUTypes[model])
 		r.Kind = kind
@@ -340,13 +331,13 @@ func RightSize(in RightSizeInput) (RightSizeReport, error) {
 		r.SavedGPUMicros = r.HeldGPUMicros - r.RecommendedGPUMicros
 		// MIG demand: MIG instances (kept or right-sized) and whole GPUs
 		// that would become MIG instances.
-		if kind == KindMIG || (kind == KindGPU && r.Action == Downsize) {
-			_, prof := migprofile.ParseSKU(r.Recommended.SKU)
+		if kind == gpucatalog.KindMIG || (kind == gpucatalog.KindGPU && r.Action == Downsize) {
+			_, prof := gpucatalog.ParseSKU(r.Recommended.SKU)
 			if demand[g.tenant] == nil {
 				demand[g.tenant] = map[[2]string]int{}
 			}
 			demand[g.tenant][[2]string{model, prof}] += max(r.Concurrent, 1)
-			if kind == KindGPU {
+			if kind == gpucatalog.KindGPU {
 				for _, h := range g.holdings {
 					partitioned[h.GPUUUID] = true
 				}
@@ -376,21 +367,15 @@ func RightSize(in RightSizeInput) (RightSizeReport, error) {
 
 // candidates returns the current SKU's size, the sizes it may become, its
 // kind, and a reason when it cannot be right-sized.
-func candidates(model, profile string, offered []string) (ProfileSize, []ProfileSize, Kind, string) {
-	sku := migprofile.SKU(model, profile)
-	m, known := migprofile.LookupModel(model)
-	kind := KindGPU
-	switch {
-	case strings.HasPrefix(profile, migprofile.VGPUProfilePrefix):
-		kind = KindVGPU
-	case profile != "":
-		kind = KindMIG
-	}
+func candidates(model, profile string, offered []string) (ProfileSize, []ProfileSize, gpucatalog.Kind, string) {
+	sku := gpucatalog.SKU(model, profile)
+	m, known := gpucatalog.LookupModel(model)
+	kind := gpucatalog.ProfileKind(profile)
 	if !known {
 		return ProfileSize{SKU: sku, GPUEquivalents: decimal.NewFromInt(1), num: 1, den: 1}, nil, kind, "model has no profile table"
 	}
 	size := func(sku string, memGB int) (ProfileSize, bool) {
-		n, d, ok := migprofile.GPUEquivalent(sku)
+		n, d, ok := gpucatalog.GPUEquivalent(sku)
 		if !ok {
 			return ProfileSize{}, false
 		}
@@ -403,26 +388,26 @@ func candidates(model, profile string, offered []string) (ProfileSize, []Profile
 			if strings.Contains(p.Name, "+") {
 				continue // media extensions: a special-purpose 1g
 			}
-			if s, ok := size(migprofile.SKU(model, p.Name), p.MemoryGB); ok {
+			if s, ok := size(gpucatalog.SKU(model, p.Name), p.MemoryGB); ok {
 				out = append(out, s)
 			}
 		}
 		return out
 	}
 	switch kind {
-	case KindGPU:
+	case gpucatalog.KindGPU:
 		cur, _ := size(sku, m.MemoryGB)
 		return cur, migCands(), kind, ""
-	case KindMIG:
-		p, ok := migprofile.Lookup(model, profile)
+	case gpucatalog.KindMIG:
+		p, ok := gpucatalog.Lookup(model, profile)
 		if !ok {
 			return ProfileSize{SKU: sku, GPUEquivalents: decimal.NewFromInt(1), num: 1, den: 1}, nil, kind, "profile not in the model's table"
 		}
 		cur, _ := size(sku, p.MemoryGB)
 		return cur, migCands(), kind, ""
 	}
-	name := strings.TrimPrefix(profile, migprofile.VGPUProfilePrefix)
-	t, ok := migprofile.LookupVGPU(model, name)
+	name := strings.TrimPrefix(profile, gpucatalog.VGPUProfilePrefix)
+	t, ok := gpucatalog.LookupVGPU(model, name)
 	if !ok {
 		return ProfileSize{SKU: sku, GPUEquivalents: decimal.NewFromInt(1), num: 1, den: 1}, nil, kind, "unknown vGPU type"
 	}
@@ -446,12 +431,12 @@ func candidates(model, profile string, offered []string) (ProfileSize, []Profile
 	var out []ProfileSize
 	seen := map[string]bool{}
 	for _, n := range names {
-		ct, ok := migprofile.LookupVGPU(model, n)
+		ct, ok := gpucatalog.LookupVGPU(model, n)
 		if !ok || seen[n] || (ct.MIGProfile == "") != (t.MIGProfile == "") {
 			continue
 		}
 		seen[n] = true
-		if s, ok := size(migprofile.SKU(model, migprofile.VGPUProfilePrefix+n), ct.FramebufferGB); ok {
+		if s, ok := size(gpucatalog.SKU(model, gpucatalog.VGPUProfilePrefix+n), ct.FramebufferGB); ok {
 			out = append(out, s)
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"math/rand"
 	"testing"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // benchInput is the fleet of docs/performance.md: 1,000 GPUs of the four
@@ -12,7 +12,7 @@ import (
 // tenants asking for more than the fleet has free.
 func benchInput() (Fleet, Demand) {
 	r := rand.New(rand.NewSource(1000))
-	cfg := genConfig{gpus: 1000, tenants: 300, models: migprofile.Models(), busyPct: 30, unknownStartPct: 10,
+	cfg := genConfig{gpus: 1000, tenants: 300, models: gpucatalog.Models(), busyPct: 30, unknownStartPct: 10,
 		maxExisting: 5, maxRequests: 3, maxCount: 4, anyModelPct: 20, disabledPct: 2}
 	return genFleet(r, cfg), genDemand(r, cfg)
 }

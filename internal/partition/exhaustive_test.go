@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // bruteFits places profiles (any order) beside the occupied slots by trying
@@ -15,7 +15,7 @@ func bruteFits(model string, used uint8, profiles []string) bool {
 	if len(profiles) == 0 {
 		return true
 	}
-	p, _ := migprofile.Lookup(model, profiles[0])
+	p, _ := gpucatalog.Lookup(model, profiles[0])
 	for _, pl := range p.Placements {
 		if used&pl.Mask() == 0 && bruteFits(model, used|pl.Mask(), profiles[1:]) {
 			return true
@@ -43,8 +43,8 @@ func gpuOptions(g GPU, demanded map[string][]string) []option {
 	for _, in := range g.Instances {
 		current = append(current, in.Profile)
 		if in.Busy {
-			p, _ := migprofile.Lookup(g.Model, in.Profile)
-			used |= migprofile.Placement{Start: *in.Start, Size: p.MemorySlices}.Mask()
+			p, _ := gpucatalog.Lookup(g.Model, in.Profile)
+			used |= gpucatalog.Placement{Start: *in.Start, Size: p.MemorySlices}.Mask()
 			busy = append(busy, in.Profile)
 		}
 	}
@@ -69,7 +69,7 @@ func gpuOptions(g GPU, demanded map[string][]string) []option {
 			out = append(out, o)
 			return
 		}
-		p, _ := migprofile.Lookup(g.Model, profs[i])
+		p, _ := gpucatalog.Lookup(g.Model, profs[i])
 		for n := 0; ; n++ {
 			next := slices.Clone(chosen)
 			for range n {
@@ -126,7 +126,7 @@ func optimum(fleet Fleet, demand Demand) (bestRes, bestTot, fewest int) {
 			names[r.Profile] = true
 			models := []string{r.Model}
 			if r.Model == "" {
-				models = migprofile.ModelsWithProfile(r.Profile)
+				models = gpucatalog.ModelsWithProfile(r.Profile)
 			}
 			for _, m := range models {
 				if !slices.Contains(demanded[m], r.Profile) {
@@ -314,7 +314,7 @@ func TestSolveAgainstExhaustiveSearch(t *testing.T) {
 				r := rand.New(rand.NewSource(seed))
 				for i := range 400 {
 					cases++
-					all := migprofile.Models()
+					all := gpucatalog.Models()
 					models := []string{all[r.Intn(4)]}
 					switch {
 					case tc.mixed:
@@ -378,10 +378,10 @@ func TestSolveAgainstExhaustiveSearch(t *testing.T) {
 func TestExhaustiveSearchFindsKnownOptimum(t *testing.T) {
 	// The reference itself must be able to fail: a busy 1g at slot 3 leaves
 	// room for one 3g (at 4) and three more 1g; asking for 3g+4g can meet 3.
-	fleet := Fleet{GPUs: []GPU{{UUID: "g", Model: migprofile.H100SXM5_80GB, Instances: []Instance{
+	fleet := Fleet{GPUs: []GPU{{UUID: "g", Model: gpucatalog.H100SXM5_80GB, Instances: []Instance{
 		{Profile: "1g.10gb", Start: ptr(3), UUID: "m", Tenant: "x", Busy: true},
 	}}}}
-	demand := oneTenant(migprofile.H100SXM5_80GB, Request{Profile: "3g.40gb", Count: 1}, Request{Profile: "4g.40gb", Count: 1})
+	demand := oneTenant(gpucatalog.H100SXM5_80GB, Request{Profile: "3g.40gb", Count: 1}, Request{Profile: "4g.40gb", Count: 1})
 	res, tot, fewest := optimum(fleet, demand)
 	if res != 3 || tot != 3 || fewest != 1 {
 		t.Errorf("optimum = %d/%d with %d changed, want 3/3 with 1", res, tot, fewest)

@@ -5,7 +5,7 @@ import (
 	"math/rand"
 	"testing"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 func ptr(i int) *int { return &i }
@@ -29,7 +29,7 @@ func genFleet(r *rand.Rand, c genConfig) Fleet {
 	var f Fleet
 	for i := range c.gpus {
 		model := c.models[r.Intn(len(c.models))]
-		m, _ := migprofile.LookupModel(model)
+		m, _ := gpucatalog.LookupModel(model)
 		g := GPU{Host: fmt.Sprintf("host-%d", i/8), UUID: fmt.Sprintf("GPU-%04d", i), Model: model, Index: ptr(i % 8)}
 		if r.Intn(100) < c.disabledPct {
 			g.MIGDisabled = true
@@ -69,7 +69,7 @@ func genDemand(r *rand.Rand, c genConfig) Demand {
 			seen := map[[2]string]bool{}
 			for range r.Intn(c.maxRequests + 1) {
 				model := c.models[r.Intn(len(c.models))]
-				m, _ := migprofile.LookupModel(model)
+				m, _ := gpucatalog.LookupModel(model)
 				p := m.Profiles[r.Intn(len(m.Profiles))]
 				req := Request{Model: model, Profile: p.Name, Count: 1 + r.Intn(c.maxCount)}
 				if r.Intn(100) < c.anyModelPct {
@@ -88,7 +88,7 @@ func genDemand(r *rand.Rand, c genConfig) Demand {
 	return d
 }
 
-// checkLayouts verifies every target layout against the migprofile table
+// checkLayouts verifies every target layout against the gpucatalog table
 // directly (not through the planner's own index): known profile, valid
 // start, no overlap, instance limits.
 func checkLayouts(t *testing.T, plan Plan) {
@@ -97,7 +97,7 @@ func checkLayouts(t *testing.T, plan Plan) {
 		var used uint8
 		n := map[string]int{}
 		for _, in := range g.Instances {
-			p, ok := migprofile.Lookup(g.Model, in.Profile)
+			p, ok := gpucatalog.Lookup(g.Model, in.Profile)
 			if !ok {
 				t.Errorf("gpu %s: unknown profile %s", g.UUID, in.Profile)
 				continue
@@ -106,7 +106,7 @@ func checkLayouts(t *testing.T, plan Plan) {
 				t.Errorf("gpu %s: %s at invalid slot %d", g.UUID, in.Profile, in.Start)
 				continue
 			}
-			mask := migprofile.Placement{Start: in.Start, Size: p.MemorySlices}.Mask()
+			mask := gpucatalog.Placement{Start: in.Start, Size: p.MemorySlices}.Mask()
 			if used&mask != 0 {
 				t.Errorf("gpu %s: %s at %d overlaps", g.UUID, in.Profile, in.Start)
 			}

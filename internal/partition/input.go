@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // Demand counts are bounded so that no sum the planner forms can wrap and a
@@ -35,7 +35,7 @@ type Fleet struct {
 type GPU struct {
 	Host  string `yaml:"host" json:"host"`
 	UUID  string `yaml:"uuid" json:"uuid"`
-	Model string `yaml:"model" json:"model"` // a migprofile model key
+	Model string `yaml:"model" json:"model"` // a gpucatalog model key
 	// Index is the NVML device index on its host; only the mig-parted output
 	// needs it, since mig-parted selects devices by index.
 	Index *int `yaml:"index,omitempty" json:"index,omitempty"`
@@ -222,7 +222,7 @@ func (f Fleet) Validate() error {
 		}
 		m := modelByName(g.Model)
 		if m == nil {
-			errs = append(errs, fmt.Errorf("%s: unknown model %q (known: %v)", where, g.Model, migprofile.Models()))
+			errs = append(errs, fmt.Errorf("%s: unknown model %q (known: %v)", where, g.Model, gpucatalog.Models()))
 			continue
 		}
 		if g.MIGDisabled && len(g.Instances) > 0 {
@@ -292,11 +292,11 @@ func (r Request) validate() error {
 	case r.Model != "":
 		if modelByName(r.Model) == nil {
 			errs = append(errs, fmt.Errorf("unknown model %q", r.Model))
-		} else if _, ok := migprofile.Lookup(r.Model, r.Profile); !ok {
+		} else if _, ok := gpucatalog.Lookup(r.Model, r.Profile); !ok {
 			errs = append(errs, fmt.Errorf("model %s has no profile %q", r.Model, r.Profile))
 		}
 	default:
-		if len(migprofile.ModelsWithProfile(r.Profile)) == 0 {
+		if len(gpucatalog.ModelsWithProfile(r.Profile)) == 0 {
 			errs = append(errs, fmt.Errorf("no model has profile %q", r.Profile))
 		}
 	}

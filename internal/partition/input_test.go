@@ -6,7 +6,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // Counts are bounded per demand line and in total, so that no sum of the
@@ -103,7 +103,7 @@ func TestDemandRefusesCountsThatAreNotIntegers(t *testing.T) {
 }
 
 func TestFleetValidateRefusesRepeatedIndexesAndMIGUUIDs(t *testing.T) {
-	h100 := migprofile.H100SXM5_80GB
+	h100 := gpucatalog.H100SXM5_80GB
 	mig := func(uuid string, start int) Instance {
 		return Instance{Profile: "1g.10gb", Start: ptr(start), UUID: uuid}
 	}

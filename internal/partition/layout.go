@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // maxProfiles bounds the profiles of one model (the tables have 7), so that
@@ -28,11 +28,11 @@ func (c counts) key() uint32 {
 
 // modelIndex is one model's profile table arranged for the search: masks of
 // every placement, a largest-first order, and the best fill of every free
-// mask. All of it is derived from migprofile; nothing here is a second table.
+// mask. All of it is derived from gpucatalog; nothing here is a second table.
 type modelIndex struct {
 	pos      int
 	name     string
-	profiles []migprofile.Profile
+	profiles []gpucatalog.Profile
 	byName   map[string]int
 	masks    [][]uint8 // masks[p][k] is placement k of profile p
 	order    []int     // profile indexes, most memory slots first
@@ -47,8 +47,8 @@ var modelIndexes = buildModelIndexes()
 
 func buildModelIndexes() []*modelIndex {
 	var out []*modelIndex
-	for i, name := range migprofile.Models() {
-		m, _ := migprofile.LookupModel(name)
+	for i, name := range gpucatalog.Models() {
+		m, _ := gpucatalog.LookupModel(name)
 		mi := &modelIndex{pos: i, name: name, profiles: m.Profiles, byName: map[string]int{}}
 		for p, prof := range m.Profiles {
 			mi.byName[prof.Name] = p
@@ -83,7 +83,7 @@ func (m *modelIndex) fillTables() {
 				best = max(best, prof.ComputeSlices+int(m.bestFill[uint8(mask)|pm]))
 			}
 		}
-		m.bestFill[mask] = uint8(min(best, migprofile.ComputeSlices))
+		m.bestFill[mask] = uint8(min(best, gpucatalog.ComputeSlices))
 		m.largest[mask] = uint8(largest)
 	}
 }

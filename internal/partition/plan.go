@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // Plan is the planner's answer: a target layout for every GPU of the fleet
@@ -70,7 +70,7 @@ type Unmet struct {
 }
 
 // Summary counts what the plan does. Demand is weighed in compute slices
-// (a whole GPU is 7), the weights of migprofile.GPUEquivalent.
+// (a whole GPU is 7), the weights of gpucatalog.GPUEquivalent.
 type Summary struct {
 	GPUs               int `yaml:"gpus" json:"gpus"`
 	GPUsChanged        int `yaml:"gpus_changed" json:"gpus_changed"`
@@ -273,8 +273,8 @@ func sameLayout(a, b MIGPartedDeviceConfig) bool {
 }
 
 // profileSlices is the demand weight of one instance of a profile, in
-// compute slices (7 = one GPU), from the shared migprofile table.
+// compute slices (7 = one GPU), from the shared gpucatalog table.
 func profileSlices(model, profile string) int {
-	p, _ := migprofile.LookupAnyModel(model, profile)
+	p, _ := gpucatalog.LookupAnyModel(model, profile)
 	return p.ComputeSlices
 }

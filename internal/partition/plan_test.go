@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 func TestPlanValidate(t *testing.T) {
-	h100 := migprofile.H100SXM5_80GB
+	h100 := gpucatalog.H100SXM5_80GB
 	ok := GPUPlan{UUID: "g", Model: h100, Changed: true, Instances: []PlannedInstance{
 		{Profile: "3g.40gb", Start: 0, Action: Create},
 		{Profile: "3g.40gb", Start: 4, Action: Keep, UUID: "MIG-1", Busy: true},
@@ -63,11 +63,11 @@ func TestMIGParted(t *testing.T) {
 		return out
 	}
 	plan := Plan{GPUs: []GPUPlan{
-		{Host: "a", UUID: "1", Model: migprofile.H100SXM5_80GB, Instances: layout("1g.10gb", "1g.10gb")},
-		{Host: "a", UUID: "2", Model: migprofile.H100SXM5_80GB, Instances: layout("1g.10gb", "1g.10gb")},
-		{Host: "b", UUID: "3", Model: migprofile.H100SXM5_80GB, Index: ptr(1), Instances: layout("1g.10gb")},
-		{Host: "b", UUID: "4", Model: migprofile.H100SXM5_80GB, Index: ptr(0), MIGDisabled: true},
-		{Host: "b", UUID: "5", Model: migprofile.H100SXM5_80GB, Index: ptr(2), Instances: layout("1g.10gb")},
+		{Host: "a", UUID: "1", Model: gpucatalog.H100SXM5_80GB, Instances: layout("1g.10gb", "1g.10gb")},
+		{Host: "a", UUID: "2", Model: gpucatalog.H100SXM5_80GB, Instances: layout("1g.10gb", "1g.10gb")},
+		{Host: "b", UUID: "3", Model: gpucatalog.H100SXM5_80GB, Index: ptr(1), Instances: layout("1g.10gb")},
+		{Host: "b", UUID: "4", Model: gpucatalog.H100SXM5_80GB, Index: ptr(0), MIGDisabled: true},
+		{Host: "b", UUID: "5", Model: gpucatalog.H100SXM5_80GB, Index: ptr(2), Instances: layout("1g.10gb")},
 	}}
 	got, err := plan.MIGParted()
 	if err != nil {
@@ -96,7 +96,7 @@ func FuzzSolve(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7})
 	f.Add([]byte("\x03\x07\x00\x10\x21\x42\x63\x84\xa5\xc6\xe7"))
 	f.Add([]byte{255, 255, 255, 255, 0, 0, 0, 0, 9, 9, 9})
-	models := migprofile.Models()
+	models := gpucatalog.Models()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		next := func() int {
 			if len(data) == 0 {
@@ -109,7 +109,7 @@ func FuzzSolve(f *testing.F) {
 		var fleet Fleet
 		for i := range next() % 5 {
 			model := models[next()%len(models)]
-			m, _ := migprofile.LookupModel(model)
+			m, _ := gpucatalog.LookupModel(model)
 			g := GPU{UUID: string(rune('a' + i)), Model: model, MIGDisabled: next()%7 == 0}
 			for range next() % 4 {
 				p := m.Profiles[next()%len(m.Profiles)]
@@ -127,7 +127,7 @@ func FuzzSolve(f *testing.F) {
 			td := TenantDemand{Tenant: tenant}
 			for range next() % 3 {
 				model := models[next()%len(models)]
-				m, _ := migprofile.LookupModel(model)
+				m, _ := gpucatalog.LookupModel(model)
 				r := Request{Model: model, Profile: m.Profiles[next()%len(m.Profiles)].Name, Count: next()%4 - 1}
 				if r.Count < 0 && next()%2 == 0 {
 					// Far past any fleet, at and past the limit.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // DeviceSample is what one usage sample of a GPU's newest interval says
@@ -54,7 +54,7 @@ func FleetFromSamples(samples []DeviceSample) (Fleet, []Skipped) {
 		group := rows[i:j]
 		i = j
 		first := group[0]
-		model, ok := migprofile.LookupModel(first.GPUModel)
+		model, ok := gpucatalog.LookupModel(first.GPUModel)
 		if !ok {
 			skipped = append(skipped, Skipped{Host: first.Host, UUID: first.GPUUUID, Model: first.GPUModel,
 				Reason: fmt.Sprintf("model %s has no MIG profile table", first.GPUModel)})
@@ -98,7 +98,7 @@ func FleetFromSamples(samples []DeviceSample) (Fleet, []Skipped) {
 
 // unknownProfiles lists the distinct MIG profiles of one GPU's samples
 // that model's table lacks, sorted.
-func unknownProfiles(model migprofile.Model, group []DeviceSample) []string {
+func unknownProfiles(model gpucatalog.Model, group []DeviceSample) []string {
 	var out []string
 	for _, r := range group {
 		if r.MIGUUID == "" || slices.Contains(out, r.MIGProfile) {
@@ -117,7 +117,7 @@ func unknownProfiles(model migprofile.Model, group []DeviceSample) []string {
 func vgpuTypes(group []DeviceSample) []string {
 	var out []string
 	for _, r := range group {
-		if strings.HasPrefix(r.MIGProfile, migprofile.VGPUProfilePrefix) && !slices.Contains(out, r.MIGProfile) {
+		if gpucatalog.ProfileKind(r.MIGProfile) == gpucatalog.KindVGPU && !slices.Contains(out, r.MIGProfile) {
 			out = append(out, r.MIGProfile)
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 func TestFleetFromSamples(t *testing.T) {
@@ -70,33 +70,33 @@ func TestFleetFromSamples(t *testing.T) {
 // backed vGPU, a passthrough GPU (the model's SKU, held by its VM) and a
 // model outside the tables.
 var skuKindSamples = []DeviceSample{
-	{Host: "dgx", GPUUUID: "GPU-whole", GPUModel: migprofile.H100SXM5_80GB, Tenant: "acme"},
-	{Host: "dgx", GPUUUID: "GPU-mig", GPUModel: migprofile.H100SXM5_80GB, MIGUUID: "MIG-1", MIGProfile: "3g.40gb", Tenant: "acme"},
-	{Host: "dgx", GPUUUID: "GPU-mig", GPUModel: migprofile.H100SXM5_80GB, MIGUUID: "MIG-2", MIGProfile: "1g.10gb"},
-	{Host: "dgx", GPUUUID: "GPU-mig", GPUModel: migprofile.H100SXM5_80GB},
-	{Host: "hv", GPUUUID: "GPU-ts", GPUModel: migprofile.A100SXM4_40GB, MIGUUID: "vgpu-1", MIGProfile: "vgpu:A100-10C", Tenant: "acme"},
-	{Host: "hv", GPUUUID: "GPU-ts", GPUModel: migprofile.A100SXM4_40GB, MIGUUID: "vgpu-2", MIGProfile: "vgpu:A100-4C", Tenant: "beta"},
-	{Host: "hv", GPUUUID: "GPU-ts", GPUModel: migprofile.A100SXM4_40GB},
-	{Host: "hv", GPUUUID: "GPU-mb", GPUModel: migprofile.A100SXM4_40GB, MIGUUID: "vgpu-3", MIGProfile: "vgpu:A100-3-20C", Tenant: "beta"},
-	{Host: "hv", GPUUUID: "GPU-mb", GPUModel: migprofile.A100SXM4_40GB},
-	{Host: "hv", GPUUUID: "GPU-pt", GPUModel: migprofile.A100SXM4_40GB, Tenant: "beta"},
+	{Host: "dgx", GPUUUID: "GPU-whole", GPUModel: gpucatalog.H100SXM5_80GB, Tenant: "acme"},
+	{Host: "dgx", GPUUUID: "GPU-mig", GPUModel: gpucatalog.H100SXM5_80GB, MIGUUID: "MIG-1", MIGProfile: "3g.40gb", Tenant: "acme"},
+	{Host: "dgx", GPUUUID: "GPU-mig", GPUModel: gpucatalog.H100SXM5_80GB, MIGUUID: "MIG-2", MIGProfile: "1g.10gb"},
+	{Host: "dgx", GPUUUID: "GPU-mig", GPUModel: gpucatalog.H100SXM5_80GB},
+	{Host: "hv", GPUUUID: "GPU-ts", GPUModel: gpucatalog.A100SXM4_40GB, MIGUUID: "vgpu-1", MIGProfile: "vgpu:A100-10C", Tenant: "acme"},
+	{Host: "hv", GPUUUID: "GPU-ts", GPUModel: gpucatalog.A100SXM4_40GB, MIGUUID: "vgpu-2", MIGProfile: "vgpu:A100-4C", Tenant: "beta"},
+	{Host: "hv", GPUUUID: "GPU-ts", GPUModel: gpucatalog.A100SXM4_40GB},
+	{Host: "hv", GPUUUID: "GPU-mb", GPUModel: gpucatalog.A100SXM4_40GB, MIGUUID: "vgpu-3", MIGProfile: "vgpu:A100-3-20C", Tenant: "beta"},
+	{Host: "hv", GPUUUID: "GPU-mb", GPUModel: gpucatalog.A100SXM4_40GB},
+	{Host: "hv", GPUUUID: "GPU-pt", GPUModel: gpucatalog.A100SXM4_40GB, Tenant: "beta"},
 	{Host: "hv", GPUUUID: "GPU-t4", GPUModel: "Tesla-T4", Tenant: "acme"},
 }
 
 var (
 	skuKindFleet = Fleet{GPUs: []GPU{
-		{Host: "dgx", UUID: "GPU-mig", Model: migprofile.H100SXM5_80GB, Instances: []Instance{
+		{Host: "dgx", UUID: "GPU-mig", Model: gpucatalog.H100SXM5_80GB, Instances: []Instance{
 			{Profile: "3g.40gb", UUID: "MIG-1", Tenant: "acme", Busy: true},
 			{Profile: "1g.10gb", UUID: "MIG-2"},
 		}},
-		{Host: "hv", UUID: "GPU-pt", Model: migprofile.A100SXM4_40GB, MIGDisabled: true},
-		{Host: "dgx", UUID: "GPU-whole", Model: migprofile.H100SXM5_80GB, MIGDisabled: true},
+		{Host: "hv", UUID: "GPU-pt", Model: gpucatalog.A100SXM4_40GB, MIGDisabled: true},
+		{Host: "dgx", UUID: "GPU-whole", Model: gpucatalog.H100SXM5_80GB, MIGDisabled: true},
 	}}
 	skuKindSkipped = []Skipped{
-		{Host: "hv", UUID: "GPU-mb", Model: migprofile.A100SXM4_40GB,
+		{Host: "hv", UUID: "GPU-mb", Model: gpucatalog.A100SXM4_40GB,
 			Reason: "runs vGPU instances (vgpu:A100-3-20C): the hypervisor's vGPU manager owns its layout, not MIG-plannable"},
 		{Host: "hv", UUID: "GPU-t4", Model: "Tesla-T4", Reason: "model Tesla-T4 has no MIG profile table"},
-		{Host: "hv", UUID: "GPU-ts", Model: migprofile.A100SXM4_40GB,
+		{Host: "hv", UUID: "GPU-ts", Model: gpucatalog.A100SXM4_40GB,
 			Reason: "runs vGPU instances (vgpu:A100-10C, vgpu:A100-4C): the hypervisor's vGPU manager owns its layout, not MIG-plannable"},
 	}
 )
@@ -110,7 +110,7 @@ func TestSolveOnFleetOfEverySKUKind(t *testing.T) {
 	if len(skipped) != 3 {
 		t.Fatalf("skipped %+v", skipped)
 	}
-	demand := Demand{Tenants: []TenantDemand{{Tenant: "beta", Reserved: []Request{{Profile: "3g.40gb", Count: 1}, {Model: migprofile.A100SXM4_40GB, Profile: "2g.10gb", Count: 1}}}}}
+	demand := Demand{Tenants: []TenantDemand{{Tenant: "beta", Reserved: []Request{{Profile: "3g.40gb", Count: 1}, {Model: gpucatalog.A100SXM4_40GB, Profile: "2g.10gb", Count: 1}}}}}
 	plan, err := Solve(fleet, demand)
 	if err != nil {
 		t.Fatal(err)

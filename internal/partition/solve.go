@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // maxImprovePasses bounds the local search, which stops as soon as a pass
@@ -17,7 +17,7 @@ const maxImprovePasses = 10
 
 // Solve plans a target MIG layout for every GPU of the fleet. The objective,
 // in order: the most reserved demand met, then the most demand met overall
-// (both weighed in compute slices, the migprofile GPU-equivalent weights),
+// (both weighed in compute slices, the gpucatalog GPU-equivalent weights),
 // then the fewest GPUs changed, then the fewest instances created or
 // destroyed. Busy instances are never moved, removed or reassigned.
 //
@@ -535,10 +535,10 @@ func (s *solver) evaluate(b *bucket, p int) (score [3]int, ok bool) {
 		return score, false
 	}
 	used := compute(m, b.n) + compute(m, add)
-	if used > migprofile.ComputeSlices || !s.fits(m, b.key.occupied, add) {
+	if used > gpucatalog.ComputeSlices || !s.fits(m, b.key.occupied, add) {
 		return score, false
 	}
-	score[1] = migprofile.ComputeSlices - used
+	score[1] = gpucatalog.ComputeSlices - used
 	if !b.key.changed {
 		score[0] = 1
 		if s.fill {
@@ -789,7 +789,7 @@ func (s *solver) setAddable(g *gpuState) {
 		c := g.target
 		c[p]++
 		if int(g.busyN[p])+int(c[p]) > m.profiles[p].MaxInstances ||
-			compute(m, g.busyN)+compute(m, c) > migprofile.ComputeSlices || !s.fits(m, g.busy, c) {
+			compute(m, g.busyN)+compute(m, c) > gpucatalog.ComputeSlices || !s.fits(m, g.busy, c) {
 			continue
 		}
 		g.addMask |= 1 << p
@@ -837,7 +837,7 @@ func (s *solver) options(g *gpuState, demanded uint8) []counts {
 		p := profs[i]
 		for n := 0; int(g.busyN[p])+n <= m.profiles[p].MaxInstances; n++ {
 			c[p] = uint8(n)
-			if n > 0 && (compute(m, g.busyN)+compute(m, c) > migprofile.ComputeSlices || !s.fits(m, g.busy, c)) {
+			if n > 0 && (compute(m, g.busyN)+compute(m, c) > gpucatalog.ComputeSlices || !s.fits(m, g.busy, c)) {
 				break
 			}
 			rec(i + 1)
@@ -850,7 +850,7 @@ func (s *solver) options(g *gpuState, demanded uint8) []counts {
 }
 
 func (s *solver) unmetReason(w *want) string {
-	models := migprofile.ModelsWithProfile(w.profile)
+	models := gpucatalog.ModelsWithProfile(w.profile)
 	if w.model != "" {
 		models = []string{w.model}
 	}
@@ -871,7 +871,7 @@ func (s *solver) unmetReason(w *want) string {
 		return fmt.Sprintf("every %s GPU has MIG mode disabled", names)
 	}
 	reason := fmt.Sprintf("no free placement for %s on any %s GPU", w.profile, names)
-	if p, ok := migprofile.Lookup(models[0], w.profile); ok && p.MaxInstances < len(p.Placements) {
+	if p, ok := gpucatalog.Lookup(models[0], w.profile); ok && p.MaxInstances < len(p.Placements) {
 		reason += fmt.Sprintf(" (at most %d per GPU)", p.MaxInstances)
 	}
 	return reason
@@ -1174,6 +1174,6 @@ func (s *solver) distribute(pool []*planned, ws []*want, limit int) {
 }
 
 func profileMemory(model, profile string) int {
-	p, _ := migprofile.LookupAnyModel(model, profile)
+	p, _ := gpucatalog.LookupAnyModel(model, profile)
 	return p.MemorySlices
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 type slot struct {
@@ -50,23 +50,23 @@ func TestSolveFindsKnownLayouts(t *testing.T) {
 		demand []Request
 		want   []slot
 	}{
-		{"all 1g x7 on H100", migprofile.H100SXM5_80GB, []Request{{Profile: "1g.10gb", Count: 7}},
+		{"all 1g x7 on H100", gpucatalog.H100SXM5_80GB, []Request{{Profile: "1g.10gb", Count: 7}},
 			[]slot{{"1g.10gb", 0}, {"1g.10gb", 1}, {"1g.10gb", 2}, {"1g.10gb", 3}, {"1g.10gb", 4}, {"1g.10gb", 5}, {"1g.10gb", 6}}},
-		{"3g+3g on A100 80GB", migprofile.A100SXM4_80GB, []Request{{Profile: "3g.40gb", Count: 2}},
+		{"3g+3g on A100 80GB", gpucatalog.A100SXM4_80GB, []Request{{Profile: "3g.40gb", Count: 2}},
 			[]slot{{"3g.40gb", 0}, {"3g.40gb", 4}}},
-		{"4g+2g+1g on H200", migprofile.H200SXM5_141GB,
+		{"4g+2g+1g on H200", gpucatalog.H200SXM5_141GB,
 			[]Request{{Profile: "1g.18gb", Count: 1}, {Profile: "2g.35gb", Count: 1}, {Profile: "4g.71gb", Count: 1}},
 			[]slot{{"4g.71gb", 0}, {"2g.35gb", 4}, {"1g.18gb", 6}}},
-		{"2x1g+2g+3g on A100 40GB", migprofile.A100SXM4_40GB,
+		{"2x1g+2g+3g on A100 40GB", gpucatalog.A100SXM4_40GB,
 			[]Request{{Profile: "1g.5gb", Count: 2}, {Profile: "2g.10gb", Count: 1}, {Profile: "3g.20gb", Count: 1}},
 			[]slot{{"1g.5gb", 0}, {"1g.5gb", 1}, {"2g.10gb", 2}, {"3g.20gb", 4}}},
-		{"4g+3g on H100", migprofile.H100SXM5_80GB, []Request{{Profile: "3g.40gb", Count: 1}, {Profile: "4g.40gb", Count: 1}},
+		{"4g+3g on H100", gpucatalog.H100SXM5_80GB, []Request{{Profile: "3g.40gb", Count: 1}, {Profile: "4g.40gb", Count: 1}},
 			[]slot{{"4g.40gb", 0}, {"3g.40gb", 4}}},
-		{"4x 1g with two memory slices", migprofile.H100SXM5_80GB, []Request{{Profile: "1g.20gb", Count: 4}},
+		{"4x 1g with two memory slices", gpucatalog.H100SXM5_80GB, []Request{{Profile: "1g.20gb", Count: 4}},
 			[]slot{{"1g.20gb", 0}, {"1g.20gb", 2}, {"1g.20gb", 4}, {"1g.20gb", 6}}},
-		{"3x 2g + 1g", migprofile.H100SXM5_80GB, []Request{{Profile: "2g.20gb", Count: 3}, {Profile: "1g.10gb", Count: 1}},
+		{"3x 2g + 1g", gpucatalog.H100SXM5_80GB, []Request{{Profile: "2g.20gb", Count: 3}, {Profile: "1g.10gb", Count: 1}},
 			[]slot{{"2g.20gb", 0}, {"2g.20gb", 2}, {"2g.20gb", 4}, {"1g.10gb", 6}}},
-		{"whole 7g", migprofile.H200SXM5_141GB, []Request{{Profile: "7g.141gb", Count: 1}},
+		{"whole 7g", gpucatalog.H200SXM5_141GB, []Request{{Profile: "7g.141gb", Count: 1}},
 			[]slot{{"7g.141gb", 0}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,10 +103,10 @@ func TestSolveFindsKnownLayouts(t *testing.T) {
 func TestSolveNeverTouchesBusyInstances(t *testing.T) {
 	// A busy 1g at slot 3 blocks every 4g and the 3g at slot 0; the planner
 	// must place around it, not move it.
-	fleet := Fleet{GPUs: []GPU{{Host: "h", UUID: "GPU-0", Model: migprofile.H100SXM5_80GB, Instances: []Instance{
+	fleet := Fleet{GPUs: []GPU{{Host: "h", UUID: "GPU-0", Model: gpucatalog.H100SXM5_80GB, Instances: []Instance{
 		{Profile: "1g.10gb", Start: ptr(3), UUID: "MIG-busy", Tenant: "other", Busy: true},
 	}}}}
-	demand := oneTenant(migprofile.H100SXM5_80GB, Request{Profile: "4g.40gb", Count: 1}, Request{Profile: "3g.40gb", Count: 1})
+	demand := oneTenant(gpucatalog.H100SXM5_80GB, Request{Profile: "4g.40gb", Count: 1}, Request{Profile: "3g.40gb", Count: 1})
 	plan, err := Solve(fleet, demand)
 	if err != nil {
 		t.Fatal(err)
@@ -127,14 +127,14 @@ func TestSolveNeverTouchesBusyInstances(t *testing.T) {
 
 func TestSolveReusesIdleInstancesWithoutChanges(t *testing.T) {
 	fleet := Fleet{GPUs: []GPU{
-		{Host: "h", UUID: "GPU-0", Model: migprofile.H100SXM5_80GB, Instances: []Instance{
+		{Host: "h", UUID: "GPU-0", Model: gpucatalog.H100SXM5_80GB, Instances: []Instance{
 			{Profile: "3g.40gb", Start: ptr(0), UUID: "MIG-a", Tenant: "acme"},
 			{Profile: "3g.40gb", Start: ptr(4), UUID: "MIG-b"},
 		}},
-		{Host: "h", UUID: "GPU-1", Model: migprofile.H100SXM5_80GB},
+		{Host: "h", UUID: "GPU-1", Model: gpucatalog.H100SXM5_80GB},
 	}}
 	demand := Demand{Tenants: []TenantDemand{
-		{Tenant: "acme", Reserved: []Request{{Model: migprofile.H100SXM5_80GB, Profile: "3g.40gb", Count: 1}}},
+		{Tenant: "acme", Reserved: []Request{{Model: gpucatalog.H100SXM5_80GB, Profile: "3g.40gb", Count: 1}}},
 		{Tenant: "beta", Pending: []Request{{Profile: "3g.40gb", Count: 1}}},
 	}}
 	plan, err := Solve(fleet, demand)
@@ -160,12 +160,12 @@ func TestSolveDestroysIdleSurplusOnlyWhenNeeded(t *testing.T) {
 	// GPU-0 holds idle 1g instances nobody asked for; GPU-1 is empty. A 7g
 	// goes to the empty GPU and the idle instances stay.
 	fleet := Fleet{GPUs: []GPU{
-		{Host: "h", UUID: "GPU-0", Model: migprofile.A100SXM4_40GB, Instances: []Instance{
+		{Host: "h", UUID: "GPU-0", Model: gpucatalog.A100SXM4_40GB, Instances: []Instance{
 			{Profile: "1g.5gb", Start: ptr(0), UUID: "MIG-x"}, {Profile: "1g.5gb", Start: ptr(1), UUID: "MIG-y"},
 		}},
-		{Host: "h", UUID: "GPU-1", Model: migprofile.A100SXM4_40GB},
+		{Host: "h", UUID: "GPU-1", Model: gpucatalog.A100SXM4_40GB},
 	}}
-	plan, err := Solve(fleet, oneTenant(migprofile.A100SXM4_40GB, Request{Profile: "7g.40gb", Count: 1}))
+	plan, err := Solve(fleet, oneTenant(gpucatalog.A100SXM4_40GB, Request{Profile: "7g.40gb", Count: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestSolveDestroysIdleSurplusOnlyWhenNeeded(t *testing.T) {
 		t.Fatalf("plan %+v: want the empty GPU used and nothing destroyed", plan.GPUs)
 	}
 	// With two 7g wanted, the idle instances must go.
-	plan, err = Solve(fleet, oneTenant(migprofile.A100SXM4_40GB, Request{Profile: "7g.40gb", Count: 2}))
+	plan, err = Solve(fleet, oneTenant(gpucatalog.A100SXM4_40GB, Request{Profile: "7g.40gb", Count: 2}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestSolveDestroysIdleSurplusOnlyWhenNeeded(t *testing.T) {
 func TestSolvePacksOntoFewGPUs(t *testing.T) {
 	fleet := Fleet{}
 	for i := range 4 {
-		fleet.GPUs = append(fleet.GPUs, GPU{Host: "h", UUID: fmt.Sprintf("GPU-%d", i), Model: migprofile.H100SXM5_80GB})
+		fleet.GPUs = append(fleet.GPUs, GPU{Host: "h", UUID: fmt.Sprintf("GPU-%d", i), Model: gpucatalog.H100SXM5_80GB})
 	}
 	demand := Demand{Tenants: []TenantDemand{
 		{Tenant: "a", Reserved: []Request{{Profile: "3g.40gb", Count: 1}, {Profile: "1g.10gb", Count: 2}}},
@@ -205,11 +205,11 @@ func TestSolvePacksOntoFewGPUs(t *testing.T) {
 func TestSolveInfersUnknownPlacements(t *testing.T) {
 	// Usage samples carry no placement. A 4g and a 3g must sit at 0 and 4;
 	// the free 1g.20gb-sized gap is then nowhere, so a new 1g is unmet.
-	fleet := Fleet{GPUs: []GPU{{Host: "h", UUID: "GPU-0", Model: migprofile.H100SXM5_80GB, Instances: []Instance{
+	fleet := Fleet{GPUs: []GPU{{Host: "h", UUID: "GPU-0", Model: gpucatalog.H100SXM5_80GB, Instances: []Instance{
 		{Profile: "3g.40gb", UUID: "MIG-3", Tenant: "a", Busy: true},
 		{Profile: "4g.40gb", UUID: "MIG-4", Tenant: "b", Busy: true},
 	}}}}
-	plan, err := Solve(fleet, oneTenant(migprofile.H100SXM5_80GB, Request{Profile: "1g.10gb", Count: 1}))
+	plan, err := Solve(fleet, oneTenant(gpucatalog.H100SXM5_80GB, Request{Profile: "1g.10gb", Count: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,8 +229,8 @@ func TestSolveInfersUnknownPlacements(t *testing.T) {
 
 func TestSolveUnmetReasons(t *testing.T) {
 	fleet := Fleet{GPUs: []GPU{
-		{Host: "h", UUID: "GPU-0", Model: migprofile.A100SXM4_40GB, MIGDisabled: true},
-		{Host: "h", UUID: "GPU-1", Model: migprofile.H100SXM5_80GB, Instances: []Instance{
+		{Host: "h", UUID: "GPU-0", Model: gpucatalog.A100SXM4_40GB, MIGDisabled: true},
+		{Host: "h", UUID: "GPU-1", Model: gpucatalog.H100SXM5_80GB, Instances: []Instance{
 			{Profile: "7g.80gb", Start: ptr(0), UUID: "MIG-7", Tenant: "x", Busy: true},
 		}},
 	}}
@@ -239,9 +239,9 @@ func TestSolveUnmetReasons(t *testing.T) {
 		req    Request
 		reason string
 	}{
-		{"model absent from the fleet", Request{Model: migprofile.H200SXM5_141GB, Profile: "1g.18gb", Count: 1}, "no H200-SXM5-141GB GPU in the fleet"},
-		{"only GPUs with MIG off", Request{Model: migprofile.A100SXM4_40GB, Profile: "1g.5gb", Count: 1}, "every A100-SXM4-40GB GPU has MIG mode disabled"},
-		{"GPUs full of busy work", Request{Model: migprofile.H100SXM5_80GB, Profile: "1g.10gb", Count: 2}, "no free placement for 1g.10gb on any H100-SXM5-80GB GPU"},
+		{"model absent from the fleet", Request{Model: gpucatalog.H200SXM5_141GB, Profile: "1g.18gb", Count: 1}, "no H200-SXM5-141GB GPU in the fleet"},
+		{"only GPUs with MIG off", Request{Model: gpucatalog.A100SXM4_40GB, Profile: "1g.5gb", Count: 1}, "every A100-SXM4-40GB GPU has MIG mode disabled"},
+		{"GPUs full of busy work", Request{Model: gpucatalog.H100SXM5_80GB, Profile: "1g.10gb", Count: 2}, "no free placement for 1g.10gb on any H100-SXM5-80GB GPU"},
 		{"any-model request names every candidate", Request{Profile: "3g.40gb", Count: 1}, "no free placement for 3g.40gb on any A100-SXM4-80GB or H100-SXM5-80GB GPU"},
 		{"any-model request for a model absent", Request{Profile: "2g.35gb", Count: 1}, "no H200-SXM5-141GB GPU in the fleet"},
 	} {
@@ -261,7 +261,7 @@ func TestSolveUnmetReasons(t *testing.T) {
 }
 
 func TestSolveMediaExtensionsOnePerGPU(t *testing.T) {
-	plan, err := Solve(emptyGPU(migprofile.H100SXM5_80GB), oneTenant(migprofile.H100SXM5_80GB, Request{Profile: "1g.10gb+me", Count: 2}))
+	plan, err := Solve(emptyGPU(gpucatalog.H100SXM5_80GB), oneTenant(gpucatalog.H100SXM5_80GB, Request{Profile: "1g.10gb+me", Count: 2}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestSolveServesReservedBeforePending(t *testing.T) {
 		{Tenant: "alpha", Pending: []Request{{Profile: "7g.80gb", Count: 1}}},
 		{Tenant: "beta", Reserved: []Request{{Profile: "1g.10gb", Count: 1}}},
 	}}
-	plan, err := Solve(emptyGPU(migprofile.H100SXM5_80GB), demand)
+	plan, err := Solve(emptyGPU(gpucatalog.H100SXM5_80GB), demand)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestSolveServesReservedBeforePending(t *testing.T) {
 }
 
 func TestSolveRejectsInvalidInput(t *testing.T) {
-	h100 := migprofile.H100SXM5_80GB
+	h100 := gpucatalog.H100SXM5_80GB
 	for _, tc := range []struct {
 		name   string
 		fleet  Fleet
@@ -420,18 +420,18 @@ func checkPlan(t *testing.T, fleet Fleet, demand Demand, plan Plan) {
 	for _, u := range plan.Unmet {
 		models := []string{u.Model}
 		if u.Model == "" {
-			models = migprofile.ModelsWithProfile(u.Profile)
+			models = gpucatalog.ModelsWithProfile(u.Profile)
 		}
 		for _, gp := range plan.GPUs {
 			if gp.MIGDisabled || !slices.Contains(models, gp.Model) {
 				continue
 			}
-			p, _ := migprofile.Lookup(gp.Model, u.Profile)
+			p, _ := gpucatalog.Lookup(gp.Model, u.Profile)
 			var used uint8
 			n := 0
 			for _, in := range gp.Instances {
-				q, _ := migprofile.Lookup(gp.Model, in.Profile)
-				used |= migprofile.Placement{Start: in.Start, Size: q.MemorySlices}.Mask()
+				q, _ := gpucatalog.Lookup(gp.Model, in.Profile)
+				used |= gpucatalog.Placement{Start: in.Start, Size: q.MemorySlices}.Mask()
 				if in.Profile == u.Profile {
 					n++
 				}
@@ -451,7 +451,7 @@ func checkPlan(t *testing.T, fleet Fleet, demand Demand, plan Plan) {
 
 func TestSolvePropertiesOnRandomFleets(t *testing.T) {
 	r := rand.New(rand.NewSource(20240601))
-	cfg := genConfig{gpus: 40, tenants: 12, models: migprofile.Models(), busyPct: 30, unknownStartPct: 20,
+	cfg := genConfig{gpus: 40, tenants: 12, models: gpucatalog.Models(), busyPct: 30, unknownStartPct: 20,
 		maxExisting: 5, maxRequests: 3, maxCount: 4, anyModelPct: 20, disabledPct: 5}
 	for i := range 150 {
 		fleet, demand := genFleet(r, cfg), genDemand(r, cfg)
@@ -489,11 +489,11 @@ func allocatedBytes(f func()) uint64 {
 // million instances plans with the memory of asking for what fits, and the
 // unmet part is reported exactly.
 func TestSolveCostDoesNotGrowWithDemandBeyondCapacity(t *testing.T) {
-	h100 := migprofile.H100SXM5_80GB
+	h100 := gpucatalog.H100SXM5_80GB
 	fleet := Fleet{GPUs: []GPU{
 		{Host: "n1", UUID: "GPU-0", Model: h100},
 		{Host: "n1", UUID: "GPU-1", Model: h100},
-		{Host: "n1", UUID: "GPU-2", Model: migprofile.A100SXM4_80GB},
+		{Host: "n1", UUID: "GPU-2", Model: gpucatalog.A100SXM4_80GB},
 	}}
 	const huge = 1_000_000
 	for _, tc := range []struct {
@@ -571,7 +571,7 @@ func (c *countdownContext) Err() error {
 
 func TestSolveContextStopsWhenCancelled(t *testing.T) {
 	r := rand.New(rand.NewSource(5))
-	cfg := genConfig{gpus: 60, tenants: 20, models: migprofile.Models(), busyPct: 30, unknownStartPct: 10,
+	cfg := genConfig{gpus: 60, tenants: 20, models: gpucatalog.Models(), busyPct: 30, unknownStartPct: 10,
 		maxExisting: 5, maxRequests: 3, maxCount: 4, anyModelPct: 20, disabledPct: 2}
 	fleet, demand := genFleet(r, cfg), genDemand(r, cfg)
 
@@ -620,7 +620,7 @@ func TestSolveContextStopsWhenCancelled(t *testing.T) {
 // fleet could hold of each profile, whatever the count (Validate bounds
 // counts; this holds without it).
 func TestSolveExpandsUnitsUpToCapacity(t *testing.T) {
-	h100, a100 := migprofile.H100SXM5_80GB, migprofile.A100SXM4_80GB
+	h100, a100 := gpucatalog.H100SXM5_80GB, gpucatalog.A100SXM4_80GB
 	fleet := Fleet{GPUs: []GPU{
 		{UUID: "GPU-0", Model: h100},
 		{UUID: "GPU-1", Model: h100, Instances: []Instance{{Profile: "1g.10gb", Start: ptr(0)}}},
@@ -656,7 +656,7 @@ func TestSolveExpandsUnitsUpToCapacity(t *testing.T) {
 // instance to any model with a profile of that name, and the plan is the
 // same whichever GPU is listed or named first.
 func TestSolveMovesAnyModelInstanceAcrossModels(t *testing.T) {
-	a100, h100 := migprofile.A100SXM4_40GB, migprofile.H100SXM5_80GB
+	a100, h100 := gpucatalog.A100SXM4_40GB, gpucatalog.H100SXM5_80GB
 	for _, tc := range []struct {
 		name       string
 		models     [2]string
@@ -697,12 +697,12 @@ func TestSolveMovesAnyModelInstanceAcrossModels(t *testing.T) {
 // they meet.
 func TestSolveDoesNotDependOnInputOrder(t *testing.T) {
 	r := rand.New(rand.NewSource(31))
-	big := genConfig{gpus: 24, tenants: 8, models: migprofile.Models(), busyPct: 30, unknownStartPct: 20,
+	big := genConfig{gpus: 24, tenants: 8, models: gpucatalog.Models(), busyPct: 30, unknownStartPct: 20,
 		maxExisting: 5, maxRequests: 3, maxCount: 4, anyModelPct: 40, disabledPct: 5}
 	for i := range 60 {
 		cfg := big
 		if i%2 == 1 {
-			all := migprofile.Models()
+			all := gpucatalog.Models()
 			cfg = genConfig{gpus: 2 + r.Intn(3), tenants: 1 + r.Intn(3), models: []string{all[r.Intn(3)], all[r.Intn(3)]},
 				busyPct: 35, unknownStartPct: 20, maxExisting: 4, maxRequests: 2, maxCount: 3, anyModelPct: 50}
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // TenantState is what the evaluator knows of one tenant at a refresh.
@@ -40,7 +40,7 @@ type Snapshot struct {
 
 // Request asks whether work fits: Count devices of GPUModel, whole GPUs
 // or MIG instances of Profile, for Duration. GPUModel may be written in
-// any case or as NVIDIA names the device (migprofile.CanonicalModel); it
+// any case or as NVIDIA names the device (gpucatalog.CanonicalModel); it
 // must name a model the evaluator knows. A dry run is decided like any
 // other request and holds nothing.
 type Request struct {
@@ -72,8 +72,8 @@ var ErrUnknownTenant = errors.New("unknown tenant")
 // SKU is the request's SKU (MODEL or MODEL/PROFILE), with the model as
 // the catalogue spells it.
 func (r Request) SKU() string {
-	model, _ := migprofile.CanonicalModel(r.GPUModel)
-	return migprofile.SKU(model, r.Profile)
+	model, _ := gpucatalog.CanonicalModel(r.GPUModel)
+	return gpucatalog.SKU(model, r.Profile)
 }
 
 // Validate checks the request's own fields.
@@ -209,7 +209,7 @@ func NewEvaluator(cfg Config, now func() time.Time) (*Evaluator, error) {
 	for i, r := range e.cfg.Rules {
 		if r.GPUModel != "" {
 			e.cfg.Rules[i].GPUModel, _ = e.model(r.GPUModel)
-			if _, known := migprofile.LookupModel(e.cfg.Rules[i].GPUModel); !known {
+			if _, known := gpucatalog.LookupModel(e.cfg.Rules[i].GPUModel); !known {
 				e.ruleModels[strings.ToUpper(e.cfg.Rules[i].GPUModel)] = e.cfg.Rules[i].GPUModel
 			}
 		}
@@ -474,7 +474,7 @@ func (e *Evaluator) AdmitAll(reqs []Request) (Decision, error) {
 		if !ok {
 			return Decision{}, e.unknownModel(req.GPUModel)
 		}
-		sku := migprofile.SKU(model, req.Profile)
+		sku := gpucatalog.SKU(model, req.Profile)
 		gpus, err := devices(sku, req.Count)
 		if err != nil { // validated above
 			return Decision{}, fmt.Errorf("%w: %w", ErrInvalid, err)

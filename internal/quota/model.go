@@ -7,7 +7,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // model is the name the evaluator counts a GPU model under: the
@@ -16,7 +16,7 @@ import (
 // from it in case only, else the sanitized name. known is false for a
 // model that is in none of them.
 func (e *Evaluator) model(name string) (model string, known bool) {
-	m, inCatalogue := migprofile.CanonicalModel(name)
+	m, inCatalogue := gpucatalog.CanonicalModel(name)
 	if inCatalogue {
 		return m, true
 	}
@@ -40,7 +40,7 @@ func (e *Evaluator) canonical(s Snapshot) Snapshot {
 	for _, t := range s.Tenants {
 		for _, byModel := range []map[string]decimal.Decimal{t.Concurrent, t.GPUHours} {
 			for k := range byModel {
-				m, inCatalogue := migprofile.CanonicalModel(k)
+				m, inCatalogue := gpucatalog.CanonicalModel(k)
 				up := strings.ToUpper(m)
 				if _, ruled := e.ruleModels[up]; inCatalogue || ruled {
 					continue
@@ -77,7 +77,7 @@ func (e *Evaluator) canonical(s Snapshot) Snapshot {
 // than admitted free of them. The hint lists the GPU catalogue only: the
 // models other tenants' rules and usage name are theirs to know.
 func (e *Evaluator) unknownModel(name string) error {
-	names := migprofile.Models()
+	names := gpucatalog.Models()
 	sort.Strings(names)
 	const most = 20
 	more := ""

@@ -13,7 +13,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // Metric is what a quota bounds.
@@ -183,7 +183,7 @@ func (c Config) Validate() error {
 		// counts both under the catalogue's name.
 		canon := r
 		if canon.GPUModel != "" {
-			m, _ := migprofile.CanonicalModel(r.GPUModel)
+			m, _ := gpucatalog.CanonicalModel(r.GPUModel)
 			canon.GPUModel = strings.ToUpper(m)
 		}
 		if j, dup := seen[canon.Subject()]; dup {
@@ -222,7 +222,7 @@ func (c Config) Validate() error {
 // (from the one profile table), a vGPU type's share ("vgpu:A100-4C" is
 // 1/10 of an A100) otherwise.
 func Weight(sku string) (num, den int64, err error) {
-	n, dn, ok := migprofile.GPUEquivalent(sku)
+	n, dn, ok := gpucatalog.GPUEquivalent(sku)
 	if !ok {
 		return 0, 0, fmt.Errorf("unknown GPU model, MIG profile or vGPU type %q", sku)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/collectors/attribution"
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/importer"
 )
 
@@ -116,19 +116,19 @@ func ParseSKUMap(r io.Reader) (SKUMap, error) {
 // checkSKU accepts a whole-GPU SKU (any model; NVIDIA's table models in
 // their canonical spelling) or a MIG SKU of a known model and profile.
 func checkSKU(sku string) error {
-	model, profile := migprofile.ParseSKU(sku)
+	model, profile := gpucatalog.ParseSKU(sku)
 	if model == "" || strings.ContainsAny(sku, " \t") {
 		return fmt.Errorf("%q is not a SKU", sku)
 	}
-	if strings.HasPrefix(profile, migprofile.VGPUProfilePrefix) {
+	if gpucatalog.ProfileKind(profile) == gpucatalog.KindVGPU {
 		return fmt.Errorf("%q is a vGPU SKU: Slurm GRES are GPUs or MIG devices", sku)
 	}
-	if err := migprofile.CheckSKU(sku); err != nil {
+	if err := gpucatalog.CheckSKU(sku); err != nil {
 		return err
 	}
 	if profile != "" {
-		if _, ok := migprofile.Lookup(model, profile); !ok {
-			return fmt.Errorf("%q: a MIG SKU needs a model and profile of NVIDIA's tables (%s)", sku, strings.Join(migprofile.Models(), ", "))
+		if _, ok := gpucatalog.Lookup(model, profile); !ok {
+			return fmt.Errorf("%q: a MIG SKU needs a model and profile of NVIDIA's tables (%s)", sku, strings.Join(gpucatalog.Models(), ", "))
 		}
 	}
 	return nil
@@ -238,10 +238,10 @@ func Samples(jobs []Job, cfg Config) ([]importer.Row, Summary, error) {
 		sum.WithGPUs++
 		n := 0
 		for gi, g := range j.GPUs {
-			model, profile := migprofile.ParseSKU(skus[gi])
-			slices := migprofile.ComputeSlices
+			model, profile := gpucatalog.ParseSKU(skus[gi])
+			slices := gpucatalog.ComputeSlices
 			if profile != "" {
-				p, _ := migprofile.Lookup(model, profile)
+				p, _ := gpucatalog.Lookup(model, profile)
 				slices = p.ComputeSlices
 			}
 			for range g.Count {
@@ -257,7 +257,7 @@ func Samples(jobs []Job, cfg Config) ([]importer.Row, Summary, error) {
 						Tenant: owner.Tenant, Department: owner.Department, Workload: owner.Workload,
 						Start: from, End: to, Unmeasured: collectors.UnmeasuredAll,
 					}
-					s.GPUMicroseconds = uint64(to.Sub(from)/time.Microsecond) * uint64(slices) / migprofile.ComputeSlices
+					s.GPUMicroseconds = uint64(to.Sub(from)/time.Microsecond) * uint64(slices) / gpucatalog.ComputeSlices
 					if profile != "" {
 						s.MIGUUID, s.MIGProfile = dev+"-"+profile, profile
 					}

@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store"
@@ -148,7 +148,7 @@ func (q *Quotas) snapshot(ctx context.Context) (quota.Snapshot, error) {
 			if t.Department == "" {
 				t.Department = r.Department
 			}
-			model, _ := migprofile.ParseSKU(r.SKU)
+			model, _ := gpucatalog.ParseSKU(r.SKU)
 			t.GPUHours[model] = t.GPUHours[model].Add(r.GPUHours())
 			t.Month = p.Label
 			snap.Tenants[r.Tenant] = t

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // testBatch returns batch number b of n samples; the same (b, n) always
@@ -44,7 +44,7 @@ func testBatch(b, n int) []collectors.Sample {
 			s.MIGUUID = fmt.Sprintf("MIG-%d", i)
 			s.MIGProfile = "3g.40gb"
 		}
-		s.SKU = migprofile.SKU(s.GPUModel, s.MIGProfile)
+		s.SKU = gpucatalog.SKU(s.GPUModel, s.MIGProfile)
 		out[i] = s
 	}
 	return out

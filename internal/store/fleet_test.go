@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -21,7 +21,7 @@ func fleetSample(host, gpu, model, mig, profile, tenant string, start time.Time)
 		GPUModel:   model,
 		MIGUUID:    mig,
 		MIGProfile: profile,
-		SKU:        migprofile.SKU(model, profile),
+		SKU:        gpucatalog.SKU(model, profile),
 		Tenant:     tenant,
 		Start:      start,
 		End:        start.Add(10 * time.Second),

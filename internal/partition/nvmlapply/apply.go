@@ -11,7 +11,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/partition"
 )
 
@@ -61,7 +61,7 @@ type deviceGI struct {
 type gpuWork struct {
 	uuid    string
 	dev     nvml.Device
-	m       migprofile.Model
+	m       gpucatalog.Model
 	infos   map[int]nvml.GpuInstanceProfileInfo // by profile index
 	destroy []*deviceGI
 	create  []partition.PlannedInstance
@@ -180,7 +180,7 @@ func checkGPU(dev nvml.Device, g partition.GPUPlan) (*gpuWork, error) {
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("device name: %v", ret)
 	}
-	if model, ok := migprofile.ModelFromDeviceName(name); !ok || model != g.Model {
+	if model, ok := gpucatalog.ModelFromDeviceName(name); !ok || model != g.Model {
 		return nil, fmt.Errorf("device is %q, the plan is for %s", name, g.Model)
 	}
 	if g.MIGDisabled || !g.Changed {
@@ -193,7 +193,7 @@ func checkGPU(dev nvml.Device, g partition.GPUPlan) (*gpuWork, error) {
 	if mode != nvml.DEVICE_MIG_ENABLE {
 		return nil, errors.New("MIG mode is off (enabling it resets the GPU: do that first)")
 	}
-	m, ok := migprofile.LookupModel(g.Model)
+	m, ok := gpucatalog.LookupModel(g.Model)
 	if !ok {
 		return nil, fmt.Errorf("model %q: no MIG profile table", g.Model)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
-	"github.com/gpumeter/gpumeter/collectors/migprofile"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/partition"
 )
 
@@ -22,13 +22,13 @@ import (
 var smiProfileID = map[int]uint32{0: 19, 7: 20, 9: 15, 1: 14, 2: 9, 3: 5, 4: 0}
 
 // fakeGPU is a go-nvml mock device that behaves like real MIG hardware for
-// the calls Apply makes: it enforces NVIDIA's placements from migprofile
+// the calls Apply makes: it enforces NVIDIA's placements from gpucatalog
 // (not go-nvml's mock tables), keeps GPU and compute instances, and records
 // every create and destroy.
 type fakeGPU struct {
 	*mock.Device
 	uuid, name string
-	model      migprofile.Model
+	model      gpucatalog.Model
 	migMode    int
 	gis        []*fakeGI
 	nextID     uint32
@@ -41,13 +41,13 @@ type fakeGI struct {
 	*mock.GpuInstance
 	dev   *fakeGPU
 	id    uint32
-	prof  migprofile.Profile
+	prof  gpucatalog.Profile
 	start int
 	cis   []*mock.ComputeInstance
 }
 
 func newFakeGPU(uuid, name, model string) *fakeGPU {
-	m, _ := migprofile.LookupModel(model)
+	m, _ := gpucatalog.LookupModel(model)
 	f := &fakeGPU{Device: &mock.Device{}, uuid: uuid, name: name, model: m, migMode: nvml.DEVICE_MIG_ENABLE}
 	d := f.Device
 	d.GetUUIDFunc = func() (string, nvml.Return) { return f.uuid, nvml.SUCCESS }
@@ -75,7 +75,7 @@ func newFakeGPU(uuid, name, model string) *fakeGPU {
 			f.failCreate = false
 			return nil, nvml.ERROR_UNKNOWN
 		}
-		var prof migprofile.Profile
+		var prof gpucatalog.Profile
 		found := false
 		for _, p := range f.model.Profiles {
 			if smiProfileID[p.NVMLProfile] == info.Id {
@@ -85,7 +85,7 @@ func newFakeGPU(uuid, name, model string) *fakeGPU {
 		if !found || int(pl.Size) != prof.MemorySlices || !prof.ValidPlacement(int(pl.Start)) {
 			return nil, nvml.ERROR_INVALID_ARGUMENT
 		}
-		mask := migprofile.Placement{Start: int(pl.Start), Size: int(pl.Size)}.Mask()
+		mask := gpucatalog.Placement{Start: int(pl.Start), Size: int(pl.Size)}.Mask()
 		n := 0
 		for _, gi := range f.gis {
 			if gi.mask()&mask != 0 {
@@ -107,21 +107,21 @@ func newFakeGPU(uuid, name, model string) *fakeGPU {
 	return f
 }
 
-func (f *fakeGPU) profileByIndex(idx int) (migprofile.Profile, bool) {
+func (f *fakeGPU) profileByIndex(idx int) (gpucatalog.Profile, bool) {
 	for _, p := range f.model.Profiles {
 		if p.NVMLProfile == idx {
 			return p, true
 		}
 	}
-	return migprofile.Profile{}, false
+	return gpucatalog.Profile{}, false
 }
 
 func (g *fakeGI) mask() uint8 {
-	return migprofile.Placement{Start: g.start, Size: g.prof.MemorySlices}.Mask()
+	return gpucatalog.Placement{Start: g.start, Size: g.prof.MemorySlices}.Mask()
 }
 
 // addGI makes a GPU instance (as an existing one, or for a create).
-func (f *fakeGPU) addGI(prof migprofile.Profile, start int) *fakeGI {
+func (f *fakeGPU) addGI(prof gpucatalog.Profile, start int) *fakeGI {
 	gi := &fakeGI{GpuInstance: &mock.GpuInstance{}, dev: f, id: f.nextID, prof: prof, start: start}
 	f.nextID++
 	m := gi.GpuInstance
@@ -177,7 +177,7 @@ func (f *fakeGPU) addGI(prof migprofile.Profile, start int) *fakeGI {
 // withInstance gives the fake an existing GPU instance with its compute
 // instance, as after `nvidia-smi mig -cgi … -C`.
 func (f *fakeGPU) withInstance(profile string, start int) *fakeGI {
-	p, ok := migprofile.Lookup(f.model.Name, profile)
+	p, ok := gpucatalog.Lookup(f.model.Name, profile)
 	if !ok {
 		panic("test setup: unknown profile " + profile)
 	}
@@ -231,7 +231,7 @@ func planFor(t *testing.T, demand partition.Demand, devs ...*fakeGPU) partition.
 }
 
 func TestNVMLProfileConstantsMatchGoNVML(t *testing.T) {
-	// migprofile copies these values to stay free of cgo; pin them to go-nvml.
+	// gpucatalog copies these values to stay free of cgo; pin them to go-nvml.
 	want := map[string]int{
 		"1g.10gb": nvml.GPU_INSTANCE_PROFILE_1_SLICE, "1g.10gb+me": nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1,
 		"1g.20gb": nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, "2g.20gb": nvml.GPU_INSTANCE_PROFILE_2_SLICE,
@@ -241,7 +241,7 @@ func TestNVMLProfileConstantsMatchGoNVML(t *testing.T) {
 	ci := map[int]int{1: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, 2: nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE,
 		3: nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE, 4: nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE, 7: nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE}
 	for name, id := range want {
-		p, _ := migprofile.Lookup(migprofile.H100SXM5_80GB, name)
+		p, _ := gpucatalog.Lookup(gpucatalog.H100SXM5_80GB, name)
 		if p.NVMLProfile != id || p.NVMLComputeProfile != ci[p.ComputeSlices] {
 			t.Errorf("%s: NVML profile %d compute %d, go-nvml has %d and %d", name, p.NVMLProfile, p.NVMLComputeProfile, id, ci[p.ComputeSlices])
 		}
@@ -249,9 +249,9 @@ func TestNVMLProfileConstantsMatchGoNVML(t *testing.T) {
 }
 
 func TestApplyCreatesThePlannedLayout(t *testing.T) {
-	dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
+	dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", gpucatalog.H100SXM5_80GB)
 	dev.withInstance("1g.10gb", 0) // idle, nobody wants it: in the way of the 4g
-	plan := planFor(t, oneTenant(migprofile.H100SXM5_80GB,
+	plan := planFor(t, oneTenant(gpucatalog.H100SXM5_80GB,
 		partition.Request{Profile: "4g.40gb", Count: 1}, partition.Request{Profile: "2g.20gb", Count: 1}, partition.Request{Profile: "1g.10gb", Count: 1}), dev)
 
 	rep, err := Apply(context.Background(), fakeLib(dev), plan, ApplyOptions{Execute: true})
@@ -282,10 +282,10 @@ func TestApplyCreatesThePlannedLayout(t *testing.T) {
 }
 
 func TestApplyDestroysComputeInstancesFirst(t *testing.T) {
-	dev := newFakeGPU("GPU-a", "NVIDIA A100-SXM4-40GB", migprofile.A100SXM4_40GB)
+	dev := newFakeGPU("GPU-a", "NVIDIA A100-SXM4-40GB", gpucatalog.A100SXM4_40GB)
 	dev.withInstance("3g.20gb", 0)
 	dev.withInstance("3g.20gb", 4)
-	plan := planFor(t, oneTenant(migprofile.A100SXM4_40GB, partition.Request{Profile: "7g.40gb", Count: 1}), dev)
+	plan := planFor(t, oneTenant(gpucatalog.A100SXM4_40GB, partition.Request{Profile: "7g.40gb", Count: 1}), dev)
 	if _, err := Apply(context.Background(), fakeLib(dev), plan, ApplyOptions{Execute: true}); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
@@ -296,9 +296,9 @@ func TestApplyDestroysComputeInstancesFirst(t *testing.T) {
 }
 
 func TestApplyDryRunChangesNothing(t *testing.T) {
-	dev := newFakeGPU("GPU-a", "NVIDIA H200", migprofile.H200SXM5_141GB)
+	dev := newFakeGPU("GPU-a", "NVIDIA H200", gpucatalog.H200SXM5_141GB)
 	dev.withInstance("7g.141gb", 0)
-	plan := planFor(t, oneTenant(migprofile.H200SXM5_141GB, partition.Request{Profile: "1g.18gb", Count: 7}), dev)
+	plan := planFor(t, oneTenant(gpucatalog.H200SXM5_141GB, partition.Request{Profile: "1g.18gb", Count: 7}), dev)
 	rep, err := Apply(context.Background(), fakeLib(dev), plan, ApplyOptions{})
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
@@ -329,12 +329,12 @@ func TestApplyRefusals(t *testing.T) {
 		{"device gained an instance the plan does not know", func(bad *fakeGPU, _ *partition.Plan) { bad.withInstance("1g.10gb", 6) }, "the plan does not know"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			good := newFakeGPU("GPU-good", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
-			bad := newFakeGPU("GPU-bad", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
+			good := newFakeGPU("GPU-good", "NVIDIA H100 80GB HBM3", gpucatalog.H100SXM5_80GB)
+			bad := newFakeGPU("GPU-bad", "NVIDIA H100 80GB HBM3", gpucatalog.H100SXM5_80GB)
 			bad.withInstance("1g.10gb", 0) // idle now, in the way of a 3g
 			plan := planFor(t, partition.Demand{Tenants: []partition.TenantDemand{
-				{Tenant: "acme", Reserved: []partition.Request{{Model: migprofile.H100SXM5_80GB, Profile: "3g.40gb", Count: 2}}},
-				{Tenant: "beta", Reserved: []partition.Request{{Model: migprofile.H100SXM5_80GB, Profile: "3g.40gb", Count: 2}}},
+				{Tenant: "acme", Reserved: []partition.Request{{Model: gpucatalog.H100SXM5_80GB, Profile: "3g.40gb", Count: 2}}},
+				{Tenant: "beta", Reserved: []partition.Request{{Model: gpucatalog.H100SXM5_80GB, Profile: "3g.40gb", Count: 2}}},
 			}}, good, bad)
 			if !plan.GPUs[0].Changed || !plan.GPUs[1].Changed || len(plan.GPUs[1].Remove) != 1 {
 				t.Fatalf("test setup: want both GPUs changed and the 1g removed, got %+v", plan.GPUs)
@@ -353,9 +353,9 @@ func TestApplyRefusals(t *testing.T) {
 }
 
 func TestApplyRefusesWhenAKeptInstanceIsGone(t *testing.T) {
-	dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
+	dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", gpucatalog.H100SXM5_80GB)
 	dev.withInstance("3g.40gb", 4)
-	plan := planFor(t, oneTenant(migprofile.H100SXM5_80GB, partition.Request{Profile: "3g.40gb", Count: 2}), dev)
+	plan := planFor(t, oneTenant(gpucatalog.H100SXM5_80GB, partition.Request{Profile: "3g.40gb", Count: 2}), dev)
 	if got := layoutOf(plan.GPUs[0]); !slices.Equal(got, []slot{{"3g.40gb", 0}, {"3g.40gb", 4}}) || plan.GPUs[0].Instances[1].Action != partition.Keep {
 		t.Fatalf("test setup: plan %+v", plan.GPUs[0])
 	}
@@ -371,8 +371,8 @@ func TestApplyRefusesWhenAKeptInstanceIsGone(t *testing.T) {
 }
 
 func TestApplyRejectsAnInvalidPlan(t *testing.T) {
-	dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
-	plan := partition.Plan{GPUs: []partition.GPUPlan{{UUID: "GPU-a", Model: migprofile.H100SXM5_80GB, Changed: true, Instances: []partition.PlannedInstance{
+	dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", gpucatalog.H100SXM5_80GB)
+	plan := partition.Plan{GPUs: []partition.GPUPlan{{UUID: "GPU-a", Model: gpucatalog.H100SXM5_80GB, Changed: true, Instances: []partition.PlannedInstance{
 		{Profile: "3g.40gb", Start: 2, Action: partition.Create},
 	}}}}
 	_, err := Apply(context.Background(), fakeLib(dev), plan, ApplyOptions{Execute: true})
@@ -382,8 +382,8 @@ func TestApplyRejectsAnInvalidPlan(t *testing.T) {
 }
 
 func TestApplyPlanForOtherHosts(t *testing.T) {
-	dev := newFakeGPU("GPU-here", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
-	plan := partition.Plan{GPUs: []partition.GPUPlan{{UUID: "GPU-elsewhere", Model: migprofile.H100SXM5_80GB}}}
+	dev := newFakeGPU("GPU-here", "NVIDIA H100 80GB HBM3", gpucatalog.H100SXM5_80GB)
+	plan := partition.Plan{GPUs: []partition.GPUPlan{{UUID: "GPU-elsewhere", Model: gpucatalog.H100SXM5_80GB}}}
 	_, err := Apply(context.Background(), fakeLib(dev), plan, ApplyOptions{})
 	if err == nil || !strings.Contains(err.Error(), "none of the plan's 1 GPUs is on this host") {
 		t.Errorf("Apply error %v", err)
@@ -391,8 +391,8 @@ func TestApplyPlanForOtherHosts(t *testing.T) {
 }
 
 func TestApplyStopsAtTheFirstFailedCall(t *testing.T) {
-	dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
-	plan := planFor(t, oneTenant(migprofile.H100SXM5_80GB, partition.Request{Profile: "3g.40gb", Count: 2}), dev)
+	dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", gpucatalog.H100SXM5_80GB)
+	plan := planFor(t, oneTenant(gpucatalog.H100SXM5_80GB, partition.Request{Profile: "3g.40gb", Count: 2}), dev)
 	dev.failCreate = true
 	rep, err := Apply(context.Background(), fakeLib(dev), plan, ApplyOptions{Execute: true})
 	if err == nil || !strings.Contains(err.Error(), "apply stopped after 0 of 2 steps") {
@@ -415,15 +415,15 @@ func TestApplyStopsAtTheFirstFailedCall(t *testing.T) {
 // instance wherever it really is and refuses creates that would collide.
 func TestApplyUsesDevicePlacementsForInferredInstances(t *testing.T) {
 	unknown := func(profile string) partition.Fleet {
-		return partition.Fleet{GPUs: []partition.GPU{{Host: "h", UUID: "GPU-a", Model: migprofile.H100SXM5_80GB, Instances: []partition.Instance{
+		return partition.Fleet{GPUs: []partition.GPU{{Host: "h", UUID: "GPU-a", Model: gpucatalog.H100SXM5_80GB, Instances: []partition.Instance{
 			{Profile: profile, UUID: "MIG-x", Tenant: "x", Busy: true},
 		}}}}
 	}
 	t.Run("wrong guess, no collision: applied", func(t *testing.T) {
-		dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
+		dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", gpucatalog.H100SXM5_80GB)
 		gi := dev.withInstance("1g.10gb", 6) // the planner will guess slot 0
 		dev.procs = []nvml.ProcessInfo{{Pid: 1, GpuInstanceId: gi.id}}
-		plan, err := partition.Solve(unknown("1g.10gb"), oneTenant(migprofile.H100SXM5_80GB, partition.Request{Profile: "2g.20gb", Count: 1}))
+		plan, err := partition.Solve(unknown("1g.10gb"), oneTenant(gpucatalog.H100SXM5_80GB, partition.Request{Profile: "2g.20gb", Count: 1}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -439,10 +439,10 @@ func TestApplyUsesDevicePlacementsForInferredInstances(t *testing.T) {
 		}
 	})
 	t.Run("wrong guess, collision: refused", func(t *testing.T) {
-		dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", migprofile.H100SXM5_80GB)
+		dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", gpucatalog.H100SXM5_80GB)
 		gi := dev.withInstance("3g.40gb", 4) // the planner will guess slot 0
 		dev.procs = []nvml.ProcessInfo{{Pid: 1, GpuInstanceId: gi.id}}
-		plan, err := partition.Solve(unknown("3g.40gb"), oneTenant(migprofile.H100SXM5_80GB, partition.Request{Profile: "3g.40gb", Count: 1}))
+		plan, err := partition.Solve(unknown("3g.40gb"), oneTenant(gpucatalog.H100SXM5_80GB, partition.Request{Profile: "3g.40gb", Count: 1}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,10 +1,12 @@
-// Package migprofile holds NVIDIA's MIG profile tables for the GPU models
-// gpumeter plans and prices, and the one GPU-equivalent weight table that
-// pricing, quotas, the simulated fleet and the partition planner share.
+// Package gpucatalog is the GPU catalogue: the GPU models gpumeter plans
+// and prices, their MIG profiles and placements (NVIDIA's tables), their
+// vGPU types, what kind of thing a SKU sells, and the one GPU-equivalent
+// weight table that pricing, quotas, insights, the collectors and the
+// partition planner share.
 //
-// It is a leaf package (standard library only) so that every layer can use
-// the same numbers.
-package migprofile
+// It is a leaf package (standard library only, no clock, files or network)
+// so that every layer, the GPU host included, reads the same numbers.
+package gpucatalog
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package migprofile
+package gpucatalog
 
 import (
 	"slices"
@@ -359,5 +359,27 @@ func TestCheckSKU(t *testing.T) {
 		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("CheckSKU(%q) = %v, want %q", tc.sku, err, tc.want)
 		}
+	}
+}
+
+func TestKinds(t *testing.T) {
+	for _, tc := range []struct {
+		sku  string
+		want Kind
+	}{
+		{"H100-SXM5-80GB", KindGPU},
+		{"H100-SXM5-80GB/3g.40gb", KindMIG},
+		{"A100-SXM4-40GB/vgpu:A100-4C", KindVGPU},
+		{"Tesla-T4", KindGPU},
+	} {
+		if got := SKUKind(tc.sku); got != tc.want {
+			t.Errorf("SKUKind(%q) = %v, want %v", tc.sku, got, tc.want)
+		}
+	}
+	if p := VGPUProfile("A100-4C"); ProfileKind(p) != KindVGPU || p != "vgpu:A100-4C" {
+		t.Errorf("VGPUProfile = %q", p)
+	}
+	if !MIGActivityMeasured(H100SXM5_80GB) || MIGActivityMeasured(A100SXM4_40GB) {
+		t.Error("GPM: H100 measures MIG activity, A100 does not")
 	}
 }

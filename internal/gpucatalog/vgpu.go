@@ -1,4 +1,4 @@
-package migprofile
+package gpucatalog
 
 import (
 	"strconv"

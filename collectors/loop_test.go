@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // fakeSource returns fixed readings, an error, or panics.
@@ -53,7 +55,7 @@ func oneRow(dst []Sample, host string, start, end time.Time, g *GPUReading) []Sa
 		Tenant:  tenant,
 		Start:   start,
 		End:     end,
-		Meters:  Meters{GPUMicroseconds: uint64(end.Sub(start) / time.Microsecond)},
+		Values:  meter.Values{GPUMicroseconds: uint64(end.Sub(start) / time.Microsecond)},
 	})
 }
 

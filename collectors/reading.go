@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // GPU identifies one physical GPU on a host.
@@ -70,11 +71,10 @@ type GPUReading struct {
 	MemUsedBytes  uint64
 	MemTotalBytes uint64
 
-	EnergyMillijoules Delta
-	PCIeTxBytes       Delta
-	PCIeRxBytes       Delta
-	NVLinkTxBytes     Delta
-	NVLinkRxBytes     Delta
+	// Counters are the device counters of the interval, indexed by
+	// meter; only the meters whose Source is meter.DeviceCounter are set
+	// (by the NVML signal files), the rest stay zero.
+	Counters [meter.Count]Delta
 
 	// Virtualization is how the GPU is shared with virtual machines.
 	// On a vGPU host (VirtHostVGPU) VGPUs lists the vGPU instances seen

@@ -7,9 +7,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // ErrNotSupported marks a signal the device does not offer. It is logged at
@@ -20,7 +20,7 @@ var ErrNotSupported = errors.New("not supported")
 var ErrNoData = errors.New("no data")
 
 // Sample is one consumer's usage of one GPU or MIG instance over [Start, End),
-// its quantities the embedded Meters.
+// its quantities the embedded meter.Values.
 type Sample struct {
 	ID uint64 // deterministic, see SampleID
 
@@ -38,67 +38,12 @@ type Sample struct {
 	Start time.Time
 	End   time.Time
 
-	Meters
+	meter.Values
 
 	// Unmeasured says which meters the hardware did not report for this
 	// interval: their quantities above are 0 because nothing was measured,
 	// not because nothing was used ("not supported is not zero").
-	Unmeasured Unmeasured
-}
-
-// Unmeasured is a set of meters a sample has no measurement for.
-type Unmeasured uint8
-
-const (
-	UnmeasuredSMActive Unmeasured = 1 << iota
-	UnmeasuredEnergy
-	UnmeasuredPCIe
-	UnmeasuredNVLink
-
-	// UnmeasuredAll is every flag defined so far.
-	UnmeasuredAll = UnmeasuredSMActive | UnmeasuredEnergy | UnmeasuredPCIe | UnmeasuredNVLink
-)
-
-// Has reports whether every meter of m is unmeasured.
-func (u Unmeasured) Has(m Unmeasured) bool { return u&m == m }
-
-var unmeasuredNames = []struct {
-	flag Unmeasured
-	name string
-}{{UnmeasuredSMActive, "sm_active"}, {UnmeasuredEnergy, "energy"}, {UnmeasuredPCIe, "pcie"}, {UnmeasuredNVLink, "nvlink"}}
-
-// String lists the meters, e.g. "energy;nvlink" (the import format).
-func (u Unmeasured) String() string {
-	var parts []string
-	for _, n := range unmeasuredNames {
-		if u.Has(n.flag) {
-			parts = append(parts, n.name)
-		}
-	}
-	return strings.Join(parts, ";")
-}
-
-// ParseUnmeasured reads a ';'-separated list of sm_active, energy, pcie and
-// nvlink; an empty string is none.
-func ParseUnmeasured(s string) (Unmeasured, error) {
-	var u Unmeasured
-	for _, part := range strings.Split(s, ";") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		i := slices.IndexFunc(unmeasuredNames, func(n struct {
-			flag Unmeasured
-			name string
-		}) bool {
-			return n.name == part
-		})
-		if i < 0 {
-			return 0, fmt.Errorf("unknown meter %q (want sm_active, energy, pcie or nvlink, separated by ';')", part)
-		}
-		u |= unmeasuredNames[i].flag
-	}
-	return u, nil
+	Unmeasured meter.Unmeasured
 }
 
 // SampleID hashes what identifies a sample: host, device or instance UUID,
@@ -144,8 +89,8 @@ func (s Sample) Validate() error {
 	} else if s.End.Sub(s.Start) > MaxInterval {
 		errs = append(errs, fmt.Errorf("end: an interval of %s is longer than %s", s.End.Sub(s.Start), MaxInterval))
 	}
-	if s.Unmeasured&^UnmeasuredAll != 0 {
-		errs = append(errs, fmt.Errorf("unmeasured: unknown flags %#x", uint8(s.Unmeasured&^UnmeasuredAll)))
+	if s.Unmeasured&^meter.UnmeasuredAll != 0 {
+		errs = append(errs, fmt.Errorf("unmeasured: unknown flags %#x", uint8(s.Unmeasured&^meter.UnmeasuredAll)))
 	}
 	if s.Tenant == "" && s.Workload != "" {
 		// Idle rows have neither; a workload nothing attributed keeps its

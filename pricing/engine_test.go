@@ -294,7 +294,7 @@ currency: {code: USD, rounding: {minor_units: 2`+mode+`}}
 skus:
   H100: {meters: {energy_kwh: {unit_price: "1"}}}
 `)
-			r := mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.EnergyKWh, tc.quantity)})
+			r := mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.Meter("energy_kwh"), tc.quantity)})
 			wantDec(t, "total", r.Total, tc.want)
 		})
 	}
@@ -327,7 +327,7 @@ currency: {code: `+tc.currency+`}
 skus:
   H100: {meters: {energy_kwh: {unit_price: "1"}}}
 `)
-			r := mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.EnergyKWh, tc.quantity)})
+			r := mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.Meter("energy_kwh"), tc.quantity)})
 			if len(r.Lines) != 1 {
 				t.Fatalf("want one line, got %+v", r.Lines)
 			}
@@ -351,7 +351,7 @@ skus:
 `)
 	var usage []pricing.Usage
 	for _, s := range []string{"A", "B", "C"} {
-		usage = append(usage, usageOf(s, pricing.EnergyKWh, "1")...)
+		usage = append(usage, usageOf(s, pricing.Meter("energy_kwh"), "1")...)
 	}
 	r := mustPrice(t, pricing.Input{Book: b, Usage: usage})
 	if len(r.Lines) != 3 {
@@ -449,10 +449,10 @@ tiers: [{up_to: 10, unit_price: "2", flat_fee: "1"}, {up_to: 20, unit_price: "1.
 
 func TestUnpricedMetersAreReportedNotBilled(t *testing.T) {
 	b := bookWith(t, `unit_price: "2"`)
-	usage := append(usageOf("H100", pricing.GPUHours, "1"), usageOf("H100", pricing.EnergyKWh, "0.7", "0.3")...)
+	usage := append(usageOf("H100", pricing.GPUHours, "1"), usageOf("H100", pricing.Meter("energy_kwh"), "0.7", "0.3")...)
 	r := mustPrice(t, pricing.Input{Book: b, Usage: usage})
 	wantDec(t, "total", r.Total, "2")
-	if len(r.Unpriced) != 1 || r.Unpriced[0].Meter != pricing.EnergyKWh || !r.Unpriced[0].Quantity.Equal(dec("1")) {
+	if len(r.Unpriced) != 1 || r.Unpriced[0].Meter != pricing.Meter("energy_kwh") || !r.Unpriced[0].Quantity.Equal(dec("1")) {
 		t.Errorf("unpriced = %+v, want 1 energy_kwh", r.Unpriced)
 	}
 }
@@ -559,7 +559,7 @@ func TestManySKUsInterleaved(t *testing.T) {
 	var usage []pricing.Usage
 	for h := range 5 {
 		for i := range 12 {
-			usage = append(usage, pricing.Usage{Hour: hourAt(h), SKU: "SKU-" + string(rune('A'+(i*5+h)%12)), Meter: pricing.EnergyKWh, Quantity: dec("1")})
+			usage = append(usage, pricing.Usage{Hour: hourAt(h), SKU: "SKU-" + string(rune('A'+(i*5+h)%12)), Meter: pricing.Meter("energy_kwh"), Quantity: dec("1")})
 		}
 	}
 	r := mustPrice(t, pricing.Input{Book: b, Usage: usage})

@@ -97,7 +97,7 @@ func fuzzCase(t *testing.T, data []byte) (pricing.Input, bool) {
 	sb.WriteString("skus:\n")
 	for i, sku := range fuzzSKUs {
 		fmt.Fprintf(&sb, "  %s:\n    weight: %s\n    meters:\n", sku, []string{"1", "3/7"}[i])
-		for _, m := range []pricing.Meter{pricing.GPUHours, pricing.EnergyKWh} {
+		for _, m := range []pricing.Meter{pricing.GPUHours, pricing.Meter("energy_kwh")} {
 			fmt.Fprintf(&sb, "      %s:\n", m)
 			d.price(&sb, "        ", m == pricing.GPUHours, graduatedOnly)
 			if d.intn(3) == 0 {
@@ -138,7 +138,7 @@ func fuzzCase(t *testing.T, data []byte) (pricing.Input, bool) {
 		in.Usage = append(in.Usage, pricing.Usage{
 			Hour:     hourAt(d.intn(48)),
 			SKU:      fuzzSKUs[d.intn(2)],
-			Meter:    []pricing.Meter{pricing.GPUHours, pricing.EnergyKWh}[d.intn(2)],
+			Meter:    []pricing.Meter{pricing.GPUHours, pricing.Meter("energy_kwh")}[d.intn(2)],
 			Quantity: dec(d.decimal(2, 9)),
 		})
 	}

@@ -16,8 +16,8 @@ func TestParsePeriodQuantity(t *testing.T) {
 		err      string
 	}{
 		{"a whole GPU SKU", "H100-SXM5-80GB:gpu_hours=720", pricing.PeriodQuantity{SKU: "H100-SXM5-80GB", Meter: pricing.GPUHours, Quantity: dec("720")}, ""},
-		{"a MIG SKU and a fraction", "H100-SXM5-80GB/3g.40gb:energy_kwh=0.25", pricing.PeriodQuantity{SKU: "H100-SXM5-80GB/3g.40gb", Meter: pricing.EnergyKWh, Quantity: dec("0.25")}, ""},
-		{"the meter is after the last colon", "a:b:pcie_gib=1", pricing.PeriodQuantity{SKU: "a:b", Meter: pricing.PCIeGiB, Quantity: dec("1")}, ""},
+		{"a MIG SKU and a fraction", "H100-SXM5-80GB/3g.40gb:energy_kwh=0.25", pricing.PeriodQuantity{SKU: "H100-SXM5-80GB/3g.40gb", Meter: pricing.Meter("energy_kwh"), Quantity: dec("0.25")}, ""},
+		{"the meter is after the last colon", "a:b:pcie_gib=1", pricing.PeriodQuantity{SKU: "a:b", Meter: pricing.Meter("pcie_gib"), Quantity: dec("1")}, ""},
 		{"zero", "B200:gpu_hours=0", pricing.PeriodQuantity{SKU: "B200", Meter: pricing.GPUHours, Quantity: decimal.Zero}, ""},
 		{"no meter", "H100-SXM5-80GB=1", pricing.PeriodQuantity{}, "want SKU:METER=VALUE"},
 		{"no value", "H100-SXM5-80GB:gpu_hours", pricing.PeriodQuantity{}, "want SKU:METER=VALUE"},

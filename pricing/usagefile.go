@@ -13,44 +13,6 @@ import (
 	"time"
 )
 
-// UsageRecord is one row of `gpumeter usage --json`: the summed meters of a
-// group of usage (a tenant, department or SKU, in a time bucket), each a
-// decimal text in the price-book meter's unit. It is the one shape that
-// command writes and ParseUsageJSON reads back, so that usage can be piped
-// into quote. Grouping fields not asked for are empty; Bucket is nil
-// without a time bucket. Host and Workload (grouped by in raw samples
-// only) are new keys: files written before them still read the same.
-type UsageRecord struct {
-	Bucket         *time.Time `json:"bucket,omitempty"`
-	Tenant         string     `json:"tenant,omitempty"`
-	Department     string     `json:"department,omitempty"`
-	SKU            string     `json:"sku,omitempty"`
-	Host           string     `json:"host,omitempty"`
-	Workload       string     `json:"workload,omitempty"`
-	Samples        uint64     `json:"samples"`
-	GPUHours       string     `json:"gpu_hours"`
-	SMActiveHours  string     `json:"sm_active_hours"`
-	MemoryGiBHours string     `json:"memory_gib_hours"`
-	EnergyKWh      string     `json:"energy_kwh"`
-	PCIeGiB        string     `json:"pcie_gib"`
-	NVLinkGiB      string     `json:"nvlink_gib"`
-	// Unmeasured: GPU-hours whose samples had no measurement of a meter,
-	// by meter ("sm_active", "energy", "pcie", "nvlink").
-	Unmeasured map[string]string `json:"unmeasured_gpu_hours,omitempty"`
-}
-
-// meterQuantity is one meter of a UsageRecord and its text.
-type meterQuantity struct {
-	meter    Meter
-	quantity string
-}
-
-// quantities pairs each price-book meter with the record's quantity of it.
-func (r UsageRecord) quantities() [numMeters]meterQuantity {
-	return [numMeters]meterQuantity{{GPUHours, r.GPUHours}, {SMActiveHours, r.SMActiveHours},
-		{MemoryGiBHours, r.MemoryGiBHours}, {EnergyKWh, r.EnergyKWh}, {PCIeGiB, r.PCIeGiB}, {NVLinkGiB, r.NVLinkGiB}}
-}
-
 // RowOrigin is where a usage row came from: line N of a CSV file
 // (Where "line"), element N of a JSON array (Where "row", from 0), or,
 // with N < 0, a flag named by Where, such as "--quantity SKU:METER=1".
@@ -70,37 +32,58 @@ func ParseUsageFile(name string, data []byte) ([]Usage, []RowOrigin, error) {
 	return ParseUsageCSV(data)
 }
 
-// usageInJSON is one object of a JSON usage file: an hourly row
-// {"hour","sku","meter","quantity"}, or a UsageRecord.
-type usageInJSON struct {
-	UsageRecord
-	Hour     string          `json:"hour"`
-	Meter    string          `json:"meter"`
-	Quantity json.RawMessage `json:"quantity"` // a number or a string, read as decimal text
+// hourlyRow is one object of a JSON usage file: an hourly row
+// {"hour","sku","meter","quantity"}, or a UsageRecord; both share "sku".
+type hourlyRow struct {
+	record   UsageRecord
+	hour     string
+	meter    string
+	quantity json.RawMessage // a number or a string, read as decimal text
+	isRow    bool
+}
+
+func (r *hourlyRow) UnmarshalJSON(b []byte) error {
+	fields, err := r.record.decode(b, map[string]bool{"hour": true, "meter": true, "quantity": true})
+	if err != nil {
+		return err
+	}
+	for k, p := range map[string]*string{"hour": &r.hour, "meter": &r.meter} {
+		if v, ok := fields[k]; ok {
+			r.isRow = true
+			if err := json.Unmarshal(v, p); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+		}
+	}
+	if v, ok := fields["quantity"]; ok {
+		r.isRow, r.quantity = true, v
+	}
+	return nil
 }
 
 // hourly turns one object into hourly rows: itself, or one per non-zero
 // meter of a usage record.
-func (r usageInJSON) hourly() ([]Usage, error) {
-	if r.Hour != "" || r.Meter != "" || r.Quantity != nil {
+func (r hourlyRow) hourly() ([]Usage, error) {
+	if r.isRow {
 		// A JSON number or a string holding one; the text is parsed as a
 		// decimal, never through a float.
 		var q string
-		if err := json.Unmarshal(r.Quantity, &q); err != nil {
-			q = string(r.Quantity)
+		if err := json.Unmarshal(r.quantity, &q); err != nil {
+			q = string(r.quantity)
 		}
-		row, err := parseUsageRow(r.Hour, r.SKU, r.Meter, q)
+		row, err := parseUsageRow(r.hour, r.record.SKU, r.meter, q)
 		return []Usage{row}, err
 	}
-	if r.Bucket == nil || r.SKU == "" {
+	if r.record.Bucket == nil || r.record.SKU == "" {
 		return nil, errors.New("a usage row needs an hour bucket and a sku: run usage with --bucket hour --by sku")
 	}
 	var out []Usage
-	for _, m := range r.quantities() {
-		if m.quantity == "" || m.quantity == "0" {
+	for i, m := range Meters() {
+		q := r.record.Quantities[i]
+		if q == "" || q == "0" {
 			continue
 		}
-		row, err := parseUsageRow(r.Bucket.UTC().Format(time.RFC3339), r.SKU, string(m.meter), m.quantity)
+		row, err := parseUsageRow(r.record.Bucket.UTC().Format(time.RFC3339), r.record.SKU, string(m), q)
 		if err != nil {
 			return nil, err
 		}
@@ -117,10 +100,8 @@ func (r usageInJSON) hourly() ([]Usage, error) {
 // the engine). Unknown keys are refused. Each row's origin is its array
 // index; every bad object is reported, each problem once.
 func ParseUsageJSON(data []byte) ([]Usage, []RowOrigin, error) {
-	var raw []usageInJSON
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
+	var raw []hourlyRow
+	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, nil, fmt.Errorf("want a JSON array of {\"hour\", \"sku\", \"meter\", \"quantity\"}, or the rows of usage --json: %w", err)
 	}
 	rows := make([]Usage, 0, len(raw))

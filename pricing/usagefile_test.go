@@ -30,7 +30,7 @@ func TestParseUsageFile(t *testing.T) {
 	}{
 		{"CSV rows, their lines as origins", "u.csv",
 			csvHeader + "2026-03-01T00:00:00Z,H100-SXM5-80GB,gpu_hours,6\n2026-03-01T01:00:00Z,H100-SXM5-80GB,energy_kwh,0.25\n",
-			[]pricing.Usage{row(0, h100, pricing.GPUHours, "6"), row(1, h100, pricing.EnergyKWh, "0.25")},
+			[]pricing.Usage{row(0, h100, pricing.GPUHours, "6"), row(1, h100, pricing.Meter("energy_kwh"), "0.25")},
 			[]pricing.RowOrigin{line(2), line(3)}, ""},
 		{"CSV header in any order and case, spaces trimmed, other columns ignored", "u.csv",
 			"Quantity, note ,METER,sku,hour\n 1.5 ,x, gpu_hours , H100-SXM5-80GB ,2026-03-01\n",
@@ -66,15 +66,15 @@ func TestParseUsageFile(t *testing.T) {
 		{"JSON hourly objects, quantity a number or a string, their indexes as origins", "u.json",
 			`[{"hour":"2026-03-01T00:00:00Z","sku":"H100-SXM5-80GB","meter":"gpu_hours","quantity":6},
 			  {"hour":"2026-03-01T01:00:00Z","sku":"H100-SXM5-80GB","meter":"energy_kwh","quantity":"0.25"}]`,
-			[]pricing.Usage{row(0, h100, pricing.GPUHours, "6"), row(1, h100, pricing.EnergyKWh, "0.25")},
+			[]pricing.Usage{row(0, h100, pricing.GPUHours, "6"), row(1, h100, pricing.Meter("energy_kwh"), "0.25")},
 			[]pricing.RowOrigin{elem(0), elem(1)}, ""},
 		{"a usage --json record becomes one row per non-zero meter", "u.json",
 			`[{"bucket":"2026-03-01T02:00:00Z","sku":"H100-SXM5-80GB","samples":3,"gpu_hours":"0.5","sm_active_hours":"0",
 			   "memory_gib_hours":"","energy_kwh":"0.1","pcie_gib":"2","nvlink_gib":"0","unmeasured_gpu_hours":{"nvlink":"0.5"}},
 			  {"bucket":"2026-03-01T03:00:00+01:00","tenant":"acme","department":"r","sku":"B200","samples":1,"gpu_hours":"1",
 			   "sm_active_hours":"0","memory_gib_hours":"0","energy_kwh":"0","pcie_gib":"0","nvlink_gib":"0"}]`,
-			[]pricing.Usage{row(2, h100, pricing.GPUHours, "0.5"), row(2, h100, pricing.EnergyKWh, "0.1"),
-				row(2, h100, pricing.PCIeGiB, "2"), row(2, "B200", pricing.GPUHours, "1")},
+			[]pricing.Usage{row(2, h100, pricing.GPUHours, "0.5"), row(2, h100, pricing.Meter("energy_kwh"), "0.1"),
+				row(2, h100, pricing.Meter("pcie_gib"), "2"), row(2, "B200", pricing.GPUHours, "1")},
 			[]pricing.RowOrigin{elem(0), elem(0), elem(0), elem(1)}, ""},
 		{"a usage --json record by host and workload reads as one by SKU; rows of one hour and SKU stay apart", "u.json",
 			`[{"bucket":"2026-03-01T02:00:00Z","sku":"B200","host":"node-a","workload":"train-1","samples":1,"gpu_hours":"1",
@@ -139,14 +139,13 @@ func sameUsage(a, b pricing.Usage) bool {
 func TestUsageRecordRoundTrips(t *testing.T) {
 	b := march.Add(5 * time.Hour)
 	recs := []pricing.UsageRecord{{Bucket: &b, Tenant: "acme", SKU: "H100-SXM5-80GB/3g.40gb", Samples: 2,
-		GPUHours: "0.428571428571428571", SMActiveHours: "0", MemoryGiBHours: "1.5", EnergyKWh: "0.000277777777777778",
-		PCIeGiB: "0", NVLinkGiB: "3", Unmeasured: map[string]string{"energy": "0.1"}}}
+		Quantities: [6]string{"0.428571428571428571", "0", "1.5", "0.000277777777777778", "0", "3"}, Unmeasured: map[string]string{"energy": "0.1"}}}
 	data, err := json.Marshal(recs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var back []pricing.UsageRecord
-	if err := json.Unmarshal(data, &back); err != nil || len(back) != 1 || !back[0].Bucket.Equal(b) || back[0].MemoryGiBHours != "1.5" {
+	if err := json.Unmarshal(data, &back); err != nil || len(back) != 1 || !back[0].Bucket.Equal(b) || back[0].Quantity("memory_gib_hours") != "1.5" {
 		t.Fatalf("%s read back as %+v (%v)", data, back, err)
 	}
 	rows, _, err := pricing.ParseUsageJSON(data)
@@ -155,9 +154,9 @@ func TestUsageRecordRoundTrips(t *testing.T) {
 	}
 	want := []pricing.Usage{
 		{Hour: b, SKU: "H100-SXM5-80GB/3g.40gb", Meter: pricing.GPUHours, Quantity: dec("0.428571428571428571")},
-		{Hour: b, SKU: "H100-SXM5-80GB/3g.40gb", Meter: pricing.MemoryGiBHours, Quantity: dec("1.5")},
-		{Hour: b, SKU: "H100-SXM5-80GB/3g.40gb", Meter: pricing.EnergyKWh, Quantity: dec("0.000277777777777778")},
-		{Hour: b, SKU: "H100-SXM5-80GB/3g.40gb", Meter: pricing.NVLinkGiB, Quantity: dec("3")},
+		{Hour: b, SKU: "H100-SXM5-80GB/3g.40gb", Meter: pricing.Meter("memory_gib_hours"), Quantity: dec("1.5")},
+		{Hour: b, SKU: "H100-SXM5-80GB/3g.40gb", Meter: pricing.Meter("energy_kwh"), Quantity: dec("0.000277777777777778")},
+		{Hour: b, SKU: "H100-SXM5-80GB/3g.40gb", Meter: pricing.Meter("nvlink_gib"), Quantity: dec("3")},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("rows %+v, want %+v", rows, want)

@@ -437,21 +437,10 @@ func idleModeText(m chargeback.IdleMode) string {
 	return string(m)
 }
 
-// meterLabel names a meter for a column head.
+// meterLabel names a meter for a column head (the meter table's label).
 func meterLabel(m pricing.Meter) string {
-	switch m {
-	case pricing.GPUHours:
-		return "GPU-hours"
-	case pricing.SMActiveHours:
-		return "SM-active hours"
-	case pricing.MemoryGiBHours:
-		return "Memory"
-	case pricing.EnergyKWh:
-		return "Energy"
-	case pricing.PCIeGiB:
-		return "PCIe"
-	case pricing.NVLinkGiB:
-		return "NVLink"
+	if l := m.Spec().Label; l != "" {
+		return l
 	}
 	return string(m)
 }

@@ -57,7 +57,7 @@ func randomAmountCase(r *rand.Rand, i int) amountCase {
 	c := amountCase{
 		name:     fmt.Sprintf("random %d", i),
 		currency: currencies[r.IntN(len(currencies))],
-		prices:   map[pricing.Meter]string{pricing.GPUHours: price(), pricing.EnergyKWh: price()},
+		prices:   map[pricing.Meter]string{pricing.GPUHours: price(), pricing.Meter("energy_kwh"): price()},
 		tiered:   r.IntN(3) == 0,
 		hourly:   map[pricing.Meter][]int64{},
 	}
@@ -67,7 +67,7 @@ func randomAmountCase(r *rand.Rand, i int) amountCase {
 	hours := 1 + r.IntN(48)
 	for range hours {
 		c.hourly[pricing.GPUHours] = append(c.hourly[pricing.GPUHours], r.Int64N(3_600_000_000)+1)
-		c.hourly[pricing.EnergyKWh] = append(c.hourly[pricing.EnergyKWh], r.Int64N(2_500_000_000))
+		c.hourly[pricing.Meter("energy_kwh")] = append(c.hourly[pricing.Meter("energy_kwh")], r.Int64N(2_500_000_000))
 	}
 	return c
 }
@@ -76,7 +76,7 @@ func (c amountCase) invoice(t *testing.T) (pricing.Result, *billing.Invoice) {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "version: property\ncurrency: %s\nskus:\n  H100-SXM5-80GB:\n    meters:\n", c.currency)
-	for _, m := range []pricing.Meter{pricing.GPUHours, pricing.EnergyKWh} {
+	for _, m := range []pricing.Meter{pricing.GPUHours, pricing.Meter("energy_kwh")} {
 		p, ok := c.prices[m]
 		switch {
 		case !ok:
@@ -97,7 +97,7 @@ func (c amountCase) invoice(t *testing.T) (pricing.Result, *billing.Invoice) {
 	}
 	// Hourly quantities as the store converts them (internal/store.ratio):
 	// microseconds or millijoules per hour or kWh, to 18 places.
-	per := map[pricing.Meter]int64{pricing.GPUHours: 3_600_000_000, pricing.EnergyKWh: 3_600_000_000}
+	per := map[pricing.Meter]int64{pricing.GPUHours: 3_600_000_000, pricing.Meter("energy_kwh"): 3_600_000_000}
 	var usage []pricing.Usage
 	for m, qs := range c.hourly {
 		for h, q := range qs {

@@ -74,14 +74,14 @@ func invoices(t *testing.T) (draft, final *billing.Invoice) {
 	}
 	orig, err := billing.BuildInvoice(billing.Draft{ID: "acme/2026-02/1", Issuer: issuer, Customer: customer, Period: feb,
 		Priced: priceInvoicePeriod(t, feb, false, []pricing.Usage{
-			use(feb.Start, pricing.GPUHours, "3"), use(feb.Start, pricing.EnergyKWh, "10")}),
+			use(feb.Start, pricing.GPUHours, "3"), use(feb.Start, pricing.Meter("energy_kwh"), "10")}),
 		InputsHash: "feb-inputs", Now: feb.End.Add(48 * time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	orig.Status, orig.Number, orig.Seq = billing.StatusFinalized, "GM-000007", 7
 	repriced := priceInvoicePeriod(t, feb, false, []pricing.Usage{
-		use(feb.Start, pricing.GPUHours, "4"), use(feb.Start, pricing.EnergyKWh, "4")})
+		use(feb.Start, pricing.GPUHours, "4"), use(feb.Start, pricing.Meter("energy_kwh"), "4")})
 	corrections := billing.Correct(orig, billing.BilledFor(orig, nil), repriced)
 
 	mar, err := billing.MonthlyPeriod("2026-03", berlin)
@@ -92,8 +92,8 @@ func invoices(t *testing.T) (draft, final *billing.Invoice) {
 	priced := priceInvoicePeriod(t, mar, true, []pricing.Usage{
 		use(h, pricing.GPUHours, "6"),
 		use(h.Add(time.Hour), pricing.GPUHours, "2.5"),
-		use(h.Add(time.Hour), pricing.PCIeGiB, "2.5"),
-		use(h.Add(2*time.Hour), pricing.EnergyKWh, "1.25"),
+		use(h.Add(time.Hour), pricing.Meter("pcie_gib"), "2.5"),
+		use(h.Add(2*time.Hour), pricing.Meter("energy_kwh"), "1.25"),
 		use(h.Add(30*time.Hour), pricing.GPUHours, "16"),
 	})
 	draft, err = billing.BuildInvoice(billing.Draft{ID: "acme/2026-03/1", Issuer: issuer, Customer: customer, Period: mar,

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/shopspring/decimal"
 )
@@ -41,8 +42,7 @@ type UsageTable struct {
 }
 
 // WriteUsageTable prints the table right-aligned: the grouping columns,
-// then samples and every meter (GPU-hours, SM-active hours and kWh to 3
-// places, GiB-hours to 1, GiB of traffic to 2).
+// then samples and every priced meter, each to its meter table places.
 func WriteUsageTable(w io.Writer, t UsageTable) error {
 	ew := &errWriter{w: w}
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', tabwriter.AlignRight)
@@ -58,7 +58,10 @@ func WriteUsageTable(w io.Writer, t UsageTable) error {
 			cols = append(cols, c.name)
 		}
 	}
-	cols = append(cols, "SAMPLES", "GPU-HOURS", "SM-ACTIVE-H", "MEM-GIB-H", "ENERGY-KWH", "PCIE-GIB", "NVLINK-GIB")
+	cols = append(cols, "SAMPLES")
+	for _, m := range meter.PricedMeters {
+		cols = append(cols, m.Header)
+	}
 	fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	for _, r := range t.Rows {
 		var cells []string
@@ -88,7 +91,7 @@ func WriteUsageTable(w io.Writer, t UsageTable) error {
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
 	if len(t.Rows) > 1 {
-		cells := make([]string, len(cols)-7)
+		cells := make([]string, len(cols)-1-len(meter.PricedMeters))
 		if len(cells) > 0 {
 			cells[0] = "TOTAL"
 		}
@@ -100,8 +103,11 @@ func WriteUsageTable(w io.Writer, t UsageTable) error {
 
 // meterCells are the samples and meter columns of a row.
 func meterCells(r pricing.UsageRecord) []string {
-	return []string{fmt.Sprint(r.Samples), fixed(r.GPUHours, 3), fixed(r.SMActiveHours, 3),
-		fixed(r.MemoryGiBHours, 1), fixed(r.EnergyKWh, 3), fixed(r.PCIeGiB, 2), fixed(r.NVLinkGiB, 2)}
+	cells := []string{fmt.Sprint(r.Samples)}
+	for i, m := range meter.PricedMeters {
+		cells = append(cells, fixed(r.Quantities[i], m.Places))
+	}
+	return cells
 }
 
 // fixed rounds a record's decimal text to places for display; text that

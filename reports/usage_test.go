@@ -13,8 +13,7 @@ import (
 
 func record(bucket *time.Time, tenant, department, sku string, samples uint64, gpuHours string) pricing.UsageRecord {
 	return pricing.UsageRecord{Bucket: bucket, Tenant: tenant, Department: department, SKU: sku, Samples: samples,
-		GPUHours: gpuHours, SMActiveHours: "0.12345", MemoryGiBHours: "10.25", EnergyKWh: "0.0005",
-		PCIeGiB: "1.005", NVLinkGiB: "0"}
+		Quantities: [6]string{gpuHours, "0.12345", "10.25", "0.0005", "1.005", "0"}}
 }
 
 func hostRecord(r pricing.UsageRecord, host, workload string) pricing.UsageRecord {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 const chargebackCLIBook = `version: internal-1
@@ -42,7 +43,7 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 	var samples []collectors.Sample
 	add := func(gpu, mig, sku, tenant, dept string, h time.Time, us, mj uint64) {
 		x := collectors.Sample{Host: "h", GPUUUID: gpu, MIGUUID: mig, GPUModel: "A100-SXM4-80GB", SKU: sku, Tenant: tenant, Department: dept,
-			Start: h, End: h.Add(time.Hour), Meters: collectors.Meters{GPUMicroseconds: us, EnergyMillijoules: mj}}
+			Start: h, End: h.Add(time.Hour), Values: meter.Values{GPUMicroseconds: us, EnergyMillijoules: mj}}
 		if tenant != "" {
 			x.Workload = "w"
 		}

@@ -16,8 +16,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/collectors/sim"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
@@ -166,7 +166,7 @@ func TestTwoShardCluster(t *testing.T) {
 		api[p.Tenant] = p.GPUHours
 	}
 	for _, tenant := range ledger.Tenants() {
-		if want := (store.Meters{Meters: collectors.Meters{GPUMicroseconds: ledger.GPUMicroseconds[tenant]}}).GPUHours().String(); api[tenant] != want {
+		if want := (meter.Totals{Values: meter.Values{GPUMicroseconds: ledger.GPUMicroseconds[tenant]}}).GPUHours().String(); api[tenant] != want {
 			t.Errorf("GET /v1/usage, tenant %q: %s gpu_hours, simulator ran %s", tenant, api[tenant], want)
 		}
 	}

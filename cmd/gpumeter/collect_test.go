@@ -23,6 +23,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors/sim"
 	"github.com/gpumeter/gpumeter/internal/config"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 )
 
@@ -287,10 +288,10 @@ func assertStoredMatchesSimulator(t *testing.T, dsn string, seed int64, hosts in
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored := map[string]store.Meters{}
+	stored := map[string]meter.Totals{}
 	var storedEnergy uint64
 	for _, r := range rows {
-		stored[r.Tenant] = r.Meters
+		stored[r.Tenant] = r.Totals
 		storedEnergy += r.EnergyMillijoules
 	}
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 const invoiceCLIBook = `version: cli-2026
@@ -52,7 +53,7 @@ func invoiceFixture(t *testing.T) (dsn, cfgPath string) {
 		for i, tenant := range []string{"alpha", "beta", "gamma"} {
 			smp := collectors.Sample{Host: "h1", GPUUUID: fmt.Sprintf("GPU-%d", i), GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
 				Tenant: tenant, Workload: "w", Start: h, End: h.Add(time.Hour),
-				Meters: collectors.Meters{GPUMicroseconds: uint64(i+1) * 1_800_000_000}}
+				Values: meter.Values{GPUMicroseconds: uint64(i+1) * 1_800_000_000}}
 			smp.ID = collectors.SampleID(smp.Host, smp.GPUUUID, smp.Tenant, smp.Workload, smp.Start)
 			samples = append(samples, smp)
 		}

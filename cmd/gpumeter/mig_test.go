@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/internal/partition/nvmlapply"
 )
@@ -194,7 +195,7 @@ func TestMIGPlanFromClickHouse(t *testing.T) {
 		Workload:   "pod/a",
 		Start:      start,
 		End:        start.Add(10 * time.Second),
-		Meters:     collectors.Meters{GPUMicroseconds: 1},
+		Values:     meter.Values{GPUMicroseconds: 1},
 	}
 	s.ID = collectors.SampleID(s.Host, s.MIGUUID, s.Tenant, s.Workload, s.Start)
 	if err := st.InsertSamples(ctx, []collectors.Sample{s}); err != nil {

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/image/font/gofont/goregular"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // PDFs are drawn in the config's reports.pdf_font. A tenant the font
@@ -44,7 +45,7 @@ func TestPDFCommandsUseReportsPDFFont(t *testing.T) {
 	}{{"Ωmega-Łódź", "Физика", time.September}, {"東京ラボ", "research", time.October}} {
 		x := collectors.Sample{Host: "h", GPUUUID: "GPU-0", GPUModel: "A100-SXM4-80GB", SKU: "A100-SXM4-80GB",
 			Tenant: s.tenant, Department: s.dept, Workload: "w", Start: time.Date(2026, s.month, 1, 0, 0, 0, 0, time.UTC),
-			Meters: collectors.Meters{GPUMicroseconds: 3_600_000_000}}
+			Values: meter.Values{GPUMicroseconds: 3_600_000_000}}
 		x.End = x.Start.Add(time.Hour)
 		x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
 		samples = append(samples, x)

@@ -145,8 +145,8 @@ func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 	for i, by := range []string{"tenant", "department", "sku", "host", "workload", "tenant,sku", "tenant,department,sku,host,workload"} {
 		var us, mj int64
 		for _, r := range usage(append(month, "--by", by)...) {
-			us += seamsUnits(t, r.GPUHours)
-			mj += seamsUnits(t, r.EnergyKWh)
+			us += seamsUnits(t, r.Quantity(pricing.GPUHours))
+			mj += seamsUnits(t, r.Quantity("energy_kwh"))
 		}
 		if i == 0 {
 			fleetMicros, fleetMJ = us, mj
@@ -157,7 +157,7 @@ func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 	for _, by := range []string{"tenant", "department", "sku", "tenant,department,sku"} {
 		var us int64
 		for _, r := range usage(append(month, "--by", by, "--source", "hourly")...) {
-			us += seamsUnits(t, r.GPUHours)
+			us += seamsUnits(t, r.Quantity(pricing.GPUHours))
 		}
 		if us != fleetMicros {
 			t.Errorf("usage --by %s --source hourly adds up to %d GPU-µs, raw to %d", by, us, fleetMicros)
@@ -168,7 +168,7 @@ func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 	capFrom, capTo := time.Date(2026, 9, 30, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
 	perHour := map[time.Time]int64{}
 	for _, r := range usage("--from", rfc(capFrom), "--to", rfc(capTo), "--by", "tenant", "--bucket", "hour") {
-		perHour[r.Bucket.UTC()] += seamsUnits(t, r.GPUHours)
+		perHour[r.Bucket.UTC()] += seamsUnits(t, r.Quantity(pricing.GPUHours))
 	}
 	seamsCheckCapacity(t, "usage --bucket hour", perHour, gpusPerHour)
 	var octGPUs int64
@@ -297,7 +297,7 @@ func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 			}
 		}
 		billed := seamsInvoiced(inv)
-		for i, meter := range []pricing.Meter{pricing.GPUHours, pricing.EnergyKWh} {
+		for i, meter := range []pricing.Meter{pricing.GPUHours, pricing.Meter("energy_kwh")} {
 			what := fmt.Sprintf("%s %s %s..%s (%s)", c, meter, rfc(inv.PeriodStart), rfc(inv.PeriodEnd), inv.TimeZone)
 			seamsSameQuantities(t, what, "usage --json", raw[i], "usage --source hourly", rolled[i])
 			seamsSameQuantities(t, what, "usage --json", raw[i], "/v1/usage", fromAPI[i])
@@ -371,7 +371,7 @@ func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 	var reportedGPUs int64
 	for _, r := range usage("--from", rfc(collectHour), "--to", rfc(capAt), "--by", "host,sku") {
 		model, _, _ := strings.Cut(r.SKU, "/")
-		us := seamsUnits(t, r.GPUHours)
+		us := seamsUnits(t, r.Quantity(pricing.GPUHours))
 		reported[model] += us
 		reportedGPUs += us
 	}
@@ -393,7 +393,7 @@ func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 			peak := map[time.Time]int64{}
 			for _, r := range usage("--from", rfc(m.Fit.From), "--to", rfc(m.Fit.To), "--by", "tenant,sku", "--bucket", "hour") {
 				if model, _, _ := strings.Cut(r.SKU, "/"); r.Tenant != "" && model == m.Model {
-					peak[r.Bucket.UTC()] += seamsUnits(t, r.GPUHours)
+					peak[r.Bucket.UTC()] += seamsUnits(t, r.Quantity(pricing.GPUHours))
 				}
 			}
 			var want int64
@@ -415,7 +415,7 @@ func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 	bySKU := map[string]map[string]int64{}
 	tenantHours := map[string][]pricing.UsageRecord{}
 	for _, r := range usage(append(month, "--by", "tenant,sku", "--bucket", "hour")...) {
-		us, mj := seamsUnits(t, r.GPUHours), seamsUnits(t, r.EnergyKWh)
+		us, mj := seamsUnits(t, r.Quantity(pricing.GPUHours)), seamsUnits(t, r.Quantity("energy_kwh"))
 		byTenant[r.Tenant] = [2]int64{byTenant[r.Tenant][0] + us, byTenant[r.Tenant][1] + mj}
 		if bySKU[r.Tenant] == nil {
 			bySKU[r.Tenant] = map[string]int64{}
@@ -559,7 +559,7 @@ func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 	})
 	var want decimal.Decimal
 	for _, r := range usage("--from", rfc(thisMonth), "--to", rfc(now), "--tenant", "umbrella") {
-		want = want.Add(seamsDec(t, r.GPUHours))
+		want = want.Add(seamsDec(t, r.Quantity(pricing.GPUHours)))
 	}
 	found := false
 	for _, q := range quotas.Quotas {
@@ -614,7 +614,7 @@ func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 		if o.Tenant != "umbrella" {
 			continue
 		}
-		if !qty[pricing.GPUHours].Equal(decimal.NewFromInt(1)) || !qty[pricing.EnergyKWh].Equal(decimal.RequireFromString("0.7")) {
+		if !qty[pricing.GPUHours].Equal(decimal.NewFromInt(1)) || !qty[pricing.Meter("energy_kwh")].Equal(decimal.RequireFromString("0.7")) {
 			t.Errorf("umbrella's November corrections hold %v of the H100, want the late 1 GPU-hour and 0.7 kWh", qty)
 		}
 		repriced := seamsDec(t, cost("umbrella", "2026-10").SoFar)
@@ -756,8 +756,8 @@ func seamsKWh(mj int64) decimal.Decimal {
 func seamsBySKU(recs []pricing.UsageRecord) [2]map[string]decimal.Decimal {
 	out := [2]map[string]decimal.Decimal{{}, {}}
 	for _, r := range recs {
-		out[0][r.SKU] = out[0][r.SKU].Add(decimal.RequireFromString(r.GPUHours))
-		out[1][r.SKU] = out[1][r.SKU].Add(decimal.RequireFromString(r.EnergyKWh))
+		out[0][r.SKU] = out[0][r.SKU].Add(decimal.RequireFromString(r.Quantity(pricing.GPUHours)))
+		out[1][r.SKU] = out[1][r.SKU].Add(decimal.RequireFromString(r.Quantity("energy_kwh")))
 	}
 	return out
 }
@@ -767,7 +767,7 @@ func seamsBySKU(recs []pricing.UsageRecord) [2]map[string]decimal.Decimal {
 // usage it lists as unpriced.
 func seamsInvoiced(inv billing.Invoice) [2]map[string]decimal.Decimal {
 	out := [2]map[string]decimal.Decimal{{}, {}}
-	idx := map[pricing.Meter]int{pricing.GPUHours: 0, pricing.EnergyKWh: 1}
+	idx := map[pricing.Meter]int{pricing.GPUHours: 0, pricing.Meter("energy_kwh"): 1}
 	for _, l := range inv.Lines {
 		i, ok := idx[l.Meter]
 		if ok && (l.Kind == pricing.KindOnDemand || l.Kind == pricing.KindReserved || l.Kind == pricing.KindBurst) {

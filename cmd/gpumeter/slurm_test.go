@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // What the collectors measured for some of the 24.05 fixture's jobs,
@@ -26,7 +27,7 @@ func TestSlurmCompare(t *testing.T) {
 	}
 	measure := func(job, gpu, tenant string, start time.Time, d time.Duration) collectors.Sample {
 		s := collectors.Sample{Host: "gpu07", GPUUUID: gpu, GPUModel: "A100-SXM4-80GB", SKU: "A100-SXM4-80GB", Tenant: tenant,
-			Workload: "slurm/" + job, Start: start, End: start.Add(d), Meters: collectors.Meters{GPUMicroseconds: uint64(d / time.Microsecond)}}
+			Workload: "slurm/" + job, Start: start, End: start.Add(d), Values: meter.Values{GPUMicroseconds: uint64(d / time.Microsecond)}}
 		s.ID = collectors.SampleID(s.Host, s.GPUUUID, s.Tenant, s.Workload, s.Start)
 		return s
 	}
@@ -141,7 +142,7 @@ func TestChargebackBySlurmAccountHierarchy(t *testing.T) {
 			start := time.Date(2026, 11, 2, h, 0, 0, 0, time.UTC)
 			s := collectors.Sample{Host: "h", GPUUUID: "GPU-" + tenant, GPUModel: "A100-SXM4-80GB", SKU: "A100-SXM4-80GB",
 				Tenant: tenant, Department: "from-map", Workload: "w", Start: start, End: start.Add(time.Hour),
-				Meters: collectors.Meters{GPUMicroseconds: uint64(i+1) * 900_000_000}}
+				Values: meter.Values{GPUMicroseconds: uint64(i+1) * 900_000_000}}
 			s.ID = collectors.SampleID(s.Host, s.GPUUUID, s.Tenant, s.Workload, s.Start)
 			samples = append(samples, s)
 		}

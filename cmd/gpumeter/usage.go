@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
@@ -82,23 +81,10 @@ func parseTime(s string) (time.Time, error) {
 }
 
 // usageRecord is a store row as usage --json prints it (and quote reads
-// it back): every meter in its price-book unit, exact decimal text. The
-// unit conversions are store's; the adapter sits here because pricing and
-// reports never import store.
+// it back): every meter in its price-book unit, exact decimal text.
 func usageRecord(r store.UsageRow) pricing.UsageRecord {
-	j := pricing.UsageRecord{Tenant: r.Tenant, Department: r.Department, SKU: r.SKU, Host: r.Host, Workload: r.Workload, Samples: r.Samples,
-		GPUHours: r.GPUHours().String(), SMActiveHours: r.SMActiveHours().String(),
-		MemoryGiBHours: r.MemoryGiBHours().String(), EnergyKWh: r.EnergyKWh().String(),
-		PCIeGiB: r.PCIeGiB().String(), NVLinkGiB: r.NVLinkGiB().String()}
-	for name, us := range map[string]uint64{"sm_active": r.Unmeasured.SMActive, "energy": r.Unmeasured.Energy,
-		"pcie": r.Unmeasured.PCIe, "nvlink": r.Unmeasured.NVLink} {
-		if us > 0 {
-			if j.Unmeasured == nil {
-				j.Unmeasured = map[string]string{}
-			}
-			j.Unmeasured[name] = store.Meters{Meters: collectors.Meters{GPUMicroseconds: us}}.GPUHours().String()
-		}
-	}
+	j := pricing.UsageRecord{Tenant: r.Tenant, Department: r.Department, SKU: r.SKU, Host: r.Host, Workload: r.Workload, Samples: r.Samples}
+	j.Quantities, j.Unmeasured = pricing.QuantitiesOf(r.Totals)
 	if !r.Bucket.IsZero() {
 		b := r.Bucket
 		j.Bucket = &b
@@ -134,7 +120,7 @@ func usageTable(rows []store.UsageRow, q store.UsageQuery) reports.UsageTable {
 	}
 	var total store.UsageRow
 	for _, r := range rows {
-		total.Meters = total.Meters.Add(r.Meters)
+		total.Totals = total.Totals.Add(r.Totals)
 		total.Samples += r.Samples
 	}
 	t.Total = usageRecord(total)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
@@ -33,7 +33,7 @@ var byDimension = []struct {
 // the JSON rows; no row is anonymous.
 func TestUsageTableAndRecordsNameEveryDimension(t *testing.T) {
 	row := store.UsageRow{Tenant: "acme", Department: "research", SKU: "H100-SXM5-80GB", Host: "node-a", Workload: "train-1",
-		Samples: 1, Meters: store.Meters{Meters: collectors.Meters{GPUMicroseconds: 3_600_000_000}}}
+		Samples: 1, Totals: meter.Totals{Values: meter.Values{GPUMicroseconds: 3_600_000_000}}}
 	for _, d := range byDimension {
 		t.Run(string(d.dim), func(t *testing.T) {
 			q := store.UsageQuery{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC),
@@ -42,7 +42,7 @@ func TestUsageTableAndRecordsNameEveryDimension(t *testing.T) {
 				t.Fatalf("the query is refused: %v", err)
 			}
 			// The store fills only the grouped column.
-			r := store.UsageRow{Samples: row.Samples, Meters: row.Meters}
+			r := store.UsageRow{Samples: row.Samples, Totals: row.Totals}
 			want := map[store.Dimension]string{store.DimTenant: row.Tenant, store.DimDepartment: row.Department,
 				store.DimSKU: row.SKU, store.DimHost: row.Host, store.DimWorkload: row.Workload}[d.dim]
 			switch d.dim {

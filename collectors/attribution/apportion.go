@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // Apportion turns one GPU's attributed reading for [start, end) into
@@ -42,7 +43,7 @@ import (
 //     is the largest process peak in the row.
 //   - Energy: the GPU's delta is split over all rows, idle included, by
 //     GPU time + SM-active time (a busy slot draws up to twice an idle one
-//     of the same size). PCIe and NVLink bytes likewise, over the rows that
+//     of the same size). Traffic counters likewise, over the rows that
 //     are not idle (idle rows only when there are no others). Counters the
 //     GPU did not report stay zero.
 //
@@ -63,7 +64,7 @@ type row struct {
 	vgpu   *collectors.VGPUInstance
 	owner  collectors.Owner
 	idle   bool
-	m      collectors.Meters
+	m      meter.Values
 }
 
 type slot struct {
@@ -325,7 +326,7 @@ func (a *apportioner) splitCounters(g *collectors.GPUReading) {
 	if busySum == 0 {
 		busy = all
 	}
-	put := func(d collectors.Delta, weights []uint64, m collectors.Meter) {
+	put := func(d collectors.Delta, weights []uint64, m meter.ID) {
 		if !d.OK || d.Value == 0 {
 			return
 		}
@@ -335,13 +336,19 @@ func (a *apportioner) splitCounters(g *collectors.GPUReading) {
 			*a.rows[i].m.Ptr(m) = parts[i]
 		}
 	}
-	// Energy is shared by GPU time held, idle included; traffic only among
-	// the rows that ran something.
-	put(g.EnergyMillijoules, all, collectors.MeterEnergy)
-	put(g.PCIeTxBytes, busy, collectors.MeterPCIeTx)
-	put(g.PCIeRxBytes, busy, collectors.MeterPCIeRx)
-	put(g.NVLinkTxBytes, busy, collectors.MeterNVLinkTx)
-	put(g.NVLinkRxBytes, busy, collectors.MeterNVLinkRx)
+	// Each device counter is shared by GPU time held: energy with idle
+	// included (an idle GPU draws power), traffic only among the rows that
+	// ran something (the meter table's IdleShares).
+	for id, spec := range meter.Specs {
+		if spec.Source != meter.DeviceCounter {
+			continue
+		}
+		if spec.IdleShares {
+			put(g.Counters[id], all, meter.ID(id))
+		} else {
+			put(g.Counters[id], busy, meter.ID(id))
+		}
+	}
 }
 
 func (a *apportioner) emit(dst []collectors.Sample, host string, start, end time.Time, g *collectors.GPUReading) []collectors.Sample {
@@ -356,7 +363,7 @@ func (a *apportioner) emit(dst []collectors.Sample, host string, start, end time
 			Workload:   r.owner.Workload,
 			Start:      start,
 			End:        end,
-			Meters:     r.m,
+			Values:     r.m,
 		}
 		switch {
 		case r.vgpu != nil:
@@ -365,16 +372,16 @@ func (a *apportioner) emit(dst []collectors.Sample, host string, start, end time
 			s.MIGUUID = r.vgpu.UUID
 			s.MIGProfile = r.vgpu.Profile()
 			if !r.vgpu.SMActive.OK {
-				s.Unmeasured |= collectors.UnmeasuredSMActive
+				s.Unmeasured |= meter.UnmeasuredSMActive
 			}
 		case r.mig != nil:
 			s.MIGUUID = r.mig.UUID
 			s.MIGProfile = r.mig.Profile
 			if !r.mig.SMActive.OK {
-				s.Unmeasured |= collectors.UnmeasuredSMActive
+				s.Unmeasured |= meter.UnmeasuredSMActive
 			}
 		case !g.ProcessUtilization && !g.SMActive.OK:
-			s.Unmeasured |= collectors.UnmeasuredSMActive
+			s.Unmeasured |= meter.UnmeasuredSMActive
 		}
 		s.Unmeasured |= gpuUnmeasured(g)
 		s.SKU = gpucatalog.SKU(s.GPUModel, s.MIGProfile)
@@ -495,16 +502,12 @@ func (a *apportioner) unionMicros(procs []*collectors.Process, start, end time.T
 }
 
 // gpuUnmeasured is what the GPU-level counters did not report this interval.
-func gpuUnmeasured(g *collectors.GPUReading) collectors.Unmeasured {
-	var u collectors.Unmeasured
-	if !g.EnergyMillijoules.OK {
-		u |= collectors.UnmeasuredEnergy
-	}
-	if !g.PCIeTxBytes.OK || !g.PCIeRxBytes.OK {
-		u |= collectors.UnmeasuredPCIe
-	}
-	if !g.NVLinkTxBytes.OK || !g.NVLinkRxBytes.OK {
-		u |= collectors.UnmeasuredNVLink
+func gpuUnmeasured(g *collectors.GPUReading) meter.Unmeasured {
+	var u meter.Unmeasured
+	for id, spec := range meter.Specs {
+		if spec.Source == meter.DeviceCounter && !g.Counters[id].OK {
+			u |= spec.Unmeasured
+		}
 	}
 	return u
 }

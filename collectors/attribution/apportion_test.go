@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 var (
@@ -38,21 +39,26 @@ func wholeGPU(procs ...collectors.Process) collectors.GPUReading {
 		GPU:                collectors.GPU{UUID: "GPU-1", Model: "A100-SXM4-40GB"},
 		Processes:          procs,
 		ProcessUtilization: true,
-		EnergyMillijoules:  collectors.Delta{Value: 1_000_003, OK: true},
-		PCIeTxBytes:        collectors.Delta{Value: 999, OK: true},
-		PCIeRxBytes:        collectors.Delta{Value: 5, OK: true},
+		Counters:           counters(map[meter.ID]uint64{meter.Energy: 1_000_003, meter.PCIeTx: 999, meter.PCIeRx: 5}),
 	}
+}
+
+// counters are device counter deltas, each measured; the others missing.
+func counters(values map[meter.ID]uint64) (c [meter.Count]collectors.Delta) {
+	for id, v := range values {
+		c[id] = collectors.Delta{Value: v, OK: true}
+	}
+	return c
 }
 
 func migGPU(insts []collectors.MIGInstance, procs ...collectors.Process) collectors.GPUReading {
 	return collectors.GPUReading{
-		GPU:               collectors.GPU{UUID: "GPU-2", Model: "H100-SXM5-80GB"},
-		MIG:               true,
-		TotalMilliSlices:  7000,
-		Instances:         insts,
-		Processes:         procs,
-		EnergyMillijoules: collectors.Delta{Value: 700_001, OK: true},
-		NVLinkTxBytes:     collectors.Delta{Value: 7 << 20, OK: true},
+		GPU:              collectors.GPU{UUID: "GPU-2", Model: "H100-SXM5-80GB"},
+		MIG:              true,
+		TotalMilliSlices: 7000,
+		Instances:        insts,
+		Processes:        procs,
+		Counters:         counters(map[meter.ID]uint64{meter.Energy: 700_001, meter.NVLinkTx: 7 << 20}),
 	}
 }
 
@@ -190,7 +196,7 @@ func TestApportion(t *testing.T) {
 			name: "energy and traffic not reported stay zero",
 			gpu: func() collectors.GPUReading {
 				g := wholeGPU(proc(1, "", 0, 10, 80, 4, a))
-				g.EnergyMillijoules, g.PCIeTxBytes = collectors.Delta{}, collectors.Delta{Value: 5}
+				g.Counters[meter.Energy], g.Counters[meter.PCIeTx] = collectors.Delta{}, collectors.Delta{Value: 5}
 				return g
 			}(),
 			want: map[string]want{"GPU-1 alpha ns-a/pod-a": {f: fields{"gpu": tenSeconds, "energy": 0, "pcieTx": 0}}},
@@ -253,7 +259,7 @@ func TestApportion(t *testing.T) {
 			name: "energy is split by GPU time plus SM-active time, idle included",
 			gpu: func() collectors.GPUReading {
 				g := wholeGPU(proc(1, "", 5, 10, 100, 1, a))
-				g.EnergyMillijoules = collectors.Delta{Value: 1500, OK: true}
+				g.Counters[meter.Energy] = collectors.Delta{Value: 1500, OK: true}
 				return g
 			}(),
 			// alpha: 5 s + 5 s active, idle: 5 s → 2:1
@@ -334,14 +340,14 @@ func checkApportionInvariants(t *testing.T, g *collectors.GPUReading, got []coll
 	if us != tenSeconds {
 		t.Errorf("gpu time adds up to %d µs, want %d", us, tenSeconds)
 	}
-	if g.EnergyMillijoules.OK && mj != g.EnergyMillijoules.Value {
-		t.Errorf("energy adds up to %d mJ, want %d", mj, g.EnergyMillijoules.Value)
+	if g.Counters[meter.Energy].OK && mj != g.Counters[meter.Energy].Value {
+		t.Errorf("energy adds up to %d mJ, want %d", mj, g.Counters[meter.Energy].Value)
 	}
-	if !g.EnergyMillijoules.OK && mj != 0 {
+	if !g.Counters[meter.Energy].OK && mj != 0 {
 		t.Errorf("energy %d mJ from a GPU that reported none", mj)
 	}
-	if g.PCIeTxBytes.OK && tx != g.PCIeTxBytes.Value {
-		t.Errorf("pcie tx adds up to %d, want %d", tx, g.PCIeTxBytes.Value)
+	if g.Counters[meter.PCIeTx].OK && tx != g.Counters[meter.PCIeTx].Value {
+		t.Errorf("pcie tx adds up to %d, want %d", tx, g.Counters[meter.PCIeTx].Value)
 	}
 	// Same input, same output; shuffled input, same output.
 	again := Apportion(nil, "host-1", start, end, g)
@@ -417,25 +423,25 @@ func TestApportionFlagsUnmeasuredMeters(t *testing.T) {
 	cases := []struct {
 		name string
 		gpu  collectors.GPUReading
-		want collectors.Unmeasured
+		want meter.Unmeasured
 	}{
 		// wholeGPU reports energy and PCIe, but no NVLink (a PCIe board).
-		{"whole GPU without NVLink", wholeGPU(proc(1, "", 0, 10, 60, 4, owner("alpha", "ns/a"))), collectors.UnmeasuredNVLink},
+		{"whole GPU without NVLink", wholeGPU(proc(1, "", 0, 10, 60, 4, owner("alpha", "ns/a"))), meter.UnmeasuredNVLink},
 		{"whole GPU without per-process or device SM activity", func() collectors.GPUReading {
 			g := wholeGPU(proc(1, "", 0, 10, 60, 4, owner("alpha", "ns/a")))
 			g.ProcessUtilization = false
-			g.NVLinkTxBytes, g.NVLinkRxBytes = collectors.Delta{OK: true}, collectors.Delta{OK: true}
+			g.Counters[meter.NVLinkTx], g.Counters[meter.NVLinkRx] = collectors.Delta{OK: true}, collectors.Delta{OK: true}
 			return g
-		}(), collectors.UnmeasuredSMActive},
+		}(), meter.UnmeasuredSMActive},
 		// migGPU reports energy and NVLink TX only; its instances have no GPM.
 		{"MIG GPU without GPM, PCIe or NVLink RX", migGPU([]collectors.MIGInstance{inst("MIG-a", "3g.40gb", 3, owner("alpha", "ns/a"))}),
-			collectors.UnmeasuredSMActive | collectors.UnmeasuredPCIe | collectors.UnmeasuredNVLink},
+			meter.UnmeasuredSMActive | meter.UnmeasuredPCIe | meter.UnmeasuredNVLink},
 		{"first interval: no energy baseline yet", func() collectors.GPUReading {
 			g := wholeGPU(proc(1, "", 0, 10, 60, 4, owner("alpha", "ns/a")))
-			g.EnergyMillijoules = collectors.Delta{}
-			g.NVLinkTxBytes, g.NVLinkRxBytes = collectors.Delta{OK: true}, collectors.Delta{OK: true}
+			g.Counters[meter.Energy] = collectors.Delta{}
+			g.Counters[meter.NVLinkTx], g.Counters[meter.NVLinkRx] = collectors.Delta{OK: true}, collectors.Delta{OK: true}
 			return g
-		}(), collectors.UnmeasuredEnergy},
+		}(), meter.UnmeasuredEnergy},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

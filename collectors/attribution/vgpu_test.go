@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 var vt0 = time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
@@ -158,8 +159,8 @@ func TestApportionVGPUSamples(t *testing.T) {
 	a.FBUsedBytes = 2 << 30
 	b := vi("vgpu-b", "A100-4C", 10, "vm-b") // unmapped, no utilization
 	g := vgpuReading(collectors.SchedulerFixedShare, false, a, b)
-	g.EnergyMillijoules = collectors.Delta{Value: 1_000, OK: true}
-	g.PCIeTxBytes, g.PCIeRxBytes = collectors.Delta{Value: 100, OK: true}, collectors.Delta{Value: 100, OK: true}
+	g.Counters[meter.Energy] = collectors.Delta{Value: 1_000, OK: true}
+	g.Counters[meter.PCIeTx], g.Counters[meter.PCIeRx] = collectors.Delta{Value: 100, OK: true}, collectors.Delta{Value: 100, OK: true}
 	samples := Apportion(nil, "host-1", vt0, vt0.Add(vIv), g)
 	if len(samples) != 3 {
 		t.Fatalf("want rows for two instances and idle, got %+v", samples)
@@ -180,13 +181,13 @@ func TestApportionVGPUSamples(t *testing.T) {
 		t.Fatalf("mapped instance row: %+v", ra)
 	}
 	// 20 % of the whole GPU for 10 s, capped at its 1 s share.
-	if ra.SMActiveMicroseconds != 1_000_000 || ra.Unmeasured.Has(collectors.UnmeasuredSMActive) {
+	if ra.SMActiveMicroseconds != 1_000_000 || ra.Unmeasured.Has(meter.UnmeasuredSMActive) {
 		t.Fatalf("SM active %d µs, unmeasured %v", ra.SMActiveMicroseconds, ra.Unmeasured)
 	}
 	if ra.MemPeakBytes != 2<<30 || ra.MemMiBSeconds != 2048*10 {
 		t.Fatalf("memory: peak %d, MiB·s %d", ra.MemPeakBytes, ra.MemMiBSeconds)
 	}
-	if rb.Tenant != collectors.UnattributedTenant || rb.MIGUUID != "vgpu-b" || !rb.Unmeasured.Has(collectors.UnmeasuredSMActive) {
+	if rb.Tenant != collectors.UnattributedTenant || rb.MIGUUID != "vgpu-b" || !rb.Unmeasured.Has(meter.UnmeasuredSMActive) {
 		t.Fatalf("unmapped VM row: %+v", rb)
 	}
 	if idle.Tenant != "" || idle.MIGUUID != "" || idle.SKU != "A100-SXM4-40GB" || idle.PCIeTxBytes != 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/collectors/nvml"
 	"github.com/gpumeter/gpumeter/collectors/sim"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 const tenants = `
@@ -141,7 +142,7 @@ func TestTimeSlicedGPUSharedByTwoTenants(t *testing.T) {
 	}
 	energy := byTenant(samples, uuid, func(s collectors.Sample) uint64 { return s.EnergyMillijoules })
 	// Energy by GPU time + SM-active time: 13.5 : 4.5 = 3 : 1.
-	delta := readings[0].EnergyMillijoules.Value
+	delta := readings[0].Counters[meter.Energy].Value
 	if energy["alpha"]+energy["beta"] != delta || energy["alpha"] < 3*energy["beta"]-3 || energy["alpha"] > 3*energy["beta"]+3 {
 		t.Errorf("energy %v of %d mJ, want 3:1", energy, delta)
 	}
@@ -208,7 +209,7 @@ func TestEnergyCounterReset(t *testing.T) {
 	r.pod(0, "", "team-a", 100, 10)
 	r.prime()
 	readings, _ := r.poll()
-	normal := readings[0].EnergyMillijoules
+	normal := readings[0].Counters[meter.Energy]
 	if !normal.OK || normal.Value != 7_000_000 {
 		t.Fatalf("normal interval energy %+v, want 700 W × 10 s = 7,000,000 mJ", normal)
 	}
@@ -217,7 +218,7 @@ func TestEnergyCounterReset(t *testing.T) {
 	r.host.GPU(0).ResetEnergy()
 	readings, samples := r.poll()
 	checkInvariants(t, readings, samples)
-	got := readings[0].EnergyMillijoules
+	got := readings[0].Counters[meter.Energy]
 	if !got.OK || got.Value != 2_800_000 {
 		t.Fatalf("energy after reset %+v, want the 4 s since the reset (2,800,000 mJ)", got)
 	}
@@ -231,7 +232,7 @@ func TestEnergyCounterReset(t *testing.T) {
 	}
 	// And counting goes on normally after it.
 	readings, _ = r.poll()
-	if e := readings[0].EnergyMillijoules; !e.OK || e.Value != 7_000_000 {
+	if e := readings[0].Counters[meter.Energy]; !e.OK || e.Value != 7_000_000 {
 		t.Errorf("energy after the reset interval %+v", e)
 	}
 }
@@ -246,14 +247,14 @@ func TestNVLinkNotSupportedDropsOnlyThatMetric(t *testing.T) {
 		readings, samples := r.poll()
 		checkInvariants(t, readings, samples)
 		g1 := readings[1]
-		if g1.NVLinkTxBytes.OK || g1.NVLinkRxBytes.OK {
-			t.Fatalf("gpu 1 nvlink %+v %+v, want missing", g1.NVLinkTxBytes, g1.NVLinkRxBytes)
+		if g1.Counters[meter.NVLinkTx].OK || g1.Counters[meter.NVLinkRx].OK {
+			t.Fatalf("gpu 1 nvlink %+v %+v, want missing", g1.Counters[meter.NVLinkTx], g1.Counters[meter.NVLinkRx])
 		}
-		if !g1.PCIeTxBytes.OK || !g1.EnergyMillijoules.OK {
-			t.Fatalf("gpu 1 lost other signals: pcie %+v energy %+v", g1.PCIeTxBytes, g1.EnergyMillijoules)
+		if !g1.Counters[meter.PCIeTx].OK || !g1.Counters[meter.Energy].OK {
+			t.Fatalf("gpu 1 lost other signals: pcie %+v energy %+v", g1.Counters[meter.PCIeTx], g1.Counters[meter.Energy])
 		}
-		if !readings[0].NVLinkTxBytes.OK || readings[0].NVLinkTxBytes.Value == 0 {
-			t.Fatalf("gpu 0 nvlink %+v, want a delta", readings[0].NVLinkTxBytes)
+		if !readings[0].Counters[meter.NVLinkTx].OK || readings[0].Counters[meter.NVLinkTx].Value == 0 {
+			t.Fatalf("gpu 0 nvlink %+v, want a delta", readings[0].Counters[meter.NVLinkTx])
 		}
 		got := byTenant(samples, g1.GPU.UUID, gpuTime)
 		if got["alpha"] != 10_000_000 {

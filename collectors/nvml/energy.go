@@ -2,6 +2,7 @@ package nvml
 
 import (
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // readEnergy reads the board's energy counter (mJ since the driver loaded,
@@ -20,6 +21,6 @@ func (c *Collector) readEnergy(d *device, r *collectors.GPUReading, iv interval)
 	case counterImplausible:
 		c.logger.Warn("energy delta implausible; left out this interval", "gpu_uuid", d.gpu.UUID, "reading_mj", mj, "max_mj", maxDelta)
 	}
-	r.EnergyMillijoules = delta
+	r.Counters[meter.Energy] = delta
 	return nil
 }

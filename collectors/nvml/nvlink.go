@@ -6,6 +6,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 var nvlinkFields = []uint32{nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX}
@@ -31,6 +32,6 @@ func (c *Collector) readNVLink(d *device, r *collectors.GPUReading, iv interval)
 	}
 	tx.Value *= 1024
 	rx.Value *= 1024
-	r.NVLinkTxBytes, r.NVLinkRxBytes = tx, rx
+	r.Counters[meter.NVLinkTx], r.Counters[meter.NVLinkRx] = tx, rx
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 var pcieFields = []uint32{nvml.FI_DEV_PCIE_COUNT_TX_BYTES, nvml.FI_DEV_PCIE_COUNT_RX_BYTES}
@@ -22,6 +23,6 @@ func (c *Collector) readPCIe(d *device, r *collectors.GPUReading, iv interval) e
 	if evTx == counterImplausible || evRx == counterImplausible {
 		c.logger.Warn("pcie byte delta implausible; left out this interval", "gpu_uuid", d.gpu.UUID)
 	}
-	r.PCIeTxBytes, r.PCIeRxBytes = tx, rx
+	r.Counters[meter.PCIeTx], r.Counters[meter.PCIeRx] = tx, rx
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors/attribution"
 	"github.com/gpumeter/gpumeter/collectors/nvml"
 	"github.com/gpumeter/gpumeter/collectors/sim"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 var t0 = time.Date(2026, 2, 2, 9, 0, 0, 0, time.UTC)
@@ -179,8 +180,8 @@ func checkInvariants(t *testing.T, readings []collectors.GPUReading, samples []c
 		if us != uint64(interval/time.Microsecond) {
 			t.Errorf("gpu %d: %d µs, want %d", g.GPU.Index, us, interval/time.Microsecond)
 		}
-		if g.EnergyMillijoules.OK && mj != g.EnergyMillijoules.Value {
-			t.Errorf("gpu %d: energy rows %d mJ, delta %d mJ", g.GPU.Index, mj, g.EnergyMillijoules.Value)
+		if g.Counters[meter.Energy].OK && mj != g.Counters[meter.Energy].Value {
+			t.Errorf("gpu %d: energy rows %d mJ, delta %d mJ", g.GPU.Index, mj, g.Counters[meter.Energy].Value)
 		}
 	}
 }

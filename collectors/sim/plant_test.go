@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/collectors/sim"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // plantedConfig is one H100 host of 16 GPUs with all three plants, the
@@ -43,7 +43,7 @@ func TestPlantsAreWhatTheCollectorSees(t *testing.T) {
 		a.gpus[s.GPUUUID+"/"+s.MIGUUID] = true
 		a.skus[s.SKU] = true
 		a.hours[s.Start.Truncate(time.Hour)] += s.GPUMicroseconds
-		if s.Unmeasured.Has(collectors.UnmeasuredSMActive) {
+		if s.Unmeasured.Has(meter.UnmeasuredSMActive) {
 			a.unmeasured++
 		}
 	}
@@ -109,7 +109,7 @@ func TestEmptyPlantsPlantNothing(t *testing.T) {
 	}
 	for i := range a {
 		x, y := a[i], b[i]
-		if x.ID != y.ID || x.Tenant != y.Tenant || x.Meters != y.Meters {
+		if x.ID != y.ID || x.Tenant != y.Tenant || x.Values != y.Values {
 			t.Fatalf("sample %d differs: %+v vs %+v", i, x, y)
 		}
 	}

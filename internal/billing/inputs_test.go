@@ -19,12 +19,12 @@ func TestInputsHash(t *testing.T) {
 	q := decimal.RequireFromString
 	base := Inputs{Tenant: "acme", Period: p, BookDigest: "b1", Usage: []pricing.Usage{
 		{Hour: h0, SKU: "H100-SXM5-80GB", Meter: pricing.GPUHours, Quantity: q("1.5")},
-		{Hour: h1, SKU: "H100-SXM5-80GB", Meter: pricing.EnergyKWh, Quantity: q("0.7")},
+		{Hour: h1, SKU: "H100-SXM5-80GB", Meter: pricing.Meter("energy_kwh"), Quantity: q("0.7")},
 	}}
 	same := []Inputs{
 		// Reordered, split into parts, trailing zeros, a zero row.
 		{Tenant: "acme", Period: p, BookDigest: "b1", Usage: []pricing.Usage{
-			{Hour: h1, SKU: "H100-SXM5-80GB", Meter: pricing.EnergyKWh, Quantity: q("0.700")},
+			{Hour: h1, SKU: "H100-SXM5-80GB", Meter: pricing.Meter("energy_kwh"), Quantity: q("0.700")},
 			{Hour: h0, SKU: "H100-SXM5-80GB", Meter: pricing.GPUHours, Quantity: q("1")},
 			{Hour: h0, SKU: "H100-SXM5-80GB", Meter: pricing.GPUHours, Quantity: q("0.50")},
 			{Hour: h1, SKU: "A100-SXM4-40GB", Meter: pricing.GPUHours, Quantity: q("0")},
@@ -32,7 +32,7 @@ func TestInputsHash(t *testing.T) {
 		// Hours given in another zone are the same instants.
 		{Tenant: "acme", Period: p, BookDigest: "b1", Usage: []pricing.Usage{
 			{Hour: h0.In(time.FixedZone("x", 3600)), SKU: "H100-SXM5-80GB", Meter: pricing.GPUHours, Quantity: q("1.5")},
-			{Hour: h1, SKU: "H100-SXM5-80GB", Meter: pricing.EnergyKWh, Quantity: q("0.7")},
+			{Hour: h1, SKU: "H100-SXM5-80GB", Meter: pricing.Meter("energy_kwh"), Quantity: q("0.7")},
 		}},
 	}
 	want := base.Hash()
@@ -52,7 +52,7 @@ func TestInputsHash(t *testing.T) {
 		"contract": func(in *Inputs) { in.ContractDigest = "c1" },
 		"quantity": func(in *Inputs) { in.Usage[0].Quantity = q("1.500000001") },
 		"sku":      func(in *Inputs) { in.Usage[0].SKU = "H100-SXM5-80GB-1g.10gb" },
-		"meter":    func(in *Inputs) { in.Usage[1].Meter = pricing.SMActiveHours },
+		"meter":    func(in *Inputs) { in.Usage[1].Meter = pricing.Meter("sm_active_hours") },
 		"hour":     func(in *Inputs) { in.Usage[1].Hour = h1.Add(time.Hour) },
 		"late row": func(in *Inputs) {
 			in.Usage = append(in.Usage, pricing.Usage{Hour: h1, SKU: "H100-SXM5-80GB", Meter: pricing.GPUHours, Quantity: q("0.1")})

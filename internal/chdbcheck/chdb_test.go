@@ -20,6 +20,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/schemas"
@@ -253,10 +254,10 @@ func samples(from time.Time) []collectors.Sample {
 				if g == 1 {
 					s.MIGUUID, s.MIGProfile, s.SKU = fmt.Sprintf("MIG-%d-%d", h, step%2), "3g.40gb", "H100-SXM5-80GB/3g.40gb"
 				}
-				for m := range collectors.NumMeters {
+				for m := range meter.Count {
 					*s.Ptr(m) = id*1000 + uint64(m)*7 + uint64(step)
 				}
-				s.Unmeasured = collectors.Unmeasured(step % 4)
+				s.Unmeasured = meter.Unmeasured(step % 4)
 				out = append(out, s)
 				id++
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/importer"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // UsageCSV is the bundled data set in the import format (docs/import.md).
@@ -205,7 +206,7 @@ func Generate(w io.Writer) error {
 				}
 				smp := collectors.Sample{Host: g.host, GPUUUID: g.uuid, GPUModel: g.model, MIGUUID: rw.migID, MIGProfile: rw.profile,
 					SKU: gpucatalog.SKU(g.model, rw.profile), Tenant: rw.c.tenant, Department: rw.c.dept, Workload: rw.c.workload,
-					Start: start, End: end, Meters: collectors.Meters{
+					Start: start, End: end, Values: meter.Values{
 						GPUMicroseconds: gpuUS[i], SMActiveMicroseconds: sm,
 						MemMiBSeconds: memMiB * uint64(Interval.Seconds()), MemPeakBytes: memMiB << 20,
 						EnergyMillijoules: energy[i], PCIeTxBytes: pcie, PCIeRxBytes: pcie / 2,

@@ -11,36 +11,13 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
-// Physical limits of one GPU. They are upper bounds well above any GPU
-// shipping or announced (B200 draws 1 kW, PCIe 6.0 x16 moves 128 GB/s a
-// direction, NVLink 5 900 GB/s), there to catch wrapped or garbage counters
-// (2^64-1 next to small values would make every sum wrap), not to judge
-// plausible usage.
-const (
-	MaxGPUPowerWatts        = 4_000
-	MaxPCIeBytesPerSecond   = 256_000_000_000   // PCIe 7.0 x16, one direction
-	MaxNVLinkBytesPerSecond = 2_000_000_000_000 // one direction
-	MaxMemoryMiB            = 2_000_000         // framebuffer, ~1.9 TiB
-	MaxMemoryBytes          = MaxMemoryMiB << 20
-	// MaxInterval bounds one row's interval (collectors.MaxInterval);
-	// longer rows are split before import. It also keeps every rate ×
-	// interval product below 2^64.
-	MaxInterval = collectors.MaxInterval
-)
-
-// perSecond is each meter's most per GPU per second, in store units; 0 for
-// meters bounded otherwise (SM time by GPU time, a peak by MaxMemoryBytes).
-var perSecond = [collectors.NumMeters]uint64{
-	collectors.MeterGPU:      1_000_000,
-	collectors.MeterMemory:   MaxMemoryMiB,
-	collectors.MeterEnergy:   MaxGPUPowerWatts * 1000,
-	collectors.MeterPCIeTx:   MaxPCIeBytesPerSecond,
-	collectors.MeterPCIeRx:   MaxPCIeBytesPerSecond,
-	collectors.MeterNVLinkTx: MaxNVLinkBytesPerSecond,
-	collectors.MeterNVLinkRx: MaxNVLinkBytesPerSecond,
-}
+// MaxInterval bounds one row's interval (collectors.MaxInterval); longer
+// rows are split before import. It also keeps every rate × interval
+// product below 2^64 (the rates are the meter table's MaxPerSecond).
+const MaxInterval = collectors.MaxInterval
 
 // fitsRate reports whether q ≤ rate × seconds, without overflow.
 func fitsRate(q, rate, seconds uint64) bool {
@@ -97,7 +74,7 @@ type capacityCheck struct {
 type deviceClaims struct {
 	uuid   string
 	slices int // for an instance: its compute slices; 0 for a GPU
-	jobs   [collectors.NumMeters][]capacityJob
+	jobs   [meter.Count][]capacityJob
 }
 
 func newCapacityCheck() *capacityCheck {
@@ -112,12 +89,12 @@ func (c *capacityCheck) add(s *collectors.Sample, ref rowRef) {
 		c.gpus[s.GPUUUID] = g
 	}
 	startS, endS := s.Start.Unix(), s.End.Unix()
-	for m, q := range s.Values() {
-		if q == 0 || perSecond[m] == 0 {
+	for m, q := range s.Array() {
+		if q == 0 || meter.Specs[m].MaxPerSecond == 0 {
 			continue
 		}
 		j := capacityJob{release: startS, deadline: endS, work: q, ref: ref}
-		if collectors.Meter(m) == collectors.MeterGPU {
+		if meter.ID(m) == meter.GPU {
 			j.release, j.deadline = startS*1e6, endS*1e6
 		}
 		g.jobs[m] = append(g.jobs[m], j)
@@ -130,7 +107,7 @@ func (c *capacityCheck) add(s *collectors.Sample, ref rowRef) {
 		}
 		// Work in sevenths of a GPU-microsecond, so the instance's speed
 		// (its slices) is a whole number.
-		in.jobs[collectors.MeterGPU] = append(in.jobs[collectors.MeterGPU], capacityJob{release: startS * 1e6, deadline: endS * 1e6, work: 7 * s.GPUMicroseconds, ref: ref})
+		in.jobs[meter.GPU] = append(in.jobs[meter.GPU], capacityJob{release: startS * 1e6, deadline: endS * 1e6, work: 7 * s.GPUMicroseconds, ref: ref})
 	}
 }
 
@@ -139,7 +116,7 @@ func (c *capacityCheck) add(s *collectors.Sample, ref rowRef) {
 type overload struct {
 	device   string
 	instance bool
-	meter    collectors.Meter
+	meter    meter.ID
 	from, to int64    // time units of the meter
 	claimed  *big.Int // work units of the meter
 	capacity *big.Int
@@ -158,12 +135,12 @@ func (c *capacityCheck) check(limit int) []overload {
 		slices.Sort(keys)
 		for _, k := range keys {
 			d := devs[k]
-			for m := range collectors.NumMeters {
+			for m := range meter.Count {
 				if len(d.jobs[m]) == 0 {
 					continue
 				}
-				speed := perSecond[m]
-				if m == collectors.MeterGPU {
+				speed := meter.Specs[m].MaxPerSecond
+				if m == meter.GPU {
 					speed = 1 // GPU-microseconds per microsecond
 					if instance {
 						speed = uint64(d.slices)
@@ -337,7 +314,7 @@ func (o overload) describe(files []File) string {
 	var claimed, capacity string
 	var from, to time.Time
 	switch o.meter {
-	case collectors.MeterGPU:
+	case meter.GPU:
 		from, to = time.UnixMicro(o.from).UTC(), time.UnixMicro(o.to).UTC()
 		div := int64(1)
 		if o.instance {
@@ -345,10 +322,10 @@ func (o overload) describe(files []File) string {
 			what, div = "MIG instance "+o.device, gpucatalog.ComputeSlices
 		}
 		claimed, capacity = scaled(o.claimed, div, 6)+" GPU-seconds", scaled(o.capacity, div, 6)+" GPU-seconds"
-	case collectors.MeterEnergy:
+	case meter.Energy:
 		from, to = time.Unix(o.from, 0).UTC(), time.Unix(o.to, 0).UTC()
 		claimed, capacity = scaled(o.claimed, 1, 3)+" J", scaled(o.capacity, 1, 3)+" J"
-	case collectors.MeterMemory:
+	case meter.Memory:
 		from, to = time.Unix(o.from, 0).UTC(), time.Unix(o.to, 0).UTC()
 		claimed, capacity = o.claimed.String()+" MiB-seconds", o.capacity.String()+" MiB-seconds"
 	default:
@@ -374,7 +351,7 @@ func (o overload) describe(files []File) string {
 		list += fmt.Sprintf(", with %d row(s) already stored", stored)
 	}
 	return fmt.Sprintf("%s from %s to %s: the rows together claim %s of %s, more than the %s it has (%s)",
-		what, from.Format(time.RFC3339), to.Format(time.RFC3339), claimed, collectors.MeterSpecs[o.meter].File, capacity, list)
+		what, from.Format(time.RFC3339), to.Format(time.RFC3339), claimed, meter.Specs[o.meter].File, capacity, list)
 }
 
 // scaled writes x / div as a decimal with the given fractional digits

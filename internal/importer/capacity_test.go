@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 func TestEDFCapacity(t *testing.T) {
@@ -80,7 +81,7 @@ func TestCapacityAcceptsTheCollectorsMIGRounding(t *testing.T) {
 					Tenant:     "t" + string(rune('a'+p)),
 					Start:      st,
 					End:        st.Add(10 * time.Second),
-					Meters:     collectors.Meters{GPUMicroseconds: part},
+					Values:     meter.Values{GPUMicroseconds: part},
 				}
 				c.add(&s, rowRef{file: 0, line: i*14 + k*2 + p + 2})
 			}
@@ -102,7 +103,7 @@ func TestCapacityAcceptsTheCollectorsMIGRounding(t *testing.T) {
 			Tenant:     "x" + string(rune('a'+i)),
 			Start:      start,
 			End:        start.Add(10 * time.Second),
-			Meters:     collectors.Meters{GPUMicroseconds: us},
+			Values:     meter.Values{GPUMicroseconds: us},
 		}
 		c.add(&s, rowRef{file: 0, line: i + 2})
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // File is one input file.
@@ -183,7 +184,7 @@ func Import(ctx context.Context, files []File, opts Options, st Store) (Result, 
 	}
 	for _, o := range capacity.check(MaxProblems) {
 		r := o.rows[0]
-		ps.add(Problem{files[r.file].Path, r.line, collectors.MeterSpecs[o.meter].File, o.describe(files)})
+		ps.add(Problem{files[r.file].Path, r.line, meter.Specs[o.meter].File, o.describe(files)})
 	}
 	if err := ps.err(); err != nil {
 		return Result{Rows: res.Rows}, err
@@ -368,7 +369,7 @@ func digest(s collectors.Sample) uint64 {
 	put(uint64(s.Start.Unix()))
 	put(uint64(s.End.Unix()))
 	put(uint64(s.Unmeasured))
-	for _, v := range s.Values() {
+	for _, v := range s.Array() {
 		put(v)
 	}
 	return h.Sum64()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/importer"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
@@ -130,7 +131,7 @@ func TestImportParsedRows(t *testing.T) {
 	row := func(line int, gpu string, seconds int) importer.Row {
 		return importer.Row{Line: line, Sample: collectors.Sample{Host: "hpc1", GPUUUID: gpu, GPUModel: "H100-SXM5-80GB",
 			Tenant: "uni", Workload: "slurm/1", Start: start, End: start.Add(time.Hour),
-			Meters: collectors.Meters{GPUMicroseconds: uint64(seconds) * 1e6}}}
+			Values: meter.Values{GPUMicroseconds: uint64(seconds) * 1e6}}}
 	}
 	bad := importer.File{Path: "jobs.sacct", Format: importer.FormatParsed, Rows: []importer.Row{row(2, "SLURM-hpc1-1-0", 3600), row(3, "SLURM-hpc1-1-1", 3601)}}
 	_, err := importer.Import(ctx, []importer.File{bad}, importer.Options{}, s)

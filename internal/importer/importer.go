@@ -24,6 +24,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // Format is an input file format.
@@ -172,7 +173,7 @@ func columns() []column {
 		tm("start", func(s *collectors.Sample) *time.Time { return &s.Start }),
 		tm("end", func(s *collectors.Sample) *time.Time { return &s.End }),
 		{"unmeasured", func(s *collectors.Sample, v string) error {
-			u, err := collectors.ParseUnmeasured(v)
+			u, err := meter.ParseUnmeasured(v)
 			if err != nil {
 				return err
 			}
@@ -180,10 +181,10 @@ func columns() []column {
 			return nil
 		}, func(s *collectors.Sample) string { return s.Unmeasured.String() }, false},
 	}
-	// The meters, in collectors.Meter order, before unmeasured.
-	meters := make([]column, 0, collectors.NumMeters)
-	for m, spec := range collectors.MeterSpecs {
-		meters = append(meters, fixed(spec.File, spec.Scale, func(s *collectors.Sample) *uint64 { return s.Ptr(collectors.Meter(m)) }))
+	// The meters, in meter.ID order, before unmeasured.
+	meters := make([]column, 0, meter.Count)
+	for m, spec := range meter.Specs {
+		meters = append(meters, fixed(spec.File, spec.Scale, func(s *collectors.Sample) *uint64 { return s.Ptr(meter.ID(m)) }))
 	}
 	return slices.Insert(cols, len(cols)-1, meters...)
 }
@@ -338,8 +339,8 @@ func finish(s *collectors.Sample, line int, add func(Problem)) {
 	if s.SMActiveMicroseconds > s.GPUMicroseconds {
 		add(prob(line, "sm_active_seconds", "more than gpu_seconds"))
 	}
-	if s.MemPeakBytes > MaxMemoryBytes {
-		add(prob(line, "mem_peak_bytes", fmt.Sprintf("more than any GPU's memory (%d bytes)", uint64(MaxMemoryBytes))))
+	if s.MemPeakBytes > meter.MaxMemoryBytes {
+		add(prob(line, "mem_peak_bytes", fmt.Sprintf("more than any GPU's memory (%d bytes)", uint64(meter.MaxMemoryBytes))))
 	}
 	if s.Tenant == "" {
 		// An empty tenant marks idle capacity: nothing ran on it.
@@ -377,21 +378,11 @@ func checkRates(s *collectors.Sample, span time.Duration, slices, line int, add 
 		add(prob(line, "gpu_seconds", "more than the interval: a consumer holds at most the whole GPU"))
 	}
 	seconds := uint64(span / time.Second)
-	for m, q := range s.Values() {
-		if m := collectors.Meter(m); m != collectors.MeterGPU && perSecond[m] > 0 && !fitsRate(q, perSecond[m], seconds) {
-			add(prob(line, collectors.MeterSpecs[m].File, fmt.Sprintf("more than one GPU can do in %s (at most %s a second): a wrapped or corrupt counter?", span, rateText(m))))
+	for m, q := range s.Array() {
+		if spec := meter.Specs[m]; meter.ID(m) != meter.GPU && spec.MaxPerSecond > 0 && !fitsRate(q, spec.MaxPerSecond, seconds) {
+			add(prob(line, spec.File, fmt.Sprintf("more than one GPU can do in %s (at most %s a second): a wrapped or corrupt counter?", span, spec.MaxRateText())))
 		}
 	}
-}
-
-func rateText(m collectors.Meter) string {
-	switch m {
-	case collectors.MeterEnergy:
-		return fmt.Sprintf("%d J", MaxGPUPowerWatts)
-	case collectors.MeterMemory:
-		return fmt.Sprintf("%d MiB", MaxMemoryMiB)
-	}
-	return fmt.Sprintf("%d bytes", perSecond[m])
 }
 
 // Read parses every row of r, calling emit for each valid sample in order,

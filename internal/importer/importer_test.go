@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 func readAll(t *testing.T, format Format, in string) ([]collectors.Sample, error) {
@@ -63,7 +64,7 @@ func TestCSVAndJSONLReadTheSameSamples(t *testing.T) {
 	if first.GPUMicroseconds != 10_000_000 || first.SMActiveMicroseconds != 7_500_000 || first.EnergyMillijoules != 3_500_125 {
 		t.Errorf("units converted wrongly: %+v", first)
 	}
-	if csvRows[1].Unmeasured != collectors.UnmeasuredSMActive|collectors.UnmeasuredNVLink || csvRows[0].Unmeasured != 0 {
+	if csvRows[1].Unmeasured != meter.UnmeasuredSMActive|meter.UnmeasuredNVLink || csvRows[0].Unmeasured != 0 {
 		t.Errorf("unmeasured = %v, %v", csvRows[0].Unmeasured, csvRows[1].Unmeasured)
 	}
 	if csvRows[1].SKU != "H100-SXM5-80GB/3g.40gb" || csvRows[0].SKU != "H100-SXM5-80GB" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // Issue 30, defect 14: text a tenant, department or any other name cannot
@@ -109,7 +110,7 @@ func TestParsedRowsGetTheSameChecks(t *testing.T) {
 	start := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
 	row := func(line int, tenant string, start time.Time) Row {
 		return Row{Line: line, Sample: collectors.Sample{Host: "hpc1", GPUUUID: "SLURM-hpc1-1-0", GPUModel: "H100-SXM5-80GB",
-			Tenant: tenant, Workload: "slurm/1", Start: start, End: start.Add(time.Hour), Meters: collectors.Meters{GPUMicroseconds: 1e9}}}
+			Tenant: tenant, Workload: "slurm/1", Start: start, End: start.Add(time.Hour), Values: meter.Values{GPUMicroseconds: 1e9}}}
 	}
 	f := File{Path: "jobs.sacct", Format: FormatParsed, Rows: []Row{row(2, "uni\x07", start), row(3, "uni", time.Date(2106, 1, 1, 0, 0, 0, 0, time.UTC))}}
 	_, err := Import(context.Background(), []File{f}, Options{DryRun: true}, nil)

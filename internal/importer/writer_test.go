@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // What the writer writes, the reader reads back unchanged, in both formats.
@@ -15,13 +16,13 @@ func TestWriterRoundTrip(t *testing.T) {
 	samples := []collectors.Sample{
 		{Host: "dgx-01", GPUUUID: "GPU-a", GPUModel: "H100-SXM5-80GB", Tenant: "acme", Department: "research", Workload: "ns/pod, \"quoted\"",
 			Start: start, End: start.Add(10 * time.Second),
-			Meters: collectors.Meters{GPUMicroseconds: 10_000_000, SMActiveMicroseconds: 7_500_001, MemMiBSeconds: 409600, MemPeakBytes: 42949672960,
+			Values: meter.Values{GPUMicroseconds: 10_000_000, SMActiveMicroseconds: 7_500_001, MemMiBSeconds: 409600, MemPeakBytes: 42949672960,
 				EnergyMillijoules: 3_500_125, PCIeTxBytes: 1, PCIeRxBytes: 2, NVLinkTxBytes: 3, NVLinkRxBytes: 4}},
 		{Host: "dgx-01", GPUUUID: "GPU-b", GPUModel: "H100-SXM5-80GB", MIGUUID: "MIG-b1", MIGProfile: "3g.40gb", Tenant: "globex",
-			Start: start, End: start.Add(10 * time.Second), Unmeasured: collectors.UnmeasuredSMActive | collectors.UnmeasuredNVLink,
-			Meters: collectors.Meters{GPUMicroseconds: 4_285_715, EnergyMillijoules: 1}},
+			Start: start, End: start.Add(10 * time.Second), Unmeasured: meter.UnmeasuredSMActive | meter.UnmeasuredNVLink,
+			Values: meter.Values{GPUMicroseconds: 4_285_715, EnergyMillijoules: 1}},
 		{Host: "dgx-01", GPUUUID: "GPU-b", GPUModel: "H100-SXM5-80GB", Start: start, End: start.Add(10 * time.Second),
-			Meters: collectors.Meters{GPUMicroseconds: 5_714_285}},
+			Values: meter.Values{GPUMicroseconds: 5_714_285}},
 	}
 	for i := range samples {
 		finish(&samples[i], 0, func(p Problem) { t.Fatalf("test sample %d: %s", i, p) })

@@ -66,7 +66,7 @@ func weekUsage(h time.Time, scale decimal.Decimal) []pricing.Usage {
 	gpus = gpus.Mul(scale)
 	rows := []pricing.Usage{
 		{Hour: h, SKU: "H100-SXM5-80GB", Meter: pricing.GPUHours, Quantity: gpus},
-		{Hour: h, SKU: "H100-SXM5-80GB", Meter: pricing.EnergyKWh, Quantity: gpus.Mul(dec("0.7"))},
+		{Hour: h, SKU: "H100-SXM5-80GB", Meter: pricing.Meter("energy_kwh"), Quantity: gpus.Mul(dec("0.7"))},
 	}
 	if slot%2 == 0 {
 		rows = append(rows, pricing.Usage{Hour: h, SKU: "H100-SXM5-80GB/3g.40gb", Meter: pricing.GPUHours, Quantity: dec("0.428571429")})

@@ -61,7 +61,7 @@ func TestDailyUsageSumsOneMeterPerDay(t *testing.T) {
 	}
 	s, err := DailyUsage("acme", pricing.GPUHours, from, from.AddDate(0, 0, 2), []pricing.Usage{
 		u(from, pricing.GPUHours, "1.5"), u(from.Add(23*time.Hour), pricing.GPUHours, "0.25"),
-		u(from.Add(time.Hour), pricing.EnergyKWh, "9"), u(from.AddDate(0, 0, 2), pricing.GPUHours, "7"),
+		u(from.Add(time.Hour), pricing.Meter("energy_kwh"), "9"), u(from.AddDate(0, 0, 2), pricing.GPUHours, "7"),
 	})
 	if err != nil {
 		t.Fatal(err)

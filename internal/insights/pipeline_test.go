@@ -17,6 +17,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors/nvml"
 	"github.com/gpumeter/gpumeter/collectors/sim"
 	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/pricing"
 )
@@ -97,7 +98,7 @@ func holdings(samples []collectors.Sample) []insights.Holding {
 		iv.GPUMicros += int64(s.GPUMicroseconds)
 		iv.SMActiveMicros += int64(s.SMActiveMicroseconds)
 		iv.MemPeakBytes = max(iv.MemPeakBytes, int64(s.MemPeakBytes))
-		iv.SMUnmeasured = iv.SMUnmeasured || s.Unmeasured.Has(collectors.UnmeasuredSMActive)
+		iv.SMUnmeasured = iv.SMUnmeasured || s.Unmeasured.Has(meter.UnmeasuredSMActive)
 	}
 	out := make([]insights.Holding, 0, len(keys))
 	for _, k := range keys {

@@ -22,6 +22,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/insightsvc"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -55,7 +56,7 @@ func scopeAPI(t *testing.T, from, to time.Time) (get func(key, path string) (int
 		for h := from; h.Before(to); h = h.Add(time.Hour) {
 			x := collectors.Sample{Host: "host-" + gpu, GPUUUID: gpu, GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
 				Tenant: tenant, Department: dept, Start: h, End: h.Add(time.Hour),
-				Meters: collectors.Meters{GPUMicroseconds: us, SMActiveMicroseconds: us / 10, MemPeakBytes: 8 << 30}}
+				Values: meter.Values{GPUMicroseconds: us, SMActiveMicroseconds: us / 10, MemPeakBytes: 8 << 30}}
 			if tenant != "" {
 				x.Workload = "job-" + tenant
 			}

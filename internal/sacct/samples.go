@@ -13,6 +13,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors/attribution"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/importer"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // SKUMap maps GRES types to SKUs.
@@ -255,7 +256,7 @@ func Samples(jobs []Job, cfg Config) ([]importer.Row, Summary, error) {
 					s := collectors.Sample{
 						Host: j.Cluster, GPUUUID: dev, GPUModel: model, SKU: skus[gi],
 						Tenant: owner.Tenant, Department: owner.Department, Workload: owner.Workload,
-						Start: from, End: to, Unmeasured: collectors.UnmeasuredAll,
+						Start: from, End: to, Unmeasured: meter.UnmeasuredAll,
 					}
 					s.GPUMicroseconds = uint64(to.Sub(from)/time.Microsecond) * uint64(slices) / gpucatalog.ComputeSlices
 					if profile != "" {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/collectors/attribution"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 const skuMapYAML = `
@@ -69,7 +69,7 @@ func TestSamplesSlurm2405(t *testing.T) {
 		if !x.End.After(x.Start) || x.End.Sub(x.Start) > time.Hour || x.Start.Truncate(time.Hour) != x.End.Add(-time.Nanosecond).Truncate(time.Hour) {
 			t.Errorf("line %d: row %s..%s is not within one hour", r.Line, x.Start, x.End)
 		}
-		if x.Host != "hpc1" || !strings.HasPrefix(x.GPUUUID, "SLURM-hpc1-") || x.Unmeasured != collectors.UnmeasuredAll {
+		if x.Host != "hpc1" || !strings.HasPrefix(x.GPUUUID, "SLURM-hpc1-") || x.Unmeasured != meter.UnmeasuredAll {
 			t.Errorf("line %d: row %+v", r.Line, x)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -41,7 +42,7 @@ func BenchmarkMonthToDateUsage(b *testing.B) {
 			sku := []string{"H100-SXM5-80GB", "A100-SXM4-80GB"}[g%2]
 			x := collectors.Sample{Host: fmt.Sprintf("host-%03d", g/8), GPUUUID: fmt.Sprintf("GPU-%04d", g), GPUModel: sku, SKU: sku,
 				Tenant: tenant, Department: fmt.Sprintf("dept-%d", g%7), Workload: "job", Start: h, End: h.Add(time.Hour),
-				Meters: collectors.Meters{GPUMicroseconds: 3_600_000_000, SMActiveMicroseconds: 1_800_000_000, EnergyMillijoules: 2_000_000_000}}
+				Values: meter.Values{GPUMicroseconds: 3_600_000_000, SMActiveMicroseconds: 1_800_000_000, EnergyMillijoules: 2_000_000_000}}
 			x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
 			chunk = append(chunk, x)
 		}

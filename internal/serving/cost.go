@@ -98,7 +98,7 @@ func (s *Service) hourlyUsage(ctx context.Context, scope auth.Scope, tenant stri
 	}
 	var out []pricing.Usage
 	for _, r := range rows {
-		out = append(out, r.PricingUsage(r.Bucket, r.SKU)...)
+		out = append(out, pricing.UsageOf(r.Bucket, r.SKU, r.Values)...)
 	}
 	return out, nil
 }

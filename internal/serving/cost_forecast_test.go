@@ -15,6 +15,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
@@ -60,7 +61,7 @@ func TestCostTrendAndForecastAreTheInvoicesPricing(t *testing.T) {
 	add := func(gpu string, h time.Time, share uint64) {
 		x := collectors.Sample{Host: "host-acme", GPUUUID: gpu, GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
 			Tenant: "acme", Department: "research", Workload: "job-" + gpu, Start: h, End: h.Add(time.Hour),
-			Meters: collectors.Meters{GPUMicroseconds: share * 36_000_000}}
+			Values: meter.Values{GPUMicroseconds: share * 36_000_000}}
 		x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
 		samples = append(samples, x)
 	}

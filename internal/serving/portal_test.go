@@ -18,6 +18,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/browsertest"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/server"
 )
 
@@ -135,7 +136,7 @@ func TestPortalDrawsTheForecastBand(t *testing.T) {
 		}
 		x := collectors.Sample{Host: "host-acme", GPUUUID: "GPU-acme", GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
 			Tenant: "acme", Department: "research", Workload: "job-acme", Start: h, End: h.Add(time.Hour),
-			Meters: collectors.Meters{GPUMicroseconds: share[day] * 36_000_000}}
+			Values: meter.Values{GPUMicroseconds: share[day] * 36_000_000}}
 		x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
 		samples = append(samples, x)
 	}

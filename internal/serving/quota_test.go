@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/admission"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/serving"
@@ -35,7 +36,7 @@ func quotaServer(t *testing.T, f *fixture, cfg quota.Config, refresh bool) (*htt
 	for g := range 2 {
 		x := collectors.Sample{Host: "host-acme", GPUUUID: fmt.Sprintf("GPU-run-%d", g), GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
 			Tenant: "acme", Department: "research", Workload: "train", Start: now.Add(-10 * time.Second), End: now,
-			Meters: collectors.Meters{GPUMicroseconds: 10_000_000}}
+			Values: meter.Values{GPUMicroseconds: 10_000_000}}
 		x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
 		running = append(running, x)
 	}

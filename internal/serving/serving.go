@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -155,7 +156,7 @@ func points(rows []store.UsageRow, q server.UsageRequest) []server.UsagePoint {
 	sums := map[pointKey]*struct {
 		b       time.Time
 		samples uint64
-		m       store.Meters
+		m       meter.Totals
 	}{}
 	for _, r := range rows {
 		b := bucketStart(r.Bucket, q.Step, q.Location)
@@ -165,12 +166,12 @@ func points(rows []store.UsageRow, q server.UsageRequest) []server.UsagePoint {
 			acc = &struct {
 				b       time.Time
 				samples uint64
-				m       store.Meters
+				m       meter.Totals
 			}{b: b}
 			sums[k] = acc
 		}
 		acc.samples += r.Samples
-		acc.m = acc.m.Add(r.Meters)
+		acc.m = acc.m.Add(r.Totals)
 	}
 	keys := make([]pointKey, 0, len(sums))
 	for k := range sums {
@@ -201,29 +202,11 @@ func points(rows []store.UsageRow, q server.UsageRequest) []server.UsagePoint {
 		p := server.UsagePoint{Bucket: acc.b, Tenant: k.tenant, Department: k.department, SKU: k.sku, Host: k.host,
 			Workload: k.workload, Samples: acc.samples, Quantities: map[pricing.Meter]decimal.Decimal{}}
 		for _, m := range q.Meters {
-			p.Quantities[m] = quantity(acc.m, m)
+			p.Quantities[m] = acc.m.Quantity(m.Spec())
 		}
 		out = append(out, p)
 	}
 	return out
-}
-
-func quantity(m store.Meters, meter pricing.Meter) decimal.Decimal {
-	switch meter {
-	case pricing.GPUHours:
-		return m.GPUHours()
-	case pricing.SMActiveHours:
-		return m.SMActiveHours()
-	case pricing.MemoryGiBHours:
-		return m.MemoryGiBHours()
-	case pricing.EnergyKWh:
-		return m.EnergyKWh()
-	case pricing.PCIeGiB:
-		return m.PCIeGiB()
-	case pricing.NVLinkGiB:
-		return m.NVLinkGiB()
-	}
-	return decimal.Zero
 }
 
 // bucketStart is the start, in loc, of the step holding t.

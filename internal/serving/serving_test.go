@@ -24,6 +24,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/insightsvc"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/store"
@@ -64,7 +65,7 @@ func newFixture(t *testing.T, cfg server.Config) *fixture {
 		model, profile, _ := strings.Cut(sku, "/")
 		x := collectors.Sample{Host: "host-" + tenant, GPUUUID: "GPU-" + tenant, GPUModel: model, MIGProfile: profile, SKU: sku,
 			Tenant: tenant, Department: dept, Workload: "job-" + tenant, Start: h, End: h.Add(time.Hour),
-			Meters: collectors.Meters{GPUMicroseconds: us}}
+			Values: meter.Values{GPUMicroseconds: us}}
 		if profile != "" {
 			x.MIGUUID = "MIG-" + tenant
 		}
@@ -586,7 +587,7 @@ func TestAPIUsageCacheFollowsRollups(t *testing.T) {
 	before := f.usage(t, f.tokens["globex"], q)
 	late := collectors.Sample{Host: "host-globex", GPUUUID: "GPU-late", GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
 		Tenant: "globex", Department: "research", Workload: "late", Start: time.Date(2026, 10, 20, 0, 0, 0, 0, time.UTC),
-		Meters: collectors.Meters{GPUMicroseconds: 3_600_000_000}}
+		Values: meter.Values{GPUMicroseconds: 3_600_000_000}}
 	late.End = late.Start.Add(time.Hour)
 	late.ID = collectors.SampleID(late.Host, late.GPUUUID, late.Tenant, late.Workload, late.Start)
 	ctx := context.Background()

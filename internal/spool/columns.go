@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // The string columns of Columns, in the order of the segment format and of
@@ -40,8 +41,8 @@ type Columns struct {
 	// the nanoseconds within them (below 1e9).
 	StartSeconds, EndSeconds []int64
 	StartNanos, EndNanos     []uint32
-	// Meters[m] is meter m in collectors.Meter order.
-	Meters     [collectors.NumMeters][]uint64
+	// Meters[m] is meter m in meter.ID order.
+	Meters     [meter.Count][]uint64
 	Unmeasured []uint8
 
 	index map[string]uint32 // Dict's inverse
@@ -116,7 +117,11 @@ func (c *Columns) End(i int) time.Time {
 
 // Row returns row i as a sample.
 func (c *Columns) Row(i int) collectors.Sample {
-	d, m := c.Dict, &c.Meters
+	d := c.Dict
+	var v [meter.Count]uint64
+	for j := range v {
+		v[j] = c.Meters[j][i]
+	}
 	return collectors.Sample{
 		ID:         c.IDs[i],
 		Host:       d[c.Strings[ColHost][i]],
@@ -130,15 +135,8 @@ func (c *Columns) Row(i int) collectors.Sample {
 		Workload:   d[c.Strings[ColWorkload][i]],
 		Start:      c.Start(i),
 		End:        c.End(i),
-		// In collectors.Meter order, as Meters.Values lists them.
-		Meters: collectors.Meters{
-			GPUMicroseconds: m[collectors.MeterGPU][i], SMActiveMicroseconds: m[collectors.MeterSMActive][i],
-			MemMiBSeconds: m[collectors.MeterMemory][i], MemPeakBytes: m[collectors.MeterMemPeak][i],
-			EnergyMillijoules: m[collectors.MeterEnergy][i],
-			PCIeTxBytes:       m[collectors.MeterPCIeTx][i], PCIeRxBytes: m[collectors.MeterPCIeRx][i],
-			NVLinkTxBytes: m[collectors.MeterNVLinkTx][i], NVLinkRxBytes: m[collectors.MeterNVLinkRx][i],
-		},
-		Unmeasured: collectors.Unmeasured(c.Unmeasured[i]),
+		Values:     meter.FromArray(v),
+		Unmeasured: meter.Unmeasured(c.Unmeasured[i]),
 	}
 }
 
@@ -162,7 +160,7 @@ func (c *Columns) Validate() error {
 		if c.IDs[i] != 0 && d[host[i]] != "" && d[gpu[i]] != "" && d[sku[i]] != "" &&
 			c.StartNanos[i] < nanosPerSecond && c.EndNanos[i] < nanosPerSecond &&
 			ss >= minStorableSecond && es > ss && es < maxStorableSecond && es-ss < maxIntervalSeconds &&
-			collectors.Unmeasured(c.Unmeasured[i])&^collectors.UnmeasuredAll == 0 &&
+			meter.Unmeasured(c.Unmeasured[i])&^meter.UnmeasuredAll == 0 &&
 			(d[tenant[i]] != "" || d[workload[i]] == "") {
 			continue
 		}
@@ -205,7 +203,7 @@ func (c *Columns) AppendSamples(samples []collectors.Sample) {
 		}
 		c.StartSeconds[i], c.StartNanos[i] = x.Start.Unix(), uint32(x.Start.Nanosecond())
 		c.EndSeconds[i], c.EndNanos[i] = x.End.Unix(), uint32(x.End.Nanosecond())
-		for j, v := range x.Values() {
+		for j, v := range x.Array() {
 			c.Meters[j][i] = v
 		}
 		c.Unmeasured[i] = uint8(x.Unmeasured)
@@ -405,7 +403,7 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 		var u uint64
 		if version >= payloadV2 {
 			u, p = uvarintAt(b, p)
-			if p < 0 || u > uint64(collectors.UnmeasuredAll) {
+			if p < 0 || u > uint64(meter.UnmeasuredAll) {
 				return fail("unmeasured flags")
 			}
 		}

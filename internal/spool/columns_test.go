@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // Columns.Validate agrees with collectors.Sample.Validate on every row,
@@ -25,8 +26,8 @@ func TestColumnsValidateAgreesWithSampleValidate(t *testing.T) {
 		"no sku":                  func(s *collectors.Sample) { s.SKU = "" },
 		"idle row":                func(s *collectors.Sample) { s.Tenant, s.Workload, s.Department = "", "", "" },
 		"workload without tenant": func(s *collectors.Sample) { s.Tenant = "" },
-		"unknown flag":            func(s *collectors.Sample) { s.Unmeasured = collectors.UnmeasuredAll + 1 },
-		"all flags":               func(s *collectors.Sample) { s.Unmeasured = collectors.UnmeasuredAll },
+		"unknown flag":            func(s *collectors.Sample) { s.Unmeasured = meter.UnmeasuredAll + 1 },
+		"all flags":               func(s *collectors.Sample) { s.Unmeasured = meter.UnmeasuredAll },
 		"end before start":        func(s *collectors.Sample) { s.Start, s.End = s.End, s.Start },
 		"empty interval":          func(s *collectors.Sample) { s.End = s.Start },
 		"sub-second, same second": func(s *collectors.Sample) { s.Start, s.End = at(1000, 1), at(1000, 2) },
@@ -76,7 +77,7 @@ func TestColumnsValidateRandomRows(t *testing.T) {
 		s.Start = time.Unix(ss, nanos[r.IntN(len(nanos))]).UTC()
 		s.End = time.Unix(ss+spans[r.IntN(len(spans))], nanos[r.IntN(len(nanos))]).UTC()
 		if r.IntN(8) == 0 {
-			s.Unmeasured = collectors.Unmeasured(r.IntN(256))
+			s.Unmeasured = meter.Unmeasured(r.IntN(256))
 		}
 		if r.IntN(8) == 0 {
 			s.Tenant = ""

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // On-disk format (docs/delivery.md has the picture). All integers
@@ -37,7 +38,7 @@ const (
 	segFileSuffix = ".seg"
 
 	// payloadMeters is how many meters payloads v1 and v2 carry, in
-	// collectors.Meter order. A new meter needs a new payload version that
+	// meter.ID order. A new meter needs a new payload version that
 	// writes it (and reads old ones with this many): the check below stops
 	// the build until then.
 	payloadMeters = 9
@@ -51,9 +52,9 @@ const (
 	minSampleBytes = 8 + 9 + 4 + 9
 )
 
-// A new meter in collectors.Meters fails this line until the payload
+// A new meter in meter.Values fails this line until the payload
 // format carries it (see payloadMeters).
-var _ = [1]struct{}{}[collectors.NumMeters-payloadMeters]
+var _ = [1]struct{}{}[meter.Count-payloadMeters]
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -168,7 +169,7 @@ func (e *encoder) encode(samples []collectors.Sample) ([]byte, error) {
 		// Wrapping subtraction is fine: decoding adds it back the same way.
 		b = binary.AppendVarint(b, s.End.Unix()-startSec)
 		b = binary.AppendUvarint(b, uint64(s.End.Nanosecond()))
-		for _, q := range s.Values() {
+		for _, q := range s.Array() {
 			b = binary.AppendUvarint(b, q)
 		}
 		b = binary.AppendUvarint(b, uint64(s.Unmeasured))

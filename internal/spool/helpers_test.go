@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // testBatch returns batch number b of n samples; the same (b, n) always
@@ -38,7 +39,7 @@ func testBatch(b, n int) []collectors.Sample {
 			Workload:   fmt.Sprintf("ns-%d/pod-%d", i%5, i),
 			Start:      base.Add(time.Duration(i) * time.Nanosecond),
 			End:        base.Add(10*time.Second + time.Duration(i)*time.Nanosecond),
-			Meters:     collectors.Meters{GPUMicroseconds: 10_000_000, SMActiveMicroseconds: uint64(i) * 1000, MemMiBSeconds: uint64(b*n + i), MemPeakBytes: 80 << 30, EnergyMillijoules: uint64(700_000 + i), PCIeTxBytes: uint64(i) << 20, PCIeRxBytes: uint64(i) << 10, NVLinkTxBytes: uint64(i), NVLinkRxBytes: ^uint64(0)},
+			Values:     meter.Values{GPUMicroseconds: 10_000_000, SMActiveMicroseconds: uint64(i) * 1000, MemMiBSeconds: uint64(b*n + i), MemPeakBytes: 80 << 30, EnergyMillijoules: uint64(700_000 + i), PCIeTxBytes: uint64(i) << 20, PCIeRxBytes: uint64(i) << 10, NVLinkTxBytes: uint64(i), NVLinkRxBytes: ^uint64(0)},
 		}
 		if i%3 == 0 {
 			s.MIGUUID = fmt.Sprintf("MIG-%d", i)

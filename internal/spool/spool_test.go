@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -836,7 +837,7 @@ func TestDecodeReadsVersion1Payloads(t *testing.T) {
 	}
 	equalSamples(t, got, batch)
 
-	batch[0].Unmeasured = collectors.UnmeasuredNVLink | collectors.UnmeasuredEnergy
+	batch[0].Unmeasured = meter.UnmeasuredNVLink | meter.UnmeasuredEnergy
 	rec, err = e.encode(batch)
 	if err != nil {
 		t.Fatal(err)

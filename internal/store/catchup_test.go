@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/spool"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -75,7 +76,7 @@ func (f *catchUpFleet) poll(n, lo, hi int) []collectors.Sample {
 			Host: s.host, GPUUUID: s.gpu, GPUModel: "H100-SXM5-80GB", MIGUUID: s.mig, MIGProfile: s.profile, SKU: s.sku,
 			Tenant: s.tenant, Department: s.dept, Workload: s.workload,
 			Start: st, End: st.Add(fleetInterval),
-			Meters: collectors.Meters{GPUMicroseconds: 10_000_000 * 3 / 7, SMActiveMicroseconds: uint64(i%1000) * 1000,
+			Values: meter.Values{GPUMicroseconds: 10_000_000 * 3 / 7, SMActiveMicroseconds: uint64(i%1000) * 1000,
 				MemMiBSeconds: 40960 * 10, MemPeakBytes: 40 << 30, EnergyMillijoules: 1_000_000 + uint64(i)},
 		}
 		if s.mig == "" {

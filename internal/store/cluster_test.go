@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/schemas"
@@ -119,7 +120,7 @@ func TestMigrateCluster(t *testing.T) {
 			for _, month := range []time.Time{oct, nov} {
 				smp := collectors.Sample{Host: "h", GPUUUID: fmt.Sprintf("GPU-%d", i), GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
 					Tenant: "acme", Start: month, End: month.Add(10 * time.Second),
-					Meters: collectors.Meters{GPUMicroseconds: 10_000_000}}
+					Values: meter.Values{GPUMicroseconds: 10_000_000}}
 				smp.ID = collectors.SampleID(smp.Host, smp.GPUUUID, smp.Tenant, smp.Workload, smp.Start)
 				samples = append(samples, smp)
 			}

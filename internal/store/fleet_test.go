@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -25,7 +26,7 @@ func fleetSample(host, gpu, model, mig, profile, tenant string, start time.Time)
 		Tenant:     tenant,
 		Start:      start,
 		End:        start.Add(10 * time.Second),
-		Meters:     collectors.Meters{GPUMicroseconds: 1_000_000},
+		Values:     meter.Values{GPUMicroseconds: 1_000_000},
 	}
 	if tenant != "" {
 		s.Workload = "pod/" + tenant

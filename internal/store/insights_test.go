@@ -10,19 +10,20 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
 
 // insightSample is one 10 s sample of a workload on a device.
-func insightSample(gpu, mig, tenant, workload string, start time.Time, gpuUS, smUS, peak uint64, unmeasured collectors.Unmeasured) collectors.Sample {
+func insightSample(gpu, mig, tenant, workload string, start time.Time, gpuUS, smUS, peak uint64, unmeasured meter.Unmeasured) collectors.Sample {
 	sku := "H100-SXM5-80GB"
 	if mig != "" {
 		sku += "/1g.10gb"
 	}
 	s := collectors.Sample{Host: "h1", GPUUUID: gpu, GPUModel: "H100-SXM5-80GB", MIGUUID: mig, SKU: sku, Tenant: tenant,
 		Department: "d-" + tenant, Workload: workload, Start: start, End: start.Add(10 * time.Second),
-		Meters: collectors.Meters{GPUMicroseconds: gpuUS, SMActiveMicroseconds: smUS, MemPeakBytes: peak}, Unmeasured: unmeasured}
+		Values: meter.Values{GPUMicroseconds: gpuUS, SMActiveMicroseconds: smUS, MemPeakBytes: peak}, Unmeasured: unmeasured}
 	dev := gpu
 	if mig != "" {
 		dev = mig
@@ -43,9 +44,9 @@ func TestHoldingsSumWorkloadsPerDeviceAndInterval(t *testing.T) {
 	var samples []collectors.Sample
 	for i := range 3 {
 		at := from.Add(time.Duration(i) * 10 * time.Second)
-		un := collectors.Unmeasured(0)
+		un := meter.Unmeasured(0)
 		if i == 2 {
-			un = collectors.UnmeasuredSMActive
+			un = meter.UnmeasuredSMActive
 		}
 		samples = append(samples,
 			insightSample("GPU-A", "", "acme", "j1", at, 5_000_000, 1_000_000, 100, 0),

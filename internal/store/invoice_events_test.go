@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/internal/webhook"
@@ -46,9 +47,9 @@ func TestInvoiceEventsSurviveARunCutShort(t *testing.T) {
 	var samples []collectors.Sample
 	for _, tenant := range []string{"acme", "globex"} {
 		samples = append(samples, usageHours(from, to, tenant, "research", "H100-SXM5-80GB", "H100-SXM5-80GB", "", 1,
-			collectors.Meters{GPUMicroseconds: 1_825_000_000})...)
+			meter.Values{GPUMicroseconds: 1_825_000_000})...)
 		samples = append(samples, usageHours(from.AddDate(0, 1, 0), to.AddDate(0, 1, 0), tenant, "research", "H100-SXM5-80GB",
-			"H100-SXM5-80GB", "", 1, collectors.Meters{GPUMicroseconds: 3_600_000_000})...)
+			"H100-SXM5-80GB", "", 1, meter.Values{GPUMicroseconds: 3_600_000_000})...)
 	}
 	if err := s.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)

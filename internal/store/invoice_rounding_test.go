@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
 
@@ -21,7 +21,7 @@ func TestInvoiceRunLineOnAHalfCent(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	from := time.Date(2026, 11, 3, 0, 0, 0, 0, time.UTC)
 	samples := usageHours(from, from.Add(24*time.Hour), "halfcent", "research", "H100-SXM5-80GB", "H100-SXM5-80GB", "", 1,
-		collectors.Meters{GPUMicroseconds: 1_825_000_000})
+		meter.Values{GPUMicroseconds: 1_825_000_000})
 	if err := s.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,10 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -31,17 +31,17 @@ func (s *Store) BillingUsage(ctx context.Context, from, to time.Time, tenant str
 		var (
 			t, sku string
 			hour   time.Time
-			m      Meters
+			m      meter.Values
 		)
 		dest := []any{&t, &hour, &sku}
-		for i := range collectors.NumMeters {
+		for i := range meter.Count {
 			dest = append(dest, m.Ptr(i))
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("billing usage: scan: %w", err)
 		}
 		tu := out[t]
-		tu.Usage = append(tu.Usage, m.PricingUsage(hour.UTC(), sku)...)
+		tu.Usage = append(tu.Usage, pricing.UsageOf(hour.UTC(), sku, m)...)
 		out[t] = tu
 	}
 	if err := rows.Err(); err != nil {
@@ -196,11 +196,11 @@ func (s *Store) ChargebackUsage(ctx context.Context, from, to time.Time) ([]bill
 		var (
 			hour                     time.Time
 			tenant, dept, sku        string
-			m                        Meters
+			m                        meter.Values
 			smUnmeasured, enUnmeasrd uint64
 		)
 		dest := []any{&hour, &tenant, &dept, &sku}
-		for i := range collectors.NumMeters {
+		for i := range meter.Count {
 			dest = append(dest, m.Ptr(i))
 		}
 		dest = append(dest, &smUnmeasured, &enUnmeasrd)
@@ -216,7 +216,7 @@ func (s *Store) ChargebackUsage(ctx context.Context, from, to time.Time) ([]bill
 		r := chargeback.Row{Department: dept, Tenant: tenant, SKU: sku, Hour: hour,
 			GPUMicroseconds: m.GPUMicroseconds, SMActiveMicroseconds: m.SMActiveMicroseconds, MemMiBSeconds: m.MemMiBSeconds,
 			EnergyMillijoules: m.EnergyMillijoules, Unmeasured: chargeback.Unmeasured{SMActive: smUnmeasured, Energy: enUnmeasrd}}
-		out = append(out, billing.UsageRow{Row: r, Usage: m.PricingUsage(hour, sku)})
+		out = append(out, billing.UsageRow{Row: r, Usage: pricing.UsageOf(hour, sku, m)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("chargeback usage: %w", err)

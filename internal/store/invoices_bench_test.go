@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
 
@@ -41,7 +42,7 @@ func BenchmarkInvoiceRun1000Tenants(b *testing.B) {
 			for k, sku := range []string{"H100-SXM5-80GB", "A100-SXM4-80GB"} {
 				x := collectors.Sample{Host: "h", GPUUUID: fmt.Sprintf("GPU-%04d-%d", i, k), GPUModel: sku, SKU: sku,
 					Tenant: tenant, Department: fmt.Sprintf("dept-%d", i%7), Workload: "w", Start: h, End: h.Add(time.Hour),
-					Meters: collectors.Meters{GPUMicroseconds: uint64(1+i%3) * 1_200_000_000, EnergyMillijoules: 2_000_000_000}}
+					Values: meter.Values{GPUMicroseconds: uint64(1+i%3) * 1_200_000_000, EnergyMillijoules: 2_000_000_000}}
 				x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
 				chunk = append(chunk, x)
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -46,13 +47,13 @@ reservations:
 `
 
 // usageHours writes one sample per GPU and hour over [from, to).
-func usageHours(from, to time.Time, tenant, dept, sku, model, mig string, gpus int, m collectors.Meters) []collectors.Sample {
+func usageHours(from, to time.Time, tenant, dept, sku, model, mig string, gpus int, m meter.Values) []collectors.Sample {
 	var out []collectors.Sample
 	for h := from; h.Before(to); h = h.Add(time.Hour) {
 		for g := range gpus {
 			s := collectors.Sample{Host: "host-" + tenant, GPUUUID: fmt.Sprintf("GPU-%s-%d", tenant, g), GPUModel: model,
 				MIGProfile: mig, SKU: sku, Tenant: tenant, Department: dept, Workload: "job-" + tenant,
-				Start: h, End: h.Add(time.Hour), Meters: m}
+				Start: h, End: h.Add(time.Hour), Values: m}
 			if mig != "" {
 				s.MIGUUID = fmt.Sprintf("MIG-%s-%d", tenant, g)
 			}
@@ -132,11 +133,11 @@ func TestInvoiceRunEndToEnd(t *testing.T) {
 	migUS := uint64(3_600_000_000) * 3 / 7
 	var samples []collectors.Sample
 	samples = append(samples, usageHours(from, to, "acme", "research", "H100-SXM5-80GB", "H100-SXM5-80GB", "", 3,
-		collectors.Meters{GPUMicroseconds: 3_600_000_000, EnergyMillijoules: kwh})...)
+		meter.Values{GPUMicroseconds: 3_600_000_000, EnergyMillijoules: kwh})...)
 	samples = append(samples, usageHours(from, to, "globex", "research", "A100-SXM4-80GB", "A100-SXM4-80GB", "", 1,
-		collectors.Meters{GPUMicroseconds: 3_600_000_000})...)
+		meter.Values{GPUMicroseconds: 3_600_000_000})...)
 	samples = append(samples, usageHours(from, to, "initech", "ops", "A100-SXM4-80GB/3g.40gb", "A100-SXM4-80GB", "3g.40gb", 2,
-		collectors.Meters{GPUMicroseconds: migUS})...)
+		meter.Values{GPUMicroseconds: migUS})...)
 	if err := s.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
@@ -230,12 +231,12 @@ func TestInvoiceRunEndToEnd(t *testing.T) {
 	// Late samples for October: one more H100 hour for acme (burst), and a
 	// corrected re-import that removes two of initech's MIG hours.
 	late := usageHours(time.Date(2026, 10, 10, 0, 0, 0, 0, time.UTC), time.Date(2026, 10, 10, 1, 0, 0, 0, time.UTC),
-		"acme", "research", "H100-SXM5-80GB", "H100-SXM5-80GB", "", 4, collectors.Meters{GPUMicroseconds: 3_600_000_000})
+		"acme", "research", "H100-SXM5-80GB", "H100-SXM5-80GB", "", 4, meter.Values{GPUMicroseconds: 3_600_000_000})
 	if err := s.InsertSamples(ctx, late[3:]); err != nil {
 		t.Fatal(err)
 	}
 	fixed := usageHours(time.Date(2026, 10, 12, 0, 0, 0, 0, time.UTC), time.Date(2026, 10, 12, 1, 0, 0, 0, time.UTC),
-		"initech", "ops", "A100-SXM4-80GB/3g.40gb", "A100-SXM4-80GB", "3g.40gb", 2, collectors.Meters{GPUMicroseconds: migUS / 3})
+		"initech", "ops", "A100-SXM4-80GB/3g.40gb", "A100-SXM4-80GB", "3g.40gb", 2, meter.Values{GPUMicroseconds: migUS / 3})
 	if err := s.InsertSamples(ctx, fixed); err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 var _ billing.RollupStore = (*Store)(nil)
@@ -20,11 +20,11 @@ var _ billing.RollupStore = (*Store)(nil)
 // replaces its old row) are not in its result: tombstoneSQL clears them.
 var rollupSQL = `INSERT INTO usage_hourly (hour, tenant, department, sku, samples,
     ` + meterColumns("") + `,
-    sm_unmeasured_microseconds, energy_unmeasured_microseconds, pcie_unmeasured_microseconds, nvlink_unmeasured_microseconds,
+    ` + unmeasuredColumns("") + `,
     version)
 SELECT toStartOfHour(start) AS hour, tenant, department, sku, count(),
     ` + meterColumns("sum") + `,
-    ` + unmeasuredSums + `, ?
+    ` + unmeasuredSums() + `, ?
 FROM usage_samples FINAL
 WHERE start >= ? AND start < ?
 GROUP BY hour, tenant, department, sku`
@@ -48,11 +48,10 @@ GROUP BY hour, tenant, department, sku`
 // on a single node it is a plain IN.
 var tombstoneSQL = `INSERT INTO usage_hourly (hour, tenant, department, sku, samples,
     ` + meterColumns("") + `,
-    sm_unmeasured_microseconds, energy_unmeasured_microseconds, pcie_unmeasured_microseconds, nvlink_unmeasured_microseconds,
+    ` + unmeasuredColumns("") + `,
     version)
 SELECT hour, tenant, department, sku, 0,
-    ` + strings.Repeat("0, ", int(collectors.NumMeters)) + `
-    0, 0, 0, 0,
+    ` + strings.Repeat("0, ", int(meter.Count)+meter.NumGroups) + `
     ?
 FROM usage_hourly FINAL
 WHERE hour >= ? AND hour < ? AND version < ? AND samples > 0

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
@@ -34,7 +35,7 @@ func BenchmarkRollupDay(b *testing.B) {
 				Workload:   "job",
 				Start:      start,
 				End:        start.Add(10 * time.Second),
-				Meters:     collectors.Meters{GPUMicroseconds: 10_000_000, SMActiveMicroseconds: uint64(step % 10_000_000), MemMiBSeconds: 409600, EnergyMillijoules: 7_000_000, PCIeTxBytes: 1 << 20, PCIeRxBytes: 1 << 21},
+				Values:     meter.Values{GPUMicroseconds: 10_000_000, SMActiveMicroseconds: uint64(step % 10_000_000), MemMiBSeconds: 409600, EnergyMillijoules: 7_000_000, PCIeTxBytes: 1 << 20, PCIeRxBytes: 1 << 21},
 			}
 			x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
 			chunk = append(chunk, x)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/spool"
 )
 
@@ -18,12 +19,12 @@ import (
 var sampleColumns = "sample_id, host, gpu_uuid, gpu_model, mig_uuid, mig_profile, sku, " +
 	"tenant, department, workload, start, end, " + meterColumns("") + ", unmeasured"
 
-// meterColumns lists the meters' columns in collectors.Meter order, each
+// meterColumns lists the meters' columns in meter.ID order, each
 // wrapped in its aggregate when agg is set ("sum": sum(col), or max(col)
 // for a peak).
 func meterColumns(agg string) string {
-	cols := make([]string, collectors.NumMeters)
-	for i, m := range collectors.MeterSpecs {
+	cols := make([]string, meter.Count)
+	for i, m := range meter.Specs {
 		switch {
 		case agg == "":
 			cols[i] = m.Column
@@ -32,6 +33,29 @@ func meterColumns(agg string) string {
 		default:
 			cols[i] = agg + "(" + m.Column + ")"
 		}
+	}
+	return strings.Join(cols, ", ")
+}
+
+// unmeasuredColumns lists usage_hourly's unmeasured GPU-time columns, one
+// per meter.Groups entry, each wrapped in agg ("" for the bare names).
+func unmeasuredColumns(agg string) string {
+	cols := make([]string, meter.NumGroups)
+	for i, g := range meter.Groups {
+		cols[i] = g.Column
+		if agg != "" {
+			cols[i] = agg + "(" + g.Column + ")"
+		}
+	}
+	return strings.Join(cols, ", ")
+}
+
+// unmeasuredSums are the GPU-microseconds of raw samples lacking each
+// meter group, by the bits of meter.Unmeasured (shared with the rollup).
+func unmeasuredSums() string {
+	cols := make([]string, meter.NumGroups)
+	for i := range meter.Groups {
+		cols[i] = fmt.Sprintf("sumIf(gpu_microseconds, bitAnd(unmeasured, %d) != 0)", meter.Flag(i))
 	}
 	return strings.Join(cols, ", ")
 }
@@ -229,7 +253,7 @@ type blockBuffers struct {
 	ids   []uint64
 	strs  [spool.NumStringColumns][]string
 	times [2][]int64
-	nums  [collectors.NumMeters][]uint64
+	nums  [meter.Count][]uint64
 	flags []uint8
 	cols  []any
 }
@@ -380,13 +404,13 @@ func (s *Store) ScanSamples(ctx context.Context, gpuUUIDs []string, from, to tim
 		var unmeasured uint8
 		dest := []any{&x.ID, &x.Host, &x.GPUUUID, &x.GPUModel, &x.MIGUUID, &x.MIGProfile, &x.SKU,
 			&x.Tenant, &x.Department, &x.Workload, &x.Start, &x.End}
-		for m := range collectors.NumMeters {
+		for m := range meter.Count {
 			dest = append(dest, x.Ptr(m))
 		}
 		if err := rows.Scan(append(dest, &unmeasured)...); err != nil {
 			return fmt.Errorf("scan samples: %w", err)
 		}
-		x.Unmeasured = collectors.Unmeasured(unmeasured)
+		x.Unmeasured = meter.Unmeasured(unmeasured)
 		x.Start, x.End = x.Start.UTC(), x.End.UTC()
 		if err := fn(x); err != nil {
 			return err

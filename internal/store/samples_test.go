@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/spool"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -31,15 +32,15 @@ func testSamples(start time.Time, n int, tenants ...string) []collectors.Sample 
 			Workload:   "job-" + tenant,
 			Start:      st,
 			End:        st.Add(10 * time.Second),
-			Meters:     collectors.Meters{GPUMicroseconds: 10_000_000, SMActiveMicroseconds: uint64(i % 10_000_000), MemMiBSeconds: 40960 * 10, MemPeakBytes: uint64(i) << 20, EnergyMillijoules: 3_500_000 + uint64(i), PCIeTxBytes: uint64(i) * 1000, PCIeRxBytes: uint64(i) * 2000, NVLinkTxBytes: uint64(i) * 3000, NVLinkRxBytes: uint64(i) * 4000},
+			Values:     meter.Values{GPUMicroseconds: 10_000_000, SMActiveMicroseconds: uint64(i % 10_000_000), MemMiBSeconds: 40960 * 10, MemPeakBytes: uint64(i) << 20, EnergyMillijoules: 3_500_000 + uint64(i), PCIeTxBytes: uint64(i) * 1000, PCIeRxBytes: uint64(i) * 2000, NVLinkTxBytes: uint64(i) * 3000, NVLinkRxBytes: uint64(i) * 4000},
 		}
 		// Every fifth GPU is a PCIe board without NVLink; every seventh
 		// sample is a first interval without an energy baseline.
 		if i%5 == 0 {
-			s.Unmeasured |= collectors.UnmeasuredNVLink
+			s.Unmeasured |= meter.UnmeasuredNVLink
 		}
 		if i%7 == 0 {
-			s.Unmeasured |= collectors.UnmeasuredEnergy
+			s.Unmeasured |= meter.UnmeasuredEnergy
 		}
 		s.ID = collectors.SampleID(s.Host, s.GPUUUID, s.Tenant, s.Workload, s.Start)
 		out = append(out, s)
@@ -47,14 +48,14 @@ func testSamples(start time.Time, n int, tenants ...string) []collectors.Sample 
 	return out
 }
 
-func sumByTenant(samples []collectors.Sample) map[string]store.Meters {
-	out := map[string]store.Meters{}
+func sumByTenant(samples []collectors.Sample) map[string]meter.Totals {
+	out := map[string]meter.Totals{}
 	for _, s := range samples {
-		out[s.Tenant] = out[s.Tenant].Add(store.Meters{
-			Meters: s.Meters,
-			Unmeasured: store.UnmeasuredMicroseconds{
-				SMActive: gpuIf(s, collectors.UnmeasuredSMActive), Energy: gpuIf(s, collectors.UnmeasuredEnergy),
-				PCIe: gpuIf(s, collectors.UnmeasuredPCIe), NVLink: gpuIf(s, collectors.UnmeasuredNVLink),
+		out[s.Tenant] = out[s.Tenant].Add(meter.Totals{
+			Values: s.Values,
+			Unmeasured: meter.UnmeasuredTime{
+				gpuIf(s, meter.UnmeasuredSMActive), gpuIf(s, meter.UnmeasuredEnergy),
+				gpuIf(s, meter.UnmeasuredPCIe), gpuIf(s, meter.UnmeasuredNVLink),
 			},
 		})
 	}
@@ -80,8 +81,8 @@ func TestInsertSameBatchTwiceCountsOnce(t *testing.T) {
 		t.Fatalf("got %d tenants, want %d: %+v", len(rows), len(want), rows)
 	}
 	for _, r := range rows {
-		if r.Meters != want[r.Tenant] {
-			t.Errorf("tenant %s: got %+v, want %+v", r.Tenant, r.Meters, want[r.Tenant])
+		if r.Totals != want[r.Tenant] {
+			t.Errorf("tenant %s: got %+v, want %+v", r.Tenant, r.Totals, want[r.Tenant])
 		}
 		if r.Samples != uint64(len(samples)/3) {
 			t.Errorf("tenant %s: %d samples, want %d", r.Tenant, r.Samples, len(samples)/3)
@@ -121,8 +122,8 @@ func checkTenantTotals(t *testing.T, s *store.Store, start time.Time, samples []
 		t.Fatalf("got %d tenants, want %d: %+v", len(rows), len(want), rows)
 	}
 	for _, r := range rows {
-		if r.Meters != want[r.Tenant] {
-			t.Errorf("tenant %s: got %+v, want %+v", r.Tenant, r.Meters, want[r.Tenant])
+		if r.Totals != want[r.Tenant] {
+			t.Errorf("tenant %s: got %+v, want %+v", r.Tenant, r.Totals, want[r.Tenant])
 		}
 		if r.Samples != count[r.Tenant] {
 			t.Errorf("tenant %s: %d samples, want %d", r.Tenant, r.Samples, count[r.Tenant])
@@ -182,7 +183,7 @@ func TestUsageRangeAndBucketsAreExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(scoped) != 1 || scoped[0].Meters != sumByTenant(samples)["globex"] {
+	if len(scoped) != 1 || scoped[0].Totals != sumByTenant(samples)["globex"] {
 		t.Fatalf("tenant-scoped total = %+v, want %+v", scoped, sumByTenant(samples)["globex"])
 	}
 }
@@ -206,7 +207,7 @@ func TestInsertRejectsInvalidBatchAndStoresNothing(t *testing.T) {
 	}
 }
 
-func gpuIf(s collectors.Sample, m collectors.Unmeasured) uint64 {
+func gpuIf(s collectors.Sample, m meter.Unmeasured) uint64 {
 	if s.Unmeasured.Has(m) {
 		return s.GPUMicroseconds
 	}

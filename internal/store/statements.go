@@ -257,7 +257,7 @@ func checkedInvoice(at time.Time, tenant, dept string, edit func(*billing.Invoic
 				From: from, To: to, Quantity: d("1440"), Unit: "GPU-h", Amount: d("2880.000000000"), AmountMinor: 288000},
 			{No: 2, Kind: pricing.KindOnDemand, SKU: "H100-SXM5-80GB/3g.40gb", Meter: pricing.GPUHours, Description: "on demand",
 				From: from, To: to, Quantity: d("12.345678901234"), Unit: "GPU-h", Amount: d("21.6049382771"), AmountMinor: 2160},
-			{No: 3, Kind: billing.KindAdjustment, SKU: "H100-SXM5-80GB", Meter: pricing.EnergyKWh, Description: "late usage",
+			{No: 3, Kind: billing.KindAdjustment, SKU: "H100-SXM5-80GB", Meter: "energy_kwh", Description: "late usage",
 				From: from.AddDate(0, -1, 0), To: from, Quantity: d("-0.5"), Unit: "kWh", Amount: d("-0.05"), AmountMinor: -5,
 				AdjustsPeriod: from.AddDate(0, -1, 0).Format("2006-01"), AdjustsInvoice: tenant + "/" + from.AddDate(0, -1, 0).Format("2006-01") + "/1"},
 		},

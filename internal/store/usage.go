@@ -7,9 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
-	"github.com/shopspring/decimal"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // Dimension is a column usage can be grouped by.
@@ -49,34 +51,6 @@ const (
 	SourceHourly Source = "hourly"
 )
 
-// Meters are the summed quantities of a usage row: collectors.Meters
-// (MemPeakBytes the maximum, not a sum) plus unmeasured GPU time.
-type Meters struct {
-	collectors.Meters
-
-	// Unmeasured is, per meter, the GPU time whose samples had no
-	// measurement of it: the meter's total covers the rest only.
-	Unmeasured UnmeasuredMicroseconds
-}
-
-// UnmeasuredMicroseconds is GPU-microseconds without a measurement, per meter.
-type UnmeasuredMicroseconds struct {
-	SMActive, Energy, PCIe, NVLink uint64
-}
-
-// Add sums two meter sets (peak by maximum).
-func (m Meters) Add(o Meters) Meters {
-	return Meters{
-		Meters: m.Meters.Add(o.Meters),
-		Unmeasured: UnmeasuredMicroseconds{
-			SMActive: m.Unmeasured.SMActive + o.Unmeasured.SMActive,
-			Energy:   m.Unmeasured.Energy + o.Unmeasured.Energy,
-			PCIe:     m.Unmeasured.PCIe + o.Unmeasured.PCIe,
-			NVLink:   m.Unmeasured.NVLink + o.Unmeasured.NVLink,
-		},
-	}
-}
-
 // UsageQuery sums every meter over [From, To), grouped by the chosen
 // dimensions and time bucket. A sample belongs to the bucket of its start.
 // Tenant and Department, when set, restrict the rows; Scope, when set,
@@ -101,7 +75,7 @@ type UsageRow struct {
 	Host       string
 	Workload   string
 	Samples    uint64
-	Meters
+	meter.Totals
 }
 
 // Validate reports every problem with the query.
@@ -148,11 +122,6 @@ func (q UsageQuery) Validate() error {
 	return errors.Join(errs...)
 }
 
-// unmeasuredSums are the GPU-microseconds of raw samples lacking each
-// meter, by the bits of collectors.Unmeasured (shared with the rollup).
-const unmeasuredSums = "sumIf(gpu_microseconds, bitAnd(unmeasured, 1) != 0), sumIf(gpu_microseconds, bitAnd(unmeasured, 2) != 0), " +
-	"sumIf(gpu_microseconds, bitAnd(unmeasured, 4) != 0), sumIf(gpu_microseconds, bitAnd(unmeasured, 8) != 0)"
-
 // toSQL builds the statement and its arguments. Identifiers come only from
 // the closed enums above; every value is a bind parameter.
 func (q UsageQuery) toSQL() (string, []any) {
@@ -193,10 +162,9 @@ func (q UsageQuery) toSQL() (string, []any) {
 	}
 	sel = append(sel, count+" AS sample_count", meterColumns("sum"))
 	if q.Source == SourceHourly {
-		sel = append(sel, "sum(sm_unmeasured_microseconds)", "sum(energy_unmeasured_microseconds)",
-			"sum(pcie_unmeasured_microseconds)", "sum(nvlink_unmeasured_microseconds)")
+		sel = append(sel, unmeasuredColumns("sum"))
 	} else {
-		sel = append(sel, unmeasuredSums)
+		sel = append(sel, unmeasuredSums())
 	}
 
 	where := []string{timeCol + " >= ?", timeCol + " < ?"}
@@ -249,10 +217,12 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error) {
 	for rows.Next() {
 		var r UsageRow
 		dest := []any{&r.Bucket, &r.Tenant, &r.Department, &r.SKU, &r.Host, &r.Workload, &r.Samples}
-		for m := range collectors.NumMeters {
+		for m := range meter.Count {
 			dest = append(dest, r.Ptr(m))
 		}
-		dest = append(dest, &r.Unmeasured.SMActive, &r.Unmeasured.Energy, &r.Unmeasured.PCIe, &r.Unmeasured.NVLink)
+		for i := range r.Unmeasured {
+			dest = append(dest, &r.Unmeasured[i])
+		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("usage query: scan: %w", err)
 		}

@@ -12,7 +12,7 @@ import (
 func TestUsageQueryToSQL(t *testing.T) {
 	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	to := from.AddDate(0, 1, 0)
-	meters := "count() AS sample_count, sum(gpu_microseconds), sum(sm_active_microseconds), sum(mem_mib_seconds), max(mem_peak_bytes), sum(energy_millijoules), sum(pcie_tx_bytes), sum(pcie_rx_bytes), sum(nvlink_tx_bytes), sum(nvlink_rx_bytes), " + unmeasuredSums
+	meters := "count() AS sample_count, sum(gpu_microseconds), sum(sm_active_microseconds), sum(mem_mib_seconds), max(mem_peak_bytes), sum(energy_millijoules), sum(pcie_tx_bytes), sum(pcie_rx_bytes), sum(nvlink_tx_bytes), sum(nvlink_rx_bytes), " + unmeasuredSums()
 	cases := []struct {
 		name     string
 		q        UsageQuery
@@ -47,7 +47,7 @@ func TestUsageQueryToSQL(t *testing.T) {
 		{
 			name:     "hourly rollup source sums sample counts",
 			q:        UsageQuery{From: from, To: to, GroupBy: []Dimension{DimTenant, DimDepartment, DimSKU}, Bucket: BucketHour, Source: SourceHourly},
-			wantSQL:  "SELECT toStartOfHour(hour) AS bucket, tenant, department, sku, '' AS no_host, '' AS no_workload, " + strings.Replace(strings.Replace(meters, "count()", "sum(samples)", 1), unmeasuredSums, "sum(sm_unmeasured_microseconds), sum(energy_unmeasured_microseconds), sum(pcie_unmeasured_microseconds), sum(nvlink_unmeasured_microseconds)", 1) + " FROM usage_hourly FINAL WHERE hour >= ? AND hour < ? AND samples > 0 GROUP BY bucket, tenant, department, sku ORDER BY bucket, tenant, department, sku",
+			wantSQL:  "SELECT toStartOfHour(hour) AS bucket, tenant, department, sku, '' AS no_host, '' AS no_workload, " + strings.Replace(strings.Replace(meters, "count()", "sum(samples)", 1), unmeasuredSums(), "sum(sm_unmeasured_microseconds), sum(energy_unmeasured_microseconds), sum(pcie_unmeasured_microseconds), sum(nvlink_unmeasured_microseconds)", 1) + " FROM usage_hourly FINAL WHERE hour >= ? AND hour < ? AND samples > 0 GROUP BY bucket, tenant, department, sku ORDER BY bucket, tenant, department, sku",
 			wantArgs: []any{from, to},
 		},
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -285,7 +286,7 @@ func (u usage) samples(t *testing.T, where string) []collectors.Sample {
 		for d := range count {
 			x := collectors.Sample{Host: "host-1", GPUUUID: fmt.Sprintf("GPU-%s-%s-%d", u.Tenant, device, d), GPUModel: model,
 				MIGProfile: profile, SKU: u.SKU, Tenant: u.Tenant, Workload: "job", Start: h, End: h.Add(time.Hour),
-				Meters: collectors.Meters{GPUMicroseconds: us, EnergyMillijoules: u.EnergyWh * 3_600_000}}
+				Values: meter.Values{GPUMicroseconds: us, EnergyMillijoules: u.EnergyWh * 3_600_000}}
 			if profile != "" {
 				x.MIGUUID = fmt.Sprintf("MIG-%s-%s-%d", u.Tenant, device, d)
 			}

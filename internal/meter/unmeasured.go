@@ -1,0 +1,119 @@
+package meter
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Unmeasured is a set of meters a sample has no measurement for: their
+// quantities are 0 because nothing was measured, not because nothing was
+// used ("not supported is not zero"). Bit i is Groups[i].
+type Unmeasured uint8
+
+const (
+	UnmeasuredSMActive Unmeasured = 1 << iota
+	UnmeasuredEnergy
+	UnmeasuredPCIe
+	UnmeasuredNVLink
+
+	// UnmeasuredAll is every flag defined.
+	UnmeasuredAll = UnmeasuredSMActive | UnmeasuredEnergy | UnmeasuredPCIe | UnmeasuredNVLink
+)
+
+// Group is one flag of Unmeasured: the meters it covers go missing
+// together (PCIe's two directions come from one NVML call).
+type Group struct {
+	Name string // in import files and the API, e.g. "nvlink"
+	// Column is usage_hourly's sum of the GPU-microseconds of samples
+	// without this measurement.
+	Column string
+}
+
+// NumGroups is the number of Unmeasured flags.
+const NumGroups = 4
+
+// Groups lists the Unmeasured flags in bit order.
+var Groups = [NumGroups]Group{
+	{Name: "sm_active", Column: "sm_unmeasured_microseconds"},
+	{Name: "energy", Column: "energy_unmeasured_microseconds"},
+	{Name: "pcie", Column: "pcie_unmeasured_microseconds"},
+	{Name: "nvlink", Column: "nvlink_unmeasured_microseconds"},
+}
+
+// Flag is group i's bit.
+func Flag(i int) Unmeasured { return 1 << i }
+
+// Has reports whether every meter of m is unmeasured.
+func (u Unmeasured) Has(m Unmeasured) bool { return u&m == m }
+
+// String lists the groups, e.g. "energy;nvlink" (the import format).
+func (u Unmeasured) String() string {
+	var parts []string
+	for i, g := range Groups {
+		if u.Has(Flag(i)) {
+			parts = append(parts, g.Name)
+		}
+	}
+	return strings.Join(parts, ";")
+}
+
+// ParseUnmeasured reads a ';'-separated list of group names; an empty
+// string is none.
+func ParseUnmeasured(s string) (Unmeasured, error) {
+	var u Unmeasured
+	for _, part := range strings.Split(s, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		found := false
+		for i, g := range Groups {
+			if g.Name == part {
+				u |= Flag(i)
+				found = true
+			}
+		}
+		if !found {
+			return 0, fmt.Errorf("unknown meter %q (want %s, separated by ';')", part, groupNames())
+		}
+	}
+	return u, nil
+}
+
+func groupNames() string {
+	var b strings.Builder
+	for i, g := range Groups {
+		switch {
+		case i == len(Groups)-1:
+			b.WriteString(" or ")
+		case i > 0:
+			b.WriteString(", ")
+		}
+		b.WriteString(g.Name)
+	}
+	return b.String()
+}
+
+// UnmeasuredTime is, per Unmeasured group, the GPU-microseconds whose
+// samples had no measurement of it: a meter's total covers the rest only.
+type UnmeasuredTime [NumGroups]uint64
+
+// Add sums two.
+func (t UnmeasuredTime) Add(o UnmeasuredTime) UnmeasuredTime {
+	for i := range t {
+		t[i] += o[i]
+	}
+	return t
+}
+
+// Of is the unmeasured time of one sample: its GPU time under each flag
+// it carries.
+func Of(u Unmeasured, gpuMicroseconds uint64) UnmeasuredTime {
+	var t UnmeasuredTime
+	for i := range t {
+		if u.Has(Flag(i)) {
+			t[i] = gpuMicroseconds
+		}
+	}
+	return t
+}

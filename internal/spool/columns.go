@@ -303,10 +303,23 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 		return fmt.Errorf("decode batch: empty payload: %w", ErrCorruptSegment)
 	}
 	version := b[0]
-	if version != payloadV1 && version != payloadV2 {
-		return fmt.Errorf("decode batch: payload version %d, this build reads %d and %d: %w", version, payloadV1, payloadV2, ErrCorruptSegment)
+	if version < payloadV1 || version > payloadV3 {
+		return fmt.Errorf("decode batch: payload version %d, this build reads %d to %d: %w", version, payloadV1, payloadV3, ErrCorruptSegment)
 	}
 	p := 1
+	nmeters := uint64(legacyPayloadMeters)
+	if version >= payloadV3 {
+		nmeters, p = uvarintAt(b, p)
+		if p < 0 || nmeters == 0 || nmeters > uint64(meter.Count) {
+			// More meters than this build knows: a newer build wrote it.
+			return fmt.Errorf("decode batch: %d meters a sample, this build knows %d: %w", nmeters, meter.Count, ErrCorruptSegment)
+		}
+	}
+	// Meters the payload predates are unmeasured in its samples, not 0.
+	var absent meter.Unmeasured
+	for m := int(nmeters); m < int(meter.Count); m++ {
+		absent |= meter.Specs[m].Unmeasured
+	}
 	nstr, p := uvarintAt(b, p)
 	if p < 0 || nstr > uint64(len(b)-p) {
 		return corruptAt(b, p, "string count")
@@ -323,7 +336,7 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 	}
 	c.table = table
 	n, p := uvarintAt(b, p)
-	if p < 0 || n > uint64(len(b)-p)/minSampleBytes {
+	if p < 0 || n > uint64(len(b)-p)/(minSampleBytes-1+nmeters) {
 		return corruptAt(b, p, "sample count")
 	}
 	if n != uint64(rows) {
@@ -342,10 +355,14 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 	for j := range strs {
 		strs[j] = c.Strings[j][base:]
 	}
-	var meters [payloadMeters][]uint64
+	var meters [meter.Count][]uint64
 	for m := range meters {
 		meters[m] = c.Meters[m][base:]
+		if m >= int(nmeters) {
+			clear(meters[m][:n]) // room reused from earlier batches
+		}
 	}
+	present := meters[:nmeters]
 	startSecs, endSecs := c.StartSeconds[base:], c.EndSeconds[base:]
 	startNanos, endNanos := c.StartNanos[base:], c.EndNanos[base:]
 	unmeasured := c.Unmeasured[base:]
@@ -388,7 +405,7 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 		startSecs[i], startNanos[i] = startSec, uint32(startNsec)
 		// Wrapping addition undoes the encoder's wrapping subtraction.
 		endSecs[i], endNanos[i] = startSec+delta, uint32(endNsec)
-		for m := range meters {
+		for m := range present {
 			var v uint64
 			if x, ok := oneByte(b, p); ok {
 				v, p = x, p+1
@@ -398,7 +415,7 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 			if p < 0 {
 				return fail("meter")
 			}
-			meters[m][i] = v
+			present[m][i] = v
 		}
 		var u uint64
 		if version >= payloadV2 {
@@ -407,7 +424,7 @@ func decodeColumns(payload []byte, rows uint32, c *Columns) error {
 				return fail("unmeasured flags")
 			}
 		}
-		unmeasured[i] = uint8(u)
+		unmeasured[i] = uint8(u) | uint8(absent)
 	}
 	if p != len(b) {
 		c.truncate(base)

@@ -12,15 +12,19 @@ import (
 
 // On-disk format (docs/delivery.md has the picture). All integers
 // little-endian. Payload version 2 appends the unmeasured flags to each
-// sample; version 1 payloads (without them) still decode.
+// sample; version 3 also says how many meters each sample carries, so a
+// meter added to the meter table changes no format: payloads written
+// before it decode with it zero and marked unmeasured. Versions 1 and 2
+// (nine meters; v1 without flags) still decode.
 //
 //	segment  = header record*
 //	header   = "GMSG" version:u16 flags:u16 seq:u64 crc:u32        (20 bytes)
 //	record   = "GMRC" len:u32 rows:u32 crc:u32 payload[len]        (16 + len)
-//	payload  = version:u8 nstrings:uvarint (len:uvarint bytes)*
-//	           nsamples:uvarint sample*
-//	sample   = id:u64 9×string-index:uvarint start end 9×quantity:uvarint
-//	           unmeasured:uvarint                                  (v2 only)
+//	payload  = version:u8 [nmeters:uvarint (v3)] nstrings:uvarint
+//	           (len:uvarint bytes)* nsamples:uvarint sample*
+//	sample   = id:u64 9×string-index:uvarint start end
+//	           nmeters×quantity:uvarint (9 before v3)
+//	           unmeasured:uvarint                                  (v2, v3)
 //	start    = seconds:zigzag-varint nanos:uvarint
 //	end      = seconds-after-start:zigzag-varint nanos:uvarint
 //
@@ -35,26 +39,26 @@ const (
 	recHeaderLen  = 16
 	payloadV1     = 1
 	payloadV2     = 2
+	payloadV3     = 3
 	segFileSuffix = ".seg"
 
-	// payloadMeters is how many meters payloads v1 and v2 carry, in
-	// meter.ID order. A new meter needs a new payload version that
-	// writes it (and reads old ones with this many): the check below stops
-	// the build until then.
-	payloadMeters = 9
+	// legacyPayloadMeters is how many meters payloads v1 and v2 carry, in
+	// meter.ID order; v3 payloads say how many they carry.
+	legacyPayloadMeters = 9
 
 	// maxPayloadBytes caps one record whatever a header claims, so a
 	// corrupt length never turns into a huge allocation.
 	maxPayloadBytes = 1 << 30
-	// minSampleBytes is the smallest encoding of one sample: the id, nine
-	// one-byte string indexes, four one-byte time fields, nine one-byte
-	// quantities. It bounds a decoded count by the bytes present.
-	minSampleBytes = 8 + 9 + 4 + 9
+	// minSampleBytes is the smallest encoding of one sample of one meter:
+	// the id, nine one-byte string indexes, four one-byte time fields, a
+	// one-byte quantity; each further meter adds at least a byte. It
+	// bounds a decoded count by the bytes present.
+	minSampleBytes = 8 + 9 + 4 + 1
 )
 
-// A new meter in meter.Values fails this line until the payload
-// format carries it (see payloadMeters).
-var _ = [1]struct{}{}[meter.Count-payloadMeters]
+// The meter table only grows (a meter's place is part of every payload),
+// so every payload ever written carries at most meter.Count meters.
+var _ = [1]struct{}{}[meter.Count-legacyPayloadMeters]
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -178,7 +182,8 @@ func (e *encoder) encode(samples []collectors.Sample) ([]byte, error) {
 
 	var header [recHeaderLen]byte // filled in once the payload length is known
 	out := append(e.out[:0], header[:]...)
-	out = append(out, payloadV2)
+	out = append(out, payloadV3)
+	out = binary.AppendUvarint(out, uint64(meter.Count))
 	out = binary.AppendUvarint(out, uint64(len(e.strs)))
 	for _, str := range e.strs {
 		out = binary.AppendUvarint(out, uint64(len(str)))

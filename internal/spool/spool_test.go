@@ -817,8 +817,9 @@ func TestAppendRefusesInvalidSamplesAndWritesNothing(t *testing.T) {
 	}
 }
 
-// Spools written before payload version 2 (no unmeasured flags) still read.
-func TestDecodeReadsVersion1Payloads(t *testing.T) {
+// Spools written before payload version 3 (nine meters, no meter count)
+// and before version 2 (no unmeasured flags either) still read.
+func TestDecodeReadsVersion1And2Payloads(t *testing.T) {
 	batch := testBatch(3, 1)
 	batch[0].Unmeasured = 0
 	var e encoder
@@ -827,10 +828,10 @@ func TestDecodeReadsVersion1Payloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	payload := append([]byte(nil), rec[recHeaderLen:]...)
-	if payload[0] != payloadV2 || payload[len(payload)-1] != 0 {
-		t.Fatalf("unexpected v2 layout: version %d, last byte %d", payload[0], payload[len(payload)-1])
+	if payload[0] != payloadV3 || payload[1] != byte(meter.Count) || payload[len(payload)-1] != 0 {
+		t.Fatalf("unexpected v3 layout: version %d, meters %d, last byte %d", payload[0], payload[1], payload[len(payload)-1])
 	}
-	v1 := append([]byte{payloadV1}, payload[1:len(payload)-1]...)
+	v1 := append([]byte{payloadV1}, payload[2:len(payload)-1]...)
 	got, err := decodeBatch(v1, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -842,8 +843,42 @@ func TestDecodeReadsVersion1Payloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err = decodeBatch(rec[recHeaderLen:], 1)
-	if err != nil || got[0].Unmeasured != batch[0].Unmeasured {
-		t.Fatalf("v2 round trip: %+v, %v", got, err)
+	v2 := append([]byte{payloadV2}, rec[recHeaderLen+2:]...)
+	if got, err = decodeBatch(v2, 1); err != nil || got[0].Unmeasured != batch[0].Unmeasured {
+		t.Fatalf("v2: %+v, %v", got, err)
+	}
+	if got, err = decodeBatch(rec[recHeaderLen:], 1); err != nil || got[0].Unmeasured != batch[0].Unmeasured {
+		t.Fatalf("v3 round trip: %+v, %v", got, err)
+	}
+}
+
+// A payload written before a meter joined the table decodes with that
+// meter zero and marked unmeasured; one with more meters than this build
+// knows is refused, not misread.
+func TestDecodeMeterCount(t *testing.T) {
+	batch := testBatch(1, 1)
+	last := meter.ID(meter.Count - 1)
+	*batch[0].Ptr(last) = 0 // one byte, the sample's second-to-last
+	batch[0].Unmeasured = 0
+	var e encoder
+	rec, err := e.encode(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := append([]byte(nil), rec[recHeaderLen:]...)
+	older := append([]byte{payloadV3, byte(meter.Count - 1)}, payload[2:len(payload)-2]...)
+	older = append(older, payload[len(payload)-1])
+	got, err := decodeBatch(older, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := batch[0]
+	want.Unmeasured = meter.Specs[last].Unmeasured
+	if got[0].Values != want.Values || got[0].Unmeasured != want.Unmeasured {
+		t.Fatalf("older payload: %+v unmeasured %v, want %+v unmeasured %v", got[0].Values, got[0].Unmeasured, want.Values, want.Unmeasured)
+	}
+	newer := append([]byte{payloadV3, byte(meter.Count + 1)}, payload[2:]...)
+	if _, err := decodeBatch(newer, 1); !errors.Is(err, ErrCorruptSegment) {
+		t.Fatalf("a payload of %d meters: %v, want ErrCorruptSegment", meter.Count+1, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -139,7 +140,7 @@ func sameUsage(a, b pricing.Usage) bool {
 func TestUsageRecordRoundTrips(t *testing.T) {
 	b := march.Add(5 * time.Hour)
 	recs := []pricing.UsageRecord{{Bucket: &b, Tenant: "acme", SKU: "H100-SXM5-80GB/3g.40gb", Samples: 2,
-		Quantities: [6]string{"0.428571428571428571", "0", "1.5", "0.000277777777777778", "0", "3"}, Unmeasured: map[string]string{"energy": "0.1"}}}
+		Quantities: [meter.NumPriced]string{"0.428571428571428571", "0", "1.5", "0.000277777777777778", "0", "3"}, Unmeasured: map[string]string{"energy": "0.1"}}}
 	data, err := json.Marshal(recs)
 	if err != nil {
 		t.Fatal(err)

@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
 func record(bucket *time.Time, tenant, department, sku string, samples uint64, gpuHours string) pricing.UsageRecord {
 	return pricing.UsageRecord{Bucket: bucket, Tenant: tenant, Department: department, SKU: sku, Samples: samples,
-		Quantities: [6]string{gpuHours, "0.12345", "10.25", "0.0005", "1.005", "0"}}
+		Quantities: [meter.NumPriced]string{gpuHours, "0.12345", "10.25", "0.0005", "1.005", "0"}}
 }
 
 func hostRecord(r pricing.UsageRecord, host, workload string) pricing.UsageRecord {

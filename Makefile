@@ -89,11 +89,14 @@ compose:
 # a quiet 2-core machine, so the 10-minute default leaves too little room.
 unit:
 	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -tags chdb -run TestCheckedStatementsAreWellFormed ./internal/store/
 
 # Every migration and the store's statements on ClickHouse 26.x (chDB, in
 # process) beside the 18.16 server, results compared, and a day of the
 # sizing measurement (internal/chdbcheck; CHDB_SIZING_DAYS=30 with
-# -run TestSizing for docs/operations.md's figures).
+# -run TestSizing for docs/operations.md's figures). The statements it runs
+# (internal/store/statements_chdb.go) are built only with -tags chdb: they
+# are test fixtures, not part of the binary; `unit` checks their shape.
 # libchdb.so is fetched with npm into .data/chdb/ once; chdb-go loads it at
 # run time from CHDB_LIB_PATH. Outside CI a failed fetch skips the check
 # with a warning; in CI (CI=true) it fails.

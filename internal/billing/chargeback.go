@@ -92,7 +92,10 @@ type UsageRow struct {
 
 // ChargebackStore is what a chargeback report reads.
 type ChargebackStore interface {
-	ChargebackUsage(ctx context.Context, from, to time.Time) ([]UsageRow, error)
+	// ChargebackHours reads the hourly rollups of [from, to) per hour,
+	// tenant, department and SKU, idle capacity included, with the
+	// unmeasured GPU time.
+	ChargebackHours(ctx context.Context, from, to time.Time) ([]HourlyMeters, error)
 	LoadRollupState(ctx context.Context, job string) (RollupState, bool, error)
 }
 
@@ -142,10 +145,11 @@ func Chargeback(ctx context.Context, st ChargebackStore, cfg ChargebackConfig, r
 	if in.Carbon, err = carbonSource(cfg.Carbon); err != nil {
 		return chargeback.Report{}, err
 	}
-	rows, err := st.ChargebackUsage(ctx, p.Start, p.End)
+	hours, err := st.ChargebackHours(ctx, p.Start, p.End)
 	if err != nil {
 		return chargeback.Report{}, err
 	}
+	rows := chargebackRows(hours)
 	if err := priceRows(rows, p, loc, book.book); err != nil {
 		return chargeback.Report{}, err
 	}

@@ -213,7 +213,7 @@ func (r *Runner) checkCurrent(ctx context.Context, st *ledger, files *runFiles, 
 	if err != nil {
 		return err
 	}
-	usage, err := r.store.BillingUsage(ctx, p.Start, p.End, c.Tenant)
+	usage, err := LoadTenantUsage(ctx, r.store, p.Start, p.End, c.Tenant)
 	if err != nil {
 		return err
 	}

@@ -28,9 +28,7 @@ type InvoiceStore interface {
 	// HoursInsertedSince lists the hours before `before` of samples
 	// inserted at or after since: hours the rollup has not taken in yet.
 	HoursInsertedSince(ctx context.Context, since, before time.Time) ([]time.Time, error)
-	// BillingUsage reads hourly rollups of [from, to) per tenant; tenant ""
-	// reads every tenant.
-	BillingUsage(ctx context.Context, from, to time.Time, tenant string) (map[string]TenantUsage, error)
+	HourlyUsageReader
 	// RollupVersions is the highest rollup version per tenant in [from, to).
 	RollupVersions(ctx context.Context, from, to time.Time) (map[string]uint64, error)
 	// Invoices is the latest revision of every invoice of the issuer.
@@ -207,7 +205,7 @@ func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Re
 	}
 	var usage map[string]TenantUsage
 	if len(jobs) > 0 {
-		if usage, err = r.store.BillingUsage(ctx, from, to, req.Tenant); err != nil {
+		if usage, err = LoadTenantUsage(ctx, r.store, from, to, req.Tenant); err != nil {
 			return Report{}, err
 		}
 	}
@@ -502,7 +500,7 @@ func (r *Runner) corrections(ctx context.Context, st *ledger, c Customer, p Peri
 		if versions[c.Tenant] <= version {
 			continue
 		}
-		usage, err := r.store.BillingUsage(ctx, orig.PeriodStart, orig.PeriodEnd, c.Tenant)
+		usage, err := LoadTenantUsage(ctx, r.store, orig.PeriodStart, orig.PeriodEnd, c.Tenant)
 		if err != nil {
 			return nil, nil, err
 		}

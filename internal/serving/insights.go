@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/partition"
@@ -33,7 +34,7 @@ func (r InsightsReader) HourlyGPUHours(ctx context.Context, from, to time.Time, 
 }
 
 func (r InsightsReader) HourlyUsage(ctx context.Context, from, to time.Time, tenant string) (map[string][]pricing.Usage, error) {
-	tu, err := r.s.BillingUsage(ctx, from, to, tenant)
+	tu, err := billing.LoadTenantUsage(ctx, r.s, from, to, tenant)
 	if err != nil {
 		return nil, err
 	}

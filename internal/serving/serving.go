@@ -23,7 +23,7 @@ import (
 // Store is what the services read.
 type Store interface {
 	RawDroppedBefore(ctx context.Context) (time.Time, error)
-	ChargebackUsage(ctx context.Context, from, to time.Time) ([]billing.UsageRow, error)
+	ChargebackHours(ctx context.Context, from, to time.Time) ([]billing.HourlyMeters, error)
 	Usage(ctx context.Context, q store.UsageQuery) ([]store.UsageRow, error)
 	LoadRollupState(ctx context.Context, job string) (billing.RollupState, bool, error)
 	InvoicesFor(ctx context.Context, q store.InvoiceQuery) ([]billing.StoredInvoice, error)

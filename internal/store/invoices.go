@@ -11,46 +11,39 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
-	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
-// BillingUsage reads the hourly rollups of [from, to) per tenant, hour and
-// SKU (departments summed), in price-book units. tenant "" reads every
-// tenant. A recompute's tombstones (all meters zero) add nothing.
-func (s *Store) BillingUsage(ctx context.Context, from, to time.Time, tenant string) (map[string]billing.TenantUsage, error) {
-	q, args := billingUsageSQL(from, to, tenant)
-	rows, err := s.conn.Query(ctx, q, args...)
+// HourlyUsage reads the hourly rollups of [from, to) per tenant, hour and
+// SKU; tenant "" reads every tenant.
+func (s *Store) HourlyUsage(ctx context.Context, from, to time.Time, tenant string) ([]billing.HourlyMeters, error) {
+	sql, args := billingUsageSQL(from, to, tenant)
+	rows, err := s.conn.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("billing usage %s..%s: %w", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
+		return nil, fmt.Errorf("hourly usage %s..%s: %w", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
 	}
 	defer rows.Close()
-	out := map[string]billing.TenantUsage{}
+	var out []billing.HourlyMeters
 	for rows.Next() {
-		var (
-			t, sku string
-			hour   time.Time
-			m      meter.Values
-		)
-		dest := []any{&t, &hour, &sku}
+		var h billing.HourlyMeters
+		dest := []any{&h.Tenant, &h.Hour, &h.SKU}
 		for i := range meter.Count {
-			dest = append(dest, m.Ptr(i))
+			dest = append(dest, h.Ptr(i))
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("billing usage: scan: %w", err)
+			return nil, fmt.Errorf("hourly usage: scan: %w", err)
 		}
-		tu := out[t]
-		tu.Usage = append(tu.Usage, pricing.UsageOf(hour.UTC(), sku, m)...)
-		out[t] = tu
+		h.Hour = h.Hour.UTC()
+		out = append(out, h)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("billing usage: %w", err)
+		return nil, fmt.Errorf("hourly usage: %w", err)
 	}
 	return out, nil
 }
 
-// billingUsageSQL is BillingUsage's statement and arguments.
+// billingUsageSQL is HourlyUsage's statement and arguments.
 func billingUsageSQL(from, to time.Time, tenant string) (string, []any) {
 	q := "SELECT tenant, hour, sku, " + meterColumns("sum") + " FROM usage_hourly FINAL WHERE hour >= ? AND hour < ?"
 	args := []any{from.UTC(), to.UTC()}
@@ -65,10 +58,10 @@ func billingUsageSQL(from, to time.Time, tenant string) (string, []any) {
 // and to.
 const rollupVersionsSQL = "SELECT tenant, max(version) FROM usage_hourly WHERE hour >= ? AND hour < ? GROUP BY tenant"
 
-// chargebackUsageSQL is ChargebackUsage's statement; its arguments are from
+// chargebackUsageSQL is ChargebackHours' statement; its arguments are from
 // and to.
 var chargebackUsageSQL = "SELECT hour, tenant, department, sku, " + meterColumns("sum") +
-	", sum(sm_unmeasured_microseconds), sum(energy_unmeasured_microseconds) FROM usage_hourly FINAL" +
+	", " + unmeasuredColumns("sum") + " FROM usage_hourly FINAL" +
 	" WHERE hour >= ? AND hour < ? AND samples > 0 GROUP BY hour, tenant, department, sku ORDER BY hour, tenant, department, sku"
 
 // RollupVersions is the highest usage_hourly version per tenant in
@@ -176,47 +169,30 @@ func invoiceRow(si billing.StoredInvoice, now time.Time) []any {
 // storageDecimal fits a quantity or amount into Decimal(38, 9).
 func storageDecimal(d decimal.Decimal) decimal.Decimal { return d.Round(pricing.StoragePlaces) }
 
-// unassignedDepartment is the department of tenant usage no mapping
-// named a department for: chargeback reports it under this name.
-const unassignedDepartment = "(unassigned)"
-
-// ChargebackUsage reads the hourly rollups of [from, to) per hour, tenant,
-// department and SKU, idle capacity (tenant "") included, as chargeback
-// rows with the same usage in price-book units. Energy of a MIG SKU is
-// its GPU's energy split by compute slices (NVML measures energy per GPU);
-// of a whole GPU, measured.
-func (s *Store) ChargebackUsage(ctx context.Context, from, to time.Time) ([]billing.UsageRow, error) {
+// ChargebackHours reads the hourly rollups of [from, to) per hour,
+// tenant, department and SKU, idle capacity (tenant "") included, with
+// the GPU time each meter group left unmeasured.
+func (s *Store) ChargebackHours(ctx context.Context, from, to time.Time) ([]billing.HourlyMeters, error) {
 	rows, err := s.conn.Query(ctx, chargebackUsageSQL, from.UTC(), to.UTC())
 	if err != nil {
 		return nil, fmt.Errorf("chargeback usage: %w", err)
 	}
 	defer rows.Close()
-	var out []billing.UsageRow
+	var out []billing.HourlyMeters
 	for rows.Next() {
-		var (
-			hour                     time.Time
-			tenant, dept, sku        string
-			m                        meter.Values
-			smUnmeasured, enUnmeasrd uint64
-		)
-		dest := []any{&hour, &tenant, &dept, &sku}
+		var h billing.HourlyMeters
+		dest := []any{&h.Hour, &h.Tenant, &h.Department, &h.SKU}
 		for i := range meter.Count {
-			dest = append(dest, m.Ptr(i))
+			dest = append(dest, h.Ptr(i))
 		}
-		dest = append(dest, &smUnmeasured, &enUnmeasrd)
+		for i := range h.Unmeasured {
+			dest = append(dest, &h.Unmeasured[i])
+		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("chargeback usage: scan: %w", err)
 		}
-		hour = hour.UTC()
-		if tenant == "" {
-			dept = ""
-		} else if dept == "" {
-			dept = unassignedDepartment
-		}
-		r := chargeback.Row{Department: dept, Tenant: tenant, SKU: sku, Hour: hour,
-			GPUMicroseconds: m.GPUMicroseconds, SMActiveMicroseconds: m.SMActiveMicroseconds, MemMiBSeconds: m.MemMiBSeconds,
-			EnergyMillijoules: m.EnergyMillijoules, Unmeasured: chargeback.Unmeasured{SMActive: smUnmeasured, Energy: enUnmeasrd}}
-		out = append(out, billing.UsageRow{Row: r, Usage: pricing.UsageOf(hour, sku, m)})
+		h.Hour = h.Hour.UTC()
+		out = append(out, h)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("chargeback usage: %w", err)

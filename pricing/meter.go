@@ -1,6 +1,6 @@
 package pricing
 
-import "fmt"
+import "github.com/gpumeter/gpumeter/internal/fault"
 
 // Meter names a metered quantity. Quantities arrive as hourly totals in the
 // meter's unit.
@@ -49,7 +49,7 @@ func (m Meter) index() (int, bool) {
 func ParseMeter(s string) (Meter, error) {
 	m := Meter(s)
 	if _, ok := m.index(); !ok {
-		return "", fmt.Errorf("unknown meter %q (known: %s)", s, meterList())
+		return "", fault.Validationf("unknown meter %q (known: %s)", s, meterList())
 	}
 	return m, nil
 }

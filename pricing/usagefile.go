@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // UsageRecord is one row of `gpumeter usage --json`: the summed meters of a
@@ -53,7 +55,8 @@ func (r UsageRecord) quantities() [numMeters]meterQuantity {
 
 // RowOrigin is where a usage row came from: line N of a CSV file
 // (Where "line"), element N of a JSON array (Where "row", from 0), or,
-// with N < 0, a flag named by Where, such as "--quantity SKU:METER=1".
+// with N < 0, a value the caller names in Where (the CLI names its flag
+// and value there; pricing never names a flag itself).
 type RowOrigin struct {
 	Where string
 	N     int
@@ -93,7 +96,7 @@ func (r usageInJSON) hourly() ([]Usage, error) {
 		return []Usage{row}, err
 	}
 	if r.Bucket == nil || r.SKU == "" {
-		return nil, errors.New("a usage row needs an hour bucket and a sku: run usage with --bucket hour --by sku")
+		return nil, errors.New("a usage row needs an hour bucket and a sku: give usage records bucketed by hour and grouped by sku")
 	}
 	var out []Usage
 	for _, m := range r.quantities() {
@@ -121,7 +124,7 @@ func ParseUsageJSON(data []byte) ([]Usage, []RowOrigin, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&raw); err != nil {
-		return nil, nil, fmt.Errorf("want a JSON array of {\"hour\", \"sku\", \"meter\", \"quantity\"}, or the rows of usage --json: %w", err)
+		return nil, nil, fault.Validationf("want a JSON array of {\"hour\", \"sku\", \"meter\", \"quantity\"}, or of usage records: %w", err)
 	}
 	rows := make([]Usage, 0, len(raw))
 	origins := make([]RowOrigin, 0, len(raw))
@@ -152,7 +155,7 @@ func ParseUsageCSV(data []byte) ([]Usage, []RowOrigin, error) {
 	r.FieldsPerRecord = -1 // checked per row below, with the row's line
 	header, err := r.Read()
 	if err != nil {
-		return nil, nil, fmt.Errorf("read CSV header: %w", err)
+		return nil, nil, fault.Validationf("read CSV header: %w", err)
 	}
 	col := map[string]int{}
 	for i, h := range header {
@@ -160,7 +163,7 @@ func ParseUsageCSV(data []byte) ([]Usage, []RowOrigin, error) {
 	}
 	for _, want := range []string{"hour", "sku", "meter", "quantity"} {
 		if _, ok := col[want]; !ok {
-			return nil, nil, fmt.Errorf("CSV header lacks %q (want hour,sku,meter,quantity)", want)
+			return nil, nil, fault.Validationf("CSV header lacks %q (want hour,sku,meter,quantity)", want)
 		}
 	}
 	var rows []Usage
@@ -288,7 +291,7 @@ func (ps *RowProblems) Err() error {
 	if ps.more > 0 {
 		parts = append(parts, fmt.Sprintf("and %d more problems", ps.more))
 	}
-	return errors.New(strings.Join(parts, "; "))
+	return fault.Validation(errors.New(strings.Join(parts, "; ")))
 }
 
 // describe names the places: "line 3", "lines 3 and 4", "lines 3, 4, 5

@@ -2,8 +2,11 @@
 // validation, not found, conflict and precondition. A domain wraps its
 // errors into one of them (its sentinels and types keep their names, for
 // errors.Is and errors.As); the HTTP package maps the categories to
-// statuses and the CLI to exit codes, each in one place. It is a leaf:
-// the standard library only, so pricing may import it.
+// statuses and the CLI to exit codes, each in one place; an error in no
+// category is the callee's own failure (a 500, exit 1). Internal takes an
+// error out of its category where a service, not its caller, fed the
+// input. It is a leaf: the standard library only, so pricing may import
+// it.
 package fault
 
 import (

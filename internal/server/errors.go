@@ -18,6 +18,12 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
+// writeError writes an error body. Called directly, it answers what is no
+// service's error, each with the status HTTP has for it: over a rate limit
+// (429, with Retry-After), no key at all (401), a portal token's write
+// (403), a body over the limit (413), a path no route serves or insights
+// not served here (404), a handler's panic (500). Every error a handler
+// or service returns goes through respondError.
 func writeError(c *gin.Context, status int, code, message string) {
 	c.AbortWithStatusJSON(status, apiError{Code: code, Message: message})
 }

@@ -91,8 +91,8 @@ func IsPrecondition(err error) bool { return errors.Is(err, ErrPrecondition) }
 // usage passes pricing's validation error on as its own fault, not its
 // caller's (a 500, never a 400 naming what the caller cannot see). The
 // message is kept; the chain is cut, so errors.Is and errors.As find
-// nothing of err, no category included. Use it on pure computations only:
-// a context's cancellation would be cut as well.
+// nothing of err, no category included. Use it only where nothing above
+// needs the cause: a context's cancellation would be cut as well.
 func Internal(err error) error {
 	if err == nil {
 		return nil

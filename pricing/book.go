@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // Book is a validated, immutable price book. Build one with ParseBook or
@@ -208,7 +210,7 @@ func ParseBook(data []byte) (*Book, error) {
 	var doc bookDoc
 	lines, err := decodeYAML(data, &doc)
 	if err != nil {
-		return nil, fmt.Errorf("book: %w", err)
+		return nil, fault.Validationf("book: %w", err)
 	}
 	return doc.compile(lines)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // Contract is what one tenant agreed beyond the book: reserved capacity,
@@ -71,7 +73,7 @@ func ParseContract(data []byte) (*Contract, error) {
 	var doc contractDoc
 	lines, err := decodeYAML(data, &doc)
 	if err != nil {
-		return nil, fmt.Errorf("contract: %w", err)
+		return nil, fault.Validationf("contract: %w", err)
 	}
 	c := doc.contract()
 	c.lines = lines

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // Usage is one hour of one meter of one SKU: Quantity in the meter's unit
@@ -374,11 +376,11 @@ func Price(in Input) (Result, error) {
 	// there.
 	for i, l := range res.Lines {
 		if !fitsStorage(l.Amount) {
-			return Result{}, fmt.Errorf("line %d (%s %s): amount %s has more than %d integer digits, beyond what invoices store", i, l.SKU, l.Meter, l.Amount, storageIntDigits)
+			return Result{}, fault.Validationf("line %d (%s %s): amount %s has more than %d integer digits, beyond what invoices store", i, l.SKU, l.Meter, l.Amount, storageIntDigits)
 		}
 	}
 	if !fitsStorage(res.Total) {
-		return Result{}, fmt.Errorf("total %s has more than %d integer digits, beyond what invoices store", res.Total, storageIntDigits)
+		return Result{}, fault.Validationf("total %s has more than %d integer digits, beyond what invoices store", res.Total, storageIntDigits)
 	}
 	return res, nil
 }

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // Problem is one thing wrong with a book, contract or input, at Path (for
@@ -29,10 +31,25 @@ func (p Problem) String() string {
 }
 
 // ValidationError carries every problem found in one book, contract or
-// input, so a user fixes a file in one pass. Match it with errors.As.
+// input, so a user fixes a file in one pass. Match it with errors.As for
+// its problems; errors.Is(err, fault.ErrValidation) holds for it.
 type ValidationError struct {
-	What     string // "book", "contract" or "input"
+	What string // "book", "contract" or "input"
+	// Problems are the problems listed, then, when Dropped > 0, one
+	// without a path reading "and N more problems" (NewValidationError
+	// adds it): Listed and Dropped give them apart.
 	Problems []Problem
+	Dropped  int // problems found past those listed
+}
+
+// NewValidationError is the error of what with the problems found, the
+// first of them listed and dropped more counted.
+func NewValidationError(what string, listed []Problem, dropped int) *ValidationError {
+	out := append([]Problem(nil), listed...)
+	if dropped > 0 {
+		out = append(out, Problem{Message: fmt.Sprintf("and %d more problems", dropped)})
+	}
+	return &ValidationError{What: what, Problems: out, Dropped: dropped}
 }
 
 func (e *ValidationError) Error() string {
@@ -41,6 +58,17 @@ func (e *ValidationError) Error() string {
 		parts[i] = p.String()
 	}
 	return "invalid " + e.What + ": " + strings.Join(parts, "; ")
+}
+
+// Is puts every ValidationError in the validation category.
+func (e *ValidationError) Is(target error) bool { return target == fault.ErrValidation }
+
+// Listed is the problems found, without the count of the dropped ones.
+func (e *ValidationError) Listed() []Problem {
+	if e.Dropped > 0 && len(e.Problems) > 0 && e.Problems[len(e.Problems)-1].Path == "" {
+		return e.Problems[:len(e.Problems)-1]
+	}
+	return e.Problems
 }
 
 // maxProblems caps what one error carries: a usage file with 20,000 bad
@@ -74,10 +102,7 @@ func (ps *problems) err(what string, lines lineIndex) error {
 		}
 		sort.SliceStable(out, func(i, j int) bool { return out[i].Line < out[j].Line })
 	}
-	if ps.dropped > 0 {
-		out = append(out, Problem{Message: fmt.Sprintf("and %d more problems", ps.dropped)})
-	}
-	return &ValidationError{What: what, Problems: out}
+	return NewValidationError(what, out, ps.dropped)
 }
 
 // path names a place in a YAML document: keys that are plain identifiers

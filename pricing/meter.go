@@ -1,9 +1,9 @@
 package pricing
 
 import (
-	"fmt"
 	"time"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
@@ -65,7 +65,7 @@ func UsageOf(hour time.Time, sku string, v meter.Values) []Usage {
 func ParseMeter(s string) (Meter, error) {
 	m := Meter(s)
 	if _, ok := m.index(); !ok {
-		return "", fmt.Errorf("unknown meter %q (known: %s)", s, meterList())
+		return "", fault.Validationf("unknown meter %q (known: %s)", s, meterList())
 	}
 	return m, nil
 }

@@ -2,11 +2,12 @@ package pricing
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // PeriodQuantity is a total of one meter of one SKU for a whole period,
@@ -25,7 +26,7 @@ func ParsePeriodQuantity(s string) (PeriodQuantity, error) {
 	key, value, ok := strings.Cut(s, "=")
 	i := strings.LastIndex(key, ":")
 	if !ok || i <= 0 || i == len(key)-1 {
-		return PeriodQuantity{}, errors.New("want SKU:METER=VALUE, e.g. H100-SXM5-80GB:gpu_hours=720")
+		return PeriodQuantity{}, fault.Validation(errors.New("want SKU:METER=VALUE, e.g. H100-SXM5-80GB:gpu_hours=720"))
 	}
 	meter, err := ParseMeter(key[i+1:])
 	if err != nil {
@@ -58,14 +59,14 @@ func (q PeriodQuantity) Spread(from, to time.Time) ([]Usage, error) {
 		first = first.Add(time.Hour)
 	}
 	if to.Sub(first) > maxSpreadHours*time.Hour {
-		return nil, fmt.Errorf("the period is longer than %d hours: quote at most two years at a time", maxSpreadHours)
+		return nil, fault.Validationf("the period is longer than %d hours: quote at most two years at a time", maxSpreadHours)
 	}
 	var hours []time.Time
 	for h := first; h.Before(to); h = h.Add(time.Hour) {
 		hours = append(hours, h)
 	}
 	if len(hours) == 0 {
-		return nil, errors.New("the period holds no whole hour to put the quantity in")
+		return nil, fault.Validation(errors.New("the period holds no whole hour to put the quantity in"))
 	}
 	weights := make([]decimal.Decimal, len(hours))
 	for i := range weights {

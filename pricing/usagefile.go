@@ -11,11 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // RowOrigin is where a usage row came from: line N of a CSV file
 // (Where "line"), element N of a JSON array (Where "row", from 0), or,
-// with N < 0, a flag named by Where, such as "--quantity SKU:METER=1".
+// with N < 0, a value the caller names in Where (the CLI names its flag
+// and value there; pricing never names a flag itself).
 type RowOrigin struct {
 	Where string
 	N     int
@@ -75,7 +78,7 @@ func (r hourlyRow) hourly() ([]Usage, error) {
 		return []Usage{row}, err
 	}
 	if r.record.Bucket == nil || r.record.SKU == "" {
-		return nil, errors.New("a usage row needs an hour bucket and a sku: run usage with --bucket hour --by sku")
+		return nil, errors.New("a usage row needs an hour bucket and a sku: give usage records bucketed by hour and grouped by sku")
 	}
 	var out []Usage
 	for i, m := range Meters() {
@@ -102,7 +105,7 @@ func (r hourlyRow) hourly() ([]Usage, error) {
 func ParseUsageJSON(data []byte) ([]Usage, []RowOrigin, error) {
 	var raw []hourlyRow
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, nil, fmt.Errorf("want a JSON array of {\"hour\", \"sku\", \"meter\", \"quantity\"}, or the rows of usage --json: %w", err)
+		return nil, nil, fault.Validationf("want a JSON array of {\"hour\", \"sku\", \"meter\", \"quantity\"}, or of usage records: %w", err)
 	}
 	rows := make([]Usage, 0, len(raw))
 	origins := make([]RowOrigin, 0, len(raw))
@@ -133,7 +136,7 @@ func ParseUsageCSV(data []byte) ([]Usage, []RowOrigin, error) {
 	r.FieldsPerRecord = -1 // checked per row below, with the row's line
 	header, err := r.Read()
 	if err != nil {
-		return nil, nil, fmt.Errorf("read CSV header: %w", err)
+		return nil, nil, fault.Validationf("read CSV header: %w", err)
 	}
 	col := map[string]int{}
 	for i, h := range header {
@@ -141,7 +144,7 @@ func ParseUsageCSV(data []byte) ([]Usage, []RowOrigin, error) {
 	}
 	for _, want := range []string{"hour", "sku", "meter", "quantity"} {
 		if _, ok := col[want]; !ok {
-			return nil, nil, fmt.Errorf("CSV header lacks %q (want hour,sku,meter,quantity)", want)
+			return nil, nil, fault.Validationf("CSV header lacks %q (want hour,sku,meter,quantity)", want)
 		}
 	}
 	var rows []Usage
@@ -269,7 +272,7 @@ func (ps *RowProblems) Err() error {
 	if ps.more > 0 {
 		parts = append(parts, fmt.Sprintf("and %d more problems", ps.more))
 	}
-	return errors.New(strings.Join(parts, "; "))
+	return fault.Validation(errors.New(strings.Join(parts, "; ")))
 }
 
 // describe names the places: "line 3", "lines 3 and 4", "lines 3, 4, 5

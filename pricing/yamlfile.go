@@ -10,6 +10,8 @@ import (
 
 	"github.com/shopspring/decimal"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // decodeYAML decodes exactly one YAML document into out, rejecting unknown
@@ -105,10 +107,10 @@ const (
 func ParseQuantity(s string) (decimal.Decimal, error) {
 	d, err := parseDecimal(s)
 	if err != nil {
-		return decimal.Decimal{}, err
+		return decimal.Decimal{}, fault.Validation(err)
 	}
 	if d.Sign() < 0 {
-		return decimal.Decimal{}, fmt.Errorf("negative quantity %s", d)
+		return decimal.Decimal{}, fault.Validationf("negative quantity %s", d)
 	}
 	return d, nil
 }
@@ -260,7 +262,7 @@ func ParseTime(s string) (time.Time, error) {
 	if t, err := time.Parse("2006-01-02", s); err == nil {
 		return t, nil
 	}
-	return time.Time{}, fmt.Errorf("%q is not a time (want RFC 3339, e.g. 2026-03-01T00:00:00Z, or YYYY-MM-DD)", s)
+	return time.Time{}, fault.Validationf("%q is not a time (want RFC 3339, e.g. 2026-03-01T00:00:00Z, or YYYY-MM-DD)", s)
 }
 
 // upTo is a tier's inclusive upper bound; "inf" (or absence) marks the open

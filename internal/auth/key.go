@@ -14,6 +14,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // Kind is what a scope covers.
@@ -141,7 +143,7 @@ func (r NewKeyRequest) Validate() error {
 	if len(r.Note) > 256 {
 		errs = append(errs, errors.New("note: at most 256 bytes"))
 	}
-	return errors.Join(errs...)
+	return fault.Validation(errors.Join(errs...))
 }
 
 // NewKey makes a key and its token. The token (gmk_ID_SECRET) is shown to
@@ -184,13 +186,15 @@ func hashSecret(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Errors of Verify and ParseToken; all of them answer 401.
+// Errors of Verify and ParseToken, and of a key looked up by id. The API
+// answers each of them 401 whatever its category; the categories are for
+// the other callers (revoking an unknown key is a not found).
 var (
-	ErrMalformedToken = errors.New("malformed token")
-	ErrUnknownKey     = errors.New("unknown key")
-	ErrWrongSecret    = errors.New("wrong secret")
-	ErrExpired        = errors.New("key expired")
-	ErrRevoked        = errors.New("key revoked")
+	ErrMalformedToken = fault.Validation(errors.New("malformed token"))
+	ErrUnknownKey     = fault.NotFound(errors.New("unknown key"))
+	ErrWrongSecret    = fault.Validation(errors.New("wrong secret"))
+	ErrExpired        = fault.Precondition(errors.New("key expired"))
+	ErrRevoked        = fault.Precondition(errors.New("key revoked"))
 )
 
 // ParseToken splits a token into its key id and secret.

@@ -2,9 +2,12 @@ package auth
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 func TestParseScope(t *testing.T) {
@@ -84,6 +87,25 @@ func TestKeyLifecycle(t *testing.T) {
 	}
 }
 
+// The API answers every authentication error 401; the categories serve
+// the other callers (keys revoke of an unknown id is a not found).
+func TestAuthErrorCategories(t *testing.T) {
+	for _, tc := range []struct {
+		err error
+		is  func(error) bool
+	}{
+		{ErrMalformedToken, fault.IsValidation},
+		{ErrWrongSecret, fault.IsValidation},
+		{fmt.Errorf("key %q: %w", "k1", ErrUnknownKey), fault.IsNotFound},
+		{ErrExpired, fault.IsPrecondition},
+		{ErrRevoked, fault.IsPrecondition},
+	} {
+		if !tc.is(tc.err) {
+			t.Errorf("%v: not in its category", tc.err)
+		}
+	}
+}
+
 func TestNewKeyRequestValidate(t *testing.T) {
 	tenant := Scope{Kind: KindTenant, Name: "acme"}
 	cases := []struct {
@@ -97,8 +119,8 @@ func TestNewKeyRequestValidate(t *testing.T) {
 		{NewKeyRequest{Scope: tenant, Expires: -time.Second}, "negative"},
 	}
 	for _, c := range cases {
-		if err := c.r.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: %v, want %q", c.r, err, c.want)
+		if err := c.r.Validate(); !fault.IsValidation(err) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want a validation error saying %q", c.r, err, c.want)
 		}
 	}
 	if err := (NewKeyRequest{Scope: tenant, Portal: true, Expires: 24 * time.Hour}).Validate(); err != nil {

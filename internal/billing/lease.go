@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // LeaseStore is what the lease needs from storage: an append-only table of
@@ -51,7 +53,8 @@ func (c LeaseConfig) Validate() error {
 }
 
 // ErrLeaseHeld is Acquire's answer while another run holds the lease.
-var ErrLeaseHeld = errors.New("held by another run")
+// It is in the conflict category.
+var ErrLeaseHeld = fault.Conflict(errors.New("held by another run"))
 
 // Lease is a held lease; Renew it within TTL while working, Release it at
 // the end.

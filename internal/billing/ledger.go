@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // ledger is a run's view of the issuer's invoices: read once after the
@@ -176,13 +178,13 @@ func (st *ledger) checkWrite(s StoredInvoice) error {
 	o, n := old.Invoice, s.Invoice
 	switch {
 	case s.Revision <= old.Revision:
-		return fmt.Errorf("invoice %s: revision %d is not above the stored %d", n.ID, s.Revision, old.Revision)
+		return fault.Conflictf("invoice %s: revision %d is not above the stored %d", n.ID, s.Revision, old.Revision)
 	case o.Status == StatusVoid:
-		return fmt.Errorf("invoice %s is void: it never changes", n.ID)
+		return fault.Conflictf("invoice %s is void: it never changes", n.ID)
 	case o.Status == StatusFinalized && n.Status != StatusVoid:
-		return fmt.Errorf("invoice %s (%s) is finalized: it never changes", n.ID, o.Number)
+		return fault.Conflictf("invoice %s (%s) is finalized: it never changes", n.ID, o.Number)
 	case o.Status == StatusFinalized && (n.Number != o.Number || n.TotalMinor != o.TotalMinor || len(n.Lines) != len(o.Lines)):
-		return fmt.Errorf("invoice %s (%s): voiding keeps its number and lines", n.ID, o.Number)
+		return fault.Conflictf("invoice %s (%s): voiding keeps its number and lines", n.ID, o.Number)
 	}
 	return nil
 }

@@ -8,17 +8,25 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
-// ErrNotFound is returned for an invoice id or number nobody issued.
-var ErrNotFound = errors.New("no such invoice")
+// ErrNotFound is returned for an invoice id or number nobody issued; it
+// is in the not-found category.
+var ErrNotFound = fault.NotFound(errors.New("no such invoice"))
 
-// ErrInvalidRequest marks a request that cannot be carried out as asked:
-// a malformed period, finalizing what is not a draft, voiding twice.
+// ErrInvalidRequest marks every refusal of a lifecycle request that
+// cannot be carried out as asked: a malformed period (validation),
+// finalizing what is not a draft or voiding twice (conflict), a draft
+// whose usage is not rolled up yet (precondition). Each is also in its
+// category; ErrInvalidRequest stays for the callers that match it.
 var ErrInvalidRequest = errors.New("invalid request")
 
-func invalid(format string, a ...any) error {
-	return fmt.Errorf("%s: %w", fmt.Sprintf(format, a...), ErrInvalidRequest)
+// refuse is a refusal in category (fault.Validation, fault.Conflict or
+// fault.Precondition), marked ErrInvalidRequest.
+func refuse(category func(error) error, format string, a ...any) error {
+	return category(fmt.Errorf("%s: %w", fmt.Sprintf(format, a...), ErrInvalidRequest))
 }
 
 // find is the invoice named by id or number.
@@ -77,11 +85,11 @@ func (r *Runner) Invoice(ctx context.Context, ref string) (StoredInvoice, error)
 // no id is given, under the issuer's lease.
 func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]Outcome, error) {
 	if len(refs) == 0 && period == "" {
-		return nil, invalid("name the drafts to finalize, or give --period")
+		return nil, refuse(fault.Validation, "name the drafts to finalize, or a period")
 	}
 	if period != "" {
 		if _, err := MonthlyPeriod(period, time.UTC); err != nil {
-			return nil, invalid("--period: %v", err)
+			return nil, refuse(fault.Validation, "%v", err)
 		}
 	}
 	hold, err := r.acquire(ctx)
@@ -101,7 +109,7 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 			return nil, err
 		}
 		if s.Invoice.Status != StatusDraft {
-			return nil, invalid("invoice %s is %s: only a draft can be finalized", ref, s.Invoice.Status)
+			return nil, refuse(fault.Conflict, "invoice %s is %s: only a draft can be finalized", ref, s.Invoice.Status)
 		}
 		targets = append(targets, s)
 	}
@@ -137,7 +145,7 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 	}
 	for _, s := range targets {
 		if detail := waitFor(s.Invoice.Period(), state, pending); detail != "" {
-			return nil, invalid("draft %s cannot be finalized yet: %s", s.Invoice.ID, detail)
+			return nil, refuse(fault.Precondition, "draft %s cannot be finalized yet: %s", s.Invoice.ID, detail)
 		}
 	}
 	now := r.now()
@@ -203,7 +211,7 @@ func (r *Runner) checkCurrent(ctx context.Context, st *ledger, files *runFiles, 
 	inv := s.Invoice
 	c, ok := r.customer(inv.Tenant)
 	if !ok {
-		return invalid("draft %s: %s is no longer a customer in the config", inv.ID, inv.Tenant)
+		return refuse(fault.Precondition, "draft %s: %s is no longer a customer in the config", inv.ID, inv.Tenant)
 	}
 	loc, err := c.Location()
 	if err != nil {
@@ -222,8 +230,8 @@ func (r *Runner) checkCurrent(ctx context.Context, st *ledger, files *runFiles, 
 		return err
 	}
 	if out.Action != ActionUnchanged {
-		return fmt.Errorf("draft %s is out of date: its usage, prices or corrections changed since it was made; "+
-			"refresh it with `gpumeter invoice run --period %s --tenant %s --draft`, review it, then finalize", inv.ID, inv.PeriodLabel, inv.Tenant)
+		return fault.Preconditionf("draft %s is out of date: its usage, prices or corrections changed since it was made; "+
+			"refresh it with a draft invoice run of period %s for tenant %s, review it, then finalize", inv.ID, inv.PeriodLabel, inv.Tenant)
 	}
 	return nil
 }
@@ -243,7 +251,7 @@ func (r *Runner) customer(tenant string) (Customer, bool) {
 // later invoice cannot be voided: that would bill the corrections twice.
 func (r *Runner) Void(ctx context.Context, ref, reason string) (*Invoice, error) {
 	if strings.TrimSpace(reason) == "" {
-		return nil, invalid("--reason: required (it is printed on the void invoice)")
+		return nil, refuse(fault.Validation, "reason: required (it is printed on the void invoice)")
 	}
 	hold, err := r.acquire(ctx)
 	if err != nil {
@@ -260,13 +268,13 @@ func (r *Runner) Void(ctx context.Context, ref, reason string) (*Invoice, error)
 		return nil, err
 	}
 	if s.Invoice.Status == StatusVoid {
-		return nil, invalid("invoice %s is already void (%s)", ref, s.Invoice.VoidReason)
+		return nil, refuse(fault.Conflict, "invoice %s is already void (%s)", ref, s.Invoice.VoidReason)
 	}
 	if later := st.correctionsOf(s.Invoice, nil); len(later) > 0 {
-		return nil, invalid("invoice %s: its period was corrected on invoice %s; void that one first", ref, later[0].Number)
+		return nil, refuse(fault.Precondition, "invoice %s: its period was corrected on invoice %s; void that one first", ref, later[0].Number)
 	}
 	if d := st.draftCorrecting(s.Invoice); d != nil {
-		return nil, invalid("invoice %s: draft %s corrects its period; void or refresh that draft first", ref, d.ID)
+		return nil, refuse(fault.Precondition, "invoice %s: draft %s corrects its period; void or refresh that draft first", ref, d.ID)
 	}
 	// An invoice whose corrections a later invoice built on cannot go
 	// either: the later one billed only the difference from this one's.
@@ -278,7 +286,7 @@ func (r *Runner) Void(ctx context.Context, ref, reason string) (*Invoice, error)
 			}
 			for _, oc := range o.Corrections {
 				if oc.InvoiceID == c.InvoiceID {
-					return nil, invalid("invoice %s: invoice %s corrected %s again after it; void that one first", ref, o.Number, c.Period)
+					return nil, refuse(fault.Precondition, "invoice %s: invoice %s corrected %s again after it; void that one first", ref, o.Number, c.Period)
 				}
 			}
 		}

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // RollupState is the hourly rollup job's bookmark.
@@ -357,7 +359,7 @@ func (r *Rollup) RollupRange(ctx context.Context, from, to time.Time) error {
 		to = t.Add(time.Hour)
 	}
 	if !to.After(from) {
-		return fmt.Errorf("rollup range: to must be after from")
+		return fault.Validationf("rollup range: to must be after from")
 	}
 	months, err := r.store.RawDroppedMonths(ctx)
 	if err != nil {
@@ -368,7 +370,7 @@ func (r *Rollup) RollupRange(ctx context.Context, from, to time.Time) error {
 		for i, m := range in {
 			names[i] = m.Format("2006-01")
 		}
-		return fmt.Errorf("rollup range: retention dropped the raw samples of %s; recomputing would lose those hours (roll up the months around them separately)",
+		return fault.Preconditionf("rollup range: retention dropped the raw samples of %s; recomputing would lose those hours (roll up the months around them separately)",
 			strings.Join(names, ", "))
 	}
 	// Server time and the mark are read before the rollup: hours it closes

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -61,7 +62,7 @@ type RunRequest struct {
 // Validate checks the request's own fields.
 func (r RunRequest) Validate() error {
 	if _, err := MonthlyPeriod(r.Period, time.UTC); err != nil {
-		return fmt.Errorf("--period: %w", err)
+		return fault.Validation(err) // it names the period
 	}
 	return nil
 }
@@ -323,7 +324,7 @@ func (st *ledger) anyUnfinalized(cs []Customer, label string) bool {
 // mark but not rolled up, and billing it would bill nothing, its usage
 // coming back as late usage on the next invoice.
 func waitFor(p Period, state RollupState, pending []time.Time) string {
-	const run = "run `gpumeter rollup --scheduled` (`invoice run` without --dry-run rolls up by itself), then invoice again"
+	const run = "run the scheduled rollup (an invoice run that is not a dry run rolls up by itself), then invoice again"
 	if !p.Closable(state.ClosedThrough) {
 		closed := state.ClosedThrough.Format(time.RFC3339)
 		if state.ClosedThrough.IsZero() {
@@ -347,7 +348,7 @@ func waitFor(p Period, state RollupState, pending []time.Time) string {
 
 func (r *Runner) select_(tenant string) ([]Customer, error) {
 	if len(r.customers.Customers) == 0 {
-		return nil, errors.New("no customers: the config's billing.customers is empty")
+		return nil, fault.Precondition(errors.New("no customers: the config's billing.customers is empty"))
 	}
 	if tenant == "" {
 		return r.customers.Customers, nil
@@ -360,12 +361,15 @@ func (r *Runner) select_(tenant string) ([]Customer, error) {
 	return nil, &UnknownTenantError{Tenant: tenant}
 }
 
-// UnknownTenantError is a run asked for a tenant that is not a customer.
+// UnknownTenantError is a run asked for a tenant that is not a customer;
+// it is in the not-found category.
 type UnknownTenantError struct{ Tenant string }
 
 func (e *UnknownTenantError) Error() string {
-	return fmt.Sprintf("--tenant %q: not a customer in the config's billing.customers", e.Tenant)
+	return fmt.Sprintf("tenant %q: not a customer in the config's billing.customers", e.Tenant)
 }
+
+func (e *UnknownTenantError) Is(target error) bool { return target == fault.ErrNotFound }
 
 // invoiceOne builds the customer's invoice for the period, or says why
 // there is nothing to do. stored is nil when nothing is to be written.
@@ -381,7 +385,7 @@ func (r *Runner) invoiceOne(ctx context.Context, st *ledger, files *runFiles, c 
 	// Periods in another zone than the last invoice's would overlap it or
 	// leave hours between them unbilled.
 	if last := st.lastFinalized(c.Tenant); last != nil && last.TimeZone != zoneName(c) {
-		return Outcome{}, nil, fmt.Errorf("customer %s: time_zone is %s, but invoice %s (%s) was in %s; a change of zone would bill hours twice or not at all, so it needs a new tenant or a manual invoice",
+		return Outcome{}, nil, fault.Preconditionf("customer %s: time_zone is %s, but invoice %s (%s) was in %s; a change of zone would bill hours twice or not at all, so it needs a new tenant or a manual invoice",
 			c.Tenant, zoneName(c), last.Number, last.PeriodLabel, last.TimeZone)
 	}
 	book, err := files.book(c.Book)
@@ -521,7 +525,7 @@ func (r *Runner) corrections(ctx context.Context, st *ledger, c Customer, p Peri
 				return nil, nil, fmt.Errorf("re-price %s %s (invoice %s): %w", c.Tenant, orig.PeriodLabel, orig.Number, err)
 			}
 			if repriced.Currency.Code != orig.Currency.Code {
-				return nil, nil, fmt.Errorf("re-price %s %s (invoice %s): the book now prices in %s, the invoice is in %s",
+				return nil, nil, fault.Preconditionf("re-price %s %s (invoice %s): the book now prices in %s, the invoice is in %s",
 					c.Tenant, orig.PeriodLabel, orig.Number, repriced.Currency.Code, orig.Currency.Code)
 			}
 			lines = append(lines, Correct(orig, BilledFor(orig, st.correctionsOf(orig, current)), repriced)...)

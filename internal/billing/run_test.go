@@ -25,11 +25,11 @@ func TestWaitFor(t *testing.T) {
 		{"closed, nothing pending", closed, nil, nil},
 		{"pending hours in other months only", closed, []time.Time{hr("2026-08-31T23"), hr("2026-10-01T00")}, nil},
 		{"a month imported after later hours closed", closed, []time.Time{hr("2026-09-10T00"), hr("2026-09-10T01")},
-			[]string{"2 hour(s) of the period, from 2026-09-10T00:00:00Z", "gpumeter rollup --scheduled"}},
+			[]string{"2 hour(s) of the period, from 2026-09-10T00:00:00Z", "run the scheduled rollup"}},
 		{"no rollup has run", RollupState{}, nil,
-			[]string{"closed through nothing (no rollup has run)", "gpumeter rollup --scheduled"}},
+			[]string{"closed through nothing (no rollup has run)", "run the scheduled rollup"}},
 		{"closed short of the period's end", RollupState{ClosedThrough: hr("2026-09-30T23")}, nil,
-			[]string{"closed through 2026-09-30T23:00:00Z; the period ends 2026-10-01T00:00:00Z", "gpumeter rollup --scheduled"}},
+			[]string{"closed through 2026-09-30T23:00:00Z; the period ends 2026-10-01T00:00:00Z", "run the scheduled rollup"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

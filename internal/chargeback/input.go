@@ -381,9 +381,5 @@ func (ps *problems) err(what string) error {
 	if len(ps.list) == 0 {
 		return nil
 	}
-	out := ps.list
-	if ps.dropped > 0 {
-		out = append(out, pricing.Problem{Message: fmt.Sprintf("and %d more problems", ps.dropped)})
-	}
-	return &pricing.ValidationError{What: what, Problems: out}
+	return pricing.NewValidationError(what, ps.list, ps.dropped)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -136,5 +137,9 @@ func TestValidateCollectsProblems(t *testing.T) {
 	err = in.Validate()
 	if !errors.As(err, &ve) || len(ve.Problems) != maxProblems+1 || !strings.HasPrefix(ve.Problems[maxProblems].Message, "and ") {
 		t.Fatalf("error with %d problems, want %d and a count of the rest", len(ve.Problems), maxProblems+1)
+	}
+	if len(ve.Listed()) != maxProblems || ve.Dropped == 0 || !fault.IsValidation(err) {
+		t.Fatalf("listed %d, dropped %d, validation %t: want %d listed, the rest counted, a validation error",
+			len(ve.Listed()), ve.Dropped, fault.IsValidation(err), maxProblems)
 	}
 }

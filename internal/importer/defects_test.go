@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -52,6 +53,9 @@ func wantRefused(t *testing.T, err error, parts ...string) {
 	var ve *importer.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("error = %v, want a *importer.ValidationError", err)
+	}
+	if !fault.IsValidation(err) {
+		t.Errorf("error %v is not a validation error", err)
 	}
 	for _, p := range parts {
 		if !strings.Contains(err.Error(), p) {
@@ -98,7 +102,7 @@ func TestStoredRowWithOtherDataIsRefusedUnlessReplace(t *testing.T) {
 	// Before, a later file silently overwrote the stored value.
 	changed := file(t, "b.csv", row("4"))
 	err := importOne(t, s, changed, importer.Options{})
-	wantRefused(t, err, "b.csv:2: gpu_seconds:", `stored as "10.000000", here "4.000000"`, "--replace")
+	wantRefused(t, err, "b.csv:2: gpu_seconds:", `stored as "10.000000", here "4.000000"`, "with replace")
 	if got := gpuSeconds(t, s); got["acme"] != 10_000_000 {
 		t.Fatalf("after a refused import: %v", got)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
@@ -106,7 +107,7 @@ func Import(ctx context.Context, files []File, opts Options, st Store) (Result, 
 		opts.BatchSize = 50_000
 	}
 	if opts.BatchSize < 0 {
-		return Result{}, errors.New("batch size: must be positive")
+		return Result{}, fault.Validation(errors.New("batch size: must be positive"))
 	}
 	if st == nil && !opts.DryRun {
 		return Result{}, errors.New("import: no store (only a dry run may go without)")
@@ -211,7 +212,7 @@ func Import(ctx context.Context, files []File, opts Options, st Store) (Result, 
 			prev, ok := seen[s.ID]
 			own := ok && prev.file == fi && prev.line == line
 			if !ok || own && prev.digest != digest(s) {
-				return fmt.Errorf("line %d: the file changed while it was imported", line)
+				return fault.Conflictf("line %d: the file changed while it was imported", line)
 			}
 			if !own || prev.unchanged {
 				return nil // a repeat, or stored already
@@ -249,7 +250,7 @@ func describeConflicts(ctx context.Context, files []File, seen map[uint64]seenRo
 					break
 				}
 			}
-			ps.add(Problem{f.Path, line, field, fmt.Sprintf("this row (sample_id %d) is already stored with other data: %s; pass --replace to overwrite the stored row", s.ID, msg)})
+			ps.add(Problem{f.Path, line, field, fmt.Sprintf("this row (sample_id %d) is already stored with other data: %s; import with replace to overwrite the stored row", s.ID, msg)})
 			return nil
 		})
 		if err != nil {
@@ -274,7 +275,7 @@ func readFile(ctx context.Context, f File, phase string, progress func(Progress)
 		return err
 	}
 	if !info.Mode().IsRegular() {
-		return errors.New("not a regular file")
+		return fault.Validation(errors.New("not a regular file"))
 	}
 	cr := &countingReader{r: fh}
 	rows := 0

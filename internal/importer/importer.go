@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/meter"
 )
@@ -45,7 +46,7 @@ func FormatFromName(name string) (Format, error) {
 	case strings.HasSuffix(name, ".jsonl"), strings.HasSuffix(name, ".ndjson"):
 		return FormatJSONL, nil
 	}
-	return "", fmt.Errorf("cannot tell the format of %q: name it .csv, .jsonl or .ndjson, or pass --format", name)
+	return "", fault.Validationf("cannot tell the format of %q: name it .csv, .jsonl or .ndjson, or give its format", name)
 }
 
 // Problem is one bad field on one line of one file.
@@ -70,6 +71,7 @@ func (p Problem) String() string {
 }
 
 // ValidationError lists the problems found in a file (up to MaxProblems).
+// errors.Is(err, fault.ErrValidation) holds for it.
 type ValidationError struct {
 	Problems  []Problem
 	Truncated bool // more problems than were kept
@@ -90,6 +92,9 @@ func (e *ValidationError) Error() string {
 	}
 	return b.String()
 }
+
+// Is puts every ValidationError in the validation category.
+func (e *ValidationError) Is(target error) bool { return target == fault.ErrValidation }
 
 // InFile names path as the file of every problem that names none (a
 // parser outside this package reports lines only) and returns e.
@@ -401,7 +406,7 @@ func readLines(r io.Reader, format Format, emit func(line int, s collectors.Samp
 	case FormatJSONL:
 		return readJSONL(r, emit)
 	}
-	return fmt.Errorf("unknown format %q (want csv or jsonl)", format)
+	return fault.Validationf("unknown format %q (want csv or jsonl)", format)
 }
 
 type problems struct{ ValidationError }

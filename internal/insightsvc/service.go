@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -105,17 +106,14 @@ const (
 	MaxEvaluate = 93 * 24 * time.Hour
 )
 
-// ValidationError is bad input: the CLI exits 2, the API answers 400.
-type ValidationError struct{ Err error }
-
-func (e *ValidationError) Error() string { return e.Err.Error() }
-func (e *ValidationError) Unwrap() error { return e.Err }
+// Bad input is a fault.Validation error: the CLI exits 2, the API
+// answers 400. What the analyses of stored data fail with is the
+// service's own fault (fault.Internal), whatever category pricing gave it.
 
 // IsValidation reports whether err is bad input.
-func IsValidation(err error) bool {
-	var v *ValidationError
-	return errors.As(err, &v)
-}
+//
+// Deprecated: use fault.IsValidation; this stays until cmd/gpumeter does.
+func IsValidation(err error) bool { return fault.IsValidation(err) }
 
 // Request is a period [From, To) of whole UTC hours, optionally of one
 // tenant, in the caller's Scope (the API sets it from the key; zero, as
@@ -157,7 +155,7 @@ func (r Request) validScope() error {
 func (r Request) Validate() error {
 	var errs []error
 	if r.From.IsZero() || r.To.IsZero() {
-		return &ValidationError{errors.New("from and to are required")}
+		return fault.Validation(errors.New("from and to are required"))
 	}
 	if !r.To.After(r.From) {
 		errs = append(errs, errors.New("to must be after from"))
@@ -172,10 +170,7 @@ func (r Request) Validate() error {
 	if err := r.validScope(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return &ValidationError{err}
-	}
-	return nil
+	return fault.Validation(errors.Join(errs...))
 }
 
 // pricing is the pricing map of the tenants of hs.
@@ -200,14 +195,15 @@ func (s *Service) Efficiency(ctx context.Context, r Request, params *insights.Id
 		p = *params
 	}
 	if err := p.Validate(); err != nil {
-		return insights.EfficiencyReport{}, &ValidationError{err}
+		return insights.EfficiencyReport{}, fault.Validation(err)
 	}
 	// The holdings are the scope's already: its totals are the report's.
 	hs, err := s.reader.Holdings(ctx, r.From.UTC(), r.To.UTC(), r.filter())
 	if err != nil {
 		return insights.EfficiencyReport{}, err
 	}
-	return insights.Efficiency(insights.EfficiencyInput{From: r.From.UTC(), To: r.To.UTC(), Params: p, Holdings: hs, Pricing: s.pricing(hs)})
+	rep, err := insights.Efficiency(insights.EfficiencyInput{From: r.From.UTC(), To: r.To.UTC(), Params: p, Holdings: hs, Pricing: s.pricing(hs)})
+	return rep, fault.Internal(err)
 }
 
 // RightSize is insights.RightSize over the period's holdings and the
@@ -227,7 +223,8 @@ func (s *Service) RightSize(ctx context.Context, r Request) (insights.RightSizeR
 			return insights.RightSizeReport{}, err
 		}
 	}
-	return insights.RightSize(in)
+	rep, err := insights.RightSize(in)
+	return rep, fault.Internal(err)
 }
 
 // Detect checks the hours and days of [From, To) of every tenant (or the
@@ -243,7 +240,7 @@ func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fres
 	if r.Scope.Kind == auth.KindDepartment {
 		// Anomalies are found in a tenant's whole usage and stored without
 		// a department, so no department scope can hold them.
-		return nil, nil, &ValidationError{fmt.Errorf("scope %s: anomalies are detected per tenant, for tenant or admin scopes", r.Scope)}
+		return nil, nil, fault.Validationf("scope %s: anomalies are detected per tenant, for tenant or admin scopes", r.Scope)
 	}
 	tenant := r.Tenant
 	if t := r.Scope.Tenant(); t != "" {
@@ -300,7 +297,7 @@ func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fres
 		}
 		spend, err := insights.DailySpend(t, pr.TenantPricing, dayFrom, dayTo, usage[t])
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fault.Internal(err)
 		}
 		an, err := insights.Detect(insights.AnomalyInput{Series: []insights.Series{spend}, EvaluateFrom: evalFrom, Params: p})
 		if err != nil {
@@ -337,13 +334,13 @@ func ceilDay(t time.Time, loc *time.Location) time.Time {
 // Stored lists the stored anomalies starting in the period.
 func (s *Service) Stored(ctx context.Context, r Request) ([]StoredAnomaly, error) {
 	if r.From.IsZero() || r.To.IsZero() || !r.To.After(r.From) {
-		return nil, &ValidationError{errors.New("from and to are required, to after from")}
+		return nil, fault.Validation(errors.New("from and to are required, to after from"))
 	}
 	if r.To.Sub(r.From) > 400*24*time.Hour {
-		return nil, &ValidationError{fmt.Errorf("the range is %s, at most 400 days", r.To.Sub(r.From))}
+		return nil, fault.Validationf("the range is %s, at most 400 days", r.To.Sub(r.From))
 	}
 	if err := r.validScope(); err != nil {
-		return nil, &ValidationError{err}
+		return nil, fault.Validation(err)
 	}
 	return s.reader.Anomalies(ctx, r.From.UTC(), r.To.UTC(), r.filter())
 }
@@ -384,10 +381,7 @@ func (r CapacityRequest) Validate() error {
 	if r.Target.Sign() <= 0 || r.Target.GreaterThan(decimal.NewFromInt(1)) {
 		errs = append(errs, fmt.Errorf("target %s: want within (0, 1]", r.Target))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return &ValidationError{err}
-	}
-	return nil
+	return fault.Validation(errors.Join(errs...))
 }
 
 // Capacity is insights.FleetCapacity for every model with GPUs: demand
@@ -410,8 +404,8 @@ func (s *Service) Capacity(ctx context.Context, r CapacityRequest) ([]insights.C
 	}
 	weeks := int(to.Sub(from) / (7 * 24 * time.Hour))
 	if weeks < 2 {
-		return nil, &ValidationError{fmt.Errorf("capacity needs two weeks of history before %s; the fleet's first recorded hour is %s",
-			to.Format(time.RFC3339), first.Format(time.RFC3339))}
+		return nil, fault.Validationf("capacity needs two weeks of history before %s; the fleet's first recorded hour is %s",
+			to.Format(time.RFC3339), first.Format(time.RFC3339))
 	}
 	from = to.AddDate(0, 0, -7*min(weeks, r.Weeks))
 	demand, err := s.reader.ModelDemand(ctx, from, to, r.Scope)

@@ -10,6 +10,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -138,17 +139,17 @@ func TestRequestsAreValidated(t *testing.T) {
 	from := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
 	svc := New(&fakeReader{}, Prices{}, time.Now, slog.New(slog.DiscardHandler))
 	for _, r := range []Request{{}, {From: from, To: from}, {From: from.Add(time.Minute), To: from.Add(time.Hour)}, {From: from, To: from.Add(94 * 24 * time.Hour)}} {
-		if _, err := svc.Efficiency(context.Background(), r, nil); !IsValidation(err) {
+		if _, err := svc.Efficiency(context.Background(), r, nil); !fault.IsValidation(err) {
 			t.Errorf("%+v: err %v, want a validation error", r, err)
 		}
 	}
 	bad := insights.IdleParams{SMThreshold: 2}
-	if _, err := svc.Efficiency(context.Background(), Request{From: from, To: from.Add(time.Hour)}, &bad); !IsValidation(err) {
+	if _, err := svc.Efficiency(context.Background(), Request{From: from, To: from.Add(time.Hour)}, &bad); !fault.IsValidation(err) {
 		t.Errorf("bad params: %v", err)
 	}
 	for _, c := range []CapacityRequest{{}, {To: from, Until: from.Add(time.Hour), Weeks: 1, Target: decimal.NewFromInt(1)},
 		{To: from, Until: from.Add(time.Hour), Weeks: 4, Target: decimal.NewFromInt(2)}, {To: from, Until: from, Weeks: 4, Target: decimal.NewFromInt(1)}} {
-		if _, err := svc.Capacity(context.Background(), c); !IsValidation(err) {
+		if _, err := svc.Capacity(context.Background(), c); !fault.IsValidation(err) {
 			t.Errorf("%+v: err %v, want a validation error", c, err)
 		}
 	}
@@ -240,7 +241,7 @@ func TestCapacityUsesTheModelsThatReport(t *testing.T) {
 		t.Errorf("a young fleet's demand asked: %v, want the last two weeks", r.asked)
 	}
 	r.first = to.Add(-10 * 24 * time.Hour)
-	if _, err := svc.Capacity(context.Background(), CapacityRequest{To: to, Until: to.AddDate(0, 0, 30), Weeks: 8, Target: decimal.NewFromInt(1)}); !IsValidation(err) {
+	if _, err := svc.Capacity(context.Background(), CapacityRequest{To: to, Until: to.AddDate(0, 0, 30), Weeks: 8, Target: decimal.NewFromInt(1)}); !fault.IsValidation(err) {
 		t.Errorf("ten days of history: %v, want a validation error", err)
 	}
 }

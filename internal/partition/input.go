@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
@@ -236,7 +237,7 @@ func (f Fleet) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		}
 	}
-	return errors.Join(errs...)
+	return fault.Validation(errors.Join(errs...))
 }
 
 // Validate reports every problem of the demand: empty or repeated tenants,
@@ -273,7 +274,7 @@ func (d Demand) Validate() error {
 	if total > MaxTotalCount {
 		errs = append(errs, fmt.Errorf("demand asks for more than %d instances in all", MaxTotalCount))
 	}
-	return errors.Join(errs...)
+	return fault.Validation(errors.Join(errs...))
 }
 
 func (r Request) validate() error {

@@ -6,6 +6,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
@@ -44,8 +45,8 @@ func TestDemandValidateBoundsCounts(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Validate error %v, want %q", err, tc.want)
+			if !fault.IsValidation(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate error %v, want a validation error saying %q", err, tc.want)
 			}
 		})
 	}
@@ -144,8 +145,8 @@ func TestFleetValidateRefusesRepeatedIndexesAndMIGUUIDs(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Validate error %v, want %q", err, tc.want)
+			if !fault.IsValidation(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate error %v, want a validation error saying %q", err, tc.want)
 			}
 		})
 	}

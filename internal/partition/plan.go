@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
@@ -150,7 +151,7 @@ func (p Plan) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: changed is %t but the plan has %d creates and destroys", where, g.Changed, changes))
 		}
 	}
-	return errors.Join(errs...)
+	return fault.Validation(errors.Join(errs...))
 }
 
 func (m *modelIndex) checkPlaced(in PlannedInstance) (uint8, int, error) {
@@ -255,7 +256,7 @@ func (p Plan) MIGParted() (MIGPartedConfig, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return MIGPartedConfig{}, fmt.Errorf("mig-parted config: %w", errors.Join(errs...))
+		return MIGPartedConfig{}, fault.Validationf("mig-parted config: %w", errors.Join(errs...))
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
@@ -43,8 +44,8 @@ func TestPlanValidate(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Validate error %v, want %q", err, tc.want)
+			if !fault.IsValidation(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate error %v, want a validation error saying %q", err, tc.want)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
@@ -63,11 +64,13 @@ const (
 	maxDuration = 31 * 24 * time.Hour
 )
 
-// ErrInvalid marks a request that cannot be decided: the caller's fault.
-var ErrInvalid = errors.New("invalid admission request")
+// ErrInvalid marks a request that cannot be decided: the caller's fault,
+// in the validation category.
+var ErrInvalid = fault.Validation(errors.New("invalid admission request"))
 
-// ErrUnknownTenant is a tenant neither metered nor under any quota.
-var ErrUnknownTenant = errors.New("unknown tenant")
+// ErrUnknownTenant is a tenant neither metered nor under any quota, in
+// the not-found category.
+var ErrUnknownTenant = fault.NotFound(errors.New("unknown tenant"))
 
 // SKU is the request's SKU (MODEL or MODEL/PROFILE), with the model as
 // the catalogue spells it.

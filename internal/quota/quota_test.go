@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 var d = decimal.RequireFromString
@@ -200,12 +202,12 @@ func TestBadRequests(t *testing.T) {
 		"no duration":     {Tenant: "acme", GPUModel: h100, Count: 1},
 		"a year":          {Tenant: "acme", GPUModel: h100, Count: 1, Duration: 365 * 24 * time.Hour},
 	} {
-		if _, err := e.Admit(r); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		if _, err := e.Admit(r); !errors.Is(err, ErrInvalid) || !fault.IsValidation(err) {
+			t.Errorf("%s: %v, want ErrInvalid, a validation error", name, err)
 		}
 	}
-	if _, err := e.Admit(Request{Tenant: "nobody", GPUModel: h100, Count: 1, Duration: time.Hour}); !errors.Is(err, ErrUnknownTenant) {
-		t.Errorf("unknown tenant: %v", err)
+	if _, err := e.Admit(Request{Tenant: "nobody", GPUModel: h100, Count: 1, Duration: time.Hour}); !errors.Is(err, ErrUnknownTenant) || !fault.IsNotFound(err) {
+		t.Errorf("unknown tenant: %v, want ErrUnknownTenant, a not-found error", err)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // Measured is what the collectors stored for one Slurm job (workload
@@ -42,7 +44,7 @@ func (in CompareInput) Validate() error {
 			errs = append(errs, fmt.Errorf("measured[%d]: job id required", i))
 		}
 	}
-	return errors.Join(errs...)
+	return fault.Validation(errors.Join(errs...))
 }
 
 // Why a job's counts differ.

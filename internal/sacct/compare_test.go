@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 func TestCompare(t *testing.T) {
@@ -91,5 +93,34 @@ func TestCompareRefusesBadInput(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "period") && !strings.Contains(err.Error(), "tolerance") && !strings.Contains(err.Error(), "job id") {
 			t.Errorf("%+v: unclear error %v", in, err)
 		}
+	}
+}
+
+// A compare input that fails its checks is a validation error (exit 2 at
+// the CLI, 400 at an API); a good one passes.
+func TestCompareInputValidateIsValidation(t *testing.T) {
+	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		in   CompareInput
+		want string // "" when valid
+	}{
+		{"valid", CompareInput{From: from, To: from.AddDate(0, 1, 0), Tolerance: 0.05}, ""},
+		{"period backwards", CompareInput{From: from, To: from, Tolerance: 0.05}, "period:"},
+		{"tolerance of one", CompareInput{From: from, To: from.AddDate(0, 1, 0), Tolerance: 1}, "tolerance 1"},
+		{"measured without a job", CompareInput{From: from, To: from.AddDate(0, 1, 0), Measured: []Measured{{}}}, "measured[0]: job id required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.in.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !fault.IsValidation(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v: want a validation error naming %q", err, tc.want)
+			}
+		})
 	}
 }

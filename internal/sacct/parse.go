@@ -282,12 +282,12 @@ func parseTime(v string, loc *time.Location) (time.Time, error) {
 	}
 	if loc == nil {
 		if _, err := time.Parse("2006-01-02T15:04:05", v); err == nil {
-			return time.Time{}, fmt.Errorf("%q has no time zone: pass --sacct-tz (the zone sacct ran in), or run sacct with SLURM_TIME_FORMAT=%%Y-%%m-%%dT%%H:%%M:%%S%%z", v)
+			return time.Time{}, fmt.Errorf("%q has no time zone: give the location (the zone sacct ran in), or run sacct with SLURM_TIME_FORMAT=%%Y-%%m-%%dT%%H:%%M:%%S%%z", v)
 		}
 	}
 	t, err := time.ParseInLocation("2006-01-02T15:04:05", v, loc)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is not a time: want 2026-12-04T18:53:49 (in the --sacct-tz zone), an offset, or epoch seconds", v)
+		return time.Time{}, fmt.Errorf("%q is not a time: want 2026-12-04T18:53:49 (in the location's zone), an offset, or epoch seconds", v)
 	}
 	return t.UTC(), nil
 }

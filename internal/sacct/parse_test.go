@@ -95,7 +95,7 @@ func TestParseSlurm2302WithoutClusterColumn(t *testing.T) {
 
 func TestParseNeedsAZoneForLocalTimes(t *testing.T) {
 	in := "Cluster|JobID|Account|Start|End|Elapsed|AllocTRES\nc|1|a|2026-11-01T00:00:00|1793494800|01:00:00|gres/gpu=1\n"
-	if _, err := Parse(strings.NewReader(in), Options{}); err == nil || !strings.Contains(err.Error(), `line 2: Start: "2026-11-01T00:00:00" has no time zone: pass --sacct-tz`) {
+	if _, err := Parse(strings.NewReader(in), Options{}); err == nil || !strings.Contains(err.Error(), `line 2: Start: "2026-11-01T00:00:00" has no time zone: give the location`) {
 		t.Fatalf("err = %v", err)
 	}
 	in = "Cluster|JobID|Account|Start|End|Elapsed|AllocTRES\nc|1|a|2026-11-01T00:00:00+0000|1793494800|01:00:00|gres/gpu=1\n"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/collectors/attribution"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/meter"
@@ -60,7 +61,7 @@ func ParseSKUMap(r io.Reader) (SKUMap, error) {
 		if err == io.EOF {
 			return SKUMap{}, &importer.ValidationError{Problems: []importer.Problem{{Line: 1, Msg: "empty: want gres: and/or untyped:"}}}
 		}
-		return SKUMap{}, fmt.Errorf("not YAML: %w", err)
+		return SKUMap{}, fault.Validationf("not YAML: %w", err)
 	}
 	var ps problems
 	m := SKUMap{Types: map[string]string{}}
@@ -198,7 +199,7 @@ func Samples(jobs []Job, cfg Config) ([]importer.Row, Summary, error) {
 			continue
 		}
 		if j.Elapsed != span {
-			ps.add(j.Line, "Elapsed", fmt.Sprintf("%s, but End - Start is %s: times in another zone than --sacct-tz (a daylight saving change), or a suspended job", j.Elapsed, span))
+			ps.add(j.Line, "Elapsed", fmt.Sprintf("%s, but End - Start is %s: times in another zone than the location given (a daylight saving change), or a suspended job", j.Elapsed, span))
 			continue
 		}
 		id := j.JobIDRaw
@@ -210,7 +211,7 @@ func Samples(jobs []Job, cfg Config) ([]importer.Row, Summary, error) {
 			id = j.JobID
 		}
 		if j.Cluster == "" {
-			ps.add(j.Line, "Cluster", "empty: pass --cluster")
+			ps.add(j.Line, "Cluster", "empty: give the cluster")
 			continue
 		}
 		before := len(ps.Problems)

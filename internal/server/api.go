@@ -220,10 +220,6 @@ func (st *apiState) authenticate(s *Server) gin.HandlerFunc {
 			return
 		}
 		c.Header("WWW-Authenticate", `Bearer realm="gpumeter", error="invalid_token"`)
-		if errors.Is(err, errPortalOnly) {
-			writeError(c, http.StatusUnauthorized, "unauthorized", err.Error())
-			return
-		}
 		s.respondError(c, err)
 	}
 }

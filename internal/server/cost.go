@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,17 +15,11 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
-
-// ErrNotFound is what a service returns for something absent, or outside
-// the caller's scope (which is the same to the caller).
-var ErrNotFound = errors.New("not found")
-
-// ErrForbidden is a request the key's kind of scope may not make at all.
-var ErrForbidden = errors.New("forbidden")
 
 // CostService prices a tenant's month so far.
 type CostService interface {
@@ -104,7 +97,7 @@ func parseCostRequest(v url.Values, scope auth.Scope) (CostRequest, error) {
 	}
 	if scope.Kind == auth.KindTenant {
 		if q.Tenant != "" && q.Tenant != scope.Name {
-			return q, fmt.Errorf("tenant %q: %w", q.Tenant, ErrNotFound)
+			return q, fault.NotFoundf("tenant %q: not found", q.Tenant)
 		}
 		q.Tenant = scope.Name
 	}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/insightsvc"
 )
@@ -71,7 +71,7 @@ func parseInsightsRequest(v url.Values, scope auth.Scope, maxRange time.Duration
 	}
 	r.Tenant, r.Scope = v.Get("tenant"), scope
 	if t := scope.Tenant(); t != "" && r.Tenant != "" && r.Tenant != t {
-		return r, fmt.Errorf("tenant %q: %w", truncate(r.Tenant, 64), ErrNotFound)
+		return r, fault.NotFoundf("tenant %q: not found", truncate(r.Tenant, 64))
 	}
 	return r, nil
 }
@@ -225,10 +225,4 @@ func insightsRoute[R any](s *Server, svc InsightsService, allowed func(auth.Scop
 		}
 		c.JSON(http.StatusOK, rep)
 	}
-}
-
-// isInsightsInput reports a service error caused by the request.
-func isInsightsInput(err error) bool {
-	var v *insightsvc.ValidationError
-	return errors.As(err, &v)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/insightsvc"
 )
@@ -133,7 +134,7 @@ func TestInsightsRoutesScopeAndValidate(t *testing.T) {
 			}
 		})
 	}
-	fake.err = &insightsvc.ValidationError{Err: errTest("params: window is negative")}
+	fake.err = fault.Validation(errTest("params: window is negative"))
 	if code, body := get("admin", "/v1/insights/efficiency?month=2026-11"); code != 400 || !strings.Contains(body, "window is negative") {
 		t.Errorf("a service input error: %d %s, want 400", code, body)
 	}
@@ -223,7 +224,7 @@ func TestCapacityRouteScopeAndValidate(t *testing.T) {
 	if _, body := get("admin", "/v1/insights/capacity"); !strings.Contains(body, `"exceeds":false`) || strings.Contains(body, `"at":`) || strings.Contains(body, `"demand":`) {
 		t.Errorf("a model under its target: %s; want exceeds false without at and demand", body)
 	}
-	fake.err = &insightsvc.ValidationError{Err: errTest("capacity needs two weeks of history before 2026-12-03T12:00:00Z")}
+	fake.err = fault.Validation(errTest("capacity needs two weeks of history before 2026-12-03T12:00:00Z"))
 	if code, body := get("admin", "/v1/insights/capacity"); code != 400 || !strings.Contains(body, "two weeks of history") {
 		t.Errorf("a service input error: %d %s, want 400", code, body)
 	}

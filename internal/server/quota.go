@@ -115,15 +115,8 @@ func (s *Server) postAdmission(svc QuotaService) gin.HandlerFunc {
 			return
 		}
 		d, err := svc.AdmitAll(c.Request.Context(), scope, reqs)
-		switch {
-		case errors.Is(err, quota.ErrUnknownTenant):
-			s.respondError(c, fmt.Errorf("%s: %w", err.Error(), ErrNotFound))
-			return
-		case errors.Is(err, quota.ErrInvalid):
-			s.respondError(c, badRequest{err.Error()})
-			return
-		case err != nil:
-			s.respondError(c, err)
+		if err != nil {
+			s.respondError(c, err) // quota.ErrUnknownTenant: 404, quota.ErrInvalid: 400
 			return
 		}
 		c.JSON(http.StatusOK, admissionResponseOf(d))

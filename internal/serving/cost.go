@@ -2,14 +2,13 @@ package serving
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store"
@@ -29,7 +28,7 @@ func (s *Service) customer(scope auth.Scope, tenant string) (billing.Customer, e
 			return c, nil
 		}
 	}
-	return billing.Customer{}, fmt.Errorf("tenant %q: %w", tenant, server.ErrNotFound)
+	return billing.Customer{}, fault.NotFoundf("tenant %q: not found", tenant)
 }
 
 // Cost prices the tenant's month so far, as its invoice will price it,
@@ -59,7 +58,7 @@ func (s *Service) Cost(ctx context.Context, q server.CostRequest) (server.CostRe
 		asOf = p.End
 	}
 	if !asOf.After(p.Start) {
-		return server.CostResult{}, fmt.Errorf("month %s of %s has not begun: %w", month, c.Tenant, server.ErrNotFound)
+		return server.CostResult{}, fault.NotFoundf("month %s of %s has not begun: not found", month, c.Tenant)
 	}
 	// The scope allowed the customer above, by its configured department;
 	// the usage is the tenant's whole, as its invoice bills it, whatever
@@ -70,14 +69,16 @@ func (s *Service) Cost(ctx context.Context, q server.CostRequest) (server.CostRe
 	if err != nil {
 		return server.CostResult{}, err
 	}
+	// The configured book and the stored usage are the server's: pricing
+	// refusing them is no fault of the caller's (fault.Internal).
 	book, contract, err := billing.LoadPricing(c, os.ReadFile)
 	if err != nil {
-		return server.CostResult{}, err
+		return server.CostResult{}, fault.Internal(err)
 	}
 	fc, err := insights.ForecastCost(insights.CostForecastInput{Tenant: c.Tenant, Pricing: insights.TenantPricing{Book: book, Contract: contract},
 		PeriodStart: p.Start.In(loc), PeriodEnd: p.End.In(loc), AsOf: asOf, Usage: usage, Weeks: insights.DefaultForecastWeeks})
 	if err != nil {
-		return server.CostResult{}, err
+		return server.CostResult{}, fault.Internal(err)
 	}
 	cur := book.Currency()
 	return server.CostResult{Tenant: c.Tenant, Month: month, TimeZone: loc.String(), Currency: cur.Code, BookVersion: book.Version(), MinorUnits: cur.MinorUnits,
@@ -112,7 +113,7 @@ func (s *Service) Tenants(ctx context.Context, scope auth.Scope) ([]server.Tenan
 		}
 		book, contract, err := billing.LoadPricing(c, os.ReadFile)
 		if err != nil {
-			return nil, err
+			return nil, fault.Internal(err) // the configured book: the server's fault
 		}
 		zone := c.TimeZone
 		if zone == "" {
@@ -161,16 +162,13 @@ func contractInfo(k *pricing.Contract) *server.ContractInfo {
 // other department or tenant).
 func (s *Service) Chargeback(ctx context.Context, scope auth.Scope, month, idle string) (chargeback.Report, error) {
 	if s.chargeback.Book == "" {
-		return chargeback.Report{}, fmt.Errorf("chargeback: no rate card configured (chargeback.book): %w", server.ErrNotFound)
+		return chargeback.Report{}, fault.NotFoundf("chargeback: no rate card configured (chargeback.book): not found")
 	}
 	rep, err := billing.Chargeback(ctx, s.store, s.chargeback, billing.ChargebackRequest{Period: month, Idle: idle})
-	var ve *pricing.ValidationError
-	if errors.As(err, &ve) {
-		if scope.Kind != auth.KindAdmin {
-			// Its problems may name other departments.
-			return chargeback.Report{}, fmt.Errorf("chargeback of %s cannot be allocated as configured (ask an admin): %w", month, server.ErrInvalidInput)
-		}
-		return chargeback.Report{}, fmt.Errorf("%v: %w", err, server.ErrInvalidInput)
+	if fault.IsValidation(err) && scope.Kind != auth.KindAdmin {
+		// Its problems (the rate card's, the carbon file's, the fleet's
+		// allocation) may name other departments: an admin sees them.
+		return chargeback.Report{}, fault.Validationf("chargeback of %s cannot be allocated as configured (ask an admin)", month)
 	}
 	if err != nil {
 		return chargeback.Report{}, err

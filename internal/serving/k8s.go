@@ -3,10 +3,10 @@ package serving
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/gpumeter/gpumeter/internal/admission"
 	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/server"
 )
 
@@ -27,7 +27,9 @@ func NewKubernetes(q *Quotas, cfg admission.Config) *Kubernetes {
 func (k *Kubernetes) Review(ctx context.Context, scope auth.Scope, body []byte) ([]byte, error) {
 	out, err := admission.Review(ctx, k.quotas, scope, k.cfg, body)
 	if errors.Is(err, admission.ErrMalformed) {
-		return nil, fmt.Errorf("%v: %w", err, server.ErrInvalidInput)
+		// admission has no category of its own yet: a malformed review is
+		// bad input.
+		return nil, fault.Validation(err)
 	}
 	return out, err
 }

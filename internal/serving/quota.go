@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
@@ -197,9 +198,12 @@ func (q *Quotas) spend(ctx context.Context, c billing.Customer, now time.Time, t
 	if err != nil {
 		return err
 	}
+	// The configured book and the stored usage are the server's: pricing
+	// refusing them is no fault of the caller's, whose own tenant may not
+	// even be this one (fault.Internal).
 	book, contract, err := billing.LoadPricing(c, os.ReadFile)
 	if err != nil {
-		return err
+		return fault.Internal(err)
 	}
 	end := hour.Add(time.Hour)
 	if end.After(p.End) {
@@ -207,7 +211,7 @@ func (q *Quotas) spend(ctx context.Context, c billing.Customer, now time.Time, t
 	}
 	price := func(u []pricing.Usage) (decimal.Decimal, error) {
 		r, err := pricing.Price(pricing.Input{Tenant: c.Tenant, Start: p.Start.In(loc), End: end.In(loc), Usage: u, Book: book, Contract: contract})
-		return r.Total, err
+		return r.Total, fault.Internal(err)
 	}
 	base, err := price(usage)
 	if err != nil {
@@ -238,7 +242,7 @@ func (q *Quotas) Admit(ctx context.Context, scope auth.Scope, r quota.Request) (
 func (q *Quotas) AdmitAll(ctx context.Context, scope auth.Scope, rs []quota.Request) (quota.Decision, error) {
 	for _, r := range rs {
 		if !q.allows(scope, r.Tenant) {
-			return quota.Decision{}, fmt.Errorf("tenant %q: %w", r.Tenant, server.ErrNotFound)
+			return quota.Decision{}, fault.NotFoundf("tenant %q: not found", r.Tenant)
 		}
 	}
 	return q.eval.AdmitAll(rs)

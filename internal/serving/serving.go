@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store"
@@ -84,8 +85,8 @@ func (s *Service) Usage(ctx context.Context, q server.UsageRequest) (server.Usag
 			return server.UsageResult{}, err
 		}
 		if q.From.Before(dropped) {
-			return server.UsageResult{}, fmt.Errorf("group_by host or workload reads raw samples, and retention dropped those before %s: %w",
-				dropped.UTC().Format(time.RFC3339), server.ErrInvalidInput)
+			return server.UsageResult{}, fault.Validationf("group_by host or workload reads raw samples, and retention dropped those before %s",
+				dropped.UTC().Format(time.RFC3339))
 		}
 	}
 	rows, err := s.read(ctx, store.UsageQuery{From: q.From, To: q.To, GroupBy: dims, Bucket: bucket, Scope: q.Scope}, state, rawOnly)
@@ -133,15 +134,16 @@ func (s *Service) read(ctx context.Context, q store.UsageQuery, state billing.Ro
 }
 
 func tooManyPoints() error {
-	return fmt.Errorf("the answer would hold more than %d points: use a larger step, a shorter range or fewer group_by dimensions: %w",
-		server.MaxUsagePoints, server.ErrInvalidInput)
+	return fault.Validationf("the answer would hold more than %d points: use a larger step, a shorter range or fewer group_by dimensions",
+		server.MaxUsagePoints)
 }
 
-// inputError marks a store error the request caused (a time the server
-// cannot hold) as invalid input.
+// inputError puts a store error the request caused (a time the server
+// cannot hold) in the validation category: the store has no category of
+// its own yet.
 func inputError(err error) error {
 	if errors.Is(err, store.ErrTimeOutOfRange) {
-		return fmt.Errorf("%v: %w", err, server.ErrInvalidInput)
+		return fault.Validation(err)
 	}
 	return err
 }

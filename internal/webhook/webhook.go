@@ -24,6 +24,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // Event types.
@@ -75,10 +77,11 @@ func mac(secret []byte, ts string, body []byte) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// Errors of Verify.
+// Errors of Verify: the delivery a receiver got is not valid, so both
+// are in the validation category.
 var (
-	ErrBadSignature = errors.New("webhook signature does not match")
-	ErrStale        = errors.New("webhook timestamp outside the tolerance")
+	ErrBadSignature = fault.Validation(errors.New("webhook signature does not match"))
+	ErrStale        = fault.Validation(errors.New("webhook timestamp outside the tolerance"))
 )
 
 // Verify checks a signature header against body, the way a receiver

@@ -16,6 +16,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/insights"
 )
 
@@ -43,8 +44,8 @@ func TestSignAndVerify(t *testing.T) {
 		"garbage":       {secret, "hello", string(body), at, ErrBadSignature},
 		"replayed late": {secret, h, string(body), at.Add(time.Hour), ErrStale},
 	} {
-		if err := Verify(c.secret, c.header, []byte(c.body), c.now, 5*time.Minute); !errors.Is(err, c.want) {
-			t.Errorf("%s: %v, want %v", name, err, c.want)
+		if err := Verify(c.secret, c.header, []byte(c.body), c.now, 5*time.Minute); !errors.Is(err, c.want) || !fault.IsValidation(err) {
+			t.Errorf("%s: %v, want %v, a validation error", name, err, c.want)
 		}
 	}
 }

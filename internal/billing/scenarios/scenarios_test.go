@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -58,8 +59,11 @@ type step struct {
 	// SetTimeZone changes customers' time zones in the config from this
 	// step on (tenant → zone).
 	SetTimeZone map[string]string `yaml:"set_time_zone"`
-	// Error, on a finalize or void step, is what the refusal must say.
-	Error string `yaml:"error"`
+	// Error, on a finalize or void step, is what the refusal must say;
+	// Category, when given, the fault category it must be in
+	// (validation, not_found, conflict or precondition).
+	Error    string `yaml:"error"`
+	Category string `yaml:"category"`
 	// Expect is per tenant, for run and finalize steps.
 	Expect map[string]expect `yaml:"expect"`
 }
@@ -210,6 +214,13 @@ func runScenario(t *testing.T, sc scenario) {
 			}
 			if err == nil || !strings.Contains(err.Error(), st.Error) {
 				t.Fatalf("%s: %s: %v, want a refusal saying %q", where, what, err, st.Error)
+			}
+			if st.Category != "" {
+				is, ok := map[string]func(error) bool{"validation": fault.IsValidation, "not_found": fault.IsNotFound,
+					"conflict": fault.IsConflict, "precondition": fault.IsPrecondition}[st.Category]
+				if !ok || !is(err) {
+					t.Fatalf("%s: %s: %v, want a refusal in category %q", where, what, err, st.Category)
+				}
 			}
 			return true
 		}

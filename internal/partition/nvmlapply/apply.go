@@ -11,14 +11,16 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/partition"
 )
 
 // ErrRefused marks an apply that found a reason not to touch the devices:
 // MIG mode off, a busy instance in the way, a device of another model, or a
-// device whose layout the plan does not describe. Nothing was changed.
-var ErrRefused = errors.New("apply refused")
+// device whose layout the plan does not describe. Nothing was changed. It
+// is in the precondition category: the devices' state refuses the plan.
+var ErrRefused = fault.Precondition(errors.New("apply refused"))
 
 // ApplyOptions controls Apply.
 type ApplyOptions struct {
@@ -107,7 +109,7 @@ func Apply(ctx context.Context, lib nvml.Interface, plan partition.Plan, opts Ap
 		work = append(work, w)
 	}
 	if found == 0 && len(plan.GPUs) > 0 {
-		return rep, fmt.Errorf("apply: none of the plan's %d GPUs is on this host", len(plan.GPUs))
+		return rep, fault.Preconditionf("apply: none of the plan's %d GPUs is on this host", len(plan.GPUs))
 	}
 	if len(refusals) > 0 {
 		return rep, fmt.Errorf("%w, nothing changed: %w", ErrRefused, errors.Join(refusals...))

@@ -11,6 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/partition"
 )
@@ -342,8 +343,8 @@ func TestApplyRefusals(t *testing.T) {
 			tc.setup(bad, &plan)
 			goodBefore, badBefore := good.layout(), bad.layout()
 			_, err := Apply(context.Background(), fakeLib(good, bad), plan, ApplyOptions{Execute: true})
-			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Apply error %v, want a refusal containing %q", err, tc.want)
+			if !errors.Is(err, ErrRefused) || !fault.IsPrecondition(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Apply error %v, want a refusal (a precondition) containing %q", err, tc.want)
 			}
 			if len(good.log)+len(bad.log) != 0 || !slices.Equal(good.layout(), goodBefore) || !slices.Equal(bad.layout(), badBefore) {
 				t.Errorf("refused apply changed devices: good %v, bad %v", good.log, bad.log)

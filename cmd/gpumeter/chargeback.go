@@ -17,6 +17,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/sacct"
 	"github.com/gpumeter/gpumeter/internal/serving"
+	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
@@ -101,7 +102,7 @@ func runChargeback(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	if *efficiency {
-		svc := insightsvc.New(serving.NewInsightsReader(s), insightsvc.Prices{}, time.Now, g.logger)
+		svc := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insightsvc.Prices{}, time.Now, g.logger)
 		er, err := svc.Efficiency(ctx, insightsvc.Request{From: rep.Period.Start, To: rep.Period.End}, nil)
 		if err != nil {
 			return insightsError(fmt.Errorf("efficiency section: %w", err))

@@ -19,6 +19,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
 const insightsHelp = `usage:
@@ -136,7 +137,7 @@ func runInsightsPeriod(ctx context.Context, g *globals, sub string, args []strin
 		return err
 	}
 	defer s.Close()
-	svc := insightsvc.New(serving.NewInsightsReader(s), prices, time.Now, g.logger)
+	svc := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
 	var out any
 	switch sub {
 	case "efficiency":
@@ -220,7 +221,7 @@ func runInsightsCapacity(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer s.Close()
-	svc := insightsvc.New(serving.NewInsightsReader(s), insightsvc.Prices{}, time.Now, g.logger)
+	svc := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insightsvc.Prices{}, time.Now, g.logger)
 	fc, err := svc.Capacity(ctx, req)
 	if err != nil {
 		return insightsError(err)

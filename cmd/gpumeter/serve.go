@@ -120,7 +120,7 @@ func runServe(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	ins := insightsvc.New(serving.NewInsightsReader(s), prices, time.Now, g.logger)
+	ins := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
 	insightsRun = func(ctx context.Context) error {
 		st, ok, err := s.LoadRollupState(ctx, billing.RollupJob)
 		if err != nil || !ok {

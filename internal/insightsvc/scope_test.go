@@ -26,6 +26,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
 const scopeBook = `version: scope-test
@@ -82,7 +83,7 @@ func scopeAPI(t *testing.T, from, to time.Time) (get func(key, path string) (int
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := s.SaveAnomalies(ctx, []insights.Anomaly{anomaly("acme", from), anomaly("hydra", from)}, now); err != nil {
+	if err := s.InsertAnomalies(ctx, []insights.Anomaly{anomaly("acme", from), anomaly("hydra", from)}, now); err != nil {
 		t.Fatal(err)
 	}
 
@@ -119,7 +120,7 @@ func scopeAPI(t *testing.T, from, to time.Time) (get func(key, path string) (int
 	srv := server.New(server.DefaultConfig(), reg, logger)
 	apiCtx, cancel := context.WithCancel(context.Background())
 	svc := serving.New(s, cs, billing.ChargebackConfig{Book: path, Idle: "own_row"}, time.Now)
-	ins := insightsvc.New(serving.NewInsightsReader(s), insightsvc.Prices{}, time.Now, logger)
+	ins := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insightsvc.Prices{}, time.Now, logger)
 	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc, Insights: ins})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); cancel(); wait() })

@@ -41,8 +41,17 @@ type Reader interface {
 	GPUsByModel(ctx context.Context, since, until time.Time) (map[string]int, error)
 	// Fleet is the fleet's current MIG layout for the planner.
 	Fleet(ctx context.Context) (*partition.Fleet, error)
-	SaveAnomalies(ctx context.Context, as []insights.Anomaly, now time.Time) ([]insights.Anomaly, error)
+	// StoredAnomalyIDs lists the ids of stored anomalies starting in
+	// [from, to].
+	StoredAnomalyIDs(ctx context.Context, from, to time.Time) (map[string]bool, error)
+	InsertAnomalies(ctx context.Context, as []insights.Anomaly, detectedAt time.Time) error
 	Anomalies(ctx context.Context, from, to time.Time, f Filter) ([]StoredAnomaly, error)
+}
+
+// Announcer puts newly found anomalies in the webhook outbox
+// (webhook.Publisher).
+type Announcer interface {
+	AnomaliesFound(ctx context.Context, as []insights.Anomaly) error
 }
 
 // Filter is whose rows a read returns: those Scope may see, by the rule
@@ -87,15 +96,16 @@ func (p Prices) For(tenant string) (Priced, bool) {
 
 // Service runs the insights.
 type Service struct {
-	reader Reader
-	prices Prices
-	now    func() time.Time
-	logger *slog.Logger
+	reader   Reader
+	announce Announcer
+	prices   Prices
+	now      func() time.Time
+	logger   *slog.Logger
 }
 
 // New makes a service.
-func New(r Reader, prices Prices, now func() time.Time, logger *slog.Logger) *Service {
-	return &Service{reader: r, prices: prices, now: now, logger: logger.With("component", "insights")}
+func New(r Reader, announce Announcer, prices Prices, now func() time.Time, logger *slog.Logger) *Service {
+	return &Service{reader: r, announce: announce, prices: prices, now: now, logger: logger.With("component", "insights")}
 }
 
 // Bounds of a request: holdings come from raw samples, a quarter at most.
@@ -308,7 +318,7 @@ func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fres
 	if !save || len(found) == 0 {
 		return found, nil, nil
 	}
-	fresh, err = s.reader.SaveAnomalies(ctx, found, s.now())
+	fresh, err = s.saveAnomalies(ctx, found)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -316,6 +326,53 @@ func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fres
 		s.logger.Info("anomaly", "tenant", a.Tenant, "meter", a.Meter, "start", a.Start, "direction", a.Direction, "anomaly_id", a.ID)
 	}
 	return found, fresh, nil
+}
+
+// saveAnomalies stores the anomalies not stored before and announces
+// each of them, returning those. The outbox is written before the rows: a
+// run cut short between the two announces them again on the next run,
+// with the same event ids, so the outbox keeps one each; a run after both
+// finds every id stored and announces nothing.
+func (s *Service) saveAnomalies(ctx context.Context, found []insights.Anomaly) ([]insights.Anomaly, error) {
+	lo, hi := found[0].Start, found[0].Start
+	for _, a := range found {
+		lo, hi = minTime(lo, a.Start), maxTime(hi, a.Start)
+	}
+	stored, err := s.reader.StoredAnomalyIDs(ctx, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	var fresh []insights.Anomaly
+	for _, a := range found {
+		if !stored[a.ID] {
+			stored[a.ID] = true // once per run too
+			fresh = append(fresh, a)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil, nil
+	}
+	if err := s.announce.AnomaliesFound(ctx, fresh); err != nil {
+		return nil, err
+	}
+	if err := s.reader.InsertAnomalies(ctx, fresh, s.now()); err != nil {
+		return nil, err
+	}
+	return fresh, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func floorDay(t time.Time, loc *time.Location) time.Time {

@@ -71,9 +71,27 @@ func (f *fakeReader) Fleet(context.Context) (*partition.Fleet, error) {
 	return &partition.Fleet{}, nil
 }
 
-func (f *fakeReader) SaveAnomalies(_ context.Context, as []insights.Anomaly, _ time.Time) ([]insights.Anomaly, error) {
+func (f *fakeReader) StoredAnomalyIDs(context.Context, time.Time, time.Time) (map[string]bool, error) {
+	ids := map[string]bool{}
+	for _, as := range f.saved {
+		for _, a := range as {
+			ids[a.ID] = true
+		}
+	}
+	return ids, nil
+}
+
+func (f *fakeReader) InsertAnomalies(_ context.Context, as []insights.Anomaly, _ time.Time) error {
 	f.saved = append(f.saved, as)
-	return as, nil
+	return nil
+}
+
+// announced records what the service announced.
+type announced [][]insights.Anomaly
+
+func (a *announced) AnomaliesFound(_ context.Context, as []insights.Anomaly) error {
+	*a = append(*a, as)
+	return nil
 }
 
 func (f *fakeReader) Anomalies(context.Context, time.Time, time.Time, Filter) ([]StoredAnomaly, error) {
@@ -102,7 +120,7 @@ func TestEfficiencyPricesTenantsAndKeepsADepartmentToItself(t *testing.T) {
 	from := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
 	r := &fakeReader{holdings: []insights.Holding{idleHolding("acme", "research", "G1", from), idleHolding("globex", "sales", "G2", from)}}
 	book := flat(t)
-	svc := New(r, Prices{ByTenant: map[string]Priced{"acme": {TenantPricing: insights.TenantPricing{Book: book}}}}, time.Now, slog.New(slog.DiscardHandler))
+	svc := New(r, &announced{}, Prices{ByTenant: map[string]Priced{"acme": {TenantPricing: insights.TenantPricing{Book: book}}}}, time.Now, slog.New(slog.DiscardHandler))
 	rep, err := svc.Efficiency(context.Background(), Request{From: from, To: from.Add(time.Hour)}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +139,7 @@ func TestEfficiencyPricesTenantsAndKeepsADepartmentToItself(t *testing.T) {
 		t.Errorf("department research sees %+v, departments %+v, fleet %+v", dep.Tenants, dep.Departments, dep.Fleet)
 	}
 	// With a default book, globex is priced too.
-	svc = New(r, Prices{Default: &Priced{TenantPricing: insights.TenantPricing{Book: book}}}, time.Now, slog.New(slog.DiscardHandler))
+	svc = New(r, &announced{}, Prices{Default: &Priced{TenantPricing: insights.TenantPricing{Book: book}}}, time.Now, slog.New(slog.DiscardHandler))
 	if rep, err = svc.Efficiency(context.Background(), Request{From: from, To: from.Add(time.Hour)}, nil); err != nil || rep.Tenants[1].IdleCost == nil {
 		t.Errorf("default book: %v %+v", err, rep.Tenants)
 	}
@@ -137,7 +155,7 @@ func TestEfficiencyPricesTenantsAndKeepsADepartmentToItself(t *testing.T) {
 
 func TestRequestsAreValidated(t *testing.T) {
 	from := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
-	svc := New(&fakeReader{}, Prices{}, time.Now, slog.New(slog.DiscardHandler))
+	svc := New(&fakeReader{}, &announced{}, Prices{}, time.Now, slog.New(slog.DiscardHandler))
 	for _, r := range []Request{{}, {From: from, To: from}, {From: from.Add(time.Minute), To: from.Add(time.Hour)}, {From: from, To: from.Add(94 * 24 * time.Hour)}} {
 		if _, err := svc.Efficiency(context.Background(), r, nil); !fault.IsValidation(err) {
 			t.Errorf("%+v: err %v, want a validation error", r, err)
@@ -171,7 +189,8 @@ func TestDetectLoadsHistoryAndChecksDaysInTheTenantsZone(t *testing.T) {
 		}
 		r.usage["spiky"] = append(r.usage["spiky"], pricing.Usage{Hour: hist.AddDate(0, 0, 7*w).Add(10 * time.Hour), SKU: "H100-SXM5-80GB", Meter: pricing.GPUHours, Quantity: decimal.NewFromInt(q)})
 	}
-	svc := New(r, Prices{Default: &Priced{TenantPricing: insights.TenantPricing{Book: flat(t)}, Location: time.UTC}}, time.Now, slog.New(slog.DiscardHandler))
+	ann := &announced{}
+	svc := New(r, ann, Prices{Default: &Priced{TenantPricing: insights.TenantPricing{Book: flat(t)}, Location: time.UTC}}, time.Now, slog.New(slog.DiscardHandler))
 	found, fresh, err := svc.Detect(context.Background(), Request{From: from, To: from.Add(24 * time.Hour)}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -182,8 +201,12 @@ func TestDetectLoadsHistoryAndChecksDaysInTheTenantsZone(t *testing.T) {
 	if len(found) != 1 || found[0].Meter != "spend" || !found[0].Start.Equal(from) || !found[0].Observed.Equal(decimal.NewFromInt(60)) || !found[0].Expected.Equal(decimal.NewFromInt(6)) {
 		t.Fatalf("found %+v, want the spend of the evaluated Monday, 60 against 6", found)
 	}
-	if len(fresh) != 1 || len(r.saved) != 1 {
-		t.Errorf("saved %v, fresh %v", r.saved, fresh)
+	if len(fresh) != 1 || len(r.saved) != 1 || len(*ann) != 1 || (*ann)[0][0].ID != fresh[0].ID {
+		t.Errorf("saved %v, fresh %v, announced %v", r.saved, fresh, *ann)
+	}
+	// Found again: stored already, so neither stored nor announced twice.
+	if _, fresh, err := svc.Detect(context.Background(), Request{From: from, To: from.Add(24 * time.Hour)}, true); err != nil || len(fresh) != 0 || len(r.saved) != 1 || len(*ann) != 1 {
+		t.Errorf("a second run: fresh %v, saved %v, announced %v, %v", fresh, r.saved, *ann, err)
 	}
 	// A fleet first recorded two days ago has no history yet: the weeks
 	// before are unknown, not zero, and nothing is flagged.
@@ -212,7 +235,7 @@ func TestCapacityUsesTheModelsThatReport(t *testing.T) {
 		d.Points = append(d.Points, insights.Point{At: from.Add(time.Duration(i) * time.Hour), Value: decimal.NewFromInt(int64(2 + i/24))})
 	}
 	r := &fakeReader{demand: []insights.Series{d}, gpus: map[string]int{"H100-SXM5-80GB": 16, "A100-SXM4-40GB": 8}}
-	svc := New(r, Prices{}, time.Now, slog.New(slog.DiscardHandler))
+	svc := New(r, &announced{}, Prices{}, time.Now, slog.New(slog.DiscardHandler))
 	fc, err := svc.Capacity(context.Background(), CapacityRequest{To: to, Until: to.AddDate(0, 0, 30), Weeks: 2, Target: decimal.NewFromInt(1)})
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +274,7 @@ func TestCapacityUsesTheModelsThatReport(t *testing.T) {
 // and does nothing before any hour closed.
 func TestDetectClosedChecksTheClosedHoursOnly(t *testing.T) {
 	r := &fakeReader{}
-	svc := New(r, Prices{}, time.Now, slog.New(slog.DiscardHandler))
+	svc := New(r, &announced{}, Prices{}, time.Now, slog.New(slog.DiscardHandler))
 	closed := time.Date(2026, 11, 23, 14, 30, 0, 0, time.UTC)
 	if _, _, err := svc.DetectClosed(context.Background(), closed, 48*time.Hour); err != nil {
 		t.Fatal(err)

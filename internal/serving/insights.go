@@ -66,8 +66,12 @@ func (r InsightsReader) Fleet(ctx context.Context) (*partition.Fleet, error) {
 	return &f, nil
 }
 
-func (r InsightsReader) SaveAnomalies(ctx context.Context, as []insights.Anomaly, now time.Time) ([]insights.Anomaly, error) {
-	return r.s.SaveAnomalies(ctx, as, now)
+func (r InsightsReader) StoredAnomalyIDs(ctx context.Context, from, to time.Time) (map[string]bool, error) {
+	return r.s.StoredAnomalyIDs(ctx, from, to)
+}
+
+func (r InsightsReader) InsertAnomalies(ctx context.Context, as []insights.Anomaly, detectedAt time.Time) error {
+	return r.s.InsertAnomalies(ctx, as, detectedAt)
 }
 
 func (r InsightsReader) Anomalies(ctx context.Context, from, to time.Time, f insightsvc.Filter) ([]insightsvc.StoredAnomaly, error) {

@@ -22,6 +22,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/serving"
+	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
 // isolationRoute is one /v1 route as the isolation test calls it.
@@ -60,7 +61,7 @@ func (f *fixture) fullAPI(t *testing.T) (*httptest.Server, []string) {
 	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc,
 		Chargeback: svc, Quotas: q, Kubernetes: serving.NewKubernetes(q, admission.Config{Namespaces: map[string]string{"team-acme": "acme", "team-globex": "globex"},
 			DefaultModel: "H100-SXM5-80GB", DefaultDuration: time.Hour}),
-		Insights: insightsvc.New(serving.NewInsightsReader(f.store), f.insightPrices(t), time.Now, logger)})
+		Insights: insightsvc.New(serving.NewInsightsReader(f.store), webhook.NewPublisher(f.store, time.Now), f.insightPrices(t), time.Now, logger)})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ts.Close(); cancel(); wait() })
 	var routes []string

@@ -29,6 +29,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -155,7 +156,7 @@ func (f *fixture) serve(t *testing.T, cfg server.Config, now func() time.Time) (
 	srv := server.New(cfg, reg, logger)
 	apiCtx, cancel := context.WithCancel(context.Background())
 	svc := serving.New(f.store, f.customers, f.chargeback, now)
-	ins := insightsvc.New(serving.NewInsightsReader(f.store), f.insightPrices(t), now, logger)
+	ins := insightsvc.New(serving.NewInsightsReader(f.store), webhook.NewPublisher(f.store, time.Now), f.insightPrices(t), now, logger)
 	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc, Insights: ins})
 	hs := httptest.NewServer(srv.Handler())
 	stop := func() { hs.Close(); cancel(); wait() }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/insights"
-	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
 // anomalyColumns are insight_anomalies' columns in the order rows hold them.
@@ -20,83 +19,63 @@ const anomalyColumns = "anomaly_id, tenant, meter, sku, step_seconds, start, end
 // [from, to]; ids fix the start, so this finds every earlier copy.
 const storedAnomalyIDsSQL = "SELECT anomaly_id FROM insight_anomalies FINAL WHERE start >= ? AND start <= ?"
 
-// SaveAnomalies stores anomalies idempotently by id and puts each one not
-// stored before into the webhook outbox (event type insight.anomaly),
-// returning those new ones. The outbox is written before the rows: a run
-// cut short between the two writes the events again on the next run, with
-// the same event ids (webhook.InsightAnomaly), so the outbox keeps one
-// each; a re-run after both finds every id stored and sends nothing.
-func (s *Store) SaveAnomalies(ctx context.Context, as []insights.Anomaly, now time.Time) ([]insights.Anomaly, error) {
-	if len(as) == 0 {
-		return nil, nil
-	}
-	lo, hi := as[0].Start, as[0].Start
-	for _, a := range as {
-		if a.ID == "" || a.Tenant == "" || a.Meter == "" || !a.End.After(a.Start) {
-			return nil, fmt.Errorf("save anomalies: anomaly %q of %q: id, tenant, meter and a positive step are required", a.ID, a.Tenant)
-		}
-		if a.Start.Before(lo) {
-			lo = a.Start
-		}
-		if a.Start.After(hi) {
-			hi = a.Start
-		}
-	}
-	if err := s.checkTimes(ctx, "save anomalies", hi); err != nil {
+// StoredAnomalyIDs lists the ids of the anomalies stored with a start in
+// [from, to].
+func (s *Store) StoredAnomalyIDs(ctx context.Context, from, to time.Time) (map[string]bool, error) {
+	if err := s.checkTimes(ctx, "stored anomalies", to); err != nil {
 		return nil, err
 	}
-	stored := map[string]bool{}
-	rows, err := s.conn.Query(ctx, storedAnomalyIDsSQL, lo.UTC(), hi.UTC())
+	rows, err := s.conn.Query(ctx, storedAnomalyIDsSQL, from.UTC(), to.UTC())
 	if err != nil {
-		return nil, fmt.Errorf("save anomalies: stored ids: %w", err)
+		return nil, fmt.Errorf("stored anomaly ids: %w", err)
 	}
+	defer rows.Close()
+	stored := map[string]bool{}
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("save anomalies: stored ids: scan: %w", err)
+			return nil, fmt.Errorf("stored anomaly ids: scan: %w", err)
 		}
 		stored[id] = true
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("save anomalies: stored ids: %w", err)
+		return nil, fmt.Errorf("stored anomaly ids: %w", err)
 	}
-	var fresh []insights.Anomaly
-	var evs []webhook.Event
-	for _, a := range as {
-		if stored[a.ID] {
-			continue
+	return stored, nil
+}
+
+// InsertAnomalies stores anomalies found at detectedAt. Rows are keyed by
+// anomaly id (ReplacingMergeTree), so storing one again keeps one.
+func (s *Store) InsertAnomalies(ctx context.Context, as []insights.Anomaly, detectedAt time.Time) error {
+	if len(as) == 0 {
+		return nil
+	}
+	starts := make([]time.Time, len(as))
+	for i, a := range as {
+		if a.ID == "" || a.Tenant == "" || a.Meter == "" || !a.End.After(a.Start) {
+			return fmt.Errorf("save anomalies: anomaly %q of %q: id, tenant, meter and a positive step are required", a.ID, a.Tenant)
 		}
-		stored[a.ID] = true // once per call too
-		ev, err := webhook.InsightAnomaly(a, now)
-		if err != nil {
-			return nil, fmt.Errorf("save anomalies: %w", err)
-		}
-		fresh, evs = append(fresh, a), append(evs, ev)
+		starts[i] = a.Start
 	}
-	if len(fresh) == 0 {
-		return nil, nil
-	}
-	if err := s.SaveEvents(ctx, evs); err != nil {
-		return nil, fmt.Errorf("save anomalies: %w", err)
+	if err := s.checkTimes(ctx, "save anomalies", starts...); err != nil {
+		return err
 	}
 	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO insight_anomalies ("+anomalyColumns+")")
 	if err != nil {
-		return nil, fmt.Errorf("save anomalies: %w", err)
+		return fmt.Errorf("save anomalies: %w", err)
 	}
-	for _, a := range fresh {
+	for _, a := range as {
 		if err := batch.Append(a.ID, a.Tenant, a.Meter, a.SKU, uint32(a.End.Sub(a.Start)/time.Second), a.Start.UTC(), a.End.UTC(),
 			string(a.Direction), storageDecimal(a.Observed), storageDecimal(a.Expected), storageDecimal(a.Spread),
-			a.Score, uint32(max(a.History, 0)), now.UTC()); err != nil {
+			a.Score, uint32(max(a.History, 0)), detectedAt.UTC()); err != nil {
 			batch.Abort()
-			return nil, fmt.Errorf("save anomaly %s: %w", a.ID, err)
+			return fmt.Errorf("save anomaly %s: %w", a.ID, err)
 		}
 	}
 	if err := batch.Send(); err != nil {
-		return nil, fmt.Errorf("save anomalies: %w", err)
+		return fmt.Errorf("save anomalies: %w", err)
 	}
-	return fresh, nil
+	return nil
 }
 
 // AnomalyQuery lists stored anomalies starting in [From, To), optionally

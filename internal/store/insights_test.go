@@ -13,6 +13,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
 // insightSample is one 10 s sample of a workload on a device.
@@ -192,9 +193,10 @@ func TestInsightSeriesComeFromTheRollup(t *testing.T) {
 	}
 }
 
-// TestAnomaliesAreStoredAndSentOnce saves anomalies twice: the second save
-// finds them stored and enqueues nothing, the outbox holds one
-// insight.anomaly event each, and the list reads back what was saved.
+// TestAnomaliesAreStoredAndSentOnce stores anomalies and announces them
+// twice (a run cut short and repeated): the stored ids are found, the
+// outbox holds one insight.anomaly event each (event ids follow anomaly
+// ids), and the list reads back what was stored.
 func TestAnomaliesAreStoredAndSentOnce(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.New(t)
@@ -206,19 +208,24 @@ func TestAnomaliesAreStoredAndSentOnce(t *testing.T) {
 			Expected: decimal.Zero, Spread: decimal.NewFromInt(1), Score: 6, History: 3}
 	}
 	as := []insights.Anomaly{mk("spiky", at), mk("other", at.Add(time.Hour))}
-	fresh, err := s.SaveAnomalies(ctx, as, now)
-	if err != nil {
+	pub := webhook.NewPublisher(s, func() time.Time { return now })
+	for range 2 {
+		if err := pub.AnomaliesFound(ctx, as); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.InsertAnomalies(ctx, as, now); err != nil {
 		t.Fatal(err)
 	}
-	if len(fresh) != 2 {
-		t.Fatalf("first save: %d new, want 2", len(fresh))
-	}
-	again, err := s.SaveAnomalies(ctx, append(as, as[0]), now.Add(time.Hour))
-	if err != nil {
+	if err := s.InsertAnomalies(ctx, as[:1], now); err != nil { // stored again: still one row
 		t.Fatal(err)
 	}
-	if len(again) != 0 {
-		t.Errorf("second save: %d new, want none", len(again))
+	ids, err := s.StoredAnomalyIDs(ctx, at, at.Add(time.Hour))
+	if err != nil || len(ids) != 2 || !ids[as[0].ID] || !ids[as[1].ID] {
+		t.Fatalf("stored ids %v, %v; want both", ids, err)
+	}
+	if ids, err := s.StoredAnomalyIDs(ctx, at.Add(2*time.Hour), at.Add(3*time.Hour)); err != nil || len(ids) != 0 {
+		t.Errorf("ids outside the range: %v, %v", ids, err)
 	}
 	evs, err := s.Events(ctx, now.Add(-time.Hour))
 	if err != nil {

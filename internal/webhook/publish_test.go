@@ -14,7 +14,9 @@ import (
 
 type memoryBox struct{ saved []Event }
 
-func (m *memoryBox) EventsOfType(context.Context, string, time.Time) ([]Event, error) { return nil, nil }
+func (m *memoryBox) EventsOfType(context.Context, string, time.Time) ([]Event, error) {
+	return nil, nil
+}
 func (m *memoryBox) SaveEvents(_ context.Context, evs []Event) error {
 	m.saved = append(m.saved, evs...)
 	return nil

@@ -2,7 +2,6 @@ package serving
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
@@ -71,7 +70,7 @@ func (s *Service) Cost(ctx context.Context, q server.CostRequest) (server.CostRe
 	}
 	// The configured book and the stored usage are the server's: pricing
 	// refusing them is no fault of the caller's (fault.Internal).
-	book, contract, err := billing.LoadPricing(c, os.ReadFile)
+	book, contract, err := s.pricing.Pricing(c)
 	if err != nil {
 		return server.CostResult{}, fault.Internal(err)
 	}
@@ -111,7 +110,7 @@ func (s *Service) Tenants(ctx context.Context, scope auth.Scope) ([]server.Tenan
 		if !scope.Allows(c.Tenant, c.Department) {
 			continue
 		}
-		book, contract, err := billing.LoadPricing(c, os.ReadFile)
+		book, contract, err := s.pricing.Pricing(c)
 		if err != nil {
 			return nil, fault.Internal(err) // the configured book: the server's fault
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -201,7 +200,7 @@ func (q *Quotas) spend(ctx context.Context, c billing.Customer, now time.Time, t
 	// The configured book and the stored usage are the server's: pricing
 	// refusing them is no fault of the caller's, whose own tenant may not
 	// even be this one (fault.Internal).
-	book, contract, err := billing.LoadPricing(c, os.ReadFile)
+	book, contract, err := q.svc.pricing.Pricing(c)
 	if err != nil {
 		return fault.Internal(err)
 	}

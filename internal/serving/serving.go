@@ -39,6 +39,9 @@ type Service struct {
 	chargeback billing.ChargebackConfig
 	now        func() time.Time
 	cache      usageCache
+	// pricing holds the customers' books parsed, re-read when a file
+	// changes: requests never parse YAML.
+	pricing *billing.PricingCache
 }
 
 var (
@@ -50,7 +53,7 @@ var (
 // names the invoice ledger) and chargeback; now is the clock of
 // month-to-date figures.
 func New(st Store, customers billing.Customers, cb billing.ChargebackConfig, now func() time.Time) *Service {
-	return &Service{store: st, issuer: customers.Issuer.ID, customers: customers, chargeback: cb, now: now}
+	return &Service{store: st, issuer: customers.Issuer.ID, customers: customers, chargeback: cb, now: now, pricing: billing.NewPricingCache()}
 }
 
 // Usage sums the request's meters per bucket and group: hours the rollup

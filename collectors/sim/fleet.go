@@ -191,6 +191,9 @@ func (f *Fleet) Hosts() []*Host { return f.hosts }
 // Start is the fleet's start time.
 func (f *Fleet) Start() time.Time { return f.cfg.Start.UTC().Truncate(f.cfg.Step) }
 
+// Step is the fleet's sampling interval.
+func (f *Fleet) Step() time.Duration { return f.cfg.Step }
+
 // Now is the fleet's simulated time.
 func (f *Fleet) Now() time.Time {
 	f.mu.Lock()

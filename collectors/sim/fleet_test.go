@@ -5,14 +5,12 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/collectors/attribution"
-	"github.com/gpumeter/gpumeter/collectors/nvml"
 	"github.com/gpumeter/gpumeter/collectors/sim"
+	"github.com/gpumeter/gpumeter/collectors/sim/rig"
 )
 
 var fleetStart = time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
@@ -25,38 +23,14 @@ func runFleet(t *testing.T, cfg sim.Config, d time.Duration) (*sim.Fleet, []coll
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := attribution.ParseMapping(strings.NewReader(f.MapFile()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tenancy := attribution.Tenancy{Mapping: m, NamespaceIsTenant: true, AccountIsTenant: true}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	var hosts []collectors.Host
-	for _, h := range f.Hosts() {
-		src, err := nvml.New(h.NVML(), nvml.DefaultConfig(), logger, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { src.Close() })
-		cg, err := attribution.NewCgroup(attribution.CgroupConfig{ProcRoot: h.ProcRoot(), PodLogDir: h.PodLogDir()}, tenancy, logger)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain := attribution.NewChain(logger,
-			attribution.Step{Name: "cgroup", Attributor: cg},
-			attribution.Step{Name: "static", Attributor: attribution.NewStatic(m)})
-		hosts = append(hosts, collectors.Host{Name: h.Name(), Sources: []collectors.NamedSource{{Name: "nvml", Source: src}}, Attributor: chain})
-	}
-	var out []collectors.Sample
-	app := collectors.AppenderFunc(func(_ context.Context, s []collectors.Sample) error {
-		out = append(out, s...)
-		return nil
-	})
-	loop, err := collectors.NewLoop(collectors.LoopConfig{Interval: cfg.Step, Until: f.Start().Add(d)}, hosts, attribution.Apportion, app, f.Clock(0), logger, nil)
+	r, err := rig.New(f, rig.DefaultOptions(), logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := loop.Run(context.Background()); err != nil {
+	t.Cleanup(func() { r.Close() })
+	out, err := r.Samples(context.Background(), d, logger)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return f, out

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/collectors/attribution"
-	"github.com/gpumeter/gpumeter/collectors/nvml"
 	"github.com/gpumeter/gpumeter/collectors/sim"
+	"github.com/gpumeter/gpumeter/collectors/sim/rig"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
 // The production collector, VM attribution (map file rules and libvirt
@@ -30,23 +30,12 @@ func TestVGPUCollectorMatchesLedger(t *testing.T) {
 	}
 	// The fleet's map file holds the vm rules; the other VMs' tenants are
 	// in their libvirt domain XML.
-	m, err := attribution.ParseMapping(strings.NewReader(f.MapFile()))
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	r, err := rig.New(f, rig.DefaultOptions(), logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	var hosts []collectors.Host
-	for _, h := range f.Hosts() {
-		src, err := nvml.New(h.NVML(), nvml.DefaultConfig(), logger, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { src.Close() })
-		chain := attribution.NewChain(logger,
-			attribution.Step{Name: "static", Attributor: attribution.NewStatic(m)},
-			attribution.Step{Name: "vm", Attributor: attribution.NewVM(m, h.LibvirtDir(), 0)})
-		hosts = append(hosts, collectors.Host{Name: h.Name(), Sources: []collectors.NamedSource{{Name: "nvml", Source: src}}, Attributor: chain})
-	}
+	t.Cleanup(func() { r.Close() })
 	type gpuInterval struct {
 		host, gpu string
 		start     time.Time
@@ -61,7 +50,7 @@ func TestVGPUCollectorMatchesLedger(t *testing.T) {
 				return fmt.Errorf("invalid sample %+v: %w", s, err)
 			}
 			samples++
-			if strings.Contains(s.SKU, "/vgpu:") {
+			if gpucatalog.SKUKind(s.SKU) == gpucatalog.KindVGPU {
 				vgpuRows++
 			}
 			wall[gpuInterval{s.Host, s.GPUUUID, s.Start}] += s.GPUMicroseconds
@@ -75,11 +64,7 @@ func TestVGPUCollectorMatchesLedger(t *testing.T) {
 		return nil
 	})
 	const d = time.Hour
-	loop, err := collectors.NewLoop(collectors.LoopConfig{Interval: cfg.Step, Until: f.Start().Add(d)}, hosts, attribution.Apportion, app, f.Clock(0), logger, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := loop.Run(context.Background()); err != nil {
+	if err := r.Collect(context.Background(), d, app, logger); err != nil {
 		t.Fatal(err)
 	}
 	led := f.Ledger()

@@ -19,8 +19,8 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/collectors/attribution"
-	"github.com/gpumeter/gpumeter/collectors/nvml"
 	"github.com/gpumeter/gpumeter/collectors/sim"
+	"github.com/gpumeter/gpumeter/collectors/sim/rig"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/schemas"
@@ -177,29 +177,13 @@ func simulate(t *testing.T, st *store.Store, from, to time.Time) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mapping, err := attribution.ParseMapping(strings.NewReader(fleet.MapFile()))
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	r, err := rig.New(fleet, rig.Options{}, logger) // tenants by the map file only
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	tenancy := attribution.Tenancy{Mapping: mapping}
-	var hosts []collectors.Host
-	for _, h := range fleet.Hosts() {
-		src, err := nvml.New(h.NVML(), nvml.DefaultConfig(), logger, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { src.Close() })
-		cg, err := attribution.NewCgroup(attribution.CgroupConfig{ProcRoot: h.ProcRoot(), PodLogDir: h.PodLogDir()}, tenancy, logger)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain := attribution.NewChain(logger,
-			attribution.Step{Name: "cgroup", Attributor: cg},
-			attribution.Step{Name: "static", Attributor: attribution.NewStatic(mapping)},
-			attribution.Step{Name: "vm", Attributor: attribution.NewVM(mapping, h.LibvirtDir(), 0)})
-		hosts = append(hosts, collectors.Host{Name: h.Name(), Sources: []collectors.NamedSource{{Name: "nvml", Source: src}}, Attributor: chain})
-	}
+	t.Cleanup(func() { r.Close() })
+	hosts := r.Hosts
 	ctx := context.Background()
 	var pending []collectors.Sample
 	n := 0

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/store"
 )
 
 func newKeysCmd(g *globals) *cobra.Command {
@@ -18,7 +23,7 @@ func newKeysCmd(g *globals) *cobra.Command {
 		Long: `keys manages the API keys of the /v1 API (docs/api.md). create prints the
 new token once (gmk_ID_SECRET); only its sha256 is stored. A revoked key
 stops working within 2 seconds.`,
-		Example: "  gpumeter keys create --scope tenant:acme --expires 720h --note \"billing export\"\n  gpumeter keys list",
+		Example: "  gpumeter keys create --scope tenant:acme --expires 30d --note \"billing export\"\n  gpumeter keys list",
 		Args:    subcommandArgs,
 		RunE:    wantSubcommand,
 	}
@@ -28,19 +33,22 @@ stops working within 2 seconds.`,
 
 func newKeysCreateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "create --scope admin|department:D|tenant:T [--expires 720h] [--portal] [--note TEXT]",
+		Use:   "create --scope admin|department:D|tenant:T [--expires 30d] [--portal] [--note TEXT]",
 		Short: "create an API key or portal token and print it once",
 		Long: `create makes a key for a scope and prints its token once on stdout; only its
 sha256 is stored. --portal makes a short-lived token (it must expire, within
 90 days) that may also be passed as ?access_token= for embedding in a
-customer portal.`,
+customer portal. --expires takes days (30d) or a Go duration (72h). A key
+for a tenant that has no usage yet is created with a warning (a misspelt
+tenant, say).`,
 		Example: "  gpumeter keys create --scope admin --expires 720h --note ops\n" +
-			"  gpumeter keys create --scope tenant:acme --portal --expires 168h",
+			"  gpumeter keys create --scope tenant:acme --portal --expires 7d",
 		Args: noArgs,
 	}
 	fs := cmd.Flags()
 	scope := fs.String("scope", "", "admin, department:NAME or tenant:NAME (required)")
-	expires := fs.Duration("expires", 0, "lifetime, e.g. 720h (default: never; required with --portal)")
+	var expires lifetime
+	fs.Var(&expires, "expires", "lifetime, in days (30d) or as a Go duration (720h) (default: never; required with --portal)")
 	portal := fs.Bool("portal", false, "a portal token: must expire, may travel as ?access_token=")
 	note := fs.String("note", "", "what the key is for")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -52,7 +60,7 @@ customer portal.`,
 		if err != nil {
 			return usageErrorf("--scope: %v", err)
 		}
-		key, token, err := auth.NewKey(auth.NewKeyRequest{Scope: sc, Portal: *portal, Expires: *expires, Note: *note}, time.Now())
+		key, token, err := auth.NewKey(auth.NewKeyRequest{Scope: sc, Portal: *portal, Expires: time.Duration(expires), Note: *note}, time.Now())
 		if err != nil {
 			return usageError{err}
 		}
@@ -66,9 +74,53 @@ customer portal.`,
 		}
 		fmt.Fprintf(g.stderr, "created key %s (%s%s); the token is shown once:\n", key.ID, key.Scope, expiryText(key))
 		fmt.Fprintln(g.stdout, token)
+		if sc.Kind == auth.KindTenant {
+			warnUnseenTenant(ctx, g, s, sc.Name)
+		}
 		return nil
 	}
 	return cmd
+}
+
+// lifetime is a --expires value: whole days (30d) or a Go duration.
+type lifetime time.Duration
+
+func (l *lifetime) String() string { return time.Duration(*l).String() }
+func (l *lifetime) Type() string   { return "duration" }
+func (l *lifetime) Set(v string) error {
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 0 || days > 100*365 {
+			return fmt.Errorf("%q: want whole days from 0 to 36500, such as 30d", v)
+		}
+		*l = lifetime(time.Duration(days) * 24 * time.Hour)
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q: want days (30d) or a duration (72h)", v)
+	}
+	*l = lifetime(d)
+	return nil
+}
+
+// warnUnseenTenant warns when a key is made for a tenant that has no
+// usage, in rollups or raw samples: a misspelt name, or a tenant not yet
+// metered.
+func warnUnseenTenant(ctx context.Context, g *globals, s *store.Store, tenant string) {
+	for _, src := range []store.Source{store.SourceHourly, store.SourceRaw} {
+		rows, err := s.Usage(ctx, store.UsageQuery{From: collectors.MinTime, To: time.Now().UTC(), Tenant: tenant, Source: src})
+		if err != nil {
+			g.logger.Warn("could not check whether the tenant has usage", "tenant", tenant, "err", err)
+			return
+		}
+		for _, r := range rows {
+			if r.Samples > 0 {
+				return
+			}
+		}
+	}
+	g.logger.Warn("the key's tenant has no usage yet: is the name right?", "tenant", tenant)
 }
 
 func expiryText(k auth.Key) string {

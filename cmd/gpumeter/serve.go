@@ -149,7 +149,7 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", srvCfg.Listen, err)
 		}
-		g.logger.Info("serving", "addr", ln.Addr().String())
+		g.logger.Info("serving", "addr", ln.Addr().String(), "portal_url", portalURL(ln.Addr()))
 		checks := []server.Check{{Name: "clickhouse", Ready: s.Ping},
 			{Name: "migrations", Ready: func(ctx context.Context) error { return s.Migrated(ctx, schemas.FS) }}}
 		// /metrics names tenants and their quota figures: it has a listener of
@@ -210,4 +210,16 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 		return nil
 	}
 	return cmd
+}
+
+// portalURL is where a browser on this host finds the portal.
+func portalURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/portal/"
 }

@@ -53,7 +53,7 @@ RACE_PKGS := ./collectors/... ./internal/billing ./internal/quota ./internal/ser
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/gpumeter
+	$(GO) build -ldflags "-X main.version=$$(git describe --tags --always --dirty 2>/dev/null) -X main.commit=$$(git rev-parse HEAD 2>/dev/null)" -o $(BIN) ./cmd/gpumeter
 
 clickhouse:
 	$(CH) start

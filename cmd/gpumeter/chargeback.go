@@ -1,13 +1,13 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
@@ -21,10 +21,12 @@ import (
 	"github.com/gpumeter/gpumeter/reports"
 )
 
-const chargebackHelp = `usage: gpumeter chargeback --period YYYY-MM [--format csv|html|pdf|json] [--idle MODE] [--efficiency] [--out FILE]
-
-Charges the month's GPU use to departments and tenants at the config's
-internal rate card (chargeback.book): GPU-hours by SKU (MIG in
+func newChargebackCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "chargeback --period YYYY-MM [--format csv|html|pdf|json] [--idle MODE] [--efficiency] [--out FILE]",
+		Short: "charge a month's GPU use to departments and tenants",
+		Long: `chargeback charges the month's GPU use to departments and tenants at the
+config's internal rate card (chargeback.book): GPU-hours by SKU (MIG in
 GPU-equivalents), SM-active hours and utilization, memory GiB-hours,
 energy kWh and kgCO2e, cost per meter, share of the fleet, and idle
 capacity as its own row or shared (--idle own_row|by_use|by_weight|evenly).
@@ -32,13 +34,12 @@ Rows add up exactly to the fleet cost in every mode. --efficiency adds
 held-but-idle GPU-hours and utilization per department and tenant (HTML,
 PDF and JSON; the CSV stays the cost table). With --slurm-accounts,
 tenants that are Slurm accounts are charged to their parent account at
---slurm-level (docs/slurm.md).
-
-`
-
-func runChargeback(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("chargeback", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
+--slurm-level (docs/slurm.md).`,
+		Example: "  gpumeter --config gpumeter.yaml chargeback --period 2026-11 --format html --out chargeback.html\n" +
+			"  gpumeter --config gpumeter.yaml chargeback --period 2026-11 --idle by_use --efficiency --format json",
+		Args: noArgs,
+	}
+	fs := cmd.Flags()
 	period := fs.String("period", "", "the month, YYYY-MM, in chargeback.time_zone (required)")
 	format := fs.String("format", "csv", "csv, html, pdf or json")
 	idle := fs.String("idle", "", "idle capacity: own_row, by_use, by_weight or evenly (default: the config's chargeback.idle)")
@@ -47,76 +48,69 @@ func runChargeback(ctx context.Context, g *globals, args []string) error {
 		"tenants that are Slurm accounts are charged to their parent account at --slurm-level")
 	slurmLevel := fs.Int("slurm-level", 1, "with --slurm-accounts: the depth below root whose accounts are the departments (1: top level)")
 	efficiency := fs.Bool("efficiency", false, "add the efficiency section: held-but-idle GPU-hours and utilization per department and tenant (docs/insights.md)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), chargebackHelp)
-		fs.PrintDefaults()
-	}
-	pos, err := parseInvoiceFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErrorf("unexpected argument %q", pos[0])
-	}
-	if *period == "" {
-		return usageErrorf("--period is required, e.g. --period %s", billing.PreviousMonth(time.Now()))
-	}
-	if _, err := billing.MonthlyPeriod(*period, time.UTC); err != nil {
-		return usageErrorf("--period: %v", err)
-	}
-	write, err := chargebackWriter(*format, g.cfg.Reports)
-	if err != nil {
-		return err
-	}
-	if *format == "pdf" && *out == "" && isTerminal(g.stdout) {
-		return errPDFToTerminal
-	}
-	cfg := g.cfg.Chargeback
-	if *idle != "" {
-		cfg.Idle = *idle
-	}
-	if err := cfg.Validate(); err != nil {
-		return usageError{err}
-	}
-	if cfg.Book == "" {
-		return usageErrorf("chargeback.book: required in the config (--config): the rate card departments are charged by")
-	}
-	req := billing.ChargebackRequest{Period: *period, DailyUsage: *efficiency}
-	if *slurmLevel < 1 {
-		return usageErrorf("--slurm-level %d: want 1 or more", *slurmLevel)
-	}
-	if *slurmAccounts != "" {
-		accounts, err := loadSlurmAccounts(*slurmAccounts)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		if *period == "" {
+			return usageErrorf("--period is required, e.g. --period %s", billing.PreviousMonth(time.Now()))
+		}
+		if _, err := billing.MonthlyPeriod(*period, time.UTC); err != nil {
+			return usageErrorf("--period: %v", err)
+		}
+		write, err := chargebackWriter(*format, g.cfg.Reports)
 		if err != nil {
 			return err
 		}
-		req.Departments = accounts.Departments(*slurmLevel)
-	}
-	s, err := openStore(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	rep, err := billing.Chargeback(ctx, s, cfg, req)
-	if err != nil {
-		return err
-	}
-	if *efficiency {
-		svc := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insightsvc.Prices{}, time.Now, g.logger)
-		er, err := svc.Efficiency(ctx, insightsvc.Request{From: rep.Period.Start, To: rep.Period.End}, nil)
-		if err != nil {
-			return insightsError(fmt.Errorf("efficiency section: %w", err))
+		if *format == "pdf" && *out == "" && isTerminal(g.stdout) {
+			return errPDFToTerminal
 		}
-		rep.Efficiency = insightsvc.ChargebackRows(insights.Regroup(er, req.Departments))
+		cfg := g.cfg.Chargeback
+		if *idle != "" {
+			cfg.Idle = *idle
+		}
+		if err := cfg.Validate(); err != nil {
+			return usageError{err}
+		}
+		if cfg.Book == "" {
+			return usageErrorf("chargeback.book: required in the config (--config): the rate card departments are charged by")
+		}
+		req := billing.ChargebackRequest{Period: *period, DailyUsage: *efficiency}
+		if *slurmLevel < 1 {
+			return usageErrorf("--slurm-level %d: want 1 or more", *slurmLevel)
+		}
+		if *slurmAccounts != "" {
+			accounts, err := loadSlurmAccounts(*slurmAccounts)
+			if err != nil {
+				return err
+			}
+			req.Departments = accounts.Departments(*slurmLevel)
+		}
+		s, err := openStore(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		rep, err := billing.Chargeback(ctx, s, cfg, req)
+		if err != nil {
+			return err
+		}
+		if *efficiency {
+			svc := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insightsvc.Prices{}, time.Now, g.logger)
+			er, err := svc.Efficiency(ctx, insightsvc.Request{From: rep.Period.Start, To: rep.Period.End}, nil)
+			if err != nil {
+				return insightsError(fmt.Errorf("efficiency section: %w", err))
+			}
+			rep.Efficiency = insightsvc.ChargebackRows(insights.Regroup(er, req.Departments))
+		}
+		if *out == "" {
+			return write(g.stdout, rep)
+		}
+		if err := writeFileAtomic(*out, func(w io.Writer) error { return write(w, rep) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stderr, "wrote %s\n", *out)
+		return nil
 	}
-	if *out == "" {
-		return write(g.stdout, rep)
-	}
-	if err := writeFileAtomic(*out, func(w io.Writer) error { return write(w, rep) }); err != nil {
-		return err
-	}
-	fmt.Fprintf(g.stderr, "wrote %s\n", *out)
-	return nil
+	return cmd
 }
 
 // chargebackWriter picks the renderer of a --format; a PDF is drawn in

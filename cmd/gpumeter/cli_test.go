@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
@@ -19,6 +21,15 @@ func cli(t *testing.T, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := run(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// runCommand runs cmd, a command built on its own, outside the tree, with
+// args: no global flags and no setup, so g, which it was built with,
+// stands for what the root's setup makes.
+func runCommand(ctx context.Context, cmd *cobra.Command, args []string) error {
+	cmd.SetArgs(append([]string{}, args...)) // never nil: cobra reads os.Args then
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	return cmd.ExecuteContext(ctx)
 }
 
 // dsnStore opens a store on a DSN for the test's checks; it is closed when
@@ -51,8 +62,8 @@ func TestCLIRejectsBadInvocations(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{"unknown command", []string{"frobnicate"}, "unknown command"},
-		{"no command", nil, "usage"},
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"no command", nil, "want a command: chargeback, collect"},
 		{"bad log level", []string{"--log-level", "loud", "migrate"}, "log-level"},
 		{"bad dsn", []string{"--clickhouse", "http://x:8123", "migrate"}, "clickhouse://"},
 		{"missing config file", []string{"--config", "/nonexistent.yaml", "migrate"}, "nonexistent.yaml"},

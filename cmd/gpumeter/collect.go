@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,12 +11,15 @@ import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
 	promcollectors "github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/collectors/attribution"
 	"github.com/gpumeter/gpumeter/collectors/metrics"
 	"github.com/gpumeter/gpumeter/collectors/nvml"
 	"github.com/gpumeter/gpumeter/collectors/sim"
+	"github.com/gpumeter/gpumeter/internal/config"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -28,8 +30,33 @@ type collectDeps struct {
 	registry *prometheus.Registry
 }
 
-func runCollect(ctx context.Context, g *globals, args []string) error {
-	return collect(ctx, g, args, collectDeps{newNVML: func() gonvml.Interface { return gonvml.New() }})
+func newCollectCmd(g *globals, deps collectDeps) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "collect [--simulate] [flags]",
+		Short: "run the GPU collector (NVML, or --simulate)",
+		Long: `collect runs on each GPU host: every --interval it reads NVML (whole GPUs,
+MIG devices, processes, energy, PCIe and NVLink counters, per-MIG SM
+activity), attributes GPUs, MIG instances and processes to tenants (the
+kubelet's pod resources, process cgroups of pods and Slurm jobs, the map
+file, libvirt domains), and splits each interval into samples that add up
+exactly. Samples go through an on-disk spool to ClickHouse (--sink), at
+least once; metrics, /healthz and /readyz are on --listen. --simulate runs a
+deterministic simulated DGX fleet instead of NVML and prints what it ran. The
+spool and shipper flags' defaults are the config's collector section
+(docs/collector.md, docs/delivery.md).`,
+		Example: "  gpumeter --config /etc/gpumeter/gpumeter.yaml collect --spool /var/lib/gpumeter/spool --listen :9401\n" +
+			"  gpumeter collect --simulate --hosts 2 --duration 6h --start 2026-11-05T00:00:00Z --listen \"\"",
+		Args: noArgs,
+	}
+	var f collectFlags
+	f.register(cmd.Flags(), g.cfg)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := f.check(cmd.Flags(), g.cfg); err != nil {
+			return err
+		}
+		return runCollect(cmd.Context(), g, f, deps)
+	}
+	return cmd
 }
 
 type collectFlags struct {
@@ -73,10 +100,9 @@ type collectFlags struct {
 	libvirtDir        string
 }
 
-func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
-	var f collectFlags
-	fs := flag.NewFlagSet("collect", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
+// register defines the flags on fs, the spool's and shipper's defaults
+// from cfg.
+func (f *collectFlags) register(fs *pflag.FlagSet, cfg config.Config) {
 	kube := attribution.DefaultKubeletConfig()
 	cg := attribution.DefaultCgroupConfig()
 	fs.DurationVar(&f.interval, "interval", collectors.DefaultInterval, "sampling interval")
@@ -85,7 +111,7 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	fs.StringVar(&f.sink, "sink", "clickhouse", "where samples go: clickhouse, jsonl (stdout, the import format) or discard")
 	fs.StringVar(&f.host, "host", "", "host name in samples (default: the machine's)")
 	fs.IntVar(&f.batchRows, "batch-rows", 0, "samples per ClickHouse insert (default: every poll; 20000 with --simulate)")
-	sc, shc := g.cfg.Collector.Spool, g.cfg.Collector.Shipper
+	sc, shc := cfg.Collector.Spool, cfg.Collector.Shipper
 	fs.StringVar(&f.spoolDir, "spool", "", "spool directory: samples are fsynced here before shipping (default collector.spool.dir of the config, /var/lib/gpumeter/spool; with --simulate one per DSN under $TMPDIR)")
 	fs.Int64Var(&f.spoolMaxBytes, "spool-max-bytes", sc.MaxBytes, "bound on the spool's size")
 	fs.StringVar(&f.spoolOverflow, "spool-overflow", string(sc.Overflow), "when the spool is full: drop_oldest or reject")
@@ -116,12 +142,17 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	fs.BoolVar(&f.accountIsTenant, "account-is-tenant", true, "an unmapped Slurm account is its own tenant")
 	fs.BoolVar(&f.gpm, "gpm", true, "read per-MIG SM activity from GPM where supported")
 	fs.Uint64Var(&f.maxPowerWatts, "max-power-watts", nvml.DefaultConfig().MaxPowerWatts, "energy deltas above this board power are dropped as bad reads")
-	if err := fs.Parse(args); err != nil {
-		return f, usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return f, usageErrorf("unexpected arguments %v", fs.Args())
-	}
+}
+
+// check takes the spool's and shipper's settings not given as flags from
+// cfg and checks every rule on flag combinations.
+func (f *collectFlags) check(fs *pflag.FlagSet, cfg config.Config) error {
+	sc, shc := cfg.Collector.Spool, cfg.Collector.Shipper
+	configDefault(fs, "spool-max-bytes", &f.spoolMaxBytes, sc.MaxBytes)
+	configDefault(fs, "spool-overflow", &f.spoolOverflow, string(sc.Overflow))
+	configDefault(fs, "ship-batch-rows", &f.shipRows, shc.BatchRows)
+	configDefault(fs, "ship-flush", &f.shipFlush, shc.FlushInterval)
+	configDefault(fs, "ship-backoff-max", &f.shipBackoff, shc.BackoffMax)
 	var errs []error
 	if f.interval < time.Second || f.interval%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("--interval: %s is not a whole number of seconds", f.interval))
@@ -138,7 +169,7 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 		errs = append(errs, err)
 	}
 	if f.libvirtDir == "" && !f.simulate {
-		f.libvirtDir = g.cfg.Collector.LibvirtDir
+		f.libvirtDir = cfg.Collector.LibvirtDir
 	}
 	if st, err := os.Stat(f.libvirtDir); f.libvirtDir != "" && (err != nil || !st.IsDir()) {
 		errs = append(errs, fmt.Errorf("--libvirt-dir (or collector.libvirt_dir): %s is not a readable directory", f.libvirtDir))
@@ -185,18 +216,14 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return f, usageError{err}
+		return usageError{err}
 	}
-	return f, nil
+	return nil
 }
 
-// collect runs the collector: the hosts (NVML or the simulated fleet) with
-// their attribution, apportioning, the sink, and the metrics listener.
-func collect(ctx context.Context, g *globals, args []string, deps collectDeps) error {
-	f, err := parseCollectFlags(g, args)
-	if err != nil {
-		return err
-	}
+// runCollect runs the collector: the hosts (NVML or the simulated fleet)
+// with their attribution, apportioning, the sink, and the metrics listener.
+func runCollect(ctx context.Context, g *globals, f collectFlags, deps collectDeps) error {
 	logger := g.logger.With("component", "collector")
 	reg := deps.registry
 	if reg == nil {

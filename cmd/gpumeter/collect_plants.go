@@ -2,9 +2,10 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/gpumeter/gpumeter/collectors/sim"
 )
@@ -17,7 +18,7 @@ type plantFlags struct {
 	hoardGPUs, spikeGPUs               int
 }
 
-func (p *plantFlags) register(fs *flag.FlagSet) {
+func (p *plantFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&p.hoarder, "plant-hoarder", "", "with --simulate, this tenant holds whole GPUs idle for the whole run")
 	fs.IntVar(&p.hoardGPUs, "plant-hoard-gpus", 1, "GPUs the --plant-hoarder tenant holds")
 	fs.StringVar(&p.oversized, "plant-oversized-mig", "", "with --simulate, this tenant runs a small job on a whole 7g MIG instance")

@@ -20,6 +20,7 @@ import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 
 	"github.com/gpumeter/gpumeter/collectors/sim"
 	"github.com/gpumeter/gpumeter/internal/config"
@@ -28,6 +29,29 @@ import (
 )
 
 var collectStart = time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
+
+// collect runs the collect command with args and deps (see runCommand).
+func collect(ctx context.Context, g *globals, args []string, deps collectDeps) error {
+	return runCommand(ctx, newCollectCmd(g, deps), args)
+}
+
+// parseCollectFlags reads collect's flags from args, which may hold the
+// global flags too (a deployment file's command line), and checks them as
+// collect does, with g.cfg as the loaded config.
+func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
+	var f collectFlags
+	fs := pflag.NewFlagSet("collect", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f.register(fs, g.cfg)
+	addGlobalFlags(fs, &globals{})
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if err := noArgs(nil, fs.Args()); err != nil {
+		return f, err
+	}
+	return f, f.check(fs, g.cfg)
+}
 
 // TestCollectSimulatedHourStoresWhatTheSimulatorRan runs the collector
 // over a simulated hour of two DGX hosts into a real ClickHouse, and
@@ -203,7 +227,7 @@ func TestCollectRejectsBadFlags(t *testing.T) {
 		{"map file with the simulation", []string{"--simulate", "--duration", "1h", "--map-file", "x.map"}, "--map-file"},
 		{"too many hosts", []string{"--simulate", "--duration", "1h", "--hosts", "1000", "--sink", "discard", "--listen", ""}, "hosts"},
 		{"vGPU host without the simulation", []string{"--vgpu", "--sink", "discard"}, "--vgpu"},
-		{"stray argument", []string{"now"}, "unexpected arguments"},
+		{"stray argument", []string{"now"}, `unexpected argument "now"`},
 		{"bad kubelet pods url", []string{"--kubelet-pods-url", "unix:///x", "--sink", "discard"}, "pod labels url"},
 		{"zero drain timeout", []string{"--drain-timeout", "0s"}, "--drain-timeout"},
 		{"unknown overflow policy", []string{"--simulate", "--duration", "1h", "--spool-overflow", "block", "--spool", "x", "--listen", ""}, "overflow"},

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/demo"
 	"github.com/gpumeter/gpumeter/internal/importer"
@@ -15,70 +15,74 @@ import (
 	"github.com/gpumeter/gpumeter/schemas"
 )
 
-// runDemo loads the bundled data set into the DSN's database and prints a
-// usage summary. It is idempotent: running it again changes no total.
-func runDemo(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+func newDemoCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "load the bundled demo data set and print a summary",
+		Long: `demo creates the DSN's database if needed, migrates it, imports the bundled
+data set (two DGX hosts, three days) and prints usage by tenant, department
+and SKU. It is idempotent: running it again changes no total. make demo runs
+it, then a simulated collector, an invoice run and the server.`,
+		Example: "  gpumeter --clickhouse clickhouse://127.0.0.1:9000/gpumeter_demo demo",
+		Args:    noArgs,
 	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected arguments %v", fs.Args())
-	}
-	cfg, err := store.ParseDSN(g.dsn)
-	if err != nil {
-		return usageError{err}
-	}
-	if err := store.CreateDatabase(ctx, cfg); err != nil {
-		return fmt.Errorf("%w (is ClickHouse running? scripts/clickhouse.sh start)", err)
-	}
-	s, err := store.Open(ctx, cfg, g.logger)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	if _, err := s.Migrate(ctx, schemas.FS); err != nil {
-		return err
-	}
-
-	// The importer reads a file twice (validate, then store).
-	dir, err := os.MkdirTemp("", "gpumeter-demo-")
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "usage.csv")
-	if err := os.WriteFile(path, demo.UsageCSV, 0o600); err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	res, err := importer.ImportFile(ctx, path, importer.Options{Format: importer.FormatCSV}, s)
-	if err != nil {
-		return err
-	}
-	from, to := demo.Start, demo.Start.Add(demo.Days*24*time.Hour)
-	fmt.Fprintf(g.stdout, "Imported %d samples: 2 DGX hosts, %s to %s (database %s).\n\n",
-		res.Rows, from.Format(time.DateOnly), to.Add(-time.Second).Format(time.DateOnly), s.Database())
-
-	for _, view := range []struct {
-		title string
-		q     store.UsageQuery
-	}{
-		{"Usage by tenant (idle = capacity nobody held)", store.UsageQuery{GroupBy: []store.Dimension{store.DimTenant, store.DimDepartment}}},
-		{"Usage by department", store.UsageQuery{GroupBy: []store.Dimension{store.DimDepartment}}},
-		{"Usage by SKU (MIG instances in GPU-equivalents)", store.UsageQuery{GroupBy: []store.Dimension{store.DimSKU}}},
-	} {
-		q := view.q
-		q.From, q.To = from, to
-		rows, err := s.Usage(ctx, q)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		cfg, err := store.ParseDSN(g.dsn)
+		if err != nil {
+			return usageError{err}
+		}
+		if err := store.CreateDatabase(ctx, cfg); err != nil {
+			return fmt.Errorf("%w (is ClickHouse running? scripts/clickhouse.sh start)", err)
+		}
+		s, err := store.Open(ctx, cfg, g.logger)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(g.stdout, view.title)
-		if err := reports.WriteUsageTable(g.stdout, usageTable(rows, q)); err != nil {
+		defer s.Close()
+		if _, err := s.Migrate(ctx, schemas.FS); err != nil {
+			return err
+		}
+
+		// The importer reads a file twice (validate, then store).
+		dir, err := os.MkdirTemp("", "gpumeter-demo-")
+		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
-		fmt.Fprintln(g.stdout)
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "usage.csv")
+		if err := os.WriteFile(path, demo.UsageCSV, 0o600); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		res, err := importer.ImportFile(ctx, path, importer.Options{Format: importer.FormatCSV}, s)
+		if err != nil {
+			return err
+		}
+		from, to := demo.Start, demo.Start.Add(demo.Days*24*time.Hour)
+		fmt.Fprintf(g.stdout, "Imported %d samples: 2 DGX hosts, %s to %s (database %s).\n\n",
+			res.Rows, from.Format(time.DateOnly), to.Add(-time.Second).Format(time.DateOnly), s.Database())
+
+		for _, view := range []struct {
+			title string
+			q     store.UsageQuery
+		}{
+			{"Usage by tenant (idle = capacity nobody held)", store.UsageQuery{GroupBy: []store.Dimension{store.DimTenant, store.DimDepartment}}},
+			{"Usage by department", store.UsageQuery{GroupBy: []store.Dimension{store.DimDepartment}}},
+			{"Usage by SKU (MIG instances in GPU-equivalents)", store.UsageQuery{GroupBy: []store.Dimension{store.DimSKU}}},
+		} {
+			q := view.q
+			q.From, q.To = from, to
+			rows, err := s.Usage(ctx, q)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(g.stdout, view.title)
+			if err := reports.WriteUsageTable(g.stdout, usageTable(rows, q)); err != nil {
+				return fmt.Errorf("demo: %w", err)
+			}
+			fmt.Fprintln(g.stdout)
+		}
+		return nil
 	}
-	return nil
+	return cmd
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -49,10 +48,10 @@ const deployUnreachableDSN = "clickhouse://127.0.0.1:1/gpumeter?dial_timeout=200
 
 // checkDeployCommand holds a deployment file's gpumeter command line to
 // the CLI:
-//   - run with --help appended, it prints the subcommand's own flags and
-//     exits 0: the subcommand exists, and every flag before --help is
-//     one it or the global flag set defines, with a value of the flag's
-//     type (durations, numbers, booleans);
+//   - the command exists, and every flag, global or its own, is one it
+//     defines, with a value of the flag's type (durations, numbers,
+//     booleans); no stray argument is left;
+//   - run with --help appended, it prints the command's help and exits 0;
 //   - then the command's input is checked as the command checks it:
 //     collect through parseCollectFlags (every rule it has on flag
 //     combinations), serve and migrate by running them against
@@ -64,38 +63,36 @@ const deployUnreachableDSN = "clickhouse://127.0.0.1:1/gpumeter?dial_timeout=200
 func checkDeployCommand(t reporter, where string, args []string) deployInvocation {
 	t.Helper()
 	var inv deployInvocation
-	var configPath string
-	fs := flag.NewFlagSet("gpumeter", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&configPath, "config", "", "")
-	fs.String("clickhouse", "", "")
-	fs.String("log-level", "", "")
-	if err := fs.Parse(args); err != nil {
-		t.Errorf("%s: global flags %q: %v", where, args, err)
+	g := &globals{stdout: io.Discard, stderr: io.Discard, cfg: config.Default()}
+	root := newRootCmd(g)
+	cmd, rest, err := root.Find(args)
+	if err == nil {
+		if err = cmd.ParseFlags(rest); err != nil {
+			err = flagError(cmd, err)
+		}
+	}
+	if err == nil && cmd.Args != nil {
+		err = cmd.Args(cmd, cmd.Flags().Args())
+	}
+	if err != nil {
+		t.Errorf("%s: %q: %v", where, args, err)
 		return inv
 	}
-	if fs.NArg() == 0 {
+	if cmd == root {
 		t.Errorf("%s: %q names no command", where, args)
 		return inv
 	}
-	inv.command = fs.Arg(0)
-	names := map[string]bool{}
-	fs.VisitAll(func(f *flag.Flag) { names[f.Name] = true })
-	after, cmdArgs := splitGlobals(fs.Args()[1:], names)
-	if err := fs.Parse(after); err != nil {
-		t.Errorf("%s: global flags after the command in %q: %v", where, args, err)
-		return inv
-	}
-	inv.cmdArgs = cmdArgs
+	inv.command = strings.TrimPrefix(cmd.CommandPath(), "gpumeter ")
+	inv.cmdArgs = rest
 
 	help := append(append([]string(nil), args...), "--help")
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), help, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "Usage of "+inv.command) {
-		t.Errorf("%s: gpumeter %s: exit %d; want 0 and the flags of %q:\n%s", where, strings.Join(help, " "), code, inv.command, stderr.String())
+	if code := run(context.Background(), help, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "Usage:\n  gpumeter "+inv.command) {
+		t.Errorf("%s: gpumeter %s: exit %d; want 0 and the help of %q:\n%s%s", where, strings.Join(help, " "), code, inv.command, stdout.String(), stderr.String())
 		return inv
 	}
 
-	cfg, err := config.Load(configPath)
+	cfg, err := config.Load(g.configPath)
 	if err != nil {
 		t.Errorf("%s: %v", where, err)
 		return inv
@@ -103,10 +100,9 @@ func checkDeployCommand(t reporter, where string, args []string) deployInvocatio
 	inv.cfg = cfg
 	switch inv.command {
 	case "collect":
-		g := &globals{cfg: cfg, stdout: io.Discard, stderr: io.Discard}
-		f, err := parseCollectFlags(g, cmdArgs)
+		f, err := parseCollectFlags(&globals{cfg: cfg}, rest)
 		if err != nil {
-			t.Errorf("%s: collect %q: %v", where, cmdArgs, err)
+			t.Errorf("%s: collect %q: %v", where, rest, err)
 		}
 		inv.collect = f
 	case "serve", "migrate":
@@ -123,7 +119,7 @@ func checkDeployCommand(t reporter, where string, args []string) deployInvocatio
 	return inv
 }
 
-// flagValue returns the value of the last --name / -name (as name=value or
+// flagValue returns the value of the last --name (as --name=value or
 // followed by the value) in args, and whether it is there.
 func flagValue(args []string, name string) (string, bool) {
 	var v string
@@ -133,13 +129,13 @@ func flagValue(args []string, name string) (string, bool) {
 		if a == "--" {
 			break
 		}
-		n, hasValue := globalFlagName(a)
-		if n != name {
+		n, value, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--") || n != name {
 			continue
 		}
 		found = true
 		if hasValue {
-			_, v, _ = strings.Cut(a, "=")
+			v = value
 		} else if i+1 < len(args) {
 			i++
 			v = args[i]
@@ -291,13 +287,13 @@ func TestDeployCommandCheckFails(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"collect", "--spool-dir", "/var/lib/gpumeter/spool"}, "flag provided but not defined: -spool-dir"},
+		{[]string{"collect", "--spool-dir", "/var/lib/gpumeter/spool"}, "unknown flag: --spool-dir"},
 		{[]string{"collects", "--simulate"}, `unknown command "collects"`},
 		{[]string{"collect", "--simulate", "--map-file", "/etc/gpumeter/map", "--duration", "1h"}, "the simulated fleet brings its own map"},
-		{[]string{"collect", "--interval", "ten"}, "invalid value"},
+		{[]string{"collect", "--interval", "ten"}, `invalid argument "ten" for "--interval"`},
 		{[]string{"serve", "--listen", "8080"}, "server.listen"},
 		{[]string{"--config", "/nonexistent/gpumeter.yaml", "migrate"}, "/nonexistent/gpumeter.yaml"},
-		{[]string{"migrate", "extra"}, "unexpected arguments"},
+		{[]string{"migrate", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--log-level", "debug"}, "names no command"},
 	} {
 		var r recorder

@@ -1,96 +1,106 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpumeter/gpumeter/collectors/attribution"
 	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/sacct"
 )
 
-func runImport(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
+func newImportCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "import [flags] FILE...",
+		Short: "import usage samples from CSV or JSON Lines",
+		Long: `import stores usage samples from CSV or JSON Lines files (columns:
+docs/import.md). Every file is checked first (ids, physical limits, GPU and
+MIG capacity, with what is stored too) and nothing is stored unless all of
+them are good; importing the same rows again changes nothing, and --replace
+corrects stored rows. --from-sacct backfills Slurm jobs' allocated GPUs from
+sacct --parsable2 output instead (docs/slurm.md).`,
+		Example: "  gpumeter import usage-2026-11.csv\n" +
+			"  gpumeter import --dry-run samples.jsonl\n" +
+			"  gpumeter import --from-sacct --sku-map skus.yaml --map-file /etc/gpumeter/map november.sacct",
+	}
+	fs := cmd.Flags()
 	format := fs.String("format", "", "csv or jsonl (default: from the file name)")
 	batch := fs.Int("batch", 50_000, "rows per insert")
 	dryRun := fs.Bool("dry-run", false, "validate only; store nothing")
 	quiet := fs.Bool("quiet", false, "no progress output")
 	replace := fs.Bool("replace", false, "overwrite stored rows that have a row's sample id but other data (default: refuse them)")
 	var sf sacctFlags
-	fs.BoolVar(&sf.on, "from-sacct", false, "the files are `sacct --parsable2` output (- reads stdin): jobs' allocated GPUs become hourly samples (docs/slurm.md)")
+	fs.BoolVar(&sf.on, "from-sacct", false, "the files are sacct --parsable2 output (- reads stdin): jobs' allocated GPUs become hourly samples (docs/slurm.md)")
 	fs.StringVar(&sf.tz, "sacct-tz", "", "with --from-sacct: the time zone sacct printed its times in (e.g. UTC, Europe/Berlin, Local); needed unless the times carry offsets")
 	fs.StringVar(&sf.skuMap, "sku-map", "", "with --from-sacct: YAML file mapping GRES types to SKUs (gres: {a100: A100-SXM4-80GB}, untyped: SKU)")
 	fs.StringVar(&sf.mapFile, "map-file", "", "with --from-sacct: the collector's map file; its account lines map Slurm accounts to tenants and departments")
 	fs.BoolVar(&sf.accountIsTenant, "account-is-tenant", true, "with --from-sacct: an unmapped Slurm account is its own tenant")
 	fs.StringVar(&sf.cluster, "cluster", "", "with --from-sacct: the cluster's name, for output without a Cluster column")
-	fs.Usage = func() {
-		fmt.Fprintln(g.stderr, "usage: gpumeter import [flags] FILE...  (columns: docs/import.md; --from-sacct: docs/slurm.md)")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	if fs.NArg() == 0 {
-		return usageErrorf("no file given")
-	}
-	if *batch <= 0 || *batch > 1_000_000 {
-		return usageErrorf("--batch %d: want 1..1000000", *batch)
-	}
-	var files []importer.File
-	switch {
-	case sf.on && *format != "":
-		return usageErrorf("--format and --from-sacct: pick one")
-	case sf.on:
-		var err error
-		if files, err = sacctFiles(g, sf, fs.Args()); err != nil {
-			return err
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		if len(args) == 0 {
+			return usageErrorf("no file given")
 		}
-	case sf.set(fs):
-		return usageErrorf("--sacct-tz, --sku-map, --map-file, --account-is-tenant and --cluster go with --from-sacct")
-	default:
-		var err error
-		if files, err = importFiles(*format, fs.Args()); err != nil {
-			return err
+		if *batch <= 0 || *batch > 1_000_000 {
+			return usageErrorf("--batch %d: want 1..1000000", *batch)
 		}
-	}
-	// A dry run checks the files on their own; an import also checks them
-	// against what is stored, before it stores anything.
-	var st importer.Store
-	if !*dryRun {
-		s, err := openStore(ctx, g)
+		var files []importer.File
+		switch {
+		case sf.on && *format != "":
+			return usageErrorf("--format and --from-sacct: pick one")
+		case sf.on:
+			var err error
+			if files, err = sacctFiles(g, sf, args); err != nil {
+				return err
+			}
+		case sf.set(fs):
+			return usageErrorf("--sacct-tz, --sku-map, --map-file, --account-is-tenant and --cluster go with --from-sacct")
+		default:
+			var err error
+			if files, err = importFiles(*format, args); err != nil {
+				return err
+			}
+		}
+		// A dry run checks the files on their own; an import also checks them
+		// against what is stored, before it stores anything.
+		var st importer.Store
+		if !*dryRun {
+			s, err := openStore(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			st = s
+		}
+		started := time.Now()
+		opts := importer.Options{BatchSize: *batch, DryRun: *dryRun, Replace: *replace}
+		if !*quiet {
+			opts.Progress = progressPrinter(g.stderr)
+		}
+		res, err := importer.Import(ctx, files, opts, st)
 		if err != nil {
+			var ve *importer.ValidationError
+			if errors.As(err, &ve) {
+				return usageErrorf("%w (nothing was imported)", err)
+			}
 			return err
 		}
-		defer s.Close()
-		st = s
-	}
-	started := time.Now()
-	opts := importer.Options{BatchSize: *batch, DryRun: *dryRun, Replace: *replace}
-	if !*quiet {
-		opts.Progress = progressPrinter(g.stderr)
-	}
-	res, err := importer.Import(ctx, files, opts, st)
-	if err != nil {
-		var ve *importer.ValidationError
-		if errors.As(err, &ve) {
-			return usageErrorf("%w (nothing was imported)", err)
+		elapsed := time.Since(started).Round(time.Millisecond)
+		if *dryRun {
+			fmt.Fprintf(g.stdout, "validated %d rows in %d file(s) in %s\n", res.Rows, len(files), elapsed)
+			return nil
 		}
-		return err
-	}
-	elapsed := time.Since(started).Round(time.Millisecond)
-	if *dryRun {
-		fmt.Fprintf(g.stdout, "validated %d rows in %d file(s) in %s\n", res.Rows, len(files), elapsed)
+		fmt.Fprintf(g.stdout, "imported %d rows from %d file(s) in %s: %d stored, %d already stored unchanged, %d replaced, %d repeated in the input\n",
+			res.Rows, len(files), elapsed, res.Stored, res.Unchanged, res.Replaced, res.Repeats)
 		return nil
 	}
-	fmt.Fprintf(g.stdout, "imported %d rows from %d file(s) in %s: %d stored, %d already stored unchanged, %d replaced, %d repeated in the input\n",
-		res.Rows, len(files), elapsed, res.Stored, res.Unchanged, res.Replaced, res.Repeats)
-	return nil
+	return cmd
 }
 
 // progressPrinter shows progress at most once a second.
@@ -136,15 +146,13 @@ type sacctFlags struct {
 	accountIsTenant              bool
 }
 
-func (sf sacctFlags) set(fs *flag.FlagSet) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "sacct-tz", "sku-map", "map-file", "account-is-tenant", "cluster":
-			set = true
+func (sf sacctFlags) set(fs *pflag.FlagSet) bool {
+	for _, name := range []string{"sacct-tz", "sku-map", "map-file", "account-is-tenant", "cluster"} {
+		if fs.Changed(name) {
+			return true
 		}
-	})
-	return set
+	}
+	return false
 }
 
 // sacctFiles reads sacct output files ("-": stdin) and turns their jobs

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
@@ -22,41 +22,34 @@ import (
 	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
-const insightsHelp = `usage:
-  gpumeter insights efficiency (--period YYYY-MM | --from T --to T) [--tenant T] [--book FILE] [--json]
-  gpumeter insights rightsize  (--period YYYY-MM | --from T --to T) [--tenant T] [--book FILE] [--json]
-  gpumeter insights anomalies  (--period YYYY-MM | --from T --to T) [--tenant T] [--book FILE] [--save] [--json]
-  gpumeter insights capacity   [--to T] [--until T] [--weeks N] [--target F] [--json]
-
-efficiency: GPU-hours held, SM-active share, unmeasured time and
-held-but-idle GPU-hours with their cost, per tenant and department.
-rightsize: the smallest MIG or vGPU profile that would have held each
-tenant's demand, what it saves, and the MIG layout of the right-sized demand.
-anomalies: hours (gpu_hours) and days (spend) of the period far from the
-tenant's seasonal baseline, from the weeks before; --save stores them and
-enqueues each new one once as an insight.anomaly webhook.
-capacity: per GPU model, when demand (trend plus weekly season) exceeds
-the target share of the GPUs.
-Periods are whole UTC hours; billing customers are priced by their book and
-contract, other tenants by --book (without it they get no money figures).
-docs/insights.md describes the methods.
-`
-
-func runInsights(ctx context.Context, g *globals, args []string) error {
-	if len(args) == 0 {
-		return usageErrorf("want a subcommand: efficiency, rightsize, anomalies or capacity (see gpumeter insights -h)")
+func newInsightsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "insights",
+		Short: "efficiency, right-sizing, anomalies and capacity from metered usage",
+		Long: `insights reads the metered usage for what it says about the fleet: GPUs held
+but idle and their cost, the profiles that would have been enough, usage and
+spend far from a tenant's seasonal baseline, and when demand outgrows each
+GPU model. Periods are whole UTC hours; billing customers are priced by
+their book and contract, other tenants by --book (without it they get no
+money figures). The same reports are under /v1/insights/* and in the portal;
+docs/insights.md describes the methods.`,
+		Example: "  gpumeter insights efficiency --period 2026-11\n  gpumeter insights capacity --weeks 8",
+		Args:    subcommandArgs,
+		RunE:    wantSubcommand,
 	}
-	switch args[0] {
-	case "efficiency", "rightsize", "anomalies":
-		return runInsightsPeriod(ctx, g, args[0], args[1:])
-	case "capacity":
-		return runInsightsCapacity(ctx, g, args[1:])
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(g.stderr, insightsHelp)
-		return flag.ErrHelp
-	default:
-		return usageErrorf("unknown subcommand %q: want efficiency, rightsize, anomalies or capacity", args[0])
-	}
+	cmd.AddCommand(
+		newInsightsPeriodCmd(g, "efficiency", "held-but-idle GPU-hours and their cost, per tenant and department",
+			`efficiency reports GPU-hours held, the SM-active share, unmeasured time
+and held-but-idle GPU-hours with their cost, per tenant and department.`),
+		newInsightsPeriodCmd(g, "rightsize", "the smallest MIG or vGPU profile that would have held each tenant's demand",
+			`rightsize finds the smallest MIG or vGPU profile that would have held each
+tenant's demand, what it saves, and the MIG layout of the right-sized demand.`),
+		newInsightsPeriodCmd(g, "anomalies", "hours and days far from the tenant's seasonal baseline",
+			`anomalies lists the hours (gpu_hours) and days (spend) of the period far
+from the tenant's seasonal baseline, from the weeks before; --save stores
+them and enqueues each new one once as an insight.anomaly webhook.`),
+		newInsightsCapacityCmd(g))
+	return cmd
 }
 
 // periodFlags are the period and pricing flags of the period subcommands.
@@ -65,7 +58,7 @@ type periodFlags struct {
 	asJSON                         bool
 }
 
-func (p *periodFlags) register(fs *flag.FlagSet) {
+func (p *periodFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&p.period, "period", "", "a UTC month, YYYY-MM (or --from and --to)")
 	fs.StringVar(&p.from, "from", "", "start, RFC 3339 or YYYY-MM-DD, a whole UTC hour")
 	fs.StringVar(&p.to, "to", "", "end, exclusive, RFC 3339 or YYYY-MM-DD, a whole UTC hour")
@@ -102,136 +95,137 @@ func (p *periodFlags) request() (insightsvc.Request, error) {
 	return r, nil
 }
 
-func runInsightsPeriod(ctx context.Context, g *globals, sub string, args []string) error {
-	fs := flag.NewFlagSet("insights "+sub, flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
+func newInsightsPeriodCmd(g *globals, sub, short, long string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   sub + " (--period YYYY-MM | --from TIME --to TIME) [--tenant T] [--book FILE] [--json]",
+		Short: short,
+		Long: long + `
+
+TIME is RFC 3339 or YYYY-MM-DD, a whole UTC hour. Billing customers are
+priced by their book and contract, other tenants by --book (without it they
+get no money figures).`,
+		Example: "  gpumeter insights " + sub + " --period 2026-11\n" +
+			"  gpumeter insights " + sub + " --from 2026-11-01 --to 2026-11-08 --tenant acme --book pricing/books/gpu-cloud.yaml --json",
+		Args: noArgs,
+	}
+	fs := cmd.Flags()
 	var p periodFlags
 	p.register(fs)
 	save := false
 	if sub == "anomalies" {
 		fs.BoolVar(&save, "save", false, "store the anomalies and enqueue each new one as an insight.anomaly webhook")
 	}
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), insightsHelp+"\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		req, err := p.request()
+		if err != nil {
 			return err
 		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected argument %q", fs.Arg(0))
-	}
-	req, err := p.request()
-	if err != nil {
-		return err
-	}
-	prices, err := insightPrices(g, p.book)
-	if err != nil {
-		return err
-	}
-	s, err := openStore(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	svc := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
-	var out any
-	switch sub {
-	case "efficiency":
-		rep, err := svc.Efficiency(ctx, req, nil)
+		prices, err := insightPrices(g, p.book)
 		if err != nil {
-			return insightsError(err)
+			return err
 		}
-		out = rep
-		if !p.asJSON {
-			return writeEfficiency(g.stdout, rep)
-		}
-	case "rightsize":
-		rep, err := svc.RightSize(ctx, req)
+		s, err := openStore(ctx, g)
 		if err != nil {
-			return insightsError(err)
+			return err
 		}
-		out = rep
-		if !p.asJSON {
-			return writeRightSize(g.stdout, rep)
+		defer s.Close()
+		svc := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
+		var out any
+		switch sub {
+		case "efficiency":
+			rep, err := svc.Efficiency(ctx, req, nil)
+			if err != nil {
+				return insightsError(err)
+			}
+			out = rep
+			if !p.asJSON {
+				return writeEfficiency(g.stdout, rep)
+			}
+		case "rightsize":
+			rep, err := svc.RightSize(ctx, req)
+			if err != nil {
+				return insightsError(err)
+			}
+			out = rep
+			if !p.asJSON {
+				return writeRightSize(g.stdout, rep)
+			}
+		case "anomalies":
+			found, fresh, err := svc.Detect(ctx, req, save)
+			if err != nil {
+				return insightsError(err)
+			}
+			if save {
+				fmt.Fprintf(g.stderr, "%d anomalies, %d new: stored and enqueued as webhooks\n", len(found), len(fresh))
+			}
+			out = struct {
+				Anomalies []insights.Anomaly `json:"anomalies"`
+			}{append([]insights.Anomaly{}, found...)}
+			if !p.asJSON {
+				return writeAnomalies(g.stdout, found)
+			}
 		}
-	case "anomalies":
-		found, fresh, err := svc.Detect(ctx, req, save)
-		if err != nil {
-			return insightsError(err)
-		}
-		if save {
-			fmt.Fprintf(g.stderr, "%d anomalies, %d new: stored and enqueued as webhooks\n", len(found), len(fresh))
-		}
-		out = struct {
-			Anomalies []insights.Anomaly `json:"anomalies"`
-		}{append([]insights.Anomaly{}, found...)}
-		if !p.asJSON {
-			return writeAnomalies(g.stdout, found)
-		}
+		return writeJSON(g.stdout, out)
 	}
-	return writeJSON(g.stdout, out)
+	return cmd
 }
 
-func runInsightsCapacity(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("insights capacity", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
+func newInsightsCapacityCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "capacity [--to TIME] [--until TIME] [--weeks N] [--target F] [--json]",
+		Short: "when demand outgrows each GPU model's capacity",
+		Long: `capacity forecasts, per GPU model, when demand (trend plus weekly season,
+fitted to the weeks of history before --to) exceeds the target share of the
+GPUs.`,
+		Example: "  gpumeter insights capacity\n  gpumeter insights capacity --weeks 8 --target 0.8 --until 2027-06-01",
+		Args:    noArgs,
+	}
+	fs := cmd.Flags()
 	to := fs.String("to", "", "end of the history, a whole UTC hour (default: the current hour)")
 	until := fs.String("until", "", "project up to here (default: 90 days after --to)")
 	weeks := fs.Int("weeks", insightsvc.DefaultCapacityWeeks, "weeks of history to fit (2 to 52)")
 	target := fs.String("target", insightsvc.DefaultCapacityTarget, "share of the GPUs that counts as full, within (0, 1]")
 	asJSON := fs.Bool("json", false, "JSON output")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), insightsHelp+"\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		req := insightsvc.CapacityRequest{To: time.Now().UTC().Truncate(time.Hour), Weeks: *weeks}
+		var err error
+		if *to != "" {
+			if req.To, err = parseTime(*to); err != nil {
+				return usageErrorf("--to: %v", err)
+			}
+		}
+		req.Until = req.To.Add(insightsvc.DefaultCapacityHorizon)
+		if *until != "" {
+			if req.Until, err = parseTime(*until); err != nil {
+				return usageErrorf("--until: %v", err)
+			}
+		}
+		if req.Target, err = decimal.NewFromString(*target); err != nil {
+			return usageErrorf("--target: %q is not a number", *target)
+		}
+		if err := req.Validate(); err != nil {
+			return usageError{err}
+		}
+		s, err := openStore(ctx, g)
+		if err != nil {
 			return err
 		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected argument %q", fs.Arg(0))
-	}
-	req := insightsvc.CapacityRequest{To: time.Now().UTC().Truncate(time.Hour), Weeks: *weeks}
-	var err error
-	if *to != "" {
-		if req.To, err = parseTime(*to); err != nil {
-			return usageErrorf("--to: %v", err)
+		defer s.Close()
+		svc := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insightsvc.Prices{}, time.Now, g.logger)
+		fc, err := svc.Capacity(ctx, req)
+		if err != nil {
+			return insightsError(err)
 		}
-	}
-	req.Until = req.To.Add(insightsvc.DefaultCapacityHorizon)
-	if *until != "" {
-		if req.Until, err = parseTime(*until); err != nil {
-			return usageErrorf("--until: %v", err)
+		if *asJSON {
+			return writeJSON(g.stdout, struct {
+				Models []insights.CapacityForecast `json:"models"`
+			}{append([]insights.CapacityForecast{}, fc...)})
 		}
+		return writeCapacity(g.stdout, fc)
 	}
-	if req.Target, err = decimal.NewFromString(*target); err != nil {
-		return usageErrorf("--target: %q is not a number", *target)
-	}
-	if err := req.Validate(); err != nil {
-		return usageError{err}
-	}
-	s, err := openStore(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	svc := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insightsvc.Prices{}, time.Now, g.logger)
-	fc, err := svc.Capacity(ctx, req)
-	if err != nil {
-		return insightsError(err)
-	}
-	if *asJSON {
-		return writeJSON(g.stdout, struct {
-			Models []insights.CapacityForecast `json:"models"`
-		}{append([]insights.CapacityForecast{}, fc...)})
-	}
-	return writeCapacity(g.stdout, fc)
+	return cmd
 }
 
 // insightsError makes bad input (a time the server cannot hold, say) exit 2.

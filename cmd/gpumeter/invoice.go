@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
@@ -22,60 +22,22 @@ import (
 	"github.com/gpumeter/gpumeter/reports"
 )
 
-const invoiceHelp = `usage:
-  gpumeter invoice run --period YYYY-MM [--tenant T] [--dry-run] [--draft] [--json]
-  gpumeter invoice list [--period YYYY-MM] [--tenant T] [--json]
-  gpumeter invoice show ID|NUMBER [--json]
-  gpumeter invoice finalize (ID|NUMBER ... | --period YYYY-MM)
-  gpumeter invoice void ID|NUMBER --reason TEXT
-  gpumeter invoice render ID|NUMBER --format json|csv|html|pdf [--out FILE]
-  gpumeter invoice render --period YYYY-MM --format pdf --out-dir DIR
-
-run invoices the month (in each customer's time zone) for the customers in
-the config's billing section, once the hourly rollups cover it; a re-run
-changes nothing that is finalized, and usage that arrives late for an
-invoiced month is billed on the next month's invoice. --draft stores drafts
-for review (finalize numbers them), --dry-run prices and stores nothing.
-docs/invoices.md describes the ledger.
-`
-
-func runInvoice(ctx context.Context, g *globals, args []string) error {
-	if len(args) == 0 {
-		return usageErrorf("want a subcommand: run, list, show, finalize, void or render (see gpumeter invoice -h)")
+func newInvoiceCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "invoice",
+		Short: "run, list, show, finalize, void and render invoices",
+		Long: `invoice runs the month's invoices for the customers in the config's billing
+section and keeps the ledger: numbers are gapless, a finalized invoice never
+changes, and usage that arrives late for an invoiced month is billed on the
+next month's invoice. docs/invoices.md describes the ledger.`,
+		Example: "  gpumeter --config gpumeter.yaml invoice run --period 2026-11\n" +
+			"  gpumeter --config gpumeter.yaml invoice render --period 2026-11 --format pdf --out-dir invoices/",
+		Args: subcommandArgs,
+		RunE: wantSubcommand,
 	}
-	sub := map[string]func(context.Context, *globals, []string) error{
-		"run": runInvoiceRun, "list": runInvoiceList, "show": runInvoiceShow,
-		"finalize": runInvoiceFinalize, "void": runInvoiceVoid, "render": runInvoiceRender,
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(g.stderr, invoiceHelp)
-		return flag.ErrHelp
-	}
-	f, ok := sub[args[0]]
-	if !ok {
-		return usageErrorf("unknown subcommand %q: want run, list, show, finalize, void or render", args[0])
-	}
-	return f(ctx, g, args[1:])
-}
-
-// parseInvoiceFlags parses a subcommand's flags; positional arguments are
-// allowed before and after them (invoice show ID --json).
-func parseInvoiceFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usageError{err}
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
+	cmd.AddCommand(newInvoiceRunCmd(g), newInvoiceListCmd(g), newInvoiceShowCmd(g), newInvoiceFinalizeCmd(g),
+		newInvoiceVoidCmd(g), newInvoiceRenderCmd(g))
+	return cmd
 }
 
 // invoiceRunner opens the store and builds the runner over the config's
@@ -95,9 +57,20 @@ func invoiceRunner(ctx context.Context, g *globals) (*billing.Runner, *store.Sto
 	return r, s, nil
 }
 
-func runInvoiceRun(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("invoice run", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
+func newInvoiceRunCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run --period YYYY-MM [--tenant T] [--dry-run] [--draft] [--json]",
+		Short: "invoice a month for the config's customers",
+		Long: `run invoices the month (in each customer's time zone) for the customers in
+the config's billing section, once the hourly rollups cover it (it rolls up
+what is missing first); a re-run changes nothing that is finalized. --draft
+stores drafts for review (invoice finalize numbers them), --dry-run prices
+and stores nothing. A progress bar is drawn when stderr is a terminal.`,
+		Example: "  gpumeter --config gpumeter.yaml invoice run --period 2026-11\n" +
+			"  gpumeter --config gpumeter.yaml invoice run --period 2026-11 --tenant acme --dry-run --json",
+		Args: noArgs,
+	}
+	fs := cmd.Flags()
 	var req billing.RunRequest
 	fs.StringVar(&req.Period, "period", "", "the month to invoice, YYYY-MM (required)")
 	fs.StringVar(&req.Tenant, "tenant", "", "only this customer")
@@ -105,50 +78,47 @@ func runInvoiceRun(ctx context.Context, g *globals, args []string) error {
 	fs.BoolVar(&req.Draft, "draft", false, "store drafts; finalize them with invoice finalize")
 	asJSON := fs.Bool("json", false, "print the outcomes as JSON")
 	quiet := fs.Bool("quiet", false, "no progress bar")
-	pos, err := parseInvoiceFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErrorf("unexpected argument %q", pos[0])
-	}
-	if req.Period == "" {
-		return usageErrorf("--period is required, e.g. --period %s", billing.PreviousMonth(time.Now()))
-	}
-	if err := req.Validate(); err != nil {
-		return usageError{err}
-	}
-	runner, s, err := invoiceRunner(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	var progress billing.Progress
-	if !*quiet {
-		progress = progressBar(g.stderr, "invoicing "+req.Period)
-	}
-	rep, err := runner.Run(ctx, req, progress)
-	if err != nil {
-		var nf *billing.UnknownTenantError
-		if errors.As(err, &nf) {
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		if req.Period == "" {
+			return usageErrorf("--period is required, e.g. --period %s", billing.PreviousMonth(time.Now()))
+		}
+		if err := req.Validate(); err != nil {
 			return usageError{err}
 		}
-		return err
-	}
-	if *asJSON {
-		if err := writeOutcomesJSON(g.stdout, rep); err != nil {
+		runner, s, err := invoiceRunner(ctx, g)
+		if err != nil {
 			return err
 		}
-	} else {
-		for _, o := range rep.Outcomes {
-			fmt.Fprintln(g.stdout, o)
+		defer s.Close()
+		var progress billing.Progress
+		if !*quiet {
+			progress = progressBar(g.stderr, "invoicing "+req.Period)
 		}
-		fmt.Fprintln(g.stdout, summarize(rep))
+		rep, err := runner.Run(ctx, req, progress)
+		if err != nil {
+			var nf *billing.UnknownTenantError
+			if errors.As(err, &nf) {
+				return usageError{err}
+			}
+			return err
+		}
+		if *asJSON {
+			if err := writeOutcomesJSON(g.stdout, rep); err != nil {
+				return err
+			}
+		} else {
+			for _, o := range rep.Outcomes {
+				fmt.Fprintln(g.stdout, o)
+			}
+			fmt.Fprintln(g.stdout, summarize(rep))
+		}
+		if n := rep.Failed(); n > 0 {
+			return fmt.Errorf("%d customer(s) could not be invoiced (see above)", n)
+		}
+		return nil
 	}
-	if n := rep.Failed(); n > 0 {
-		return fmt.Errorf("%d customer(s) could not be invoiced (see above)", n)
-	}
-	return nil
+	return cmd
 }
 
 // summarize counts outcomes by action.
@@ -226,71 +196,57 @@ func progressBar(w io.Writer, what string) billing.Progress {
 	}
 }
 
-func runInvoiceList(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("invoice list", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
+func newInvoiceListCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "list [--period YYYY-MM] [--tenant T] [--json]",
+		Short:   "list stored invoices",
+		Long:    "list prints the stored invoices (drafts, finalized and void), or their canonical JSON documents.",
+		Example: "  gpumeter --config gpumeter.yaml invoice list --period 2026-11",
+		Args:    noArgs,
+	}
+	fs := cmd.Flags()
 	period := fs.String("period", "", "only this month, YYYY-MM")
 	tenant := fs.String("tenant", "", "only this tenant")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseInvoiceFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErrorf("unexpected argument %q", pos[0])
-	}
-	if *period != "" {
-		if _, err := billing.MonthlyPeriod(*period, time.UTC); err != nil {
-			return usageErrorf("--period: %v", err)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		if *period != "" {
+			if _, err := billing.MonthlyPeriod(*period, time.UTC); err != nil {
+				return usageErrorf("--period: %v", err)
+			}
 		}
-	}
-	runner, s, err := invoiceRunner(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	invs, err := runner.Invoices(ctx, *period, *tenant)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		list := make([]json.RawMessage, 0, len(invs))
+		runner, s, err := invoiceRunner(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		invs, err := runner.Invoices(ctx, *period, *tenant)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			list := make([]json.RawMessage, 0, len(invs))
+			for _, si := range invs {
+				list = append(list, si.Document)
+			}
+			enc := json.NewEncoder(g.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(list)
+		}
+		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "PERIOD\tTENANT\tID\tNUMBER\tSTATUS\tTOTAL\tCURRENCY")
 		for _, si := range invs {
-			list = append(list, si.Document)
+			inv := si.Invoice
+			num := inv.Number
+			if num == "" {
+				num = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", inv.PeriodLabel, inv.Tenant, inv.ID, num, inv.Status,
+				inv.Money(inv.TotalMinor), inv.Currency.Code)
 		}
-		enc := json.NewEncoder(g.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(list)
+		return tw.Flush()
 	}
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PERIOD\tTENANT\tID\tNUMBER\tSTATUS\tTOTAL\tCURRENCY")
-	for _, si := range invs {
-		inv := si.Invoice
-		num := inv.Number
-		if num == "" {
-			num = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", inv.PeriodLabel, inv.Tenant, inv.ID, num, inv.Status,
-			inv.Money(inv.TotalMinor), inv.Currency.Code)
-	}
-	return tw.Flush()
-}
-
-// oneRef parses flags with exactly one invoice id or number.
-func oneRef(fs *flag.FlagSet, args []string) (string, error) {
-	return oneArg(fs, args, "invoice id or number")
-}
-
-// oneArg parses flags with exactly one positional argument, what.
-func oneArg(fs *flag.FlagSet, args []string, what string) (string, error) {
-	pos, err := parseInvoiceFlags(fs, args)
-	if err != nil {
-		return "", err
-	}
-	if len(pos) != 1 {
-		return "", usageErrorf("want one %s, got %d", what, len(pos))
-	}
-	return pos[0], nil
+	return cmd
 }
 
 // lookupError turns an unknown invoice or a request that cannot be
@@ -302,78 +258,94 @@ func lookupError(err error) error {
 	return err
 }
 
-func runInvoiceShow(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("invoice show", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	asJSON := fs.Bool("json", false, "print the stored canonical JSON document")
-	ref, err := oneRef(fs, args)
-	if err != nil {
-		return err
+func newInvoiceShowCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "show ID|NUMBER [--json]",
+		Short:   "print one invoice",
+		Long:    "show prints one invoice, found by its id or number, as text or as its stored canonical JSON document.",
+		Example: "  gpumeter --config gpumeter.yaml invoice show GM-2026-000001",
+		Args:    oneArg("invoice id or number"),
 	}
-	runner, s, err := invoiceRunner(ctx, g)
-	if err != nil {
-		return err
+	asJSON := cmd.Flags().Bool("json", false, "print the stored canonical JSON document")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		runner, s, err := invoiceRunner(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		si, err := runner.Invoice(ctx, args[0])
+		if err != nil {
+			return lookupError(err)
+		}
+		if *asJSON {
+			return reports.WriteInvoiceJSON(g.stdout, si.Document)
+		}
+		return reports.WriteInvoiceText(g.stdout, si.Invoice)
 	}
-	defer s.Close()
-	si, err := runner.Invoice(ctx, ref)
-	if err != nil {
-		return lookupError(err)
-	}
-	if *asJSON {
-		return reports.WriteInvoiceJSON(g.stdout, si.Document)
-	}
-	return reports.WriteInvoiceText(g.stdout, si.Invoice)
+	return cmd
 }
 
-func runInvoiceFinalize(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("invoice finalize", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	period := fs.String("period", "", "finalize every draft of this month, YYYY-MM")
-	refs, err := parseInvoiceFlags(fs, args)
-	if err != nil {
-		return err
+func newInvoiceFinalizeCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "finalize (ID|NUMBER ... | --period YYYY-MM)",
+		Short: "finalize draft invoices, giving them numbers",
+		Long: `finalize numbers draft invoices (gaplessly, per issuer) and makes them
+immutable: the ones named, or every draft of a month (--period). Each
+finalized invoice is announced once as a webhook event.`,
+		Example: "  gpumeter --config gpumeter.yaml invoice finalize --period 2026-11",
 	}
-	if (len(refs) == 0) == (*period == "") {
-		return usageErrorf("give either invoice ids/numbers or --period")
+	period := cmd.Flags().String("period", "", "finalize every draft of this month, YYYY-MM")
+	cmd.RunE = func(cmd *cobra.Command, refs []string) error {
+		ctx := cmd.Context()
+		if (len(refs) == 0) == (*period == "") {
+			return usageErrorf("give either invoice ids/numbers or --period")
+		}
+		runner, s, err := invoiceRunner(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		outs, err := runner.Finalize(ctx, refs, *period)
+		if err != nil {
+			return lookupError(err)
+		}
+		for _, o := range outs {
+			fmt.Fprintln(g.stdout, o)
+		}
+		fmt.Fprintf(g.stdout, "finalized %d invoice(s)\n", len(outs))
+		return nil
 	}
-	runner, s, err := invoiceRunner(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	outs, err := runner.Finalize(ctx, refs, *period)
-	if err != nil {
-		return lookupError(err)
-	}
-	for _, o := range outs {
-		fmt.Fprintln(g.stdout, o)
-	}
-	fmt.Fprintf(g.stdout, "finalized %d invoice(s)\n", len(outs))
-	return nil
+	return cmd
 }
 
-func runInvoiceVoid(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("invoice void", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	reason := fs.String("reason", "", "why the invoice is void (required; printed on it)")
-	ref, err := oneRef(fs, args)
-	if err != nil {
-		return err
+func newInvoiceVoidCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "void ID|NUMBER --reason TEXT",
+		Short:   "void an invoice",
+		Long:    "void marks an invoice void, with the reason printed on it; its number stays used.",
+		Example: `  gpumeter --config gpumeter.yaml invoice void GM-2026-000001 --reason "billed twice"`,
+		Args:    oneArg("invoice id or number"),
 	}
-	if strings.TrimSpace(*reason) == "" {
-		return usageErrorf("--reason is required")
+	reason := cmd.Flags().String("reason", "", "why the invoice is void (required; printed on it)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		if strings.TrimSpace(*reason) == "" {
+			return usageErrorf("--reason is required")
+		}
+		runner, s, err := invoiceRunner(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		inv, err := runner.Void(ctx, args[0], *reason)
+		if err != nil {
+			return lookupError(err)
+		}
+		fmt.Fprintf(g.stdout, "voided %s (%s): %s\n", inv.ID, orDash(inv.Number), inv.VoidReason)
+		return nil
 	}
-	runner, s, err := invoiceRunner(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	inv, err := runner.Void(ctx, ref, *reason)
-	if err != nil {
-		return lookupError(err)
-	}
-	fmt.Fprintf(g.stdout, "voided %s (%s): %s\n", inv.ID, orDash(inv.Number), inv.VoidReason)
-	return nil
+	return cmd
 }
 
 func orDash(s string) string {
@@ -383,79 +355,88 @@ func orDash(s string) string {
 	return s
 }
 
-func runInvoiceRender(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("invoice render", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
+func newInvoiceRenderCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "render (ID|NUMBER [--out FILE] | --period YYYY-MM --out-dir DIR) [--format json|csv|html|pdf]",
+		Short: "render invoices as JSON, CSV, HTML or PDF",
+		Long: `render writes one invoice (to standard output or --out), or every invoice of a
+month that is not void into --out-dir, one file per invoice named by its
+number (a draft by its id). A PDF is drawn in the config's reports.pdf_font and is not written
+to a terminal.`,
+		Example: "  gpumeter --config gpumeter.yaml invoice render GM-2026-000001 --format html --out inv.html\n" +
+			"  gpumeter --config gpumeter.yaml invoice render --period 2026-11 --format pdf --out-dir invoices/",
+	}
+	fs := cmd.Flags()
 	format := fs.String("format", "pdf", "json, csv, html or pdf")
 	out := fs.String("out", "", "write here instead of standard output")
 	period := fs.String("period", "", "render every invoice of this month (not void) into --out-dir")
 	outDir := fs.String("out-dir", "", "with --period: the folder the files are written to, one per invoice")
-	refs, err := parseInvoiceFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case *period != "" && (len(refs) > 0 || *out != "" || *outDir == ""):
-		return usageErrorf("--period renders into --out-dir, without an invoice id or --out")
-	case *period == "" && len(refs) != 1:
-		return usageErrorf("want one invoice id or number (or --period and --out-dir), got %d", len(refs))
-	case *period == "" && *outDir != "":
-		return usageErrorf("--out-dir goes with --period; use --out for one invoice")
-	}
-	if *period != "" {
-		if _, err := billing.MonthlyPeriod(*period, time.UTC); err != nil {
-			return usageErrorf("--period: %v", err)
+	cmd.RunE = func(cmd *cobra.Command, refs []string) error {
+		ctx := cmd.Context()
+		switch {
+		case *period != "" && (len(refs) > 0 || *out != "" || *outDir == ""):
+			return usageErrorf("--period renders into --out-dir, without an invoice id or --out")
+		case *period == "" && len(refs) != 1:
+			return usageErrorf("want one invoice id or number (or --period and --out-dir), got %d", len(refs))
+		case *period == "" && *outDir != "":
+			return usageErrorf("--out-dir goes with --period; use --out for one invoice")
 		}
-	}
-	write, err := invoiceWriter(*format, g.cfg.Reports)
-	if err != nil {
-		return err
-	}
-	// A PDF on a terminal is binary noise that can upset the terminal.
-	if *format == "pdf" && *period == "" && *out == "" && isTerminal(g.stdout) {
-		return errPDFToTerminal
-	}
-	runner, s, err := invoiceRunner(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	if *period == "" {
-		si, err := runner.Invoice(ctx, refs[0])
+		if *period != "" {
+			if _, err := billing.MonthlyPeriod(*period, time.UTC); err != nil {
+				return usageErrorf("--period: %v", err)
+			}
+		}
+		write, err := invoiceWriter(*format, g.cfg.Reports)
 		if err != nil {
-			return lookupError(err)
-		}
-		if *out == "" {
-			return write(g.stdout, si)
-		}
-		return writeFileAtomic(*out, func(w io.Writer) error { return write(w, si) })
-	}
-	invs, err := runner.Invoices(ctx, *period, "")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(*outDir, 0o755); err != nil {
-		return fmt.Errorf("--out-dir: %w", err)
-	}
-	n := 0
-	for _, si := range invs {
-		inv := si.Invoice
-		if inv.Status == billing.StatusVoid {
-			continue
-		}
-		name := inv.Number
-		if name == "" {
-			name = "draft-" + strings.ReplaceAll(inv.ID, "/", "-")
-		}
-		path := filepath.Join(*outDir, name+"."+*format)
-		if err := writeFileAtomic(path, func(w io.Writer) error { return write(w, si) }); err != nil {
 			return err
 		}
-		fmt.Fprintf(g.stdout, "%-10s %-14s %12s %s  %s\n", inv.Tenant, orDash(inv.Number), inv.Money(inv.TotalMinor), inv.Currency.Code, path)
-		n++
+		// A PDF on a terminal is binary noise that can upset the terminal.
+		if *format == "pdf" && *period == "" && *out == "" && isTerminal(g.stdout) {
+			return errPDFToTerminal
+		}
+		runner, s, err := invoiceRunner(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if *period == "" {
+			si, err := runner.Invoice(ctx, refs[0])
+			if err != nil {
+				return lookupError(err)
+			}
+			if *out == "" {
+				return write(g.stdout, si)
+			}
+			return writeFileAtomic(*out, func(w io.Writer) error { return write(w, si) })
+		}
+		invs, err := runner.Invoices(ctx, *period, "")
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(*outDir, 0o755); err != nil {
+			return fmt.Errorf("--out-dir: %w", err)
+		}
+		n := 0
+		for _, si := range invs {
+			inv := si.Invoice
+			if inv.Status == billing.StatusVoid {
+				continue
+			}
+			name := inv.Number
+			if name == "" {
+				name = "draft-" + strings.ReplaceAll(inv.ID, "/", "-")
+			}
+			path := filepath.Join(*outDir, name+"."+*format)
+			if err := writeFileAtomic(path, func(w io.Writer) error { return write(w, si) }); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "%-10s %-14s %12s %s  %s\n", inv.Tenant, orDash(inv.Number), inv.Money(inv.TotalMinor), inv.Currency.Code, path)
+			n++
+		}
+		fmt.Fprintf(g.stdout, "rendered %d invoice(s) of %s into %s\n", n, *period, *outDir)
+		return nil
 	}
-	fmt.Fprintf(g.stdout, "rendered %d invoice(s) of %s into %s\n", n, *period, *outDir)
-	return nil
+	return cmd
 }
 
 // invoiceWriter picks the renderer of a --format; a PDF is drawn in the

@@ -3,79 +3,124 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/store"
 )
 
-const keysHelp = `usage:
-  gpumeter keys create --scope admin|department:D|tenant:T [--expires 720h] [--portal] [--note TEXT]
-  gpumeter keys list
-  gpumeter keys revoke KEY_ID
-
-create prints the new token once (gmk_ID_SECRET); only its sha256 is
-stored. --portal makes a short-lived token (it must expire, within 90
-days) that may also be passed as ?access_token= for embedding in a
-customer portal. A revoked key stops working within 2 seconds.
-`
-
-func runKeys(ctx context.Context, g *globals, args []string) error {
-	if len(args) == 0 {
-		return usageErrorf("want a subcommand: create, list or revoke (see gpumeter keys -h)")
+func newKeysCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "keys",
+		Short: "create, list and revoke API keys and portal tokens",
+		Long: `keys manages the API keys of the /v1 API (docs/api.md). create prints the
+new token once (gmk_ID_SECRET); only its sha256 is stored. A revoked key
+stops working within 2 seconds.`,
+		Example: "  gpumeter keys create --scope tenant:acme --expires 30d --note \"billing export\"\n  gpumeter keys list",
+		Args:    subcommandArgs,
+		RunE:    wantSubcommand,
 	}
-	switch args[0] {
-	case "create":
-		return runKeysCreate(ctx, g, args[1:])
-	case "list":
-		return runKeysList(ctx, g, args[1:])
-	case "revoke":
-		return runKeysRevoke(ctx, g, args[1:])
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(g.stderr, keysHelp)
-		return flag.ErrHelp
-	}
-	return usageErrorf("unknown subcommand %q: want create, list or revoke", args[0])
+	cmd.AddCommand(newKeysCreateCmd(g), newKeysListCmd(g), newKeysRevokeCmd(g))
+	return cmd
 }
 
-func runKeysCreate(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
+func newKeysCreateCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "create --scope admin|department:D|tenant:T [--expires 30d] [--portal] [--note TEXT]",
+		Short: "create an API key or portal token and print it once",
+		Long: `create makes a key for a scope and prints its token once on stdout; only its
+sha256 is stored. --portal makes a short-lived token (it must expire, within
+90 days) that may also be passed as ?access_token= for embedding in a
+customer portal. --expires takes days (30d) or a Go duration (72h). A key
+for a tenant that has no usage yet is created with a warning (a misspelt
+tenant, say).`,
+		Example: "  gpumeter keys create --scope admin --expires 720h --note ops\n" +
+			"  gpumeter keys create --scope tenant:acme --portal --expires 7d",
+		Args: noArgs,
+	}
+	fs := cmd.Flags()
 	scope := fs.String("scope", "", "admin, department:NAME or tenant:NAME (required)")
-	expires := fs.Duration("expires", 0, "lifetime, e.g. 720h (default: never; required with --portal)")
+	var expires lifetime
+	fs.Var(&expires, "expires", "lifetime, in days (30d) or as a Go duration (720h) (default: never; required with --portal)")
 	portal := fs.Bool("portal", false, "a portal token: must expire, may travel as ?access_token=")
 	note := fs.String("note", "", "what the key is for")
-	pos, err := parseInvoiceFlags(fs, args)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		if *scope == "" {
+			return usageErrorf("--scope is required: admin, department:NAME or tenant:NAME")
+		}
+		sc, err := auth.ParseScope(*scope)
+		if err != nil {
+			return usageErrorf("--scope: %v", err)
+		}
+		key, token, err := auth.NewKey(auth.NewKeyRequest{Scope: sc, Portal: *portal, Expires: time.Duration(expires), Note: *note}, time.Now())
+		if err != nil {
+			return usageError{err}
+		}
+		s, err := openStore(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if err := s.SaveKey(ctx, key); err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stderr, "created key %s (%s%s); the token is shown once:\n", key.ID, key.Scope, expiryText(key))
+		fmt.Fprintln(g.stdout, token)
+		if sc.Kind == auth.KindTenant {
+			warnUnseenTenant(ctx, g, s, sc.Name)
+		}
+		return nil
+	}
+	return cmd
+}
+
+// lifetime is a --expires value: whole days (30d) or a Go duration.
+type lifetime time.Duration
+
+func (l *lifetime) String() string { return time.Duration(*l).String() }
+func (l *lifetime) Type() string   { return "duration" }
+func (l *lifetime) Set(v string) error {
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 0 || days > 100*365 {
+			return fmt.Errorf("%q: want whole days from 0 to 36500, such as 30d", v)
+		}
+		*l = lifetime(time.Duration(days) * 24 * time.Hour)
+		return nil
+	}
+	d, err := time.ParseDuration(v)
 	if err != nil {
-		return err
+		return fmt.Errorf("%q: want days (30d) or a duration (72h)", v)
 	}
-	if len(pos) > 0 {
-		return usageErrorf("unexpected argument %q", pos[0])
-	}
-	if *scope == "" {
-		return usageErrorf("--scope is required: admin, department:NAME or tenant:NAME")
-	}
-	sc, err := auth.ParseScope(*scope)
-	if err != nil {
-		return usageErrorf("--scope: %v", err)
-	}
-	key, token, err := auth.NewKey(auth.NewKeyRequest{Scope: sc, Portal: *portal, Expires: *expires, Note: *note}, time.Now())
-	if err != nil {
-		return usageError{err}
-	}
-	s, err := openStore(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	if err := s.SaveKey(ctx, key); err != nil {
-		return err
-	}
-	fmt.Fprintf(g.stderr, "created key %s (%s%s); the token is shown once:\n", key.ID, key.Scope, expiryText(key))
-	fmt.Fprintln(g.stdout, token)
+	*l = lifetime(d)
 	return nil
+}
+
+// warnUnseenTenant warns when a key is made for a tenant that has no
+// usage, in rollups or raw samples: a misspelt name, or a tenant not yet
+// metered.
+func warnUnseenTenant(ctx context.Context, g *globals, s *store.Store, tenant string) {
+	for _, src := range []store.Source{store.SourceHourly, store.SourceRaw} {
+		rows, err := s.Usage(ctx, store.UsageQuery{From: collectors.MinTime, To: time.Now().UTC(), Tenant: tenant, Source: src})
+		if err != nil {
+			g.logger.Warn("could not check whether the tenant has usage", "tenant", tenant, "err", err)
+			return
+		}
+		for _, r := range rows {
+			if r.Samples > 0 {
+				return
+			}
+		}
+	}
+	g.logger.Warn("the key's tenant has no usage yet: is the name right?", "tenant", tenant)
 }
 
 func expiryText(k auth.Key) string {
@@ -89,62 +134,69 @@ func expiryText(k auth.Key) string {
 	return s
 }
 
-func runKeysList(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("keys list", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	pos, err := parseInvoiceFlags(fs, args)
-	if err != nil {
-		return err
+func newKeysListCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "list API keys (never their tokens)",
+		Long:    "list prints every key: its id, scope, kind (api or portal), when it was created, expires and was revoked, and its note.",
+		Example: "  gpumeter keys list",
+		Args:    noArgs,
 	}
-	if len(pos) > 0 {
-		return usageErrorf("unexpected argument %q", pos[0])
-	}
-	s, err := openStore(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	keys, err := s.Keys(ctx)
-	if err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSCOPE\tKIND\tCREATED\tEXPIRES\tREVOKED\tNOTE")
-	when := func(t time.Time) string {
-		if t.IsZero() {
-			return "-"
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		s, err := openStore(ctx, g)
+		if err != nil {
+			return err
 		}
-		return t.Format(time.RFC3339)
-	}
-	for _, k := range keys {
-		kind := "api"
-		if k.Portal {
-			kind = "portal"
+		defer s.Close()
+		keys, err := s.Keys(ctx)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Scope, kind, when(k.CreatedAt), when(k.ExpiresAt), when(k.RevokedAt), orDash(k.Note))
+		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSCOPE\tKIND\tCREATED\tEXPIRES\tREVOKED\tNOTE")
+		when := func(t time.Time) string {
+			if t.IsZero() {
+				return "-"
+			}
+			return t.Format(time.RFC3339)
+		}
+		for _, k := range keys {
+			kind := "api"
+			if k.Portal {
+				kind = "portal"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Scope, kind, when(k.CreatedAt), when(k.ExpiresAt), when(k.RevokedAt), orDash(k.Note))
+		}
+		return tw.Flush()
 	}
-	return tw.Flush()
+	return cmd
 }
 
-func runKeysRevoke(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("keys revoke", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	id, err := oneArg(fs, args, "key id")
-	if err != nil {
-		return err
+func newKeysRevokeCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "revoke KEY_ID",
+		Short:   "revoke an API key",
+		Long:    "revoke revokes a key by its id (keys list shows them); it stops working within 2 seconds.",
+		Example: "  gpumeter keys revoke 3f9c2a",
+		Args:    oneArg("key id"),
 	}
-	s, err := openStore(ctx, g)
-	if err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		s, err := openStore(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		k, err := s.RevokeKey(ctx, args[0], time.Now())
+		if errors.Is(err, auth.ErrUnknownKey) {
+			return usageError{err}
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stdout, "revoked %s (%s) at %s\n", k.ID, k.Scope, k.RevokedAt.Format(time.RFC3339))
+		return nil
 	}
-	defer s.Close()
-	k, err := s.RevokeKey(ctx, id, time.Now())
-	if errors.Is(err, auth.ErrUnknownKey) {
-		return usageError{err}
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(g.stdout, "revoked %s (%s) at %s\n", k.ID, k.Scope, k.RevokedAt.Format(time.RFC3339))
-	return nil
+	return cmd
 }

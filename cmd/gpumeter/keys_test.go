@@ -1,8 +1,10 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestKeysCLI(t *testing.T) {
@@ -46,5 +48,62 @@ func TestKeysCLI(t *testing.T) {
 		if code, _, stderr := cli(t, append(g, bad...)...); code != 2 {
 			t.Errorf("%v: exit %d (%s), want 2", bad, code, stderr)
 		}
+	}
+}
+
+func TestKeysExpiresTakesDays(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		err  bool
+	}{
+		{"30d", 30 * 24 * time.Hour, false},
+		{"1d", 24 * time.Hour, false},
+		{"72h", 72 * time.Hour, false},
+		{"90m", 90 * time.Minute, false},
+		{"1.5d", 0, true},
+		{"-1d", 0, true},
+		{"d", 0, true},
+		{"30 days", 0, true},
+	} {
+		var l lifetime
+		err := l.Set(tc.in)
+		if (err != nil) != tc.err || (err == nil && time.Duration(l) != tc.want) {
+			t.Errorf("--expires %s: %v, %v; want %v (error: %v)", tc.in, time.Duration(l), err, tc.want, tc.err)
+		}
+	}
+}
+
+// keys create --expires 30d makes a key that expires in 30 days; a key for
+// a tenant with no usage is made, with a warning on stderr.
+func TestKeysCreateInDaysWarnsOfATenantWithoutUsage(t *testing.T) {
+	dsn := testDSN(t)
+	g := []string{"--clickhouse", dsn}
+	samples := writeTemp(t, "s.csv", "host,gpu_uuid,gpu_model,tenant,workload,start,end,gpu_seconds\n"+
+		"h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10\n")
+	if code, _, stderr := cli(t, append(g, "import", "--quiet", samples)...); code != 0 {
+		t.Fatalf("import: %d %s", code, stderr)
+	}
+	expires := regexp.MustCompile(`expires (\S+)\)`)
+	before := time.Now()
+	code, token, stderr := cli(t, append(g, "keys", "create", "--scope", "tenant:acme", "--expires", "30d")...)
+	after := time.Now()
+	if code != 0 || !strings.HasPrefix(token, "gmk_") {
+		t.Fatalf("create: %d %q %q", code, token, stderr)
+	}
+	m := expires.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no expiry in %q", stderr)
+	}
+	at, err := time.Parse(time.RFC3339, m[1])
+	if err != nil || at.Before(before.Add(30*24*time.Hour).Truncate(time.Second)) || at.After(after.Add(30*24*time.Hour)) {
+		t.Errorf("expires %s (%v); want 30 days after %s", m[1], err, before.Format(time.RFC3339))
+	}
+	if strings.Contains(stderr, "no usage") {
+		t.Errorf("warned of acme, which has usage: %s", stderr)
+	}
+	code, token, stderr = cli(t, append(g, "keys", "create", "--scope", "tenant:acmee", "--expires", "72h")...)
+	if code != 0 || !strings.HasPrefix(token, "gmk_") || !strings.Contains(stderr, "no usage yet") || !strings.Contains(stderr, "tenant=acmee") {
+		t.Errorf("a tenant without usage: exit %d, %q; want the key and a warning naming the tenant", code, stderr)
 	}
 }

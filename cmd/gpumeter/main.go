@@ -3,22 +3,31 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"sort"
+	"runtime/debug"
 	"strings"
 	"syscall"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpumeter/gpumeter/internal/config"
 )
 
-// globals are the flags every subcommand shares.
+// version and commit are set at build time (the Makefile's build target):
+// go build -ldflags "-X main.version=v1.2.0 -X main.commit=$(git rev-parse HEAD)".
+var version, commit string
+
+// globals are the flags every subcommand shares, and what the root's setup
+// makes of them before a command runs.
 type globals struct {
 	configPath string
 	dsn        string
@@ -29,32 +38,6 @@ type globals struct {
 	cfg        config.Config
 }
 
-type command struct {
-	summary string
-	run     func(ctx context.Context, g *globals, args []string) error
-}
-
-func commands() map[string]command {
-	return map[string]command{
-		"migrate":    {"apply ClickHouse schema migrations", runMigrate},
-		"import":     {"import usage samples from CSV or JSON Lines", runImport},
-		"usage":      {"print usage totals by tenant, department, SKU, host or workload", runUsage},
-		"demo":       {"load the bundled demo data set and print a summary", runDemo},
-		"serve":      {"run the server: HTTP, scheduled rollups and retention", runServe},
-		"rollup":     {"recompute hourly rollups for a range, or run the job once", runRollup},
-		"retention":  {"drop raw-sample months past the retention window", runRetention},
-		"quote":      {"price quantities against a price book (no database)", runQuote},
-		"invoice":    {"run, list, show, finalize, void and render invoices", runInvoice},
-		"chargeback": {"charge a month's GPU use to departments and tenants", runChargeback},
-		"keys":       {"create, list and revoke API keys and portal tokens", runKeys},
-		"webhooks":   {"list the webhook outbox and replay events", runWebhooks},
-		"mig":        {"plan and apply MIG partition layouts", runMIG},
-		"collect":    {"run the GPU collector (NVML, or --simulate)", runCollect},
-		"insights":   {"efficiency, right-sizing, anomalies and capacity from metered usage", runInsights},
-		"slurm":      {"compare Slurm's allocated GPU-hours (sacct) with measured usage", runSlurm},
-	}
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -62,52 +45,142 @@ func main() {
 	os.Exit(code)
 }
 
+// run runs the command line args and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	g := &globals{stdout: stdout, stderr: stderr}
-	fs := flag.NewFlagSet("gpumeter", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// Flag defaults are the built-in config's; a config file's values
+	// replace them in the commands, for the flags not given.
+	g := &globals{stdout: stdout, stderr: stderr, cfg: config.Default()}
+	root := newRootCmd(g)
+	root.SetArgs(append([]string{}, args...)) // never nil: cobra reads os.Args then
+	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+	}
+	return exitCode(err)
+}
+
+// exitCode is the exit status an error makes, for every command: 0 none;
+// 2 bad input (unknown command or flag, malformed or missing values,
+// input that does not validate), found before anything changed; 1 a
+// failure while running.
+func exitCode(err error) int {
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		return 2
+	}
+	return 1
+}
+
+// usageError marks bad command-line input (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+const rootHelp = `{{.Short}}
+
+Usage: gpumeter [global flags] <command> [flags] [global flags]
+
+Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}
+
+Flags (--config, --clickhouse and --log-level go before or after the command;
+given twice, the last one wins):
+{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}
+
+Examples:
+{{.Example}}
+
+{{.Long}}
+`
+
+func newRootCmd(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "gpumeter",
+		Short: "gpumeter meters, prices and invoices the use of shared GPU fleets.",
+		Long: `Global settings come from the config file, then the environment (` + config.EnvConfig + `,
+` + config.EnvClickHouse + `, ` + config.EnvLogLevel + `), then the flags; an empty flag value
+(--clickhouse=) is refused, never read as "the default". Long flags take two
+dashes (--period, not -period).
+
+Exit status, for every command: 0 done; 2 bad input (unknown command or
+flag, malformed values, stray arguments, files that do not validate), found
+before anything is changed; 1 a failure while running (ClickHouse
+unreachable, a query or write failing, NVML errors).
+
+"gpumeter <command> --help" describes a command, its flags and examples.`,
+		Example: "  gpumeter --clickhouse clickhouse://127.0.0.1:9000/gpumeter usage --from 2026-11-01\n" +
+			"  gpumeter usage --from 2026-11-01 --clickhouse clickhouse://127.0.0.1:9000/gpumeter\n" +
+			"  gpumeter help invoice",
+		Version: buildVersion(version, commit, buildInfo()),
+		Args:    subcommandArgs,
+		RunE:    wantSubcommand,
+		// run prints errors, once, in its own form.
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		PersistentPreRunE: g.setup,
+	}
+	addGlobalFlags(root.PersistentFlags(), g)
+	root.SetOut(g.stdout) // help, and the completion command's script
+	root.SetErr(g.stderr)
+	root.SetFlagErrorFunc(flagError)
+	root.SetVersionTemplate("gpumeter {{.Version}}\n")
+	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(), "Global Flags:",
+		"Global Flags (before or after the command; given twice, the last one wins):", 1))
+	root.AddCommand(newMigrateCmd(g), newImportCmd(g), newUsageCmd(g), newDemoCmd(g), newServeCmd(g),
+		newRollupCmd(g), newRetentionCmd(g), newQuoteCmd(g), newInvoiceCmd(g), newChargebackCmd(g),
+		newKeysCmd(g), newWebhooksCmd(g), newMIGCmd(g, gonvml.New), newInsightsCmd(g), newSlurmCmd(g),
+		newCollectCmd(g, collectDeps{newNVML: func() gonvml.Interface { return gonvml.New() }}), newVersionCmd())
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	// The root's help lists the commands first; the others keep cobra's.
+	def := root.HelpTemplate()
+	root.SetHelpTemplate(rootHelp)
+	for _, c := range root.Commands() {
+		c.SetHelpTemplate(def)
+	}
+	asInputErrors(root)
+	return root
+}
+
+// addGlobalFlags defines the global flags on fs, their defaults from the
+// environment.
+func addGlobalFlags(fs *pflag.FlagSet, g *globals) {
 	env := config.FromEnv(os.Getenv)
 	fs.StringVar(&g.configPath, "config", env.ConfigPath, "YAML config file (env "+config.EnvConfig+")")
 	fs.StringVar(&g.dsn, "clickhouse", env.ClickHouse, "ClickHouse DSN, native protocol: clickhouse://user:pass@host:9000/db (env "+config.EnvClickHouse+"; default from --config, else local)")
 	fs.StringVar(&g.logLevel, "log-level", env.LogLevel, "debug, info, warn or error (env "+config.EnvLogLevel+")")
-	fs.Usage = func() { usage(fs) }
-	// Global flags go before the command, after it, or both: those before
-	// are parsed first, then those after, so the last one given wins.
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+}
+
+// setup loads the config and makes the logger, once, before the command
+// runs. Precedence: config file, then environment (the flag defaults),
+// then flags.
+func (g *globals) setup(cmd *cobra.Command, _ []string) error {
+	for c := cmd; c.HasParent(); c = c.Parent() {
+		switch c.Name() {
+		case "help", "completion", "version", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
+			return nil // they need no config, and work without one
 		}
-		return 2
-	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		usage(fs)
-		return 2
-	}
-	names := map[string]bool{}
-	fs.VisitAll(func(f *flag.Flag) { names[f.Name] = true })
-	after, cmdArgs := splitGlobals(rest[1:], names)
-	if err := fs.Parse(after); err != nil {
-		return 2
 	}
 	// An explicitly empty global flag is a mistake (an unset shell
 	// variable, say), never a silent "use the default".
 	var empty []string
-	fs.Visit(func(f *flag.Flag) {
-		if f.Value.String() == "" {
-			empty = append(empty, "--"+f.Name)
+	for _, name := range []string{"config", "clickhouse", "log-level"} {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed && f.Value.String() == "" {
+			empty = append(empty, "--"+name)
 		}
-	})
-	if len(empty) > 0 {
-		fmt.Fprintf(stderr, "gpumeter: %s: empty value (leave the flag out for the default)\n", strings.Join(empty, ", "))
-		return 2
 	}
-	// Precedence: config file, then environment, then flags (the flag
-	// defaults above hold the environment).
+	if len(empty) > 0 {
+		return usageErrorf("%s: empty value (leave the flag out for the default)", strings.Join(empty, ", "))
+	}
 	cfg, err := config.Load(g.configPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "gpumeter: %v\n", err)
-		return 2
+		return usageError{err}
 	}
 	g.cfg = cfg
 	if g.dsn == "" {
@@ -118,103 +191,132 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		fmt.Fprintf(stderr, "gpumeter: --log-level: %v\n", err)
-		return 2
+		return usageErrorf("--log-level: %v", err)
 	}
-	g.logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-
-	cmd, ok := commands()[rest[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "gpumeter: unknown command %q\n", rest[0])
-		usage(fs)
-		return 2
-	}
-	if err := cmd.run(ctx, g, cmdArgs); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			// The command printed its own flags; the shared ones follow.
-			fmt.Fprintln(stderr, "\n"+globalFlagsHeading)
-			fs.PrintDefaults()
-			return 0
-		}
-		fmt.Fprintf(stderr, "gpumeter %s: %v\n", rest[0], err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			return 2
-		}
-		return 1
-	}
-	return 0
+	g.logger = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+	return nil
 }
 
-// splitGlobals takes the global flags (names, as -name, --name, either
-// with =value or followed by the value) out of a command's arguments,
-// wherever they stand, up to a "--" terminator; the rest is left in
-// order for the command. A global flag at the end without its value is
-// passed on alone, for the flag parser to refuse. A command's own flag
-// cannot share a global flag's name, and a command's flag value spelled
-// like a global flag must be given as --flag=value.
-func splitGlobals(args []string, names map[string]bool) (globals, rest []string) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return globals, append(rest, args[i:]...)
-		}
-		name, hasValue := globalFlagName(a)
-		if !names[name] {
-			rest = append(rest, a)
-			continue
-		}
-		globals = append(globals, a)
-		if !hasValue && i+1 < len(args) {
-			i++
-			globals = append(globals, args[i])
+// flagError makes a flag the command line got wrong bad input, and names
+// a word before it that is not a subcommand as such.
+func flagError(c *cobra.Command, err error) error {
+	if pos := c.Flags().Args(); c.HasSubCommands() && len(pos) > 0 {
+		return subcommandArgs(c, pos)
+	}
+	var ne *pflag.NotExistError
+	if errors.As(err, &ne) && ne.GetSpecifiedShortnames() != "" {
+		name, _, _ := strings.Cut(ne.GetSpecifiedShortnames(), "=")
+		if c.Flags().Lookup(name) != nil {
+			return usageErrorf("-%s: long flags take two dashes: --%s", name, name)
 		}
 	}
-	return globals, rest
+	return usageErrorf("%w (see %s --help)", err, c.CommandPath())
 }
 
-// globalFlagName returns the name in -name, --name or --name=value, and
-// whether the argument holds the value; "" when a is not a flag.
-func globalFlagName(a string) (string, bool) {
-	if len(a) < 2 || a[0] != '-' {
-		return "", false
+// asInputErrors makes every refusal of positional arguments bad input,
+// cobra's own commands' (help, completion) included.
+func asInputErrors(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(c *cobra.Command, args []string) error {
+			err := check(c, args)
+			if ue := (usageError{}); err != nil && !errors.As(err, &ue) {
+				return usageError{err}
+			}
+			return err
+		}
 	}
-	a = a[1:]
-	if a[0] == '-' {
-		a = a[1:]
+	for _, sub := range c.Commands() {
+		asInputErrors(sub)
 	}
-	if a == "" || a[0] == '-' || a[0] == '=' {
-		return "", false
-	}
-	name, _, hasValue := strings.Cut(a, "=")
-	return name, hasValue
 }
 
-const globalFlagsHeading = "global flags (before or after the command; given twice, the last one wins):"
-
-// usageError marks bad command-line input (exit status 2).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
-
-func usage(fs *flag.FlagSet) {
-	w := fs.Output()
-	fmt.Fprintln(w, "usage: gpumeter [global flags] <command> [flags] [global flags]")
-	fmt.Fprintln(w, "\ncommands:")
-	cmds := commands()
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
+// subcommandArgs refuses a word that names no subcommand.
+func subcommandArgs(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
+	what := "subcommand"
+	if !c.HasParent() {
+		what = "command"
 	}
-	fmt.Fprintln(w, "\n"+globalFlagsHeading)
-	fs.PrintDefaults()
-	fmt.Fprintln(w, "\ngpumeter <command> --help lists the command's flags. Exit status: 0 done,")
-	fmt.Fprintln(w, "1 failed while running (ClickHouse down, say), 2 bad flags or input.")
+	return usageErrorf("unknown %s %q: want %s", what, args[0], subcommandNames(c))
+}
+
+// wantSubcommand is the run of a command that only holds subcommands.
+func wantSubcommand(c *cobra.Command, _ []string) error {
+	what := "subcommand"
+	if !c.HasParent() {
+		what = "command"
+	}
+	return usageErrorf("want a %s: %s (see %s --help)", what, subcommandNames(c), c.CommandPath())
+}
+
+func subcommandNames(c *cobra.Command) string {
+	var names []string
+	for _, s := range c.Commands() {
+		if s.IsAvailableCommand() {
+			names = append(names, s.Name())
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// noArgs refuses positional arguments.
+func noArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("unexpected argument %q", args[0])
+	}
+	return nil
+}
+
+// oneArg wants exactly one positional argument, what.
+func oneArg(what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usageErrorf("want one %s, got %d", what, len(args))
+		}
+		return nil
+	}
+}
+
+// configDefault gives a flag that was not given the config's value: flags
+// are defined before the config is loaded.
+func configDefault[T any](fs *pflag.FlagSet, name string, p *T, v T) {
+	if !fs.Changed(name) {
+		*p = v
+	}
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "print the build's version and VCS commit",
+		Long: `version prints the version and VCS commit the binary was built from (set by
+the Makefile's build through -ldflags, else what the Go toolchain recorded).`,
+		Example: "  gpumeter version\n  gpumeter --version",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "gpumeter %s\n", cmd.Root().Version)
+			return err
+		},
+	}
+}
+
+func buildInfo() *debug.BuildInfo {
+	info, _ := debug.ReadBuildInfo()
+	return info
+}
+
+// buildVersion is "VERSION (commit COMMIT)" from the -ldflags values,
+// else from the build info (the main module's version, vcs.revision).
+func buildVersion(version, commit string, info *debug.BuildInfo) string {
+	if info != nil {
+		version = cmp.Or(version, info.Main.Version)
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				commit = cmp.Or(commit, s.Value)
+			}
+		}
+	}
+	return fmt.Sprintf("%s (commit %s)", cmp.Or(version, "(devel)"), cmp.Or(commit, "unknown"))
 }

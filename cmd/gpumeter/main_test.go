@@ -1,25 +1,49 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumeter/gpumeter/internal/config"
 )
 
-// commandLines are every command and subcommand, as typed.
+// commandLines are every command and subcommand, as typed; cobra's own
+// help and completion commands are left out.
 func commandLines() [][]string {
 	var out [][]string
-	for name := range commands() {
-		out = append(out, []string{name})
+	var walk func(path []string, c *cobra.Command)
+	walk = func(path []string, c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if sub.Name() == "help" || sub.Name() == "completion" {
+				continue
+			}
+			line := append(append([]string{}, path...), sub.Name())
+			out = append(out, line)
+			walk(line, sub)
+		}
 	}
-	out = append(out, []string{"mig", "plan"}, []string{"mig", "apply"}, []string{"slurm", "compare"})
-	for _, sub := range []string{"efficiency", "rightsize", "anomalies", "capacity"} {
-		out = append(out, []string{"insights", sub})
-	}
-	sort.Slice(out, func(i, j int) bool { return strings.Join(out[i], " ") < strings.Join(out[j], " ") })
+	walk(nil, newRootCmd(&globals{cfg: config.Default()}))
 	return out
+}
+
+func TestCommandLinesCoverTheTree(t *testing.T) {
+	var names []string
+	for _, c := range commandLines() {
+		names = append(names, strings.Join(c, " "))
+	}
+	for _, want := range []string{"migrate", "invoice render", "keys create", "webhooks replay", "mig apply", "insights capacity", "slurm compare", "version"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("commandLines lacks %q: %q", want, names)
+		}
+	}
 }
 
 func TestEveryCommandRefusesABadFlagWithExit2(t *testing.T) {
@@ -39,8 +63,9 @@ func TestEveryCommandRefusesABadFlagWithExit2(t *testing.T) {
 func TestEveryCommandRefusesAStrayArgumentWithExit2(t *testing.T) {
 	for _, cmd := range commandLines() {
 		name := strings.Join(cmd, " ")
-		if name == "import" || name == "mig" || name == "slurm" { // files, and a subcommand, are their arguments
-			continue
+		switch name {
+		case "import", "invoice show", "invoice finalize", "invoice void", "invoice render", "keys revoke", "webhooks replay":
+			continue // they take files, invoices, keys or events as arguments
 		}
 		t.Run(name, func(t *testing.T) {
 			// Before the fix retention ignored its arguments.
@@ -59,25 +84,103 @@ func TestEveryCommandHelpListsTheGlobalFlags(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d, stderr %q", code, stderr)
 			}
-			for _, want := range []string{"before or after the command", "-clickhouse", "-config", "-log-level"} {
-				if !strings.Contains(stderr, want) {
-					t.Errorf("help lacks %q:\n%s", want, stderr)
+			for _, want := range []string{"before or after the command", "--clickhouse", "--config", "--log-level"} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("help lacks %q:\n%s", want, stdout)
 				}
 			}
-			if stdout != "" {
-				t.Errorf("help went to stdout: %q", stdout)
+			if stderr != "" {
+				t.Errorf("help went to stderr: %q", stderr)
 			}
-			// A command flag named like a global one would be taken
-			// from the command by splitGlobals.
-			own, _, _ := strings.Cut(stderr, "global flags")
+			if cmd == nil {
+				return
+			}
+			for _, want := range []string{"Usage:\n  gpumeter " + strings.Join(cmd, " "), "Examples:\n  "} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("help lacks %q:\n%s", want, stdout)
+				}
+			}
+			// A command flag named like a global one would shadow it.
+			own, _, _ := strings.Cut(stdout, "Global Flags")
 			for _, line := range strings.Split(own, "\n") {
 				for _, g := range []string{"clickhouse", "config", "log-level"} {
-					if strings.HasPrefix(strings.TrimSpace(line)+" ", "-"+g+" ") {
-						t.Errorf("the command has its own -%s flag, which the global one shadows", g)
+					if strings.HasPrefix(strings.TrimSpace(line)+" ", "--"+g+" ") {
+						t.Errorf("the command has its own --%s flag, which shadows the global one", g)
 					}
 				}
 			}
 		})
+	}
+}
+
+// The root's help lists the commands with their summaries first, and
+// "help COMMAND" is "COMMAND --help".
+func TestHelp(t *testing.T) {
+	code, stdout, _ := cli(t, "--help")
+	lines := strings.Split(stdout, "\n")
+	if code != 0 || len(lines) < 10 || !strings.HasPrefix(lines[4], "Commands:") ||
+		!strings.Contains(strings.Join(lines[:10], "\n"), "chargeback  charge a month's GPU use to departments and tenants") {
+		t.Errorf("exit %d; want the commands with their summaries in the first 10 lines:\n%s", code, stdout)
+	}
+	code, stdout, _ = cli(t, "help", "invoice")
+	_, want, _ := cli(t, "invoice", "--help")
+	if code != 0 || stdout != want || !strings.Contains(stdout, "run         invoice a month") {
+		t.Errorf("help invoice: exit %d:\n%s\nwant invoice --help:\n%s", code, stdout, want)
+	}
+	if _, stdout, _ = cli(t, "invoice", "run", "--help"); !strings.Contains(stdout, "      --period string") {
+		t.Errorf("flags are shown with --:\n%s", stdout)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, stdout, stderr := cli(t, args...)
+		if code != 0 || !strings.HasPrefix(stdout, "gpumeter ") || !strings.Contains(stdout, " (commit ") {
+			t.Errorf("%v: exit %d, %q %q", args, code, stdout, stderr)
+		}
+	}
+	info := &debug.BuildInfo{Main: debug.Module{Version: "v0.9.0"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123abc"}}}
+	for _, tc := range []struct {
+		version, commit string
+		info            *debug.BuildInfo
+		want            string
+	}{
+		{"v1.2.0", "deadbeef", info, "v1.2.0 (commit deadbeef)"},
+		{"", "", info, "v0.9.0 (commit 0123abc)"},
+		{"", "", nil, "(devel) (commit unknown)"},
+	} {
+		if got := buildVersion(tc.version, tc.commit, tc.info); got != tc.want {
+			t.Errorf("buildVersion(%q, %q, %v) = %q, want %q", tc.version, tc.commit, tc.info, got, tc.want)
+		}
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	code, stdout, stderr := cli(t, "completion", "bash")
+	if code != 0 || !strings.Contains(stdout, "# bash completion V2 for gpumeter") || !strings.Contains(stdout, "__start_gpumeter") {
+		t.Fatalf("exit %d, stderr %q, script:\n%.300s", code, stderr, stdout)
+	}
+	for _, shell := range []string{"zsh", "fish"} {
+		if code, stdout, _ := cli(t, "completion", shell); code != 0 || !strings.Contains(stdout, "gpumeter") {
+			t.Errorf("completion %s: exit %d", shell, code)
+		}
+	}
+}
+
+// Every command's exit status comes from exitCode alone.
+func TestExitCode(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{usageErrorf("--period: bad"), 2},
+		{fmt.Errorf("invoice run: %w", usageErrorf("--period: bad")), 2},
+		{errors.New("dial tcp 127.0.0.1:1: connection refused"), 1},
+	} {
+		if got := exitCode(tc.err); got != tc.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
 	}
 }
 
@@ -137,7 +240,9 @@ func TestGlobalFlagsGoBeforeOrAfterTheCommand(t *testing.T) {
 		// Before the fix each of these was "flag provided but not defined".
 		{"after the command", cat([]string{"usage", "--clickhouse", dsn}, day), 0, ""},
 		{"after the command, --flag=value", cat([]string{"usage", "--clickhouse=" + dsn}, day), 0, ""},
-		{"after the command, one dash", cat([]string{"usage", "-clickhouse", dsn}, day), 0, ""},
+		// pflag reads -clickhouse as the short flags -c -l -i ...
+		{"one dash is refused, naming the long flag", cat([]string{"usage", "-clickhouse", dsn}, day), 2, "-clickhouse: long flags take two dashes: --clickhouse"},
+		{"one dash with =value is refused", cat([]string{"-log-level=warn", "usage"}, day), 2, "long flags take two dashes: --log-level"},
 		{"after the command's own flags", cat([]string{"usage"}, day, []string{"--clickhouse", dsn}), 0, ""},
 		{"--log-level after quote", []string{"quote", "--log-level", "debug", "--book", book, "--quantity", qty}, 0, ""},
 		{"--log-level= after quote", []string{"quote", "--book", book, "--log-level=warn", "--quantity", qty}, 0, ""},
@@ -149,9 +254,11 @@ func TestGlobalFlagsGoBeforeOrAfterTheCommand(t *testing.T) {
 		{"twice after the command: the last wins", cat([]string{"usage", "--clickhouse", down, "--clickhouse", dsn}, day), 0, ""},
 		{"a bad value after the command is still refused", []string{"quote", "--log-level", "loud", "--book", book, "--quantity", qty}, 2, "log-level"},
 		{"an empty value after the command is still refused", cat([]string{"usage", "--clickhouse="}, day), 2, "--clickhouse: empty value"},
-		{"a global flag at the end without its value", cat([]string{"usage"}, day, []string{"--clickhouse"}), 2, "flag needs an argument: -clickhouse"},
+		{"a global flag at the end without its value", cat([]string{"usage"}, day, []string{"--clickhouse"}), 2, "flag needs an argument: --clickhouse"},
 		{"a global flag past -- is the command's argument", []string{"quote", "--book", book, "--quantity", qty, "--", "--log-level", "debug"}, 2, `unexpected argument "--log-level"`},
-		{"an unknown flag before the command is refused", []string{"--frobnicate", "usage"}, 2, "flag provided but not defined: -frobnicate"},
+		{"an unknown flag before the command is refused", []string{"--frobnicate", "usage"}, 2, "unknown flag: --frobnicate"},
+		{"a subcommand's flags before it", []string{"mig", "--fleet", fleet, "--demand", demand, "plan", "--log-level", "warn"}, 0, ""},
+		{"an unknown command before a flag", []string{"--log-level", "debug", "usages", "--from", "2026-11-01"}, 2, `unknown command "usages"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,26 +270,49 @@ func TestGlobalFlagsGoBeforeOrAfterTheCommand(t *testing.T) {
 	}
 }
 
-func TestSplitGlobals(t *testing.T) {
+// The global flags are taken wherever they stand, up to a "--", and a
+// look-alike of one is the command's own flag.
+func TestGlobalFlagsParse(t *testing.T) {
 	cases := []struct {
-		name          string
-		args          []string
-		globals, rest string
+		name            string
+		args            []string
+		dsn, level, pos string
+		err             string
 	}{
-		{"none", []string{"--from", "x", "file"}, "", "--from x file"},
-		{"separate value", []string{"--from", "x", "--clickhouse", "dsn", "file"}, "--clickhouse dsn", "--from x file"},
-		{"joined value", []string{"--config=c.yaml", "-x"}, "--config=c.yaml", "-x"},
-		{"after positional arguments", []string{"file", "--log-level", "debug"}, "--log-level debug", "file"},
-		{"a look-alike is the command's", []string{"--from-clickhouse", "--clickhouses", "v"}, "", "--from-clickhouse --clickhouses v"},
-		{"stops at --", []string{"--log-level", "a", "--", "--log-level", "b"}, "--log-level a", "-- --log-level b"},
-		{"missing value left for the parser to refuse", []string{"x", "--config"}, "--config", "x"},
-		{"three dashes are not a flag", []string{"---config", "x"}, "", "---config x"},
+		{"none", []string{"mig", "plan", "--fleet", "x", "--demand", "d"}, "", "", "", ""},
+		{"separate value", []string{"mig", "plan", "--fleet", "x", "--clickhouse", "dsn"}, "dsn", "", "", ""},
+		{"joined value, before the command", []string{"--log-level=debug", "mig", "plan"}, "", "debug", "", ""},
+		{"after a positional argument", []string{"invoice", "show", "GM-1", "--clickhouse", "dsn"}, "dsn", "", "GM-1", ""},
+		{"a look-alike is the command's", []string{"mig", "plan", "--from-clickhouse", "--clickhouses", "v"}, "", "", "", "unknown flag: --clickhouses"},
+		{"stops at --", []string{"invoice", "show", "--log-level", "a", "--", "--log-level", "b"}, "", "a", "--log-level b", ""},
+		{"missing value", []string{"invoice", "show", "x", "--config"}, "", "", "", "flag needs an argument: --config"},
+		{"three dashes are not a flag", []string{"invoice", "show", "---config", "x"}, "", "", "", "bad flag syntax: ---config"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g, r := splitGlobals(tc.args, map[string]bool{"clickhouse": true, "config": true, "log-level": true})
-			if strings.Join(g, " ") != tc.globals || strings.Join(r, " ") != tc.rest {
-				t.Errorf("globals %q, rest %q; want %q, %q", g, r, tc.globals, tc.rest)
+			g := &globals{cfg: config.Default()}
+			cmd, rest, err := newRootCmd(g).Find(tc.args)
+			if err == nil {
+				err = cmd.ParseFlags(rest)
+			}
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Only what the flags set: the environment may hold defaults.
+			if f := cmd.Flags().Lookup("clickhouse"); f.Changed != (tc.dsn != "") || (tc.dsn != "" && g.dsn != tc.dsn) {
+				t.Errorf("--clickhouse %q (given: %v), want %q", g.dsn, f.Changed, tc.dsn)
+			}
+			if f := cmd.Flags().Lookup("log-level"); f.Changed != (tc.level != "") || (tc.level != "" && g.logLevel != tc.level) {
+				t.Errorf("--log-level %q (given: %v), want %q", g.logLevel, f.Changed, tc.level)
+			}
+			if got := strings.Join(cmd.Flags().Args(), " "); got != tc.pos {
+				t.Errorf("arguments %q, want %q", got, tc.pos)
 			}
 		})
 	}

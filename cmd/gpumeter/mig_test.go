@@ -73,7 +73,7 @@ func TestMIGRejectsBadInvocations(t *testing.T) {
 		{"plan without a fleet source", []string{"mig", "plan", "--demand", demand}, "exactly one of --fleet"},
 		{"plan with two fleet sources", []string{"mig", "plan", "--fleet", fleet, "--from-clickhouse", "--demand", demand}, "exactly one of --fleet"},
 		{"plan with a stray argument", []string{"mig", "plan", "--fleet", fleet, "--demand", demand, "extra"}, `unexpected argument "extra"`},
-		{"plan with an unknown flag", []string{"mig", "plan", "--fleet", fleet, "--demand", demand, "--fast"}, "flag provided but not defined"},
+		{"plan with an unknown flag", []string{"mig", "plan", "--fleet", fleet, "--demand", demand, "--fast"}, "unknown flag: --fast"},
 		{"fleet file missing", []string{"mig", "plan", "--fleet", "/nonexistent/fleet.yaml", "--demand", demand}, "nonexistent/fleet.yaml"},
 		{"fleet file empty", []string{"mig", "plan", "--fleet", bad("empty.yaml", ""), "--demand", demand}, "is empty"},
 		{"fleet file not YAML", []string{"mig", "plan", "--fleet", bad("f.yaml", "gpus: [unclosed"), "--demand", demand}, "--fleet"},
@@ -238,7 +238,7 @@ func TestMIGApplyThroughMockNVML(t *testing.T) {
 	apply := func(args ...string) (string, error) {
 		var out bytes.Buffer
 		g := &globals{stdout: &out, stderr: io.Discard, logger: slog.New(slog.DiscardHandler)}
-		err := runMIGApply(context.Background(), g, args, lib)
+		err := runCommand(context.Background(), newMIGApplyCmd(g, lib), args)
 		return out.String(), err
 	}
 	instances := func() []nvml.GpuInstancePlacement {

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,67 +10,54 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
-const quoteUsage = `usage: gpumeter quote --book FILE [--contract FILE] (--usage FILE | --quantity SKU:METER=VALUE ...)
-                      [--from TIME] [--to TIME] [--tenant NAME] [--json]
-
-Prices usage against a price book with the same engine as invoices, without a
-database. Usage comes either from a file of hourly rows (--usage: CSV with the
-header hour,sku,meter,quantity, a .json array of {"hour","sku","meter",
-"quantity"} objects, or the output of usage --json --bucket hour --by sku;
-"-" reads standard input) or as period totals (--quantity, repeatable), which are
-spread evenly over the hours of the period. TIME is RFC 3339 or YYYY-MM-DD
-(00:00 UTC). The period defaults to the whole UTC calendar months holding the
-usage rows, or to the current UTC month for --quantity (named on stderr);
---from alone prices one month from it. A problem repeated on many rows is
-reported once, with the lines it is on.
-
-flags:
-`
-
-// quantityFlags collects repeated --quantity SKU:METER=VALUE flags.
-type quantityFlags []string
-
-func (q *quantityFlags) String() string     { return strings.Join(*q, " ") }
-func (q *quantityFlags) Set(v string) error { *q = append(*q, v); return nil }
-
 type quoteArgs struct {
 	book, contract, usage string
-	quantities            quantityFlags
+	quantities            []string
 	from, to, tenant      string
 	json                  bool
 }
 
-// runQuote prices quantities against a price book (no database): gpumeter
-// quote --book FILE [--contract FILE] (--usage FILE | --quantity ...) [--json].
-func runQuote(ctx context.Context, g *globals, args []string) error {
+func newQuoteCmd(g *globals) *cobra.Command {
 	var a quoteArgs
-	fs := flag.NewFlagSet("quote", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
+	cmd := &cobra.Command{
+		Use:   "quote --book FILE [--contract FILE] (--usage FILE | --quantity SKU:METER=VALUE ...) [--from TIME] [--to TIME] [--json]",
+		Short: "price quantities against a price book (no database)",
+		Long: `quote prices usage against a price book with the same engine as invoices,
+without a database. Usage comes either from a file of hourly rows (--usage:
+CSV with the header hour,sku,meter,quantity, a .json array of {"hour","sku",
+"meter","quantity"} objects, or the output of usage --json --bucket hour
+--by sku; "-" reads standard input) or as period totals (--quantity,
+repeatable), which are spread evenly over the hours of the period. TIME is
+RFC 3339 or YYYY-MM-DD (00:00 UTC). The period defaults to the whole UTC
+calendar months holding the usage rows, or to the current UTC month for
+--quantity (named on stderr); --from alone prices one month from it. A
+problem repeated on many rows is reported once, with the lines it is on
+(docs/pricing.md).`,
+		Example: "  gpumeter quote --book pricing/books/gpu-cloud.yaml --quantity H100-SXM5-80GB:gpu_hours=720 --from 2026-11-01\n" +
+			"  gpumeter usage --from 2026-11-01 --to 2026-12-01 --bucket hour --by sku --json | gpumeter quote --book book.yaml --usage -",
+		Args: noArgs,
+	}
+	fs := cmd.Flags()
 	fs.StringVar(&a.book, "book", "", "price book, YAML (required)")
 	fs.StringVar(&a.contract, "contract", "", "tenant contract, YAML")
 	fs.StringVar(&a.usage, "usage", "", "hourly usage rows: CSV (hour,sku,meter,quantity) or a .json array")
-	fs.Var(&a.quantities, "quantity", "SKU:METER=VALUE, a total for the period; repeatable")
+	fs.StringArrayVar(&a.quantities, "quantity", nil, "SKU:METER=VALUE, a total for the period; repeatable")
 	fs.StringVar(&a.from, "from", "", "period start, RFC 3339 or YYYY-MM-DD")
 	fs.StringVar(&a.to, "to", "", "period end (exclusive), RFC 3339 or YYYY-MM-DD")
 	fs.StringVar(&a.tenant, "tenant", "", "tenant name (defaults to the contract's)")
 	fs.BoolVar(&a.json, "json", false, "print the result as JSON")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), quoteUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageErrorf("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected argument %q", fs.Arg(0))
-	}
+	cmd.RunE = func(*cobra.Command, []string) error { return runQuote(g, a) }
+	return cmd
+}
+
+// runQuote prices quantities against a price book (no database).
+func runQuote(g *globals, a quoteArgs) error {
 	in, err := a.input(time.Now())
 	if err != nil {
 		return err

@@ -234,7 +234,7 @@ func TestQuoteRejectsBadInput(t *testing.T) {
 		{"--from that is not a time", []string{"--book", book, "--quantity", q, "--from", "March"}, `--from: "March" is not a time`},
 		{"a period without a whole hour", []string{"--book", book, "--quantity", q, "--from", "2026-03-01T00:10:00Z", "--to", "2026-03-01T00:50:00Z"}, "no whole hour"},
 		{"a quantity over a period of centuries", []string{"--book", book, "--quantity", q, "--from", "2000-01-01", "--to", "2400-01-01"}, "quote at most two years"},
-		{"an unknown flag", []string{"--book", book, "--quantity", q, "--price", "1"}, "flag provided but not defined: -price"},
+		{"an unknown flag", []string{"--book", book, "--quantity", q, "--price", "1"}, "unknown flag: --price"},
 		{"a stray argument", []string{"--book", book, "--quantity", q, "extra"}, `unexpected argument "extra"`},
 	}
 	for _, tc := range cases {
@@ -254,9 +254,9 @@ func TestQuoteRejectsBadInput(t *testing.T) {
 }
 
 func TestQuoteHelp(t *testing.T) {
-	code, _, stderr := runCLI("--help")
-	if code != 0 || !strings.Contains(stderr, "usage: gpumeter quote --book FILE") {
-		t.Errorf("exit %d, stderr: %s", code, stderr)
+	code, stdout, stderr := runCLI("--help")
+	if code != 0 || !strings.Contains(stdout, "gpumeter quote --book FILE") {
+		t.Errorf("exit %d, stdout: %s, stderr: %s", code, stdout, stderr)
 	}
 }
 
@@ -267,7 +267,7 @@ func TestQuoteDefaultPeriod(t *testing.T) {
 		args     quoteArgs
 		from, to string
 	}{
-		{"--quantity alone prices the current UTC month", quoteArgs{quantities: quantityFlags{"x"}}, "2026-07-01T00:00:00Z", "2026-08-01T00:00:00Z"},
+		{"--quantity alone prices the current UTC month", quoteArgs{quantities: []string{"x"}}, "2026-07-01T00:00:00Z", "2026-08-01T00:00:00Z"},
 		{"--from alone prices one month from it", quoteArgs{from: "2026-02-15"}, "2026-02-15T00:00:00Z", "2026-03-15T00:00:00Z"},
 		{"--from and --to are taken as given", quoteArgs{from: "2026-02-15T06:00:00+02:00", to: "2026-02-16"}, "2026-02-15T06:00:00+02:00", "2026-02-16T00:00:00Z"},
 	}

@@ -1,132 +1,146 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 )
 
-// runRollup recomputes usage_hourly by hand for a range, or runs the
-// scheduled job once (--scheduled).
-func runRollup(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("rollup", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
+func newRollupCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rollup (--from TIME --to TIME | --scheduled)",
+		Short: "recompute hourly rollups for a range, or run the scheduled job once",
+		Long: `rollup recomputes usage_hourly by hand for a range (rounded out to whole
+hours), closing it when nothing before it is left unrolled, or runs the
+scheduled job once (--scheduled): it rolls up and closes every hour past
+rollup.grace and recomputes hours with late samples. Invoices wait for
+closed hours (docs/import.md: import, rollup, invoice). TIME is RFC 3339 or
+YYYY-MM-DD (00:00 UTC).`,
+		Example: "  gpumeter rollup --from 2026-11-01 --to 2026-12-01\n  gpumeter rollup --scheduled",
+		Args:    noArgs,
+	}
+	fs := cmd.Flags()
 	from := fs.String("from", "", "start of the range (RFC 3339 or YYYY-MM-DD), rounded down to the hour")
 	to := fs.String("to", "", "end of the range, exclusive, rounded up to the hour")
 	scheduled := fs.Bool("scheduled", false, "run the scheduled job once: closed hours and late samples")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected arguments %v", fs.Args())
-	}
-	if *scheduled == (*from != "" || *to != "") {
-		return usageErrorf("give either --from and --to, or --scheduled")
-	}
-	var f, t time.Time
-	if !*scheduled {
-		var err error
-		if f, err = parseTime(*from); err != nil {
-			return usageErrorf("--from: %v", err)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		if *scheduled == (*from != "" || *to != "") {
+			return usageErrorf("give either --from and --to, or --scheduled")
 		}
-		if t, err = parseTime(*to); err != nil {
-			return usageErrorf("--to: %v", err)
+		var f, t time.Time
+		if !*scheduled {
+			var err error
+			if f, err = parseTime(*from); err != nil {
+				return usageErrorf("--from: %v", err)
+			}
+			if t, err = parseTime(*to); err != nil {
+				return usageErrorf("--to: %v", err)
+			}
+			if !t.After(f) {
+				return usageErrorf("--to must be after --from")
+			}
 		}
-		if !t.After(f) {
-			return usageErrorf("--to must be after --from")
-		}
-	}
-	s, err := openStore(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	job := billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
-	if *scheduled {
-		res, err := job.Run(ctx)
+		s, err := openStore(ctx, g)
 		if err != nil {
 			return err
 		}
-		for _, r := range res.Closed {
-			fmt.Fprintf(g.stdout, "closed %s .. %s\n", r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
-		}
-		fmt.Fprintf(g.stdout, "recomputed %d hour(s) with late samples\n", len(res.Late))
-		return nil
-	}
-	if err := job.RollupRange(ctx, f, t); err != nil {
-		return err
-	}
-	fmt.Fprintf(g.stdout, "rolled up %s .. %s\n", f.Format(time.RFC3339), t.Format(time.RFC3339))
-	// Invoices wait for closed hours: say how far that is now, and what
-	// closes the rest.
-	st, ok, err := s.LoadRollupState(ctx, billing.RollupJob)
-	if err != nil {
-		return err
-	}
-	closed := st.ClosedThrough.Format(time.RFC3339)
-	switch {
-	case !ok || st.ClosedThrough.Before(f.UTC().Truncate(time.Hour)):
-		if !ok {
-			closed = "nothing"
-		}
-		fmt.Fprintf(g.stdout, "hourly rollups are closed through %s: raw samples before %s are not all rolled up, so this range stays open to invoicing; `gpumeter rollup --scheduled` rolls up and closes every hour past the grace (%s)\n",
-			closed, f.Format(time.RFC3339), g.cfg.Rollup.Grace)
-	case st.ClosedThrough.Before(t):
-		fmt.Fprintf(g.stdout, "hourly rollups are closed through %s; later hours are within the rollup grace (%s) and close on a later `gpumeter rollup --scheduled`\n",
-			closed, g.cfg.Rollup.Grace)
-	default:
-		fmt.Fprintf(g.stdout, "hourly rollups are closed through %s\n", closed)
-	}
-	return nil
-}
-
-// runRetention drops raw-sample months past the retention window once.
-func runRetention(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("retention", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	days := fs.Int("raw-days", g.cfg.Retention.RawDays, "keep raw samples this many days")
-	dryRun := fs.Bool("dry-run", false, "list the months (partitions) a run would drop now; drop nothing")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected arguments %v", fs.Args())
-	}
-	cfg := g.cfg.Retention
-	cfg.RawDays = *days
-	if err := cfg.Validate(); err != nil {
-		return usageError{err}
-	}
-	s, err := openStore(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	job := billing.NewRetention(s, cfg, time.Now, g.logger)
-	if *dryRun {
-		months, err := job.Plan(ctx)
-		if err != nil {
-			return err
-		}
-		if len(months) == 0 {
-			fmt.Fprintln(g.stdout, "nothing to drop (months are kept until invoiced, rolled up and past the window)")
+		defer s.Close()
+		job := billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
+		if *scheduled {
+			res, err := job.Run(ctx)
+			if err != nil {
+				return err
+			}
+			for _, r := range res.Closed {
+				fmt.Fprintf(g.stdout, "closed %s .. %s\n", r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
+			}
+			fmt.Fprintf(g.stdout, "recomputed %d hour(s) with late samples\n", len(res.Late))
 			return nil
 		}
-		for _, m := range months {
-			fmt.Fprintf(g.stdout, "would drop raw samples of %s (partition %s)\n", m.Format("2006-01"), m.Format("200601"))
+		if err := job.RollupRange(ctx, f, t); err != nil {
+			return err
 		}
-		fmt.Fprintln(g.stdout, "dry run: nothing dropped")
+		fmt.Fprintf(g.stdout, "rolled up %s .. %s\n", f.Format(time.RFC3339), t.Format(time.RFC3339))
+		// Invoices wait for closed hours: say how far that is now, and what
+		// closes the rest.
+		st, ok, err := s.LoadRollupState(ctx, billing.RollupJob)
+		if err != nil {
+			return err
+		}
+		closed := st.ClosedThrough.Format(time.RFC3339)
+		switch {
+		case !ok || st.ClosedThrough.Before(f.UTC().Truncate(time.Hour)):
+			if !ok {
+				closed = "nothing"
+			}
+			fmt.Fprintf(g.stdout, "hourly rollups are closed through %s: raw samples before %s are not all rolled up, so this range stays open to invoicing; `gpumeter rollup --scheduled` rolls up and closes every hour past the grace (%s)\n",
+				closed, f.Format(time.RFC3339), g.cfg.Rollup.Grace)
+		case st.ClosedThrough.Before(t):
+			fmt.Fprintf(g.stdout, "hourly rollups are closed through %s; later hours are within the rollup grace (%s) and close on a later `gpumeter rollup --scheduled`\n",
+				closed, g.cfg.Rollup.Grace)
+		default:
+			fmt.Fprintf(g.stdout, "hourly rollups are closed through %s\n", closed)
+		}
 		return nil
 	}
-	dropped, err := job.Run(ctx)
-	for _, m := range dropped {
-		fmt.Fprintf(g.stdout, "dropped raw samples of %s\n", m.Format("2006-01"))
+	return cmd
+}
+
+func newRetentionCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "retention [--raw-days N] [--dry-run]",
+		Short: "drop raw-sample months past the retention window",
+		Long: `retention drops, once, the months (partitions) of raw samples past the
+retention window (retention.raw_days of the config, or --raw-days), never a
+month not yet invoiced or rolled up; serve runs it on retention.schedule.
+--dry-run lists the months it would drop and drops nothing.`,
+		Example: "  gpumeter retention --dry-run\n  gpumeter retention --raw-days 180",
+		Args:    noArgs,
 	}
-	if err == nil && len(dropped) == 0 {
-		fmt.Fprintln(g.stdout, "nothing to drop (months are kept until invoiced, rolled up and past the window)")
+	fs := cmd.Flags()
+	days := fs.Int("raw-days", g.cfg.Retention.RawDays, "keep raw samples this many days")
+	dryRun := fs.Bool("dry-run", false, "list the months (partitions) a run would drop now; drop nothing")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		configDefault(fs, "raw-days", days, g.cfg.Retention.RawDays)
+		cfg := g.cfg.Retention
+		cfg.RawDays = *days
+		if err := cfg.Validate(); err != nil {
+			return usageError{err}
+		}
+		s, err := openStore(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		job := billing.NewRetention(s, cfg, time.Now, g.logger)
+		if *dryRun {
+			months, err := job.Plan(ctx)
+			if err != nil {
+				return err
+			}
+			if len(months) == 0 {
+				fmt.Fprintln(g.stdout, "nothing to drop (months are kept until invoiced, rolled up and past the window)")
+				return nil
+			}
+			for _, m := range months {
+				fmt.Fprintf(g.stdout, "would drop raw samples of %s (partition %s)\n", m.Format("2006-01"), m.Format("200601"))
+			}
+			fmt.Fprintln(g.stdout, "dry run: nothing dropped")
+			return nil
+		}
+		dropped, err := job.Run(ctx)
+		for _, m := range dropped {
+			fmt.Fprintf(g.stdout, "dropped raw samples of %s\n", m.Format("2006-01"))
+		}
+		if err == nil && len(dropped) == 0 {
+			fmt.Fprintln(g.stdout, "nothing to drop (months are kept until invoiced, rolled up and past the window)")
+		}
+		return err
 	}
-	return err
+	return cmd
 }

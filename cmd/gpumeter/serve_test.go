@@ -49,6 +49,9 @@ func TestServeAnswersHealthReadinessAndMetrics(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not stop after its context ended")
 	}
+	if want := "portal_url=http://" + addr + "/portal/"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("serve did not log %s at start:\n%s", want, stderr.String())
+	}
 }
 
 // startServe runs `gpumeter <global...> serve` on a free loopback port,

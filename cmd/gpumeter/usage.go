@@ -1,21 +1,33 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
-func runUsage(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("usage", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
+func newUsageCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "usage --from TIME [--to TIME] [--by DIMS] [--bucket hour|day|month] [--json]",
+		Short: "print usage totals by tenant, department, SKU, host or workload",
+		Long: `usage sums every meter over a range, from deduplicated raw samples (or the
+hourly rollups, --source hourly), grouped by the --by dimensions and, with
+--bucket, by hour, day or month. Each row names its groups; host and
+workload are in raw samples only. TIME is RFC 3339 or YYYY-MM-DD (00:00 UTC).
+--json prints every meter in its price-book unit as exact decimal text: the
+input of gpumeter quote --usage.`,
+		Example: "  gpumeter usage --from 2026-11-01 --to 2026-12-01 --by tenant,department\n" +
+			"  gpumeter usage --from 2026-11-01 --bucket hour --by sku --json > usage.json",
+		Args: noArgs,
+	}
+	fs := cmd.Flags()
 	from := fs.String("from", "", "start of the range, RFC 3339 or YYYY-MM-DD (required)")
 	to := fs.String("to", "", "end of the range, exclusive (default: now)")
 	by := fs.String("by", "tenant", "comma-separated grouping: tenant, department, sku, host, workload (host and workload: raw source only)")
@@ -24,46 +36,44 @@ func runUsage(ctx context.Context, g *globals, args []string) error {
 	department := fs.String("department", "", "only this department")
 	source := fs.String("source", "raw", "raw (deduplicated samples) or hourly (rollups)")
 	asJSON := fs.Bool("json", false, "JSON output")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected arguments %v", fs.Args())
-	}
-	q := store.UsageQuery{Bucket: store.Bucket(*bucket), Tenant: *tenant, Department: *department, Source: store.Source(*source)}
-	var err error
-	if q.From, err = parseTime(*from); err != nil {
-		return usageErrorf("--from: %v", err)
-	}
-	if *to == "" {
-		q.To = time.Now().UTC()
-	} else if q.To, err = parseTime(*to); err != nil {
-		return usageErrorf("--to: %v", err)
-	}
-	if *by != "" {
-		for _, d := range strings.Split(*by, ",") {
-			q.GroupBy = append(q.GroupBy, store.Dimension(strings.TrimSpace(d)))
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		q := store.UsageQuery{Bucket: store.Bucket(*bucket), Tenant: *tenant, Department: *department, Source: store.Source(*source)}
+		var err error
+		if q.From, err = parseTime(*from); err != nil {
+			return usageErrorf("--from: %v", err)
 		}
+		if *to == "" {
+			q.To = time.Now().UTC()
+		} else if q.To, err = parseTime(*to); err != nil {
+			return usageErrorf("--to: %v", err)
+		}
+		if *by != "" {
+			for _, d := range strings.Split(*by, ",") {
+				q.GroupBy = append(q.GroupBy, store.Dimension(strings.TrimSpace(d)))
+			}
+		}
+		if err := q.Validate(); err != nil {
+			return usageError{err}
+		}
+		s, err := openStore(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		rows, err := s.Usage(ctx, q)
+		if errors.Is(err, store.ErrTimeOutOfRange) {
+			return usageError{err}
+		}
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return reports.WriteUsageJSON(g.stdout, usageRecords(rows))
+		}
+		return reports.WriteUsageTable(g.stdout, usageTable(rows, q))
 	}
-	if err := q.Validate(); err != nil {
-		return usageError{err}
-	}
-	s, err := openStore(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	rows, err := s.Usage(ctx, q)
-	if errors.Is(err, store.ErrTimeOutOfRange) {
-		return usageError{err}
-	}
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return reports.WriteUsageJSON(g.stdout, usageRecords(rows))
-	}
-	return reports.WriteUsageTable(g.stdout, usageTable(rows, q))
+	return cmd
 }
 
 func parseTime(s string) (time.Time, error) {

@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/quota"
@@ -14,125 +15,128 @@ import (
 	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
-const webhooksHelp = `usage:
-  gpumeter webhooks list [--days 7]
-  gpumeter webhooks replay EVENT_ID [--endpoint NAME]
-
-list shows the outbox: each event and, per configured endpoint, whether it
-was delivered and in how many attempts. replay sends an event again now
-(to every endpoint that wants its type, or one), recording each attempt;
-serve delivers new events by itself. docs/webhooks.md has the signature
-format and how to verify it.
-`
-
-func runWebhooks(ctx context.Context, g *globals, args []string) error {
-	if len(args) == 0 {
-		return usageErrorf("want a subcommand: list or replay (see gpumeter webhooks -h)")
+func newWebhooksCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "webhooks",
+		Short: "list the webhook outbox and replay events",
+		Long: `webhooks shows the outbox of outbound webhook events (finalized invoices,
+quota crossings, anomalies) and sends an event again. serve delivers new
+events by itself, signed and retried, every attempt recorded;
+docs/webhooks.md has the signature format and how to verify it.`,
+		Example: "  gpumeter --config gpumeter.yaml webhooks list --days 30\n" +
+			"  gpumeter --config gpumeter.yaml webhooks replay EVENT_ID --endpoint billing",
+		Args: subcommandArgs,
+		RunE: wantSubcommand,
 	}
-	switch args[0] {
-	case "list":
-		return runWebhooksList(ctx, g, args[1:])
-	case "replay":
-		return runWebhooksReplay(ctx, g, args[1:])
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(g.stderr, webhooksHelp)
-		return flag.ErrHelp
-	}
-	return usageErrorf("unknown subcommand %q: want list or replay", args[0])
+	cmd.AddCommand(newWebhooksListCmd(g), newWebhooksReplayCmd(g))
+	return cmd
 }
 
-func runWebhooksList(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("webhooks list", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	days := fs.Int("days", 7, "events of the last N days")
-	pos, err := parseInvoiceFlags(fs, args)
-	if err != nil {
-		return err
+func newWebhooksListCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "list [--days 7]",
+		Short: "list the outbox and each event's deliveries",
+		Long: `list shows the outbox: each event and, per configured endpoint that wants
+its type, whether it was delivered and in how many attempts.`,
+		Example: "  gpumeter --config gpumeter.yaml webhooks list --days 30",
+		Args:    noArgs,
 	}
-	if len(pos) > 0 || *days < 1 || *days > 3660 {
-		return usageErrorf("want --days from 1 to 3660 and no arguments")
-	}
-	s, err := openStore(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	evs, err := s.Events(ctx, time.Now().AddDate(0, 0, -*days))
-	if err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "EVENT\tTYPE\tCREATED\tDELIVERIES")
-	for _, st := range evs {
-		var parts []string
-		for _, ep := range g.cfg.Webhooks.Endpoints {
-			if !ep.Wants(st.Event.Type) {
-				continue
-			}
-			n := len(st.Attempts[ep.Name])
-			switch {
-			case st.Delivered(ep.Name):
-				parts = append(parts, fmt.Sprintf("%s: delivered (%d attempts)", ep.Name, n))
-			case n >= g.cfg.Webhooks.MaxAttempts:
-				parts = append(parts, fmt.Sprintf("%s: failed after %d attempts (replay it)", ep.Name, n))
-			default:
-				parts = append(parts, fmt.Sprintf("%s: pending (%d attempts)", ep.Name, n))
-			}
+	days := cmd.Flags().Int("days", 7, "events of the last N days")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		if *days < 1 || *days > 3660 {
+			return usageErrorf("want --days from 1 to 3660")
 		}
-		if len(parts) == 0 {
-			parts = []string{"no endpoint wants it"}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", st.Event.ID, st.Event.Type, st.Event.CreatedAt.Format(time.RFC3339), strings.Join(parts, "; "))
-	}
-	return tw.Flush()
-}
-
-func runWebhooksReplay(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("webhooks replay", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	only := fs.String("endpoint", "", "only this endpoint")
-	id, err := oneArg(fs, args, "event id")
-	if err != nil {
-		return err
-	}
-	if len(g.cfg.Webhooks.Endpoints) == 0 {
-		return usageErrorf("no webhook endpoints in the config (webhooks.endpoints)")
-	}
-	s, err := openStore(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	evs, err := s.Events(ctx, time.Now().AddDate(-1, 0, 0))
-	if err != nil {
-		return err
-	}
-	var st *webhook.Status
-	for i := range evs {
-		if evs[i].Event.ID == id {
-			st = &evs[i]
-		}
-	}
-	if st == nil {
-		return usageErrorf("event %q: not in the outbox of the last year", id)
-	}
-	sender := webhook.NewSender(g.cfg.Webhooks, s, g.logger)
-	sent := 0
-	for _, ep := range g.cfg.Webhooks.Endpoints {
-		if (*only != "" && ep.Name != *only) || (*only == "" && !ep.Wants(st.Event.Type)) {
-			continue
-		}
-		last, err := sender.Deliver(ctx, ep, st.Event, len(st.Attempts[ep.Name])+1, g.cfg.Webhooks.MaxAttempts)
+		s, err := openStore(ctx, g)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(g.stdout, "delivered %s to %s (attempt %d, HTTP %d)\n", id, ep.Name, last.N, last.Status)
-		sent++
+		defer s.Close()
+		evs, err := s.Events(ctx, time.Now().AddDate(0, 0, -*days))
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "EVENT\tTYPE\tCREATED\tDELIVERIES")
+		for _, st := range evs {
+			var parts []string
+			for _, ep := range g.cfg.Webhooks.Endpoints {
+				if !ep.Wants(st.Event.Type) {
+					continue
+				}
+				n := len(st.Attempts[ep.Name])
+				switch {
+				case st.Delivered(ep.Name):
+					parts = append(parts, fmt.Sprintf("%s: delivered (%d attempts)", ep.Name, n))
+				case n >= g.cfg.Webhooks.MaxAttempts:
+					parts = append(parts, fmt.Sprintf("%s: failed after %d attempts (replay it)", ep.Name, n))
+				default:
+					parts = append(parts, fmt.Sprintf("%s: pending (%d attempts)", ep.Name, n))
+				}
+			}
+			if len(parts) == 0 {
+				parts = []string{"no endpoint wants it"}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", st.Event.ID, st.Event.Type, st.Event.CreatedAt.Format(time.RFC3339), strings.Join(parts, "; "))
+		}
+		return tw.Flush()
 	}
-	if sent == 0 {
-		return usageErrorf("no endpoint to replay %s to (--endpoint %q)", id, *only)
+	return cmd
+}
+
+func newWebhooksReplayCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "replay EVENT_ID [--endpoint NAME]",
+		Short: "send an event again now",
+		Long: `replay sends an event of the last year's outbox again now, to every
+endpoint that wants its type (or only --endpoint), recording each attempt.`,
+		Example: "  gpumeter --config gpumeter.yaml webhooks replay EVENT_ID --endpoint billing",
+		Args:    oneArg("event id"),
 	}
-	return nil
+	only := cmd.Flags().String("endpoint", "", "only this endpoint")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		id := args[0]
+		if len(g.cfg.Webhooks.Endpoints) == 0 {
+			return usageErrorf("no webhook endpoints in the config (webhooks.endpoints)")
+		}
+		s, err := openStore(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		evs, err := s.Events(ctx, time.Now().AddDate(-1, 0, 0))
+		if err != nil {
+			return err
+		}
+		var st *webhook.Status
+		for i := range evs {
+			if evs[i].Event.ID == id {
+				st = &evs[i]
+			}
+		}
+		if st == nil {
+			return usageErrorf("event %q: not in the outbox of the last year", id)
+		}
+		sender := webhook.NewSender(g.cfg.Webhooks, s, g.logger)
+		sent := 0
+		for _, ep := range g.cfg.Webhooks.Endpoints {
+			if (*only != "" && ep.Name != *only) || (*only == "" && !ep.Wants(st.Event.Type)) {
+				continue
+			}
+			last, err := sender.Deliver(ctx, ep, st.Event, len(st.Attempts[ep.Name])+1, g.cfg.Webhooks.MaxAttempts)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "delivered %s to %s (attempt %d, HTTP %d)\n", id, ep.Name, last.N, last.Status)
+			sent++
+		}
+		if sent == 0 {
+			return usageErrorf("no endpoint to replay %s to (--endpoint %q)", id, *only)
+		}
+		return nil
+	}
+	return cmd
 }
 
 // invoiceEvents puts an event for each finalized invoice in the webhook

@@ -183,8 +183,9 @@ func sacctFiles(g *globals, sf sacctFlags, paths []string) ([]importer.File, err
 		cfg.Tenancy.Mapping = m
 	}
 	var (
-		files []importer.File
-		all   importer.ValidationError
+		files  []importer.File
+		all    importer.ValidationError
+		noZone bool
 	)
 	for _, p := range paths {
 		name := p
@@ -193,6 +194,7 @@ func sacctFiles(g *globals, sf sacctFlags, paths []string) ([]importer.File, err
 		}
 		rows, sum, err := readSacct(p, opts, cfg)
 		var ve *importer.ValidationError
+		noZone = noZone || errors.Is(err, sacct.ErrNoTimeZone)
 		switch {
 		case errors.As(err, &ve):
 			ve.InFile(name)
@@ -207,6 +209,9 @@ func sacctFiles(g *globals, sf sacctFlags, paths []string) ([]importer.File, err
 		}
 	}
 	if len(all.Problems) > 0 {
+		if noZone {
+			return nil, usageErrorf("%w (nothing was imported; pass --sacct-tz with the zone sacct printed its times in)", &all)
+		}
 		return nil, usageErrorf("%w (nothing was imported)", &all)
 	}
 	return files, nil

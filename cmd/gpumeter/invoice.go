@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/config"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -97,11 +98,15 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 		}
 		rep, err := runner.Run(ctx, req, progress)
 		if err != nil {
-			var nf *billing.UnknownTenantError
-			if errors.As(err, &nf) {
+			if fault.IsNotFound(err) { // a tenant that is no customer: bad input
 				return usageError{err}
 			}
 			return err
+		}
+		for i := range rep.Outcomes {
+			if o := &rep.Outcomes[i]; o.Action == billing.ActionWaiting {
+				o.Detail += " (the scheduled rollup is `gpumeter rollup --scheduled`)"
+			}
 		}
 		if *asJSON {
 			if err := writeOutcomesJSON(g.stdout, rep); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpumeter/gpumeter/internal/config"
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // version and commit are set at build time (the Makefile's build target):
@@ -63,12 +64,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // 2 bad input (unknown command or flag, malformed or missing values,
 // input that does not validate), found before anything changed; 1 a
 // failure while running.
+// exitCode is the one place errors become exit statuses: 2 for bad input
+// (a usageError from the command line, or a domain's validation error),
+// 1 for anything else (ClickHouse down, a refused precondition, ...).
 func exitCode(err error) int {
 	var ue usageError
 	switch {
 	case err == nil:
 		return 0
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), fault.IsValidation(err):
 		return 2
 	}
 	return 1

@@ -162,7 +162,7 @@ func (a *quoteArgs) explain(err error, origins []pricing.RowOrigin) error {
 	}
 	var ps pricing.RowProblems
 	rows := 0
-	for _, p := range ve.Problems {
+	for _, p := range ve.Listed() {
 		if i, field, ok := usageRowPath(p.Path); ok && i < len(origins) {
 			msg := p.Message
 			if field != "" {
@@ -172,13 +172,9 @@ func (a *quoteArgs) explain(err error, origins []pricing.RowOrigin) error {
 			rows++
 			continue
 		}
-		var more int
-		if _, scanErr := fmt.Sscanf(p.Message, "and %d more problems", &more); scanErr == nil && p.Path == "" {
-			ps.AddMore(more)
-			continue
-		}
 		ps.AddOther(p.String())
 	}
+	ps.AddMore(ve.Dropped)
 	if rows == 0 {
 		return err
 	}

@@ -8,6 +8,7 @@ package sacct
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -189,6 +190,7 @@ func parseJob(line int, get func(string) (string, bool), opts Options, loc *time
 		v, _ := get(c.name)
 		t, err := parseTime(v, loc)
 		if err != nil {
+			ps.noZone = ps.noZone || errors.Is(err, ErrNoTimeZone)
 			ps.add(line, c.name, err.Error())
 		}
 		*c.dst = t
@@ -282,7 +284,7 @@ func parseTime(v string, loc *time.Location) (time.Time, error) {
 	}
 	if loc == nil {
 		if _, err := time.Parse("2006-01-02T15:04:05", v); err == nil {
-			return time.Time{}, fmt.Errorf("%q has no time zone: give the location (the zone sacct ran in), or run sacct with SLURM_TIME_FORMAT=%%Y-%%m-%%dT%%H:%%M:%%S%%z", v)
+			return time.Time{}, fmt.Errorf("%q has %w: give the location (the zone sacct ran in), or run sacct with SLURM_TIME_FORMAT=%%Y-%%m-%%dT%%H:%%M:%%S%%z", v, ErrNoTimeZone)
 		}
 	}
 	t, err := time.ParseInLocation("2006-01-02T15:04:05", v, loc)
@@ -396,7 +398,21 @@ func sortedKeys(m map[string]int) []string {
 
 // problems collects importer.Problems (without a file name: the caller
 // adds it).
-type problems struct{ importer.ValidationError }
+type problems struct {
+	importer.ValidationError
+	noZone bool // a time without an offset was read without a location
+}
+
+// ErrNoTimeZone: sacct printed times without an offset and no location
+// says which zone they are in. Parse's error matches it (errors.Is) when
+// any time had none, so a caller can say how it takes a location.
+var ErrNoTimeZone = errors.New("no time zone")
+
+// noZoneError is a parse error some of whose problems are ErrNoTimeZone.
+type noZoneError struct{ *importer.ValidationError }
+
+func (e noZoneError) Unwrap() error        { return e.ValidationError }
+func (e noZoneError) Is(target error) bool { return target == ErrNoTimeZone }
 
 func (p *problems) add(line int, field, msg string) {
 	if len(p.Problems) >= importer.MaxProblems {
@@ -411,5 +427,8 @@ func (p *problems) err() error {
 		return nil
 	}
 	e := p.ValidationError
+	if p.noZone {
+		return noZoneError{&e}
+	}
 	return &e
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/importer"
 )
 
@@ -95,8 +96,13 @@ func TestParseSlurm2302WithoutClusterColumn(t *testing.T) {
 
 func TestParseNeedsAZoneForLocalTimes(t *testing.T) {
 	in := "Cluster|JobID|Account|Start|End|Elapsed|AllocTRES\nc|1|a|2026-11-01T00:00:00|1793494800|01:00:00|gres/gpu=1\n"
-	if _, err := Parse(strings.NewReader(in), Options{}); err == nil || !strings.Contains(err.Error(), `line 2: Start: "2026-11-01T00:00:00" has no time zone: give the location`) {
+	_, err := Parse(strings.NewReader(in), Options{})
+	if err == nil || !strings.Contains(err.Error(), `line 2: Start: "2026-11-01T00:00:00" has no time zone: give the location`) {
 		t.Fatalf("err = %v", err)
+	}
+	var ve *importer.ValidationError
+	if !errors.Is(err, ErrNoTimeZone) || !errors.As(err, &ve) || !fault.IsValidation(err) {
+		t.Fatalf("err %v: want ErrNoTimeZone, an importer.ValidationError and a validation error", err)
 	}
 	in = "Cluster|JobID|Account|Start|End|Elapsed|AllocTRES\nc|1|a|2026-11-01T00:00:00+0000|1793494800|01:00:00|gres/gpu=1\n"
 	jobs, err := Parse(strings.NewReader(in), Options{})

@@ -97,7 +97,7 @@ tenants that are Slurm accounts are charged to their parent account at
 			svc := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insightsvc.Prices{}, time.Now, g.logger)
 			er, err := svc.Efficiency(ctx, insightsvc.Request{From: rep.Period.Start, To: rep.Period.End}, nil)
 			if err != nil {
-				return insightsError(fmt.Errorf("efficiency section: %w", err))
+				return fmt.Errorf("efficiency section: %w", err)
 			}
 			rep.Efficiency = insightsvc.ChargebackRows(insights.Regroup(er, req.Departments))
 		}

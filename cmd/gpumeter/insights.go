@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +17,6 @@ import (
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/serving"
-	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
@@ -136,7 +134,7 @@ get no money figures).`,
 		case "efficiency":
 			rep, err := svc.Efficiency(ctx, req, nil)
 			if err != nil {
-				return insightsError(err)
+				return err
 			}
 			out = rep
 			if !p.asJSON {
@@ -145,7 +143,7 @@ get no money figures).`,
 		case "rightsize":
 			rep, err := svc.RightSize(ctx, req)
 			if err != nil {
-				return insightsError(err)
+				return err
 			}
 			out = rep
 			if !p.asJSON {
@@ -154,7 +152,7 @@ get no money figures).`,
 		case "anomalies":
 			found, fresh, err := svc.Detect(ctx, req, save)
 			if err != nil {
-				return insightsError(err)
+				return err
 			}
 			if save {
 				fmt.Fprintf(g.stderr, "%d anomalies, %d new: stored and enqueued as webhooks\n", len(found), len(fresh))
@@ -216,7 +214,7 @@ GPUs.`,
 		svc := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insightsvc.Prices{}, time.Now, g.logger)
 		fc, err := svc.Capacity(ctx, req)
 		if err != nil {
-			return insightsError(err)
+			return err
 		}
 		if *asJSON {
 			return writeJSON(g.stdout, struct {
@@ -226,14 +224,6 @@ GPUs.`,
 		return writeCapacity(g.stdout, fc)
 	}
 	return cmd
-}
-
-// insightsError makes bad input (a time the server cannot hold, say) exit 2.
-func insightsError(err error) error {
-	if insightsvc.IsValidation(err) || errors.Is(err, store.ErrTimeOutOfRange) {
-		return usageError{err}
-	}
-	return err
 }
 
 // insightPrices prices billing customers by their book and contract, in

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/config"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
@@ -52,7 +52,7 @@ func invoiceRunner(ctx context.Context, g *globals) (*billing.Runner, *store.Sto
 		return nil, nil, err
 	}
 	r := billing.NewRunner(s, g.cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger)
-	r.OnFinalized = invoiceEvents(s)
+	r.Announce = webhook.NewPublisher(s, time.Now)
 	// import → invoice run works without a rollup by hand in between.
 	r.Rollup = billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
 	return r, s, nil
@@ -254,15 +254,6 @@ func newInvoiceListCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// lookupError turns an unknown invoice or a request that cannot be
-// carried out as asked into an input error (exit 2).
-func lookupError(err error) error {
-	if errors.Is(err, billing.ErrNotFound) || errors.Is(err, billing.ErrInvalidRequest) {
-		return usageError{err}
-	}
-	return err
-}
-
 func newInvoiceShowCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "show ID|NUMBER [--json]",
@@ -281,7 +272,7 @@ func newInvoiceShowCmd(g *globals) *cobra.Command {
 		defer s.Close()
 		si, err := runner.Invoice(ctx, args[0])
 		if err != nil {
-			return lookupError(err)
+			return err
 		}
 		if *asJSON {
 			return reports.WriteInvoiceJSON(g.stdout, si.Document)
@@ -313,7 +304,7 @@ finalized invoice is announced once as a webhook event.`,
 		defer s.Close()
 		outs, err := runner.Finalize(ctx, refs, *period)
 		if err != nil {
-			return lookupError(err)
+			return err
 		}
 		for _, o := range outs {
 			fmt.Fprintln(g.stdout, o)
@@ -345,7 +336,7 @@ func newInvoiceVoidCmd(g *globals) *cobra.Command {
 		defer s.Close()
 		inv, err := runner.Void(ctx, args[0], *reason)
 		if err != nil {
-			return lookupError(err)
+			return err
 		}
 		fmt.Fprintf(g.stdout, "voided %s (%s): %s\n", inv.ID, orDash(inv.Number), inv.VoidReason)
 		return nil
@@ -407,7 +398,7 @@ to a terminal.`,
 		if *period == "" {
 			si, err := runner.Invoice(ctx, refs[0])
 			if err != nil {
-				return lookupError(err)
+				return err
 			}
 			if *out == "" {
 				return write(g.stdout, si)

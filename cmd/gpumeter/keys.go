@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -188,10 +187,7 @@ func newKeysRevokeCmd(g *globals) *cobra.Command {
 			return err
 		}
 		defer s.Close()
-		k, err := s.RevokeKey(ctx, args[0], time.Now())
-		if errors.Is(err, auth.ErrUnknownKey) {
-			return usageError{err}
-		}
+		k, err := s.RevokeKey(ctx, args[0], time.Now()) // an unknown key is fault.NotFound: exit 2
 		if err != nil {
 			return err
 		}

@@ -64,15 +64,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // 2 bad input (unknown command or flag, malformed or missing values,
 // input that does not validate), found before anything changed; 1 a
 // failure while running.
-// exitCode is the one place errors become exit statuses: 2 for bad input
-// (a usageError from the command line, or a domain's validation error),
-// 1 for anything else (ClickHouse down, a refused precondition, ...).
+// exitCode is the one place errors become exit statuses: 2 when the
+// request was refused (a usageError from the command line, or a domain
+// error in any fault category: validation, not found, conflict,
+// precondition), 1 when it failed while running (ClickHouse down, say).
 func exitCode(err error) int {
 	var ue usageError
 	switch {
 	case err == nil:
 		return 0
-	case errors.As(err, &ue), fault.IsValidation(err):
+	case errors.As(err, &ue), fault.IsRefusal(err):
 		return 2
 	}
 	return 1

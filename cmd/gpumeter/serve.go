@@ -126,7 +126,7 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 		rollup = billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
 		retention = billing.NewRetention(s, g.cfg.Retention, time.Now, g.logger)
 		invoices = billing.NewRunner(s, g.cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger)
-		invoices.OnFinalized = invoiceEvents(s)
+		invoices.Announce = webhook.NewPublisher(s, time.Now)
 		prices, err := insightPrices(g, "")
 		if err != nil {
 			return err
@@ -187,7 +187,7 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 		quotasDone := make(chan struct{})
 		go func() {
 			defer close(quotasDone)
-			quotas.Run(apiCtx, crossingEvents(apiCtx, g, s))
+			quotas.Run(apiCtx, webhook.NewPublisher(s, time.Now))
 		}()
 		webhooksDone := make(chan struct{})
 		go func() {

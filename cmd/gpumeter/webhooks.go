@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -9,9 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumeter/gpumeter/internal/billing"
-	"github.com/gpumeter/gpumeter/internal/quota"
-	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
@@ -137,31 +133,4 @@ endpoint that wants its type (or only --endpoint), recording each attempt.`,
 		return nil
 	}
 	return cmd
-}
-
-// invoiceEvents puts an event for each finalized invoice in the webhook
-// outbox, once per invoice however often a run finds it finalized.
-func invoiceEvents(s *store.Store) func(context.Context, []*billing.Invoice) error {
-	return func(ctx context.Context, invs []*billing.Invoice) error {
-		_, err := webhook.AnnounceFinalized(ctx, s, invs, time.Now())
-		return err
-	}
-}
-
-// crossingEvents puts quota crossings in the webhook outbox.
-func crossingEvents(ctx context.Context, g *globals, s *store.Store) func([]quota.Crossing) {
-	return func(cs []quota.Crossing) {
-		var evs []webhook.Event
-		for _, c := range cs {
-			ev, err := webhook.QuotaCrossed(c, time.Now())
-			if err != nil {
-				g.logger.Error("quota crossing event", "err", err)
-				continue
-			}
-			evs = append(evs, ev)
-		}
-		if err := s.SaveEvents(ctx, evs); err != nil {
-			g.logger.Error("save quota crossing events; they are lost", "events", len(evs), "err", err)
-		}
-	}
 }

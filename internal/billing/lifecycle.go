@@ -16,19 +16,6 @@ import (
 // is in the not-found category.
 var ErrNotFound = fault.NotFound(errors.New("no such invoice"))
 
-// ErrInvalidRequest marks every refusal of a lifecycle request that
-// cannot be carried out as asked: a malformed period (validation),
-// finalizing what is not a draft or voiding twice (conflict), a draft
-// whose usage is not rolled up yet (precondition). Each is also in its
-// category; ErrInvalidRequest stays for the callers that match it.
-var ErrInvalidRequest = errors.New("invalid request")
-
-// refuse is a refusal in category (fault.Validation, fault.Conflict or
-// fault.Precondition), marked ErrInvalidRequest.
-func refuse(category func(error) error, format string, a ...any) error {
-	return category(fmt.Errorf("%s: %w", fmt.Sprintf(format, a...), ErrInvalidRequest))
-}
-
 // find is the invoice named by id or number.
 func (st *ledger) find(ref string) (*StoredInvoice, error) {
 	if s, ok := st.byID[ref]; ok {
@@ -85,11 +72,11 @@ func (r *Runner) Invoice(ctx context.Context, ref string) (StoredInvoice, error)
 // no id is given, under the issuer's lease.
 func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]Outcome, error) {
 	if len(refs) == 0 && period == "" {
-		return nil, refuse(fault.Validation, "name the drafts to finalize, or a period")
+		return nil, fault.Validationf("name the drafts to finalize, or a period")
 	}
 	if period != "" {
 		if _, err := MonthlyPeriod(period, time.UTC); err != nil {
-			return nil, refuse(fault.Validation, "%v", err)
+			return nil, fault.Validationf("%v", err)
 		}
 	}
 	hold, err := r.acquire(ctx)
@@ -109,7 +96,7 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 			return nil, err
 		}
 		if s.Invoice.Status != StatusDraft {
-			return nil, refuse(fault.Conflict, "invoice %s is %s: only a draft can be finalized", ref, s.Invoice.Status)
+			return nil, fault.Conflictf("invoice %s is %s: only a draft can be finalized", ref, s.Invoice.Status)
 		}
 		targets = append(targets, s)
 	}
@@ -145,7 +132,7 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 	}
 	for _, s := range targets {
 		if detail := waitFor(s.Invoice.Period(), state, pending); detail != "" {
-			return nil, refuse(fault.Precondition, "draft %s cannot be finalized yet: %s", s.Invoice.ID, detail)
+			return nil, fault.Preconditionf("draft %s cannot be finalized yet: %s", s.Invoice.ID, detail)
 		}
 	}
 	now := r.now()
@@ -211,7 +198,7 @@ func (r *Runner) checkCurrent(ctx context.Context, st *ledger, files *runFiles, 
 	inv := s.Invoice
 	c, ok := r.customer(inv.Tenant)
 	if !ok {
-		return refuse(fault.Precondition, "draft %s: %s is no longer a customer in the config", inv.ID, inv.Tenant)
+		return fault.Preconditionf("draft %s: %s is no longer a customer in the config", inv.ID, inv.Tenant)
 	}
 	loc, err := c.Location()
 	if err != nil {
@@ -251,7 +238,7 @@ func (r *Runner) customer(tenant string) (Customer, bool) {
 // later invoice cannot be voided: that would bill the corrections twice.
 func (r *Runner) Void(ctx context.Context, ref, reason string) (*Invoice, error) {
 	if strings.TrimSpace(reason) == "" {
-		return nil, refuse(fault.Validation, "reason: required (it is printed on the void invoice)")
+		return nil, fault.Validationf("reason: required (it is printed on the void invoice)")
 	}
 	hold, err := r.acquire(ctx)
 	if err != nil {
@@ -268,13 +255,13 @@ func (r *Runner) Void(ctx context.Context, ref, reason string) (*Invoice, error)
 		return nil, err
 	}
 	if s.Invoice.Status == StatusVoid {
-		return nil, refuse(fault.Conflict, "invoice %s is already void (%s)", ref, s.Invoice.VoidReason)
+		return nil, fault.Conflictf("invoice %s is already void (%s)", ref, s.Invoice.VoidReason)
 	}
 	if later := st.correctionsOf(s.Invoice, nil); len(later) > 0 {
-		return nil, refuse(fault.Precondition, "invoice %s: its period was corrected on invoice %s; void that one first", ref, later[0].Number)
+		return nil, fault.Preconditionf("invoice %s: its period was corrected on invoice %s; void that one first", ref, later[0].Number)
 	}
 	if d := st.draftCorrecting(s.Invoice); d != nil {
-		return nil, refuse(fault.Precondition, "invoice %s: draft %s corrects its period; void or refresh that draft first", ref, d.ID)
+		return nil, fault.Preconditionf("invoice %s: draft %s corrects its period; void or refresh that draft first", ref, d.ID)
 	}
 	// An invoice whose corrections a later invoice built on cannot go
 	// either: the later one billed only the difference from this one's.
@@ -286,7 +273,7 @@ func (r *Runner) Void(ctx context.Context, ref, reason string) (*Invoice, error)
 			}
 			for _, oc := range o.Corrections {
 				if oc.InvoiceID == c.InvoiceID {
-					return nil, refuse(fault.Precondition, "invoice %s: invoice %s corrected %s again after it; void that one first", ref, o.Number, c.Period)
+					return nil, fault.Preconditionf("invoice %s: invoice %s corrected %s again after it; void that one first", ref, o.Number, c.Period)
 				}
 			}
 		}

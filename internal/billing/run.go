@@ -111,13 +111,13 @@ type Runner struct {
 	logger    *slog.Logger
 	// readFile loads books and contracts; paths are as configured.
 	readFile func(string) ([]byte, error)
-	// OnFinalized, when set, is told of the finalized invoices a call
+	// Announce, when set, is told of the finalized invoices a call
 	// stored or found, once they are stored (the webhook outbox): those it
 	// finalized and those of its period finalized before. It must add only
-	// what is missing for each invoice (webhook.AnnounceFinalized), so a
-	// call cut short between storing invoices and telling of them is made
-	// good by the next run of the period. Its error fails the call.
-	OnFinalized func(ctx context.Context, invs []*Invoice) error
+	// what is missing for each invoice (webhook.Publisher), so a call cut
+	// short between storing invoices and telling of them is made good by
+	// the next run of the period. Its error fails the call.
+	Announce FinalizedAnnouncer
 	// Rollup, when set, is run once (the scheduled job: closed hours and
 	// late samples) before a run or finalize that may store invoices, so
 	// that hours imported or re-imported since the last rollup are billed
@@ -788,9 +788,15 @@ func LoadPricing(c Customer, readFile func(string) ([]byte, error)) (*pricing.Bo
 	return b.book, k.contract, nil
 }
 
-// finalized tells OnFinalized of the finalized invoices among invs.
+// FinalizedAnnouncer puts an invoice.finalized event in the webhook
+// outbox for each invoice that has none yet (webhook.Publisher).
+type FinalizedAnnouncer interface {
+	InvoicesFinalized(ctx context.Context, invs []*Invoice) (int, error)
+}
+
+// finalized tells Announce of the finalized invoices among invs.
 func (r *Runner) finalized(ctx context.Context, invs []*Invoice) error {
-	if r.OnFinalized == nil {
+	if r.Announce == nil {
 		return nil
 	}
 	var final []*Invoice
@@ -802,7 +808,7 @@ func (r *Runner) finalized(ctx context.Context, invs []*Invoice) error {
 	if len(final) == 0 {
 		return nil
 	}
-	if err := r.OnFinalized(ctx, final); err != nil {
+	if _, err := r.Announce.InvoicesFinalized(ctx, final); err != nil {
 		return fmt.Errorf("tell of %d finalized invoices: %w", len(final), err)
 	}
 	return nil

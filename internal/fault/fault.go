@@ -103,3 +103,10 @@ func Internal(err error) error {
 type internal struct{ msg string }
 
 func (e internal) Error() string { return e.msg }
+
+// IsRefusal reports whether err is in any category: the request was
+// refused (bad input, nothing by that name, a conflict, a precondition),
+// as opposed to failing while it ran (a server down, a disk full).
+func IsRefusal(err error) bool {
+	return IsValidation(err) || IsNotFound(err) || IsConflict(err) || IsPrecondition(err)
+}

@@ -87,8 +87,13 @@ func TestNilStaysNil(t *testing.T) {
 
 func TestUncategorized(t *testing.T) {
 	for _, err := range []error{nil, errors.New("disk full"), fmt.Errorf("read: %w", fs.ErrNotExist)} {
-		if fault.IsValidation(err) || fault.IsNotFound(err) || fault.IsConflict(err) || fault.IsPrecondition(err) {
+		if fault.IsValidation(err) || fault.IsNotFound(err) || fault.IsConflict(err) || fault.IsPrecondition(err) || fault.IsRefusal(err) {
 			t.Errorf("%v: in a category, want none", err)
+		}
+	}
+	for _, err := range []error{fault.Validationf("a"), fault.NotFoundf("b"), fault.Conflictf("c"), fmt.Errorf("d: %w", fault.Preconditionf("d"))} {
+		if !fault.IsRefusal(err) {
+			t.Errorf("%v: not a refusal", err)
 		}
 	}
 }

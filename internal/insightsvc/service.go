@@ -120,11 +120,6 @@ const (
 // answers 400. What the analyses of stored data fail with is the
 // service's own fault (fault.Internal), whatever category pricing gave it.
 
-// IsValidation reports whether err is bad input.
-//
-// Deprecated: use fault.IsValidation; this stays until cmd/gpumeter does.
-func IsValidation(err error) bool { return fault.IsValidation(err) }
-
 // Request is a period [From, To) of whole UTC hours, optionally of one
 // tenant, in the caller's Scope (the API sets it from the key; zero, as
 // the CLI leaves it, reads all). The store applies the scope in SQL as it

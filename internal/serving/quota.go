@@ -49,14 +49,20 @@ func NewQuotas(svc *Service, live QuotaStore, cfg quota.Config, logger *slog.Log
 	return &Quotas{svc: svc, live: live, eval: e, cfg: cfg, logger: logger.With("component", "quota")}, nil
 }
 
+// CrossingAnnouncer puts quota crossings in the webhook outbox
+// (webhook.Publisher).
+type CrossingAnnouncer interface {
+	QuotaCrossed(ctx context.Context, cs []quota.Crossing) error
+}
+
 // Run refreshes the snapshot every cfg.Refresh until ctx ends; crossings
-// go to onCrossing (outbound webhooks). A failed refresh keeps the old
+// go to announce (outbound webhooks). A failed refresh keeps the old
 // snapshot, which turns stale after cfg.StaleAfter.
-func (q *Quotas) Run(ctx context.Context, onCrossing func([]quota.Crossing)) {
+func (q *Quotas) Run(ctx context.Context, announce CrossingAnnouncer) {
 	t := time.NewTicker(q.cfg.Refresh)
 	defer t.Stop()
 	for {
-		if err := q.Refresh(ctx, onCrossing); err != nil && ctx.Err() == nil {
+		if err := q.Refresh(ctx, announce); err != nil && ctx.Err() == nil {
 			q.logger.Warn("quota refresh failed; admissions use the last snapshot until it is stale", "err", err)
 		}
 		select {
@@ -67,8 +73,10 @@ func (q *Quotas) Run(ctx context.Context, onCrossing func([]quota.Crossing)) {
 	}
 }
 
-// Refresh takes a new snapshot now.
-func (q *Quotas) Refresh(ctx context.Context, onCrossing func([]quota.Crossing)) error {
+// Refresh takes a new snapshot now and announces its crossings (none
+// with a nil announce). A crossing that cannot be announced is logged:
+// the snapshot is in force either way.
+func (q *Quotas) Refresh(ctx context.Context, announce CrossingAnnouncer) error {
 	s, err := q.snapshot(ctx)
 	if err != nil {
 		return err
@@ -77,8 +85,10 @@ func (q *Quotas) Refresh(ctx context.Context, onCrossing func([]quota.Crossing))
 	for _, c := range crossings {
 		q.logger.Info("quota threshold crossed", "subject", c.Subject, "metric", c.Metric, "level", c.Level, "value", c.Value, "threshold", c.Limit)
 	}
-	if onCrossing != nil && len(crossings) > 0 {
-		onCrossing(crossings)
+	if announce != nil && len(crossings) > 0 {
+		if err := announce.QuotaCrossed(ctx, crossings); err != nil {
+			q.logger.Error("announce quota crossings; they are lost", "crossings", len(crossings), "err", err)
+		}
 	}
 	return nil
 }

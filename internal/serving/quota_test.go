@@ -237,10 +237,9 @@ func TestQuotaRefreshReportsCrossingsOnce(t *testing.T) {
 	cfg := quota.DefaultConfig()
 	cfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: &quota.Limit{Limit: decimal.NewFromInt(4), Soft: "25%"}}}
 	_, q, _ := quotaServer(t, f, cfg, false)
-	var got []quota.Crossing
-	collect := func(cs []quota.Crossing) { got = append(got, cs...) }
+	var got crossings
 	for range 2 {
-		if err := q.Refresh(context.Background(), collect); err != nil {
+		if err := q.Refresh(context.Background(), &got); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -279,4 +278,12 @@ func TestAPIKubernetesAdmission(t *testing.T) {
 			t.Errorf("%s: %d %v", name, code, d)
 		}
 	}
+}
+
+// crossings records what a refresh announced.
+type crossings []quota.Crossing
+
+func (c *crossings) QuotaCrossed(_ context.Context, cs []quota.Crossing) error {
+	*c = append(*c, cs...)
+	return nil
 }

@@ -60,13 +60,7 @@ func TestInvoiceEventsSurviveARunCutShort(t *testing.T) {
 	runner := billing.NewRunner(s, customers, billing.LeaseConfig{TTL: 30 * time.Second, Settle: 2 * time.Second,
 		Retry: 200 * time.Millisecond}, time.Now, logger)
 	killed := true
-	runner.OnFinalized = func(ctx context.Context, invs []*billing.Invoice) error {
-		if killed {
-			return errKilled
-		}
-		_, err := webhook.AnnounceFinalized(ctx, s, invs, time.Now())
-		return err
-	}
+	runner.Announce = killable{pub: webhook.NewPublisher(s, time.Now), killed: &killed}
 	run := func(period string) billing.Report {
 		t.Helper()
 		rep, err := runner.Run(ctx, billing.RunRequest{Period: period}, nil)
@@ -186,4 +180,18 @@ func eventRows(t *testing.T, s *store.Store) uint64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// killable is a Publisher that fails while killed is set, as a process
+// killed between storing invoices and announcing them would.
+type killable struct {
+	pub    *webhook.Publisher
+	killed *bool
+}
+
+func (k killable) InvoicesFinalized(ctx context.Context, invs []*billing.Invoice) (int, error) {
+	if *k.killed {
+		return 0, errKilled
+	}
+	return k.pub.InvoicesFinalized(ctx, invs)
 }

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // ErrTimeOutOfRange marks a time the connected server cannot represent: bad
 // input, not a server failure.
-var ErrTimeOutOfRange = errors.New("time outside what this ClickHouse server represents")
+var ErrTimeOutOfRange = fault.Validation(errors.New("time outside what this ClickHouse server represents"))
 
 // maxTimeCandidates are the latest DateTime values servers are known to
 // represent, newest servers first: 24.x holds the whole 32-bit range, while

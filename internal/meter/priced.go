@@ -26,13 +26,10 @@ const (
 	bytesPerGiB          = 1 << 30
 )
 
-// NumPriced is the number of priced meters.
-const NumPriced = 6
-
 // PricedMeters lists every priced meter in the order lines and columns
 // are printed. GPU-hours are GPU-equivalent hours: the collector already
 // weights a MIG instance by its compute slices / 7.
-var PricedMeters = [NumPriced]Priced{
+var PricedMeters = [...]Priced{
 	{Name: "gpu_hours", Unit: "GPU-hours", Label: "GPU-hours", Header: "GPU-HOURS", Places: 3,
 		From: []ID{GPU}, Divisor: microsecondsPerHour},
 	{Name: "sm_active_hours", Unit: "SM-active hours", Label: "SM-active hours", Header: "SM-ACTIVE-H", Places: 3,
@@ -46,6 +43,9 @@ var PricedMeters = [NumPriced]Priced{
 	{Name: "nvlink_gib", Unit: "GiB", Label: "NVLink", Header: "NVLINK-GIB", Places: 2,
 		From: []ID{NVLinkTx, NVLinkRx}, Divisor: bytesPerGiB},
 }
+
+// NumPriced is the number of priced meters.
+const NumPriced = len(PricedMeters)
 
 // LookupPriced returns the priced meter named name.
 func LookupPriced(name string) (Priced, bool) {

@@ -16,8 +16,8 @@ const (
 	UnmeasuredPCIe
 	UnmeasuredNVLink
 
-	// UnmeasuredAll is every flag defined.
-	UnmeasuredAll = UnmeasuredSMActive | UnmeasuredEnergy | UnmeasuredPCIe | UnmeasuredNVLink
+	// UnmeasuredAll is every flag of Groups.
+	UnmeasuredAll Unmeasured = 1<<NumGroups - 1
 )
 
 // Group is one flag of Unmeasured: the meters it covers go missing
@@ -29,16 +29,18 @@ type Group struct {
 	Column string
 }
 
-// NumGroups is the number of Unmeasured flags.
-const NumGroups = 4
-
 // Groups lists the Unmeasured flags in bit order.
-var Groups = [NumGroups]Group{
+var Groups = [...]Group{
 	{Name: "sm_active", Column: "sm_unmeasured_microseconds"},
 	{Name: "energy", Column: "energy_unmeasured_microseconds"},
 	{Name: "pcie", Column: "pcie_unmeasured_microseconds"},
 	{Name: "nvlink", Column: "nvlink_unmeasured_microseconds"},
 }
+
+// NumGroups is the number of Unmeasured flags (at most 8: a UInt8 column).
+const NumGroups = len(Groups)
+
+var _ [8 - NumGroups]struct{} // Unmeasured is a uint8
 
 // Flag is group i's bit.
 func Flag(i int) Unmeasured { return 1 << i }

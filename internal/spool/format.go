@@ -57,8 +57,9 @@ const (
 )
 
 // The meter table only grows (a meter's place is part of every payload),
-// so every payload ever written carries at most meter.Count meters.
-var _ = [1]struct{}{}[meter.Count-legacyPayloadMeters]
+// so every payload ever written carries at most meter.Count meters (a
+// negative array length does not compile).
+var _ [meter.Count - legacyPayloadMeters]struct{}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
@@ -83,10 +84,10 @@ func BenchmarkInsertSamples(b *testing.B) {
 	}
 }
 
-const sampleColumnsForBench = "sample_id, host, gpu_uuid, gpu_model, mig_uuid, mig_profile, sku, " +
-	"tenant, department, workload, start, end, " +
-	"gpu_microseconds, sm_active_microseconds, mem_mib_seconds, mem_peak_bytes, energy_millijoules, " +
-	"pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes, unmeasured"
+// sampleColumnsForBench are the columns the store writes, every meter's
+// from the meter table.
+var sampleColumnsForBench = "sample_id, host, gpu_uuid, gpu_model, mig_uuid, mig_profile, sku, " +
+	"tenant, department, workload, start, end, " + strings.Join(meter.Columns(), ", ") + ", unmeasured"
 
 func writeTSV(path string, samples []collectors.Sample) error {
 	f, err := os.Create(path)
@@ -95,11 +96,13 @@ func writeTSV(path string, samples []collectors.Sample) error {
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	for _, x := range samples {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n",
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s",
 			x.ID, x.Host, x.GPUUUID, x.GPUModel, x.MIGUUID, x.MIGProfile, x.SKU, x.Tenant, x.Department, x.Workload,
-			x.Start.UTC().Format(time.DateTime), x.End.UTC().Format(time.DateTime),
-			x.GPUMicroseconds, x.SMActiveMicroseconds, x.MemMiBSeconds, x.MemPeakBytes, x.EnergyMillijoules,
-			x.PCIeTxBytes, x.PCIeRxBytes, x.NVLinkTxBytes, x.NVLinkRxBytes, x.Unmeasured)
+			x.Start.UTC().Format(time.DateTime), x.End.UTC().Format(time.DateTime))
+		for _, v := range x.Array() {
+			fmt.Fprintf(w, "\t%d", v)
+		}
+		fmt.Fprintf(w, "\t%d\n", x.Unmeasured)
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()

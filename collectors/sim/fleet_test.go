@@ -19,17 +19,8 @@ var fleetStart = time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
 // what it appended.
 func runFleet(t *testing.T, cfg sim.Config, d time.Duration) (*sim.Fleet, []collectors.Sample) {
 	t.Helper()
-	f, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r, err := rig.New(f, rig.DefaultOptions(), logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	out, err := r.Samples(context.Background(), d, logger)
+	f, out, err := rig.Simulate(context.Background(), cfg, rig.DefaultOptions(), d, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,17 +25,8 @@ import (
 // other pipeline tests do, and returns every sample.
 func collect(t *testing.T, cfg sim.Config, d time.Duration) []collectors.Sample {
 	t.Helper()
-	f, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r, err := rig.New(f, rig.DefaultOptions(), logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	out, err := r.Samples(context.Background(), d, logger)
+	_, out, err := rig.Simulate(context.Background(), cfg, rig.DefaultOptions(), d, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

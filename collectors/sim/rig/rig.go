@@ -107,3 +107,19 @@ func (r *Rig) Samples(ctx context.Context, d time.Duration, logger *slog.Logger)
 	}), logger)
 	return out, err
 }
+
+// Simulate builds the fleet of cfg, runs the production collector over it
+// from its start for d and returns the fleet (for its ledger) and every
+// sample: the whole pipeline up to the spool, in one call.
+func Simulate(ctx context.Context, cfg sim.Config, o Options, d time.Duration, logger *slog.Logger) (*sim.Fleet, []collectors.Sample, error) {
+	f, err := sim.New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := New(f, o, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	samples, err := r.Samples(ctx, d, logger)
+	return f, samples, errors.Join(err, r.Close())
+}

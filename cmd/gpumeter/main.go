@@ -143,6 +143,15 @@ unreachable, a query or write failing, NVML errors).
 		newCollectCmd(g, collectDeps{newNVML: func() gonvml.Interface { return gonvml.New() }}), newVersionCmd())
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
+	// cobra's own two, in the style of the others' summaries.
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "help":
+			c.Short = "help about any command"
+		case "completion":
+			c.Short = "print the shell completion script (bash, zsh, fish, powershell)"
+		}
+	}
 	// The root's help lists the commands first; the others keep cobra's.
 	def := root.HelpTemplate()
 	root.SetHelpTemplate(rootHelp)

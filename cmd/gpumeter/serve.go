@@ -13,9 +13,10 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auditqueue"
 	"github.com/gpumeter/gpumeter/internal/billing"
-	"github.com/gpumeter/gpumeter/internal/insightsvc"
+	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/serving"
+	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/schemas"
 )
@@ -131,7 +132,7 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 		if err != nil {
 			return err
 		}
-		ins := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
+		ins := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
 		insightsRun = func(ctx context.Context) error {
 			st, ok, err := s.LoadRollupState(ctx, billing.RollupJob)
 			if err != nil || !ok {

@@ -197,8 +197,8 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 				webhook.NewSender(g.cfg.Webhooks, s, g.logger).Run(apiCtx, s)
 			}
 		}()
-		waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, AuditQueue: auditQueue, PDF: pdf, Usage: svc, Invoices: svc,
-			Cost: svc, Tenants: svc, Chargeback: svc, Quotas: quotas, Kubernetes: serving.NewKubernetes(quotas, g.cfg.Kubernetes),
+		waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, AuditQueue: auditQueue, PDF: pdf, Usage: svc, Invoices: billing.NewInvoiceService(s, g.cfg.Billing.Issuer.ID),
+			Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(s, g.cfg.Chargeback), Quotas: quotas, Kubernetes: serving.NewKubernetes(quotas, g.cfg.Kubernetes),
 			Insights: ins})
 		err = srv.Serve(ctx, ln)
 		stopAPI() // after the last request: the audit writer flushes what it holds

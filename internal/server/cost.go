@@ -31,9 +31,10 @@ type TenantService interface {
 	Tenants(ctx context.Context, scope auth.Scope) ([]TenantInfo, error)
 }
 
-// ChargebackService charges a month to departments.
+// ChargebackService charges a month to departments
+// (billing.ChargebackService).
 type ChargebackService interface {
-	Chargeback(ctx context.Context, scope auth.Scope, month, idle string) (chargeback.Report, error)
+	Chargeback(ctx context.Context, r billing.ScopedChargebackRequest) (chargeback.Report, error)
 }
 
 // CostRequest is GET /v1/cost: a tenant (the key's own for a tenant key)
@@ -230,16 +231,10 @@ func (s *Server) getChargeback(svc ChargebackService) gin.HandlerFunc {
 			s.respondError(c, err)
 			return
 		}
-		month := v.Get("month")
-		if _, err := billing.MonthlyPeriod(month, time.UTC); err != nil {
-			s.respondError(c, badRequest{"month: " + err.Error()})
-			return
-		}
-		idle := v.Get("idle")
-		switch chargeback.IdleMode(idle) {
-		case "", chargeback.IdleOwnRow, chargeback.IdleByUse, chargeback.IdleByWeight, chargeback.IdleEvenly:
-		default:
-			s.respondError(c, badRequest{fmt.Sprintf("idle %q: want own_row, by_use, by_weight or evenly", truncate(idle, 32))})
+		scope := scopeOf(c)
+		r := billing.ScopedChargebackRequest{Scope: scope, Month: v.Get("month"), Idle: v.Get("idle")}
+		if err := r.Validate(); err != nil {
+			s.respondError(c, err)
 			return
 		}
 		writers := map[string]struct {
@@ -257,12 +252,11 @@ func (s *Server) getChargeback(svc ChargebackService) gin.HandlerFunc {
 			s.respondError(c, badRequest{fmt.Sprintf("format %q: want json, csv, html or pdf", truncate(format, 16))})
 			return
 		}
-		scope := scopeOf(c)
 		if scope.Kind == auth.KindTenant {
 			s.respondError(c, fmt.Errorf("chargeback is for department and admin keys: %w", ErrForbidden))
 			return
 		}
-		rep, err := svc.Chargeback(c.Request.Context(), scope, month, idle)
+		rep, err := svc.Chargeback(c.Request.Context(), r)
 		if err != nil {
 			s.respondError(c, err)
 			return

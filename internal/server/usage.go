@@ -215,27 +215,9 @@ func usageResponse(q UsageRequest, res UsageResult) gin.H {
 		"rolled_up_through": res.RolledUpThrough.UTC().Format(time.RFC3339), "points": points}
 }
 
-// InvoiceListRequest is GET /v1/invoices.
-type InvoiceListRequest struct {
-	Scope auth.Scope
-	// Portal: the caller holds a portal token, a customer's view whatever
-	// its scope (no drafts).
-	Portal bool
-	Period string
-	Tenant string
-	After  string // page token: the last id of the previous page
-	Limit  int
-}
-
-// InvoiceRequest is GET /v1/invoices/{ref}: one invoice by id or number.
-type InvoiceRequest struct {
-	Scope  auth.Scope
-	Portal bool // as in InvoiceListRequest
-	Ref    string
-}
-
-func parseInvoiceList(v url.Values, scope auth.Scope) (InvoiceListRequest, error) {
-	q := InvoiceListRequest{Scope: scope, Period: v.Get("period"), Tenant: v.Get("tenant"), After: v.Get("page_token"), Limit: 100}
+// parseInvoiceList reads GET /v1/invoices.
+func parseInvoiceList(v url.Values, scope auth.Scope) (billing.InvoiceListRequest, error) {
+	q := billing.InvoiceListRequest{Scope: scope, Period: v.Get("period"), Tenant: v.Get("tenant"), After: v.Get("page_token"), Limit: 100}
 	for k, vals := range v {
 		switch k {
 		case "period", "tenant", "page_token", "page_size", "access_token":
@@ -251,10 +233,8 @@ func parseInvoiceList(v url.Values, scope auth.Scope) (InvoiceListRequest, error
 			}
 		}
 	}
-	if q.Period != "" {
-		if _, err := billing.MonthlyPeriod(q.Period, time.UTC); err != nil {
-			return q, badRequest{"period: " + err.Error()}
-		}
+	if err := q.Validate(); err != nil {
+		return q, err
 	}
 	if ps := v.Get("page_size"); ps != "" {
 		n, err := strconv.Atoi(ps)

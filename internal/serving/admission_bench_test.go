@@ -72,7 +72,7 @@ func BenchmarkAdmission(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	srv := server.New(scfg, reg, logger)
 	apiCtx, cancel := context.WithCancel(ctx)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: nopAudit{}, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc, Quotas: q})
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: nopAudit{}, Usage: svc, Invoices: billing.NewInvoiceService(s, billing.Customers{}.Issuer.ID), Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(s, billing.ChargebackConfig{}), Quotas: q})
 	handler := &timedHandler{next: srv.Handler()}
 	ts := httptest.NewServer(handler)
 	defer func() { ts.Close(); cancel(); wait() }()

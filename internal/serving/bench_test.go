@@ -72,7 +72,7 @@ func BenchmarkMonthToDateUsage(b *testing.B) {
 	srv := server.New(cfg, reg, logger)
 	apiCtx, cancel := context.WithCancel(ctx)
 	svc := serving.New(s, billing.Customers{}, billing.ChargebackConfig{}, time.Now)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc})
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: billing.NewInvoiceService(s, billing.Customers{}.Issuer.ID), Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(s, billing.ChargebackConfig{})})
 	ts := httptest.NewServer(srv.Handler())
 	defer func() { ts.Close(); cancel(); wait() }()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
-	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/server"
@@ -15,9 +14,8 @@ import (
 )
 
 var (
-	_ server.CostService       = (*Service)(nil)
-	_ server.TenantService     = (*Service)(nil)
-	_ server.ChargebackService = (*Service)(nil)
+	_ server.CostService   = (*Service)(nil)
+	_ server.TenantService = (*Service)(nil)
 )
 
 // customer is the configured customer tenant, if the scope may see it.
@@ -153,39 +151,4 @@ func contractInfo(k *pricing.Contract) *server.ContractInfo {
 		ci.Reservations = append(ci.Reservations, ri)
 	}
 	return ci
-}
-
-// Chargeback is the month's report. Idle capacity is shared across the
-// whole fleet, so the report is made for the fleet; a department key then
-// gets its own department only (and the fleet's totals, which name no
-// other department or tenant).
-func (s *Service) Chargeback(ctx context.Context, scope auth.Scope, month, idle string) (chargeback.Report, error) {
-	if s.chargeback.Book == "" {
-		return chargeback.Report{}, fault.NotFoundf("chargeback: no rate card configured (chargeback.book): not found")
-	}
-	rep, err := billing.Chargeback(ctx, s.store, s.chargeback, billing.ChargebackRequest{Period: month, Idle: idle})
-	if fault.IsValidation(err) && scope.Kind != auth.KindAdmin {
-		// Its problems (the rate card's, the carbon file's, the fleet's
-		// allocation) may name other departments: an admin sees them.
-		return chargeback.Report{}, fault.Validationf("chargeback of %s cannot be allocated as configured (ask an admin)", month)
-	}
-	if err != nil {
-		return chargeback.Report{}, err
-	}
-	if d := scope.Department(); d != "" {
-		var deps []chargeback.Department
-		for _, dep := range rep.Departments {
-			if dep.Name == d {
-				deps = append(deps, dep)
-			}
-		}
-		var days []chargeback.DayCost
-		for _, day := range rep.Days {
-			if day.Department == d {
-				days = append(days, day)
-			}
-		}
-		rep.Departments, rep.Days = deps, days
-	}
-	return rep, nil
 }

@@ -121,7 +121,7 @@ func scopeAPI(t *testing.T, from, to time.Time) (get func(key, path string) (int
 	apiCtx, cancel := context.WithCancel(context.Background())
 	svc := serving.New(s, cs, billing.ChargebackConfig{Book: path, Idle: "own_row"}, time.Now)
 	ins := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insights.Prices{}, time.Now, logger)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc, Insights: ins})
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: billing.NewInvoiceService(s, cs.Issuer.ID), Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(s, billing.ChargebackConfig{Book: path, Idle: "own_row"}), Insights: ins})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); cancel(); wait() })
 	return func(key, path string) (int, []byte) {

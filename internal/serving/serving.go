@@ -12,7 +12,6 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/meter"
@@ -24,11 +23,8 @@ import (
 // Store is what the services read.
 type Store interface {
 	RawDroppedBefore(ctx context.Context) (time.Time, error)
-	ChargebackHours(ctx context.Context, from, to time.Time) ([]billing.HourlyMeters, error)
 	Usage(ctx context.Context, q store.UsageQuery) ([]store.UsageRow, error)
 	LoadRollupState(ctx context.Context, job string) (billing.RollupState, bool, error)
-	InvoicesFor(ctx context.Context, q store.InvoiceQuery) ([]billing.StoredInvoice, error)
-	InvoiceFor(ctx context.Context, issuer string, scope auth.Scope, ref string, drafts bool) (billing.StoredInvoice, error)
 }
 
 // Service implements the API's services.
@@ -44,10 +40,7 @@ type Service struct {
 	pricing *billing.PricingCache
 }
 
-var (
-	_ server.UsageService   = (*Service)(nil)
-	_ server.InvoiceService = (*Service)(nil)
-)
+var _ server.UsageService = (*Service)(nil)
 
 // New serves the store's data for the configured customers (whose issuer
 // names the invoice ledger) and chargeback; now is the clock of
@@ -224,25 +217,4 @@ func bucketStart(t time.Time, step string, loc *time.Location) time.Time {
 		return time.Date(l.Year(), l.Month(), 1, 0, 0, 0, 0, loc)
 	}
 	return l.Truncate(time.Hour)
-}
-
-// Invoices lists the issuer's invoices in the request's scope: drafts
-// only for operators (seesDrafts).
-func (s *Service) Invoices(ctx context.Context, q server.InvoiceListRequest) ([]billing.StoredInvoice, error) {
-	return s.store.InvoicesFor(ctx, store.InvoiceQuery{Issuer: s.issuer, Scope: q.Scope, Period: q.Period, Tenant: q.Tenant,
-		After: q.After, Limit: q.Limit, Drafts: seesDrafts(q.Scope, q.Portal)})
-}
-
-// Invoice reads one invoice in the scope; a draft is as absent to a
-// customer as another tenant's invoice.
-func (s *Service) Invoice(ctx context.Context, q server.InvoiceRequest) (billing.StoredInvoice, error) {
-	return s.store.InvoiceFor(ctx, s.issuer, q.Scope, q.Ref, seesDrafts(q.Scope, q.Portal))
-}
-
-// seesDrafts says whether a caller reviews drafts: operators (admin and
-// department API keys) do; customers (tenant keys, and every portal token,
-// which is handed to people outside operations) see an invoice once it is
-// finalized.
-func seesDrafts(scope auth.Scope, portal bool) bool {
-	return !portal && (scope.Kind == auth.KindAdmin || scope.Kind == auth.KindDepartment)
 }

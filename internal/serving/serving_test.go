@@ -156,7 +156,7 @@ func (f *fixture) serve(t *testing.T, cfg server.Config, now func() time.Time) (
 	apiCtx, cancel := context.WithCancel(context.Background())
 	svc := serving.New(f.store, f.customers, f.chargeback, now)
 	ins := insights.New(store.NewInsightsReader(f.store), webhook.NewPublisher(f.store, time.Now), f.insightPrices(t), now, logger)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc, Insights: ins})
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: billing.NewInvoiceService(f.store, f.customers.Issuer.ID), Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(f.store, f.chargeback), Insights: ins})
 	hs := httptest.NewServer(srv.Handler())
 	stop := func() { hs.Close(); cancel(); wait() }
 	t.Cleanup(stop)

@@ -21,6 +21,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auditqueue"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
@@ -43,9 +44,9 @@ type AuditQueue interface {
 	Pending() (entries int, bytes int64)
 }
 
-// UsageService answers usage series in a scope.
+// UsageService answers usage series in a scope (usage.Service).
 type UsageService interface {
-	Usage(ctx context.Context, q UsageRequest) (UsageResult, error)
+	Usage(ctx context.Context, q usage.Request) (usage.Result, error)
 }
 
 // InvoiceService reads invoices in a scope (billing.InvoiceService).

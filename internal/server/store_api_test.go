@@ -1,4 +1,4 @@
-package serving_test
+package server_test
 
 import (
 	"context"
@@ -25,9 +25,9 @@ import (
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/pricing"
 )
@@ -154,7 +154,7 @@ func (f *fixture) serve(t *testing.T, cfg server.Config, now func() time.Time) (
 	reg := prometheus.NewRegistry()
 	srv := server.New(cfg, reg, logger)
 	apiCtx, cancel := context.WithCancel(context.Background())
-	svc := serving.New(f.store, f.customers, f.chargeback, now)
+	svc := usage.New(f.store, f.customers, now)
 	ins := insights.New(store.NewInsightsReader(f.store), webhook.NewPublisher(f.store, time.Now), f.insightPrices(t), now, logger)
 	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: billing.NewInvoiceService(f.store, f.customers.Issuer.ID), Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(f.store, f.chargeback), Insights: ins})
 	hs := httptest.NewServer(srv.Handler())

@@ -1,4 +1,4 @@
-package serving_test
+package server_test
 
 import (
 	"context"
@@ -23,9 +23,9 @@ import (
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
@@ -119,7 +119,7 @@ func scopeAPI(t *testing.T, from, to time.Time) (get func(key, path string) (int
 	reg := prometheus.NewRegistry()
 	srv := server.New(server.DefaultConfig(), reg, logger)
 	apiCtx, cancel := context.WithCancel(context.Background())
-	svc := serving.New(s, cs, billing.ChargebackConfig{Book: path, Idle: "own_row"}, time.Now)
+	svc := usage.New(s, cs, time.Now)
 	ins := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insights.Prices{}, time.Now, logger)
 	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: billing.NewInvoiceService(s, cs.Issuer.ID), Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(s, billing.ChargebackConfig{Book: path, Idle: "own_row"}), Insights: ins})
 	hs := httptest.NewServer(srv.Handler())

@@ -14,9 +14,8 @@ import (
 	"github.com/gpumeter/gpumeter/internal/config"
 	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/insights"
-	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/sacct"
-	"github.com/gpumeter/gpumeter/internal/serving"
+	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -94,12 +93,12 @@ tenants that are Slurm accounts are charged to their parent account at
 			return err
 		}
 		if *efficiency {
-			svc := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insightsvc.Prices{}, time.Now, g.logger)
-			er, err := svc.Efficiency(ctx, insightsvc.Request{From: rep.Period.Start, To: rep.Period.End}, nil)
+			svc := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insights.Prices{}, time.Now, g.logger)
+			er, err := svc.Efficiency(ctx, insights.Request{From: rep.Period.Start, To: rep.Period.End}, nil)
 			if err != nil {
 				return fmt.Errorf("efficiency section: %w", err)
 			}
-			rep.Efficiency = insightsvc.ChargebackRows(insights.Regroup(er, req.Departments))
+			rep.Efficiency = insights.ChargebackRows(insights.Regroup(er, req.Departments))
 		}
 		if *out == "" {
 			return write(g.stdout, rep)

@@ -15,8 +15,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
-	"github.com/gpumeter/gpumeter/internal/insightsvc"
-	"github.com/gpumeter/gpumeter/internal/serving"
+	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
@@ -66,8 +65,8 @@ func (p *periodFlags) register(fs *pflag.FlagSet) {
 }
 
 // request reads the period flags into a validated request.
-func (p *periodFlags) request() (insightsvc.Request, error) {
-	var r insightsvc.Request
+func (p *periodFlags) request() (insights.Request, error) {
+	var r insights.Request
 	switch {
 	case p.period != "" && (p.from != "" || p.to != ""):
 		return r, usageErrorf("give --period or --from and --to, not both")
@@ -128,7 +127,7 @@ get no money figures).`,
 			return err
 		}
 		defer s.Close()
-		svc := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
+		svc := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
 		var out any
 		switch sub {
 		case "efficiency":
@@ -182,19 +181,19 @@ GPUs.`,
 	fs := cmd.Flags()
 	to := fs.String("to", "", "end of the history, a whole UTC hour (default: the current hour)")
 	until := fs.String("until", "", "project up to here (default: 90 days after --to)")
-	weeks := fs.Int("weeks", insightsvc.DefaultCapacityWeeks, "weeks of history to fit (2 to 52)")
-	target := fs.String("target", insightsvc.DefaultCapacityTarget, "share of the GPUs that counts as full, within (0, 1]")
+	weeks := fs.Int("weeks", insights.DefaultCapacityWeeks, "weeks of history to fit (2 to 52)")
+	target := fs.String("target", insights.DefaultCapacityTarget, "share of the GPUs that counts as full, within (0, 1]")
 	asJSON := fs.Bool("json", false, "JSON output")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
-		req := insightsvc.CapacityRequest{To: time.Now().UTC().Truncate(time.Hour), Weeks: *weeks}
+		req := insights.CapacityRequest{To: time.Now().UTC().Truncate(time.Hour), Weeks: *weeks}
 		var err error
 		if *to != "" {
 			if req.To, err = parseTime(*to); err != nil {
 				return usageErrorf("--to: %v", err)
 			}
 		}
-		req.Until = req.To.Add(insightsvc.DefaultCapacityHorizon)
+		req.Until = req.To.Add(insights.DefaultCapacityHorizon)
 		if *until != "" {
 			if req.Until, err = parseTime(*until); err != nil {
 				return usageErrorf("--until: %v", err)
@@ -211,7 +210,7 @@ GPUs.`,
 			return err
 		}
 		defer s.Close()
-		svc := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insightsvc.Prices{}, time.Now, g.logger)
+		svc := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insights.Prices{}, time.Now, g.logger)
 		fc, err := svc.Capacity(ctx, req)
 		if err != nil {
 			return err
@@ -228,8 +227,8 @@ GPUs.`,
 
 // insightPrices prices billing customers by their book and contract, in
 // their time zone, and everyone else by book (when given), in UTC.
-func insightPrices(g *globals, book string) (insightsvc.Prices, error) {
-	p := insightsvc.Prices{ByTenant: map[string]insightsvc.Priced{}}
+func insightPrices(g *globals, book string) (insights.Prices, error) {
+	p := insights.Prices{ByTenant: map[string]insights.Priced{}}
 	for _, c := range g.cfg.Billing.Customers {
 		b, k, err := billing.LoadPricing(c, os.ReadFile)
 		if err != nil {
@@ -241,14 +240,14 @@ func insightPrices(g *globals, book string) (insightsvc.Prices, error) {
 				return p, usageErrorf("billing customer %s: time zone: %v", c.Tenant, err)
 			}
 		}
-		p.ByTenant[c.Tenant] = insightsvc.Priced{TenantPricing: insights.TenantPricing{Book: b, Contract: k}, Location: loc}
+		p.ByTenant[c.Tenant] = insights.Priced{TenantPricing: insights.TenantPricing{Book: b, Contract: k}, Location: loc}
 	}
 	if book != "" {
 		b, _, err := billing.LoadPricing(billing.Customer{Book: book}, os.ReadFile)
 		if err != nil {
 			return p, usageErrorf("--book: %v", err)
 		}
-		p.Default = &insightsvc.Priced{TenantPricing: insights.TenantPricing{Book: b}, Location: time.UTC}
+		p.Default = &insights.Priced{TenantPricing: insights.TenantPricing{Book: b}, Location: time.UTC}
 	}
 	return p, nil
 }

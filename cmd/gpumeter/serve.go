@@ -11,11 +11,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/gpumeter/gpumeter/internal/admission"
 	"github.com/gpumeter/gpumeter/internal/auditqueue"
 	"github.com/gpumeter/gpumeter/internal/billing"
-	"github.com/gpumeter/gpumeter/internal/insightsvc"
+	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/serving"
+	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/schemas"
 )
@@ -131,7 +134,7 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 		if err != nil {
 			return err
 		}
-		ins := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
+		ins := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
 		insightsRun = func(ctx context.Context) error {
 			st, ok, err := s.LoadRollupState(ctx, billing.RollupJob)
 			if err != nil || !ok {
@@ -176,9 +179,9 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 		sched.Start()
 		defer sched.Stop()
 		srv := server.New(srvCfg, reg, g.logger, checks...)
-		svc := serving.New(s, g.cfg.Billing, g.cfg.Chargeback, time.Now)
+		use := usage.New(s, g.cfg.Billing, time.Now)
 		apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
-		quotas, err := serving.NewQuotas(svc, s, g.cfg.Quotas, g.logger)
+		quotas, err := quota.NewService(use, s, g.cfg.Billing, g.cfg.Quotas, time.Now, g.logger)
 		if err != nil {
 			stopAPI()
 			return usageError{err}
@@ -196,9 +199,10 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 				webhook.NewSender(g.cfg.Webhooks, s, g.logger).Run(apiCtx, s)
 			}
 		}()
-		waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, AuditQueue: auditQueue, PDF: pdf, Usage: svc, Invoices: svc,
-			Cost: svc, Tenants: svc, Chargeback: svc, Quotas: quotas, Kubernetes: serving.NewKubernetes(quotas, g.cfg.Kubernetes),
-			Insights: ins})
+		waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, AuditQueue: auditQueue, PDF: pdf,
+			Usage: use, Cost: use, Tenants: use, Invoices: billing.NewInvoiceService(s, g.cfg.Billing.Issuer.ID),
+			Chargeback: billing.NewChargebackService(s, g.cfg.Chargeback), Quotas: quotas,
+			Kubernetes: admission.NewWebhook(quotas, g.cfg.Kubernetes), Insights: ins})
 		err = srv.Serve(ctx, ln)
 		stopAPI() // after the last request: the audit writer flushes what it holds
 		waitAPI()

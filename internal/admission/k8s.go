@@ -1,6 +1,7 @@
-// Package admission answers Kubernetes ValidatingAdmissionWebhook reviews
-// (admission.k8s.io/v1) for Pods: their NVIDIA GPU and MIG requests are
-// checked against the quotas of the tenant their namespace maps to.
+// Package admission is the quota service's Kubernetes adapter: it answers
+// ValidatingAdmissionWebhook reviews (admission.k8s.io/v1) for Pods, whose
+// NVIDIA GPU and MIG requests are checked against the quotas of the tenant
+// their namespace maps to.
 package admission
 
 import (
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/quota"
 )
 
@@ -58,9 +60,10 @@ type Decider interface {
 	AdmitAll(ctx context.Context, scope auth.Scope, rs []quota.Request) (quota.Decision, error)
 }
 
-// ErrMalformed is a body that is not an AdmissionReview request: the
-// webhook answers it with a 400, since it has no uid to answer to.
-var ErrMalformed = errors.New("malformed AdmissionReview")
+// ErrMalformed is a body that is not an AdmissionReview request, a
+// validation error: the webhook answers it with a 400, since it has no
+// uid to answer to.
+var ErrMalformed = fault.Validation(errors.New("malformed AdmissionReview"))
 
 // Review decides an AdmissionReview and returns the review to send back.
 // A Pod whose GPU requests would break a hard quota is denied with a

@@ -11,7 +11,9 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/pricing"
 )
@@ -291,4 +293,83 @@ func carbonSource(c CarbonConfig) (*chargeback.CarbonSource, error) {
 		src.Hours = hours
 	}
 	return src, nil
+}
+
+// ScopedChargebackRequest is a month's chargeback report as an API key
+// asks for it (/v1/chargeback).
+type ScopedChargebackRequest struct {
+	Scope auth.Scope
+	Month string // YYYY-MM in the config's time zone
+	Idle  string // overrides the config's mode when set
+}
+
+// Validate reports every problem.
+func (r ScopedChargebackRequest) Validate() error {
+	var errs []error
+	if _, err := MonthlyPeriod(r.Month, time.UTC); err != nil {
+		errs = append(errs, fmt.Errorf("month: %w", err))
+	}
+	switch chargeback.IdleMode(r.Idle) {
+	case "", chargeback.IdleOwnRow, chargeback.IdleByUse, chargeback.IdleByWeight, chargeback.IdleEvenly:
+	default:
+		errs = append(errs, fmt.Errorf("idle %q: want own_row, by_use, by_weight or evenly", clip(r.Idle, 32)))
+	}
+	return fault.Validation(errors.Join(errs...))
+}
+
+// clip cuts s to n bytes, for echoing input in a message.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// ChargebackService answers chargeback reports in a caller's scope.
+type ChargebackService struct {
+	store ChargebackStore
+	cfg   ChargebackConfig
+}
+
+// NewChargebackService reports by cfg (the config's chargeback section).
+func NewChargebackService(st ChargebackStore, cfg ChargebackConfig) *ChargebackService {
+	return &ChargebackService{store: st, cfg: cfg}
+}
+
+// Chargeback is the month's report. Idle capacity is shared across the
+// whole fleet, so the report is made for the fleet; a department key then
+// gets its own department only (and the fleet's totals, which name no
+// other department or tenant).
+func (s *ChargebackService) Chargeback(ctx context.Context, r ScopedChargebackRequest) (chargeback.Report, error) {
+	if err := r.Validate(); err != nil {
+		return chargeback.Report{}, err
+	}
+	if s.cfg.Book == "" {
+		return chargeback.Report{}, fault.NotFoundf("chargeback: no rate card configured (chargeback.book): not found")
+	}
+	rep, err := Chargeback(ctx, s.store, s.cfg, ChargebackRequest{Period: r.Month, Idle: r.Idle})
+	if fault.IsValidation(err) && r.Scope.Kind != auth.KindAdmin {
+		// Its problems (the rate card's, the carbon file's, the fleet's
+		// allocation) may name other departments: an admin sees them.
+		return chargeback.Report{}, fault.Validationf("chargeback of %s cannot be allocated as configured (ask an admin)", r.Month)
+	}
+	if err != nil {
+		return chargeback.Report{}, err
+	}
+	if d := r.Scope.Department(); d != "" {
+		var deps []chargeback.Department
+		for _, dep := range rep.Departments {
+			if dep.Name == d {
+				deps = append(deps, dep)
+			}
+		}
+		var days []chargeback.DayCost
+		for _, day := range rep.Days {
+			if day.Department == d {
+				days = append(days, day)
+			}
+		}
+		rep.Departments, rep.Days = deps, days
+	}
+	return rep, nil
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/admission"
 	"github.com/gpumeter/gpumeter/internal/billing"
-	"github.com/gpumeter/gpumeter/internal/insightsvc"
+	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/spool"
@@ -36,7 +36,7 @@ type Config struct {
 	Quotas     quota.Config             `yaml:"quotas"`
 	Webhooks   webhook.Config           `yaml:"webhooks"`
 	Kubernetes admission.Config         `yaml:"kubernetes"`
-	Insights   insightsvc.Config        `yaml:"insights"`
+	Insights   insights.Config          `yaml:"insights"`
 	Reports    Reports                  `yaml:"reports"`
 }
 
@@ -85,7 +85,7 @@ func Default() Config {
 		Quotas:     quota.DefaultConfig(),
 		Webhooks:   webhook.DefaultConfig(),
 		Kubernetes: admission.DefaultConfig(),
-		Insights:   insightsvc.DefaultConfig(),
+		Insights:   insights.DefaultConfig(),
 		Collector: Collector{
 			Spool:   spool.DefaultConfig("/var/lib/gpumeter/spool"),
 			Shipper: spool.DefaultShipperConfig(),

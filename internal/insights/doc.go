@@ -2,8 +2,8 @@
 // right-sizing to smaller MIG or vGPU profiles, anomalies in usage and
 // spend, month-end forecasts and fleet capacity dates (issue 17).
 //
-// It is pure: every function takes values (times included) and returns
-// values; no clock, store, files, network or logger. Inputs are what a
+// Its analyses are pure: every function takes values (times included) and
+// returns values; no clock, store, files, network or logger. Inputs are what a
 // store query gives cheaply; each input struct has Validate, which reports
 // every problem at once (errors.Join), and invalid input yields an error,
 // never a panic. GPU time is integer GPU-microseconds, which reconcile;
@@ -12,8 +12,12 @@
 // money and usage alike. Floats appear only in utilization fractions,
 // percentiles of SM activity, scores and parameters.
 //
-// It imports pricing, internal/gpucatalog and internal/partition, and
-// nothing that does I/O. docs/insights.md has the long form.
+// The analyses import pricing, internal/gpucatalog and internal/partition,
+// and nothing that does I/O. The one edge is Service (service.go), which
+// the CLI and the API call: it loads the inputs through a Reader the store
+// meets, prices tenants as invoicing does (internal/billing's loader), runs
+// the analyses and stores and announces anomalies through interfaces it
+// declares. docs/insights.md has the long form.
 //
 // # Inputs
 //

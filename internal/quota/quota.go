@@ -1,8 +1,10 @@
 // Package quota decides whether work fits a tenant's quota before it
 // starts: quota definitions, the in-memory state the evaluator keeps
 // (month-to-date usage and spend, live concurrency, admissions not yet
-// running), and admission decisions made from that state alone. It is
-// pure: internal/serving refreshes the state from the store.
+// running), and admission decisions made from that state alone. The
+// evaluator is pure; Service (service.go) is its edge: it refreshes the
+// state from month-to-date usage and live concurrency, and answers
+// admissions, quota state and Prometheus from memory.
 package quota
 
 import (

@@ -356,11 +356,11 @@ func TestAuditWithoutAQueueTriesEveryBatch(t *testing.T) {
 // oneInvoice serves one stored invoice to every key.
 type oneInvoice struct{ si billing.StoredInvoice }
 
-func (o oneInvoice) Invoices(context.Context, InvoiceListRequest) ([]billing.StoredInvoice, error) {
+func (o oneInvoice) Invoices(context.Context, billing.InvoiceListRequest) ([]billing.StoredInvoice, error) {
 	return []billing.StoredInvoice{o.si}, nil
 }
 
-func (o oneInvoice) Invoice(context.Context, InvoiceRequest) (billing.StoredInvoice, error) {
+func (o oneInvoice) Invoice(context.Context, billing.InvoiceRequest) (billing.StoredInvoice, error) {
 	return o.si, nil
 }
 
@@ -386,7 +386,7 @@ func TestInvoicePDFTheFontCannotShowIsA422(t *testing.T) {
 // oneChargeback serves one report.
 type oneChargeback struct{ r chargeback.Report }
 
-func (o oneChargeback) Chargeback(context.Context, auth.Scope, string, string) (chargeback.Report, error) {
+func (o oneChargeback) Chargeback(context.Context, billing.ScopedChargebackRequest) (chargeback.Report, error) {
 	return o.r, nil
 }
 

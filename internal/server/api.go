@@ -21,6 +21,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auditqueue"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
@@ -43,15 +44,15 @@ type AuditQueue interface {
 	Pending() (entries int, bytes int64)
 }
 
-// UsageService answers usage series in a scope.
+// UsageService answers usage series in a scope (usage.Service).
 type UsageService interface {
-	Usage(ctx context.Context, q UsageRequest) (UsageResult, error)
+	Usage(ctx context.Context, q usage.Request) (usage.Result, error)
 }
 
-// InvoiceService reads invoices in a scope.
+// InvoiceService reads invoices in a scope (billing.InvoiceService).
 type InvoiceService interface {
-	Invoices(ctx context.Context, q InvoiceListRequest) ([]billing.StoredInvoice, error)
-	Invoice(ctx context.Context, q InvoiceRequest) (billing.StoredInvoice, error)
+	Invoices(ctx context.Context, q billing.InvoiceListRequest) ([]billing.StoredInvoice, error)
+	Invoice(ctx context.Context, q billing.InvoiceRequest) (billing.StoredInvoice, error)
 }
 
 // API is what the /v1 routes call.
@@ -584,7 +585,12 @@ func (s *Server) getInvoice(svc InvoiceService) gin.HandlerFunc {
 			return
 		}
 		format := c.DefaultQuery("format", "json")
-		if ref == "" || len(ref) > 200 || !validText(ref) {
+		q := billing.InvoiceRequest{Scope: scopeOf(c), Ref: ref, Portal: c.GetBool(portalContext)}
+		if err := q.Validate(); err != nil {
+			s.respondError(c, err)
+			return
+		}
+		if !validText(ref) {
 			s.respondError(c, badRequest{"invoice: give an id (tenant/period/n) or a number"})
 			return
 		}
@@ -593,7 +599,7 @@ func (s *Server) getInvoice(svc InvoiceService) gin.HandlerFunc {
 			s.respondError(c, badRequest{fmt.Sprintf("format %q: want json, csv or pdf", format)})
 			return
 		}
-		si, err := svc.Invoice(c.Request.Context(), InvoiceRequest{Scope: scopeOf(c), Ref: ref, Portal: c.GetBool(portalContext)})
+		si, err := svc.Invoice(c.Request.Context(), q)
 		if err != nil {
 			s.respondError(c, err)
 			return

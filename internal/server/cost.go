@@ -15,96 +15,36 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
-	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
-// CostService prices a tenant's month so far.
+// CostService prices a tenant's month so far (usage.Service).
 type CostService interface {
-	Cost(ctx context.Context, q CostRequest) (CostResult, error)
+	Cost(ctx context.Context, q usage.CostRequest) (usage.CostResult, error)
 }
 
-// TenantService lists the customers a scope may see.
+// TenantService lists the customers a scope may see (usage.Service).
 type TenantService interface {
-	Tenants(ctx context.Context, scope auth.Scope) ([]TenantInfo, error)
+	Tenants(ctx context.Context, scope auth.Scope) ([]usage.TenantInfo, error)
 }
 
-// ChargebackService charges a month to departments.
+// ChargebackService charges a month to departments
+// (billing.ChargebackService).
 type ChargebackService interface {
-	Chargeback(ctx context.Context, scope auth.Scope, month, idle string) (chargeback.Report, error)
+	Chargeback(ctx context.Context, r billing.ScopedChargebackRequest) (chargeback.Report, error)
 }
 
-// CostRequest is GET /v1/cost: a tenant (the key's own for a tenant key)
-// and a month (the current one in the tenant's zone by default).
-type CostRequest struct {
-	Scope  auth.Scope
-	Tenant string
-	Month  string
-}
-
-// CostResult is a tenant's month so far and at its end, before tax, as
-// insights.ForecastCost priced them with the invoice's engine, book and
-// contract.
-type CostResult struct {
-	Tenant, Month, Currency, BookVersion string
-	TimeZone                             string
-	MinorUnits                           int32
-	Start, End                           time.Time
-	Cost                                 insights.CostForecast
-}
-
-// TenantInfo is a customer as the API shows it.
-type TenantInfo struct {
-	Tenant      string        `json:"tenant"`
-	Department  string        `json:"department,omitempty"`
-	Name        string        `json:"name"`
-	Currency    string        `json:"currency"`
-	TimeZone    string        `json:"time_zone"`
-	BookVersion string        `json:"book_version"`
-	Contract    *ContractInfo `json:"contract,omitempty"`
-}
-
-// ContractInfo is a contract's terms.
-type ContractInfo struct {
-	Start          string            `json:"start,omitempty"`
-	End            string            `json:"end,omitempty"`
-	MinimumMonthly string            `json:"minimum_monthly,omitempty"`
-	Reservations   []ReservationInfo `json:"reservations,omitempty"`
-}
-
-// ReservationInfo is one reservation of a contract.
-type ReservationInfo struct {
-	SKU        string `json:"sku"`
-	GPUs       string `json:"gpus,omitempty"`
-	Instances  int64  `json:"instances,omitempty"`
-	Rate       string `json:"rate,omitempty"`
-	MonthlyFee string `json:"monthly_fee,omitempty"`
-	Start      string `json:"start,omitempty"`
-	End        string `json:"end,omitempty"`
-}
-
-func parseCostRequest(v url.Values, scope auth.Scope) (CostRequest, error) {
-	q := CostRequest{Scope: scope, Tenant: v.Get("tenant"), Month: v.Get("month")}
+// parseCostRequest decodes GET /v1/cost; usage.CostRequest.Validate
+// checks it.
+func parseCostRequest(v url.Values, scope auth.Scope) (usage.CostRequest, error) {
+	q := usage.CostRequest{Scope: scope, Tenant: v.Get("tenant"), Month: v.Get("month")}
 	if err := onlyParams(v, 128, "tenant", "month"); err != nil {
 		return q, err
 	}
-	if q.Month != "" {
-		if _, err := billing.MonthlyPeriod(q.Month, time.UTC); err != nil {
-			return q, badRequest{"month: " + err.Error()}
-		}
-	}
-	if scope.Kind == auth.KindTenant {
-		if q.Tenant != "" && q.Tenant != scope.Name {
-			return q, fault.NotFoundf("tenant %q: not found", q.Tenant)
-		}
-		q.Tenant = scope.Name
-	}
-	if q.Tenant == "" {
-		return q, badRequest{"tenant: required for a " + string(scope.Kind) + " key"}
-	}
-	return q, nil
+	return q, q.Validate()
 }
 
 // onlyParams refuses parameters not named and text that is not short,
@@ -159,7 +99,7 @@ func (s *Server) getCost(svc CostService) gin.HandlerFunc {
 // costBody is GET /v1/cost's answer. Every amount is before tax (the
 // invoice's subtotal, before its tax line), and so_far, forecast and the
 // trend's month end come from one priced forecast, so they agree.
-func costBody(r CostResult) gin.H {
+func costBody(r usage.CostResult) gin.H {
 	fc := r.Cost
 	soFar, forecast := billing.CostByMeter(fc.SoFar), billing.CostByMeter(fc.Forecast)
 	meters := []gin.H{}
@@ -217,7 +157,7 @@ func (s *Server) getTenants(svc TenantService) gin.HandlerFunc {
 			return
 		}
 		if ts == nil {
-			ts = []TenantInfo{}
+			ts = []usage.TenantInfo{}
 		}
 		c.JSON(http.StatusOK, gin.H{"tenants": ts})
 	}
@@ -230,16 +170,10 @@ func (s *Server) getChargeback(svc ChargebackService) gin.HandlerFunc {
 			s.respondError(c, err)
 			return
 		}
-		month := v.Get("month")
-		if _, err := billing.MonthlyPeriod(month, time.UTC); err != nil {
-			s.respondError(c, badRequest{"month: " + err.Error()})
-			return
-		}
-		idle := v.Get("idle")
-		switch chargeback.IdleMode(idle) {
-		case "", chargeback.IdleOwnRow, chargeback.IdleByUse, chargeback.IdleByWeight, chargeback.IdleEvenly:
-		default:
-			s.respondError(c, badRequest{fmt.Sprintf("idle %q: want own_row, by_use, by_weight or evenly", truncate(idle, 32))})
+		scope := scopeOf(c)
+		r := billing.ScopedChargebackRequest{Scope: scope, Month: v.Get("month"), Idle: v.Get("idle")}
+		if err := r.Validate(); err != nil {
+			s.respondError(c, err)
 			return
 		}
 		writers := map[string]struct {
@@ -257,12 +191,11 @@ func (s *Server) getChargeback(svc ChargebackService) gin.HandlerFunc {
 			s.respondError(c, badRequest{fmt.Sprintf("format %q: want json, csv, html or pdf", truncate(format, 16))})
 			return
 		}
-		scope := scopeOf(c)
 		if scope.Kind == auth.KindTenant {
 			s.respondError(c, fmt.Errorf("chargeback is for department and admin keys: %w", ErrForbidden))
 			return
 		}
-		rep, err := svc.Chargeback(c.Request.Context(), scope, month, idle)
+		rep, err := svc.Chargeback(c.Request.Context(), r)
 		if err != nil {
 			s.respondError(c, err)
 			return

@@ -15,16 +15,15 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/insights"
-	"github.com/gpumeter/gpumeter/internal/insightsvc"
 )
 
 // InsightsService answers the insights in a request's tenant or
-// department (insightsvc.Service meets it).
+// department (insights.Service meets it).
 type InsightsService interface {
-	Efficiency(ctx context.Context, r insightsvc.Request, params *insights.IdleParams) (insights.EfficiencyReport, error)
-	RightSize(ctx context.Context, r insightsvc.Request) (insights.RightSizeReport, error)
-	Stored(ctx context.Context, r insightsvc.Request) ([]insightsvc.StoredAnomaly, error)
-	Capacity(ctx context.Context, r insightsvc.CapacityRequest) ([]insights.CapacityForecast, error)
+	Efficiency(ctx context.Context, r insights.Request, params *insights.IdleParams) (insights.EfficiencyReport, error)
+	RightSize(ctx context.Context, r insights.Request) (insights.RightSizeReport, error)
+	Stored(ctx context.Context, r insights.Request) ([]insights.StoredAnomaly, error)
+	Capacity(ctx context.Context, r insights.CapacityRequest) ([]insights.CapacityForecast, error)
 }
 
 // maxAnomalyRange bounds a listing of stored anomalies.
@@ -34,8 +33,8 @@ const maxAnomalyRange = 400 * 24 * time.Hour
 // caller's scope, which travels to the store's SQL: a tenant key sees its
 // own tenant only (another is not found), a department key the rows
 // labelled with its department, as in /v1/usage.
-func parseInsightsRequest(v url.Values, scope auth.Scope, maxRange time.Duration) (insightsvc.Request, error) {
-	var r insightsvc.Request
+func parseInsightsRequest(v url.Values, scope auth.Scope, maxRange time.Duration) (insights.Request, error) {
+	var r insights.Request
 	if err := onlyParams(v, 128, "month", "from", "to", "tenant"); err != nil {
 		return r, err
 	}
@@ -77,20 +76,20 @@ func parseInsightsRequest(v url.Values, scope auth.Scope, maxRange time.Duration
 }
 
 // periodRequest parses an insights period within maxRange.
-func periodRequest(maxRange time.Duration) func(url.Values, auth.Scope) (insightsvc.Request, error) {
-	return func(v url.Values, scope auth.Scope) (insightsvc.Request, error) {
+func periodRequest(maxRange time.Duration) func(url.Values, auth.Scope) (insights.Request, error) {
+	return func(v url.Values, scope auth.Scope) (insights.Request, error) {
 		return parseInsightsRequest(v, scope, maxRange)
 	}
 }
 
 func (s *Server) getEfficiency(svc InsightsService) gin.HandlerFunc {
-	return insightsRoute(s, svc, nil, periodRequest(insightsvc.MaxPeriod), func(ctx context.Context, r insightsvc.Request) (any, error) {
+	return insightsRoute(s, svc, nil, periodRequest(insights.MaxPeriod), func(ctx context.Context, r insights.Request) (any, error) {
 		return svc.Efficiency(ctx, r, nil)
 	})
 }
 
 func (s *Server) getRightSize(svc InsightsService) gin.HandlerFunc {
-	return insightsRoute(s, svc, nil, periodRequest(insightsvc.MaxPeriod), func(ctx context.Context, r insightsvc.Request) (any, error) {
+	return insightsRoute(s, svc, nil, periodRequest(insights.MaxPeriod), func(ctx context.Context, r insights.Request) (any, error) {
 		return svc.RightSize(ctx, r)
 	})
 }
@@ -103,13 +102,13 @@ func (s *Server) getAnomalies(svc InsightsService) gin.HandlerFunc {
 		}
 		return nil
 	}
-	return insightsRoute(s, svc, tenantOrAdmin, periodRequest(maxAnomalyRange), func(ctx context.Context, r insightsvc.Request) (any, error) {
+	return insightsRoute(s, svc, tenantOrAdmin, periodRequest(maxAnomalyRange), func(ctx context.Context, r insights.Request) (any, error) {
 		as, err := svc.Stored(ctx, r)
 		if err != nil {
 			return nil, err
 		}
 		if as == nil {
-			as = []insightsvc.StoredAnomaly{}
+			as = []insights.StoredAnomaly{}
 		}
 		return gin.H{"from": r.From, "to": r.To, "anomalies": as}, nil
 	})
@@ -123,12 +122,12 @@ func (s *Server) getCapacity(svc InsightsService, now func() time.Time) gin.Hand
 		}
 		return nil
 	}
-	parse := func(v url.Values, scope auth.Scope) (insightsvc.CapacityRequest, error) {
+	parse := func(v url.Values, scope auth.Scope) (insights.CapacityRequest, error) {
 		r, err := parseCapacityRequest(v, now())
 		r.Scope = scope
 		return r, err
 	}
-	return insightsRoute(s, svc, adminOnly, parse, func(ctx context.Context, r insightsvc.CapacityRequest) (any, error) {
+	return insightsRoute(s, svc, adminOnly, parse, func(ctx context.Context, r insights.CapacityRequest) (any, error) {
 		fc, err := svc.Capacity(ctx, r)
 		if err != nil {
 			return nil, err
@@ -142,9 +141,9 @@ func (s *Server) getCapacity(svc InsightsService, now func() time.Time) gin.Hand
 
 // parseCapacityRequest reads to, until, weeks and target, with the CLI's
 // defaults: to the current hour, until 90 days after to, 8 weeks, 0.9.
-func parseCapacityRequest(v url.Values, now time.Time) (insightsvc.CapacityRequest, error) {
-	r := insightsvc.CapacityRequest{To: now.UTC().Truncate(time.Hour), Weeks: insightsvc.DefaultCapacityWeeks,
-		Target: decimal.RequireFromString(insightsvc.DefaultCapacityTarget)}
+func parseCapacityRequest(v url.Values, now time.Time) (insights.CapacityRequest, error) {
+	r := insights.CapacityRequest{To: now.UTC().Truncate(time.Hour), Weeks: insights.DefaultCapacityWeeks,
+		Target: decimal.RequireFromString(insights.DefaultCapacityTarget)}
 	if err := onlyParams(v, 64, "to", "until", "weeks", "target"); err != nil {
 		return r, err
 	}
@@ -169,7 +168,7 @@ func parseCapacityRequest(v url.Values, now time.Time) (insightsvc.CapacityReque
 	if err := hourInRange("to", r.To); err != nil {
 		return r, err
 	}
-	r.Until = r.To.Add(insightsvc.DefaultCapacityHorizon)
+	r.Until = r.To.Add(insights.DefaultCapacityHorizon)
 	untilName := "until (default: 90 days after to)"
 	if t := v.Get("until"); t != "" {
 		if r.Until, err = parseTime("until", t, time.UTC); err != nil {

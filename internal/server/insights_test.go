@@ -17,37 +17,36 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/insights"
-	"github.com/gpumeter/gpumeter/internal/insightsvc"
 )
 
 // fakeInsights records the request each call got.
 type fakeInsights struct {
 	mu           sync.Mutex
-	last         insightsvc.Request
-	lastCapacity *insightsvc.CapacityRequest
+	last         insights.Request
+	lastCapacity *insights.CapacityRequest
 	err          error
 }
 
-func (f *fakeInsights) record(r insightsvc.Request) error {
+func (f *fakeInsights) record(r insights.Request) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.last = r
 	return f.err
 }
 
-func (f *fakeInsights) Efficiency(_ context.Context, r insightsvc.Request, _ *insights.IdleParams) (insights.EfficiencyReport, error) {
+func (f *fakeInsights) Efficiency(_ context.Context, r insights.Request, _ *insights.IdleParams) (insights.EfficiencyReport, error) {
 	return insights.EfficiencyReport{From: r.From, To: r.To, Tenants: []insights.TenantEfficiency{{Tenant: "acme"}}}, f.record(r)
 }
 
-func (f *fakeInsights) RightSize(_ context.Context, r insightsvc.Request) (insights.RightSizeReport, error) {
+func (f *fakeInsights) RightSize(_ context.Context, r insights.Request) (insights.RightSizeReport, error) {
 	return insights.RightSizeReport{From: r.From, To: r.To}, f.record(r)
 }
 
-func (f *fakeInsights) Stored(_ context.Context, r insightsvc.Request) ([]insightsvc.StoredAnomaly, error) {
+func (f *fakeInsights) Stored(_ context.Context, r insights.Request) ([]insights.StoredAnomaly, error) {
 	return nil, f.record(r)
 }
 
-func (f *fakeInsights) Capacity(_ context.Context, r insightsvc.CapacityRequest) ([]insights.CapacityForecast, error) {
+func (f *fakeInsights) Capacity(_ context.Context, r insights.CapacityRequest) ([]insights.CapacityForecast, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastCapacity = &r
@@ -95,30 +94,30 @@ func TestInsightsRoutesScopeAndValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name, key, path string
 		code            int
-		want            insightsvc.Request // when the service is called
+		want            insights.Request // when the service is called
 		body            string
 	}{
-		{"admin, a month", "admin", "/v1/insights/efficiency?month=2026-11", 200, insightsvc.Request{From: nov, To: nov.AddDate(0, 1, 0), Scope: admin}, `"acme"`},
-		{"admin, a tenant", "admin", "/v1/insights/rightsize?from=2026-11-01&to=2026-11-02&tenant=globex", 200, insightsvc.Request{From: nov, To: nov.AddDate(0, 0, 1), Tenant: "globex", Scope: admin}, ""},
-		{"tenant key gets its own", "acme", "/v1/insights/efficiency?from=2026-11-01T00:00:00Z&to=2026-11-01T06:00:00Z", 200, insightsvc.Request{From: nov, To: nov.Add(6 * time.Hour), Scope: acme}, ""},
-		{"tenant key naming itself", "acme", "/v1/insights/efficiency?month=2026-11&tenant=acme", 200, insightsvc.Request{From: nov, To: nov.AddDate(0, 1, 0), Tenant: "acme", Scope: acme}, ""},
-		{"tenant key asking for another", "acme", "/v1/insights/efficiency?month=2026-11&tenant=globex", 404, insightsvc.Request{}, "not_found"},
-		{"department key", "research", "/v1/insights/rightsize?month=2026-11", 200, insightsvc.Request{From: nov, To: nov.AddDate(0, 1, 0), Scope: research}, ""},
-		{"department key naming a tenant", "research", "/v1/insights/efficiency?month=2026-11&tenant=initech", 200, insightsvc.Request{From: nov, To: nov.AddDate(0, 1, 0), Tenant: "initech", Scope: research}, ""},
-		{"department key, anomalies", "research", "/v1/insights/anomalies?month=2026-11", 403, insightsvc.Request{}, "forbidden"},
-		{"anomalies of a tenant key", "acme", "/v1/insights/anomalies?from=2026-01-01&to=2026-12-01", 200, insightsvc.Request{From: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Scope: acme}, `"anomalies":[]`},
-		{"no period", "admin", "/v1/insights/efficiency", 400, insightsvc.Request{}, "from: required"},
-		{"month and from", "admin", "/v1/insights/efficiency?month=2026-11&from=2026-11-01", 400, insightsvc.Request{}, "not both"},
-		{"bad month", "admin", "/v1/insights/efficiency?month=2026-13", 400, insightsvc.Request{}, "month"},
-		{"bad time", "admin", "/v1/insights/efficiency?from=soon&to=2026-11-02", 400, insightsvc.Request{}, "from"},
-		{"backwards", "admin", "/v1/insights/efficiency?from=2026-11-02&to=2026-11-01", 400, insightsvc.Request{}, "after from"},
-		{"too long", "admin", "/v1/insights/rightsize?from=2026-01-01&to=2026-12-01", 400, insightsvc.Request{}, "at most 93 days"},
-		{"off the hour", "admin", "/v1/insights/efficiency?from=2026-11-01T00:30:00Z&to=2026-11-02", 400, insightsvc.Request{}, "whole UTC hours"},
-		{"unknown parameter", "admin", "/v1/insights/efficiency?month=2026-11&step=hour", 400, insightsvc.Request{}, "step"},
-		{"year out of range", "admin", "/v1/insights/anomalies?from=1960-01-01&to=1960-02-01", 400, insightsvc.Request{}, "outside"},
+		{"admin, a month", "admin", "/v1/insights/efficiency?month=2026-11", 200, insights.Request{From: nov, To: nov.AddDate(0, 1, 0), Scope: admin}, `"acme"`},
+		{"admin, a tenant", "admin", "/v1/insights/rightsize?from=2026-11-01&to=2026-11-02&tenant=globex", 200, insights.Request{From: nov, To: nov.AddDate(0, 0, 1), Tenant: "globex", Scope: admin}, ""},
+		{"tenant key gets its own", "acme", "/v1/insights/efficiency?from=2026-11-01T00:00:00Z&to=2026-11-01T06:00:00Z", 200, insights.Request{From: nov, To: nov.Add(6 * time.Hour), Scope: acme}, ""},
+		{"tenant key naming itself", "acme", "/v1/insights/efficiency?month=2026-11&tenant=acme", 200, insights.Request{From: nov, To: nov.AddDate(0, 1, 0), Tenant: "acme", Scope: acme}, ""},
+		{"tenant key asking for another", "acme", "/v1/insights/efficiency?month=2026-11&tenant=globex", 404, insights.Request{}, "not_found"},
+		{"department key", "research", "/v1/insights/rightsize?month=2026-11", 200, insights.Request{From: nov, To: nov.AddDate(0, 1, 0), Scope: research}, ""},
+		{"department key naming a tenant", "research", "/v1/insights/efficiency?month=2026-11&tenant=initech", 200, insights.Request{From: nov, To: nov.AddDate(0, 1, 0), Tenant: "initech", Scope: research}, ""},
+		{"department key, anomalies", "research", "/v1/insights/anomalies?month=2026-11", 403, insights.Request{}, "forbidden"},
+		{"anomalies of a tenant key", "acme", "/v1/insights/anomalies?from=2026-01-01&to=2026-12-01", 200, insights.Request{From: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Scope: acme}, `"anomalies":[]`},
+		{"no period", "admin", "/v1/insights/efficiency", 400, insights.Request{}, "from: required"},
+		{"month and from", "admin", "/v1/insights/efficiency?month=2026-11&from=2026-11-01", 400, insights.Request{}, "not both"},
+		{"bad month", "admin", "/v1/insights/efficiency?month=2026-13", 400, insights.Request{}, "month"},
+		{"bad time", "admin", "/v1/insights/efficiency?from=soon&to=2026-11-02", 400, insights.Request{}, "from"},
+		{"backwards", "admin", "/v1/insights/efficiency?from=2026-11-02&to=2026-11-01", 400, insights.Request{}, "after from"},
+		{"too long", "admin", "/v1/insights/rightsize?from=2026-01-01&to=2026-12-01", 400, insights.Request{}, "at most 93 days"},
+		{"off the hour", "admin", "/v1/insights/efficiency?from=2026-11-01T00:30:00Z&to=2026-11-02", 400, insights.Request{}, "whole UTC hours"},
+		{"unknown parameter", "admin", "/v1/insights/efficiency?month=2026-11&step=hour", 400, insights.Request{}, "step"},
+		{"year out of range", "admin", "/v1/insights/anomalies?from=1960-01-01&to=1960-02-01", 400, insights.Request{}, "outside"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fake.last = insightsvc.Request{}
+			fake.last = insights.Request{}
 			code, body := get(tc.key, tc.path)
 			if code != tc.code || !strings.Contains(body, tc.body) {
 				t.Fatalf("%d %s; want %d with %q", code, body, tc.code, tc.body)

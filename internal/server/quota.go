@@ -16,7 +16,8 @@ import (
 	"github.com/gpumeter/gpumeter/internal/quota"
 )
 
-// QuotaService decides admissions and reports quota state, from memory.
+// QuotaService decides admissions and reports quota state, from memory
+// (quota.Service).
 type QuotaService interface {
 	// AdmitAll decides one tenant's requests as one admission: all are
 	// held, under one id, or none is.
@@ -190,7 +191,8 @@ func (s *Server) getQuotas(svc QuotaService) gin.HandlerFunc {
 }
 
 // KubernetesService answers ValidatingAdmissionWebhook reviews: the
-// AdmissionReview in, the AdmissionReview to return out.
+// AdmissionReview in, the AdmissionReview to return out
+// (admission.Webhook).
 type KubernetesService interface {
 	Review(ctx context.Context, scope auth.Scope, body []byte) ([]byte, error)
 }

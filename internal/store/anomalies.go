@@ -126,14 +126,8 @@ func (q AnomalyQuery) toSQL() (string, []any) {
 	return sql + " ORDER BY start, tenant, meter, sku, anomaly_id", append(args, scopeArgs...)
 }
 
-// StoredAnomaly is an anomaly with when it was first found.
-type StoredAnomaly struct {
-	insights.Anomaly
-	DetectedAt time.Time `json:"detected_at"`
-}
-
 // Anomalies lists the stored anomalies of the query, by start.
-func (s *Store) Anomalies(ctx context.Context, q AnomalyQuery) ([]StoredAnomaly, error) {
+func (s *Store) Anomalies(ctx context.Context, q AnomalyQuery) ([]insights.StoredAnomaly, error) {
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("anomalies query: %w", err)
 	}
@@ -146,10 +140,10 @@ func (s *Store) Anomalies(ctx context.Context, q AnomalyQuery) ([]StoredAnomaly,
 		return nil, fmt.Errorf("anomalies query: %w", err)
 	}
 	defer rows.Close()
-	out := []StoredAnomaly{}
+	out := []insights.StoredAnomaly{}
 	for rows.Next() {
 		var (
-			a                          StoredAnomaly
+			a                          insights.StoredAnomaly
 			step, history              uint32
 			dir                        string
 			observed, expected, spread decimal.Decimal

@@ -200,28 +200,22 @@ func (s *Store) ChargebackHours(ctx context.Context, from, to time.Time) ([]bill
 	return out, nil
 }
 
-// InvoiceQuery lists invoices as an API key may see them: the scope is
-// applied in SQL, so no parameter can widen it.
-type InvoiceQuery struct {
-	Issuer string
-	Scope  auth.Scope
-	Period string // "" for all
-	Tenant string // "" for all the scope allows
-	// After is the last invoice id of the previous page; Limit bounds the page.
-	After string
-	Limit int
-	// Drafts includes draft invoices, which only operators review;
-	// without it (customers) only finalized and void invoices are listed.
-	Drafts bool
-}
+var (
+	_ billing.ScopedInvoiceStore = (*Store)(nil)
+	_ billing.ChargebackStore    = (*Store)(nil)
+)
+
+// InvoiceQuery is billing.InvoiceQuery as the store runs it: the scope is
+// applied in SQL, so no field can widen it.
+type InvoiceQuery billing.InvoiceQuery
 
 // InvoicesFor lists the latest revision of the issuer's invoices in the
 // query's scope, by invoice id.
-func (s *Store) InvoicesFor(ctx context.Context, q InvoiceQuery) ([]billing.StoredInvoice, error) {
+func (s *Store) InvoicesFor(ctx context.Context, q billing.InvoiceQuery) ([]billing.StoredInvoice, error) {
 	if err := q.Scope.Validate(); err != nil {
 		return nil, fmt.Errorf("list invoices: %w", err)
 	}
-	sql, args := q.toSQL()
+	sql, args := InvoiceQuery(q).toSQL()
 	return s.scanInvoices(ctx, "list invoices", sql, args...)
 }
 

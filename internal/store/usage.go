@@ -10,72 +10,55 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/quota"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
-// Dimension is a column usage can be grouped by.
-type Dimension string
+// Usage queries are internal/usage's (usage.Query, usage.Row and their
+// enums); the store runs them. The names below are the same types, kept
+// for the store's other callers (the CLI's direct reads).
+type (
+	Dimension = usage.Dimension
+	Bucket    = usage.Bucket
+	Source    = usage.Source
+	UsageRow  = usage.Row
+)
 
 const (
-	DimTenant     Dimension = "tenant"
-	DimDepartment Dimension = "department"
-	DimSKU        Dimension = "sku"
-	// DimHost and DimWorkload exist in raw samples only; the hourly
-	// rollup sums over them.
-	DimHost     Dimension = "host"
-	DimWorkload Dimension = "workload"
+	DimTenant     = usage.DimTenant
+	DimDepartment = usage.DimDepartment
+	DimSKU        = usage.DimSKU
+	DimHost       = usage.DimHost
+	DimWorkload   = usage.DimWorkload
+
+	BucketNone  = usage.BucketNone
+	BucketHour  = usage.BucketHour
+	BucketDay   = usage.BucketDay
+	BucketMonth = usage.BucketMonth
+
+	// SourceRaw reads usage_samples with FINAL: exact up to the last sample.
+	SourceRaw = usage.SourceRaw
+	// SourceHourly reads the usage_hourly rollup with FINAL: fast, and exact
+	// up to the last rollup run.
+	SourceHourly = usage.SourceHourly
 )
 
 // dimensions in the order rows hold them.
 var dimensions = []Dimension{DimTenant, DimDepartment, DimSKU, DimHost, DimWorkload}
 
-// Bucket is the time bucket of a usage query.
-type Bucket string
+// UsageQuery is usage.Query as the store runs it: checked against the
+// columns and times the tables hold (Validate), then turned into SQL.
+type UsageQuery usage.Query
 
-const (
-	BucketNone  Bucket = ""
-	BucketHour  Bucket = "hour"
-	BucketDay   Bucket = "day"
-	BucketMonth Bucket = "month"
+var (
+	_ usage.Store     = (*Store)(nil)
+	_ quota.LiveStore = (*Store)(nil)
 )
 
-// Source picks the table a usage query reads.
-type Source string
-
-const (
-	// SourceRaw reads usage_samples with FINAL: exact up to the last sample.
-	SourceRaw Source = "raw"
-	// SourceHourly reads the usage_hourly rollup with FINAL: fast, and exact
-	// up to the last rollup run.
-	SourceHourly Source = "hourly"
-)
-
-// UsageQuery sums every meter over [From, To), grouped by the chosen
-// dimensions and time bucket. A sample belongs to the bucket of its start.
-// Tenant and Department, when set, restrict the rows; Scope, when set,
-// restricts them to what an API key may read, on top of any filter.
-type UsageQuery struct {
-	From, To   time.Time
-	GroupBy    []Dimension
-	Bucket     Bucket
-	Tenant     string
-	Department string
-	Scope      auth.Scope
-	Source     Source
-}
-
-// UsageRow is one group of a UsageQuery. Grouping columns not asked for are
-// empty; Bucket is zero without a bucket.
-type UsageRow struct {
-	Bucket     time.Time
-	Tenant     string
-	Department string
-	SKU        string
-	Host       string
-	Workload   string
-	Samples    uint64
-	meter.Totals
+// UsageRows runs the usage service's query (Usage).
+func (s *Store) UsageRows(ctx context.Context, q usage.Query) ([]usage.Row, error) {
+	return s.Usage(ctx, UsageQuery(q))
 }
 
 // Validate reports every problem with the query.

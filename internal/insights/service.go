@@ -1,9 +1,4 @@
-// Package insightsvc is the service layer of internal/insights: it loads
-// the inputs through a Reader (the store), prices tenants as invoicing
-// does, runs the pure analyses and stores anomalies. The CLI (`gpumeter
-// insights`) and the API (/v1/insights/...) both call it, so both answer
-// the same. It speaks no SQL.
-package insightsvc
+package insights
 
 import (
 	"context"
@@ -16,42 +11,49 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/internal/fault"
-	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
-// Reader loads the inputs (internal/store meets it through a thin adapter
-// in internal/serving). Every read deduplicates; tenant "" reads every
-// tenant. A Filter's scope is applied by the store, in SQL.
+// The service: it loads the inputs through a Reader (the store), prices
+// tenants as invoicing does, runs the pure analyses above and stores
+// anomalies. The CLI (`gpumeter insights`) and the API (/v1/insights/...)
+// both call it, so both answer the same. It speaks no SQL.
+
+// Reader loads the inputs (store.InsightsReader meets it). Every read
+// deduplicates; tenant "" reads every tenant. A Filter's scope is applied
+// by the store, in SQL.
 type Reader interface {
-	Holdings(ctx context.Context, from, to time.Time, f Filter) ([]insights.Holding, error)
-	HourlyGPUHours(ctx context.Context, from, to time.Time, f Filter) ([]insights.Series, error)
-	// HourlyUsage is each tenant's hourly rows as the pricing engine takes
-	// them (usage_hourly FINAL, what invoices price).
-	HourlyUsage(ctx context.Context, from, to time.Time, tenant string) (map[string][]pricing.Usage, error)
+	Holdings(ctx context.Context, from, to time.Time, f Filter) ([]Holding, error)
+	HourlyGPUHours(ctx context.Context, from, to time.Time, f Filter) ([]Series, error)
+	// HourlyUsage is the hourly rollups per tenant and SKU (usage_hourly
+	// FINAL, what invoices price; idle capacity is tenant "").
+	billing.HourlyUsageReader
 	// ModelDemand is the fleet's: the store refuses a scope narrower than
 	// admin rather than answer it.
-	ModelDemand(ctx context.Context, from, to time.Time, scope auth.Scope) ([]insights.Series, error)
+	ModelDemand(ctx context.Context, from, to time.Time, scope auth.Scope) ([]Series, error)
 	// FirstHour is the oldest hour the rollup holds (zero: none): hours
 	// before it are unknown, not hours without use.
 	FirstHour(ctx context.Context) (time.Time, error)
 	GPUsByModel(ctx context.Context, since, until time.Time) (map[string]int, error)
-	// Fleet is the fleet's current MIG layout for the planner.
-	Fleet(ctx context.Context) (*partition.Fleet, error)
+	// FleetSamples are the samples of every GPU's newest interval within
+	// window of the newest sample: what the planner's fleet is built from
+	// (partition.FleetFromSamples).
+	FleetSamples(ctx context.Context, window time.Duration) ([]partition.DeviceSample, error)
 	// StoredAnomalyIDs lists the ids of stored anomalies starting in
 	// [from, to].
 	StoredAnomalyIDs(ctx context.Context, from, to time.Time) (map[string]bool, error)
-	InsertAnomalies(ctx context.Context, as []insights.Anomaly, detectedAt time.Time) error
+	InsertAnomalies(ctx context.Context, as []Anomaly, detectedAt time.Time) error
 	Anomalies(ctx context.Context, from, to time.Time, f Filter) ([]StoredAnomaly, error)
 }
 
 // Announcer puts newly found anomalies in the webhook outbox
 // (webhook.Publisher).
 type Announcer interface {
-	AnomaliesFound(ctx context.Context, as []insights.Anomaly) error
+	AnomaliesFound(ctx context.Context, as []Anomaly) error
 }
 
 // Filter is whose rows a read returns: those Scope may see, by the rule
@@ -65,14 +67,14 @@ type Filter struct {
 
 // StoredAnomaly is an anomaly with when it was first found.
 type StoredAnomaly struct {
-	insights.Anomaly
+	Anomaly
 	DetectedAt time.Time `json:"detected_at"`
 }
 
 // Priced is how one tenant is priced, and its billing time zone (daily
 // spend is per calendar day there).
 type Priced struct {
-	insights.TenantPricing
+	TenantPricing
 	Location *time.Location
 }
 
@@ -93,6 +95,10 @@ func (p Prices) For(tenant string) (Priced, bool) {
 	}
 	return Priced{}, false
 }
+
+// fleetWindow is how far behind the newest sample a GPU's own newest
+// sample may be and still count as part of the fleet (as mig plan reads it).
+const fleetWindow = 10 * time.Minute
 
 // Service runs the insights.
 type Service struct {
@@ -179,8 +185,8 @@ func (r Request) Validate() error {
 }
 
 // pricing is the pricing map of the tenants of hs.
-func (s *Service) pricing(hs []insights.Holding) map[string]insights.TenantPricing {
-	out := map[string]insights.TenantPricing{}
+func (s *Service) pricing(hs []Holding) map[string]TenantPricing {
+	out := map[string]TenantPricing{}
 	for _, h := range hs {
 		if pr, ok := s.prices.For(h.Tenant); ok {
 			out[h.Tenant] = pr.TenantPricing
@@ -189,47 +195,75 @@ func (s *Service) pricing(hs []insights.Holding) map[string]insights.TenantPrici
 	return out
 }
 
-// Efficiency is insights.Efficiency over the period's holdings, with the
+// Efficiency is the Efficiency analysis over the period's holdings, with the
 // default idle parameters unless params is given.
-func (s *Service) Efficiency(ctx context.Context, r Request, params *insights.IdleParams) (insights.EfficiencyReport, error) {
+func (s *Service) Efficiency(ctx context.Context, r Request, params *IdleParams) (EfficiencyReport, error) {
 	if err := r.Validate(); err != nil {
-		return insights.EfficiencyReport{}, err
+		return EfficiencyReport{}, err
 	}
-	p := insights.DefaultIdleParams()
+	p := DefaultIdleParams()
 	if params != nil {
 		p = *params
 	}
 	if err := p.Validate(); err != nil {
-		return insights.EfficiencyReport{}, fault.Validation(err)
+		return EfficiencyReport{}, fault.Validation(err)
 	}
 	// The holdings are the scope's already: its totals are the report's.
 	hs, err := s.reader.Holdings(ctx, r.From.UTC(), r.To.UTC(), r.filter())
 	if err != nil {
-		return insights.EfficiencyReport{}, err
+		return EfficiencyReport{}, err
 	}
-	rep, err := insights.Efficiency(insights.EfficiencyInput{From: r.From.UTC(), To: r.To.UTC(), Params: p, Holdings: hs, Pricing: s.pricing(hs)})
+	rep, err := Efficiency(EfficiencyInput{From: r.From.UTC(), To: r.To.UTC(), Params: p, Holdings: hs, Pricing: s.pricing(hs)})
 	return rep, fault.Internal(err)
 }
 
-// RightSize is insights.RightSize over the period's holdings and the
+// RightSize is the RightSize analysis over the period's holdings and the
 // fleet's current layout.
-func (s *Service) RightSize(ctx context.Context, r Request) (insights.RightSizeReport, error) {
+func (s *Service) RightSize(ctx context.Context, r Request) (RightSizeReport, error) {
 	if err := r.Validate(); err != nil {
-		return insights.RightSizeReport{}, err
+		return RightSizeReport{}, err
 	}
 	hs, err := s.reader.Holdings(ctx, r.From.UTC(), r.To.UTC(), r.filter())
 	if err != nil {
-		return insights.RightSizeReport{}, err
+		return RightSizeReport{}, err
 	}
-	in := insights.RightSizeInput{From: r.From.UTC(), To: r.To.UTC(), Params: insights.DefaultRightSizeParams(), Holdings: hs, Pricing: s.pricing(hs)}
+	in := RightSizeInput{From: r.From.UTC(), To: r.To.UTC(), Params: DefaultRightSizeParams(), Holdings: hs, Pricing: s.pricing(hs)}
 	if r.fleetWide() {
 		// The layout is the fleet's: only a fleet-wide request plans it.
-		if in.Fleet, err = s.reader.Fleet(ctx); err != nil {
-			return insights.RightSizeReport{}, err
+		if in.Fleet, err = s.fleet(ctx); err != nil {
+			return RightSizeReport{}, err
 		}
 	}
-	rep, err := insights.RightSize(in)
+	rep, err := RightSize(in)
 	return rep, fault.Internal(err)
+}
+
+// fleet is the fleet's current MIG layout for the planner. Devices the
+// planner cannot place (models without MIG tables) are left out of it, as
+// mig plan leaves them.
+func (s *Service) fleet(ctx context.Context) (*partition.Fleet, error) {
+	rows, err := s.reader.FleetSamples(ctx, fleetWindow)
+	if err != nil {
+		return nil, err
+	}
+	f, _ := partition.FleetFromSamples(rows)
+	return &f, nil
+}
+
+// hourlyUsage is each tenant's hourly usage of [from, to) as the pricing
+// engine takes it (tenant "" for all; idle capacity left out).
+func (s *Service) hourlyUsage(ctx context.Context, from, to time.Time, tenant string) (map[string][]pricing.Usage, error) {
+	tu, err := billing.LoadTenantUsage(ctx, s.reader, from, to, tenant)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]pricing.Usage, len(tu))
+	for t, u := range tu {
+		if t != "" {
+			out[t] = u.Usage
+		}
+	}
+	return out, nil
 }
 
 // Detect checks the hours and days of [From, To) of every tenant (or the
@@ -238,7 +272,7 @@ func (s *Service) RightSize(ctx context.Context, r Request) (insights.RightSizeR
 // zone for priced tenants (days that start in [From, To) are checked).
 // With save, anomalies are stored and the new ones enqueued as webhooks;
 // fresh are those new ones.
-func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fresh []insights.Anomaly, err error) {
+func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fresh []Anomaly, err error) {
 	if err := r.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -251,7 +285,7 @@ func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fres
 	if t := r.Scope.Tenant(); t != "" {
 		tenant = t
 	}
-	p := insights.DefaultAnomalyParams()
+	p := DefaultAnomalyParams()
 	from, to := r.From.UTC(), r.To.UTC()
 	hist := from.AddDate(0, 0, -7*p.Baseline.Weeks)
 	// Before the fleet's first recorded hour nothing is known: counting
@@ -273,11 +307,11 @@ func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fres
 	if err != nil {
 		return nil, nil, err
 	}
-	if found, err = insights.Detect(insights.AnomalyInput{Series: hourly, EvaluateFrom: from, Params: p}); err != nil {
+	if found, err = Detect(AnomalyInput{Series: hourly, EvaluateFrom: from, Params: p}); err != nil {
 		return nil, nil, err
 	}
 	// A day of any zone lies within a day and a bit around the range.
-	usage, err := s.reader.HourlyUsage(ctx, hist.Add(-26*time.Hour), to.Add(26*time.Hour), tenant)
+	usage, err := s.hourlyUsage(ctx, hist.Add(-26*time.Hour), to.Add(26*time.Hour), tenant)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -300,11 +334,11 @@ func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fres
 		if !dayTo.After(evalFrom) || !dayTo.After(dayFrom) {
 			continue // no whole day of the tenant's in the range
 		}
-		spend, err := insights.DailySpend(t, pr.TenantPricing, dayFrom, dayTo, usage[t])
+		spend, err := DailySpend(t, pr.TenantPricing, dayFrom, dayTo, usage[t])
 		if err != nil {
 			return nil, nil, fault.Internal(err)
 		}
-		an, err := insights.Detect(insights.AnomalyInput{Series: []insights.Series{spend}, EvaluateFrom: evalFrom, Params: p})
+		an, err := Detect(AnomalyInput{Series: []Series{spend}, EvaluateFrom: evalFrom, Params: p})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -328,7 +362,7 @@ func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fres
 // run cut short between the two announces them again on the next run,
 // with the same event ids, so the outbox keeps one each; a run after both
 // finds every id stored and announces nothing.
-func (s *Service) saveAnomalies(ctx context.Context, found []insights.Anomaly) ([]insights.Anomaly, error) {
+func (s *Service) saveAnomalies(ctx context.Context, found []Anomaly) ([]Anomaly, error) {
 	lo, hi := found[0].Start, found[0].Start
 	for _, a := range found {
 		lo, hi = minTime(lo, a.Start), maxTime(hi, a.Start)
@@ -337,7 +371,7 @@ func (s *Service) saveAnomalies(ctx context.Context, found []insights.Anomaly) (
 	if err != nil {
 		return nil, err
 	}
-	var fresh []insights.Anomaly
+	var fresh []Anomaly
 	for _, a := range found {
 		if !stored[a.ID] {
 			stored[a.ID] = true // once per run too
@@ -436,10 +470,10 @@ func (r CapacityRequest) Validate() error {
 	return fault.Validation(errors.Join(errs...))
 }
 
-// Capacity is insights.FleetCapacity for every model with GPUs: demand
+// Capacity is FleetCapacity for every model with GPUs: demand
 // from usage_hourly (a model without rows has zero demand), capacity the
 // GPUs that reported in the last hour before To.
-func (s *Service) Capacity(ctx context.Context, r CapacityRequest) ([]insights.CapacityForecast, error) {
+func (s *Service) Capacity(ctx context.Context, r CapacityRequest) ([]CapacityForecast, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -468,7 +502,7 @@ func (s *Service) Capacity(ctx context.Context, r CapacityRequest) ([]insights.C
 	if err != nil {
 		return nil, err
 	}
-	byModel := map[string]insights.Series{}
+	byModel := map[string]Series{}
 	for _, d := range demand {
 		byModel[d.SKU] = d
 	}
@@ -477,13 +511,13 @@ func (s *Service) Capacity(ctx context.Context, r CapacityRequest) ([]insights.C
 		models = append(models, m)
 	}
 	sort.Strings(models)
-	var in []insights.CapacityInput
+	var in []CapacityInput
 	for _, m := range models {
 		d, ok := byModel[m]
 		if !ok {
-			d = insights.Series{Meter: "gpu_equivalents", SKU: m, Step: insights.Hourly, From: from, To: to}
+			d = Series{Meter: "gpu_equivalents", SKU: m, Step: Hourly, From: from, To: to}
 		}
-		in = append(in, insights.CapacityInput{Model: m, CapacityGPUs: decimal.NewFromInt(int64(gpus[m])), Target: r.Target,
+		in = append(in, CapacityInput{Model: m, CapacityGPUs: decimal.NewFromInt(int64(gpus[m])), Target: r.Target,
 			Demand: d, Weeks: min(weeks, r.Weeks), Until: r.Until.UTC()})
 	}
 	for m := range byModel {
@@ -491,17 +525,17 @@ func (s *Service) Capacity(ctx context.Context, r CapacityRequest) ([]insights.C
 			s.logger.Debug("demand without GPUs reporting in the last hour; left out of capacity", "model", m)
 		}
 	}
-	return insights.FleetCapacity(in)
+	return FleetCapacity(in)
 }
 
 // ChargebackRows are the efficiency report's departments, each followed
 // by its tenants, as the chargeback report's efficiency section shows them.
-func ChargebackRows(rep insights.EfficiencyReport) []chargeback.EfficiencyRow {
-	row := func(dept, tenant string, t insights.Totals) chargeback.EfficiencyRow {
+func ChargebackRows(rep EfficiencyReport) []chargeback.EfficiencyRow {
+	row := func(dept, tenant string, t Totals) chargeback.EfficiencyRow {
 		return chargeback.EfficiencyRow{Department: dept, Tenant: tenant, HeldGPUMicros: t.HeldGPUMicros, MeasuredGPUMicros: t.MeasuredGPUMicros,
 			UnmeasuredGPUMicros: t.UnmeasuredGPUMicros, SMActiveMicros: t.SMActiveMicros, IdleGPUMicros: t.IdleGPUMicros}
 	}
-	byDept := map[string][]insights.TenantEfficiency{}
+	byDept := map[string][]TenantEfficiency{}
 	for _, t := range rep.Tenants {
 		byDept[t.Department] = append(byDept[t.Department], t)
 	}
@@ -546,7 +580,7 @@ func (c Config) Validate() error {
 // DetectClosed is the scheduled detection: the lookback before
 // closedThrough (the rollup's: hours after it are not summed yet and would
 // read as drops), saved and enqueued.
-func (s *Service) DetectClosed(ctx context.Context, closedThrough time.Time, lookback time.Duration) (found, fresh []insights.Anomaly, err error) {
+func (s *Service) DetectClosed(ctx context.Context, closedThrough time.Time, lookback time.Duration) (found, fresh []Anomaly, err error) {
 	to := closedThrough.UTC().Truncate(time.Hour)
 	if to.IsZero() || to.Unix() <= 0 {
 		s.logger.Debug("no closed hours yet; nothing to check")

@@ -1,4 +1,4 @@
-package insightsvc
+package insights
 
 import (
 	"context"
@@ -10,20 +10,21 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/fault"
-	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
 // fakeReader serves fixed inputs and records what was asked.
 type fakeReader struct {
-	holdings []insights.Holding
-	hourly   []insights.Series
-	usage    map[string][]pricing.Usage
-	demand   []insights.Series
+	holdings []Holding
+	hourly   []Series
+	usage    []billing.HourlyMeters
+	demand   []Series
 	gpus     map[string]int
-	saved    [][]insights.Anomaly
+	saved    [][]Anomaly
 	asked    []string
 	first    time.Time // zero: 2000-01-01
 }
@@ -37,9 +38,9 @@ func (f *fakeReader) FirstHour(context.Context) (time.Time, error) {
 
 // Holdings keeps to the filter as the store does (auth.Scope.Allows is
 // its rule in Go).
-func (f *fakeReader) Holdings(_ context.Context, from, to time.Time, fl Filter) ([]insights.Holding, error) {
+func (f *fakeReader) Holdings(_ context.Context, from, to time.Time, fl Filter) ([]Holding, error) {
 	f.asked = append(f.asked, "holdings "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339)+" "+fl.Tenant+" "+fl.Scope.String())
-	var out []insights.Holding
+	var out []Holding
 	for _, h := range f.holdings {
 		if (fl.Tenant == "" || h.Tenant == fl.Tenant) && (fl.Scope.Kind == "" || fl.Scope.Allows(h.Tenant, h.Department)) {
 			out = append(out, h)
@@ -48,16 +49,16 @@ func (f *fakeReader) Holdings(_ context.Context, from, to time.Time, fl Filter) 
 	return out, nil
 }
 
-func (f *fakeReader) HourlyGPUHours(_ context.Context, from, to time.Time, _ Filter) ([]insights.Series, error) {
+func (f *fakeReader) HourlyGPUHours(_ context.Context, from, to time.Time, _ Filter) ([]Series, error) {
 	f.asked = append(f.asked, "hourly "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339))
 	return f.hourly, nil
 }
 
-func (f *fakeReader) HourlyUsage(_ context.Context, from, to time.Time, tenant string) (map[string][]pricing.Usage, error) {
+func (f *fakeReader) HourlyUsage(_ context.Context, from, to time.Time, tenant string) ([]billing.HourlyMeters, error) {
 	return f.usage, nil
 }
 
-func (f *fakeReader) ModelDemand(_ context.Context, from, to time.Time, _ auth.Scope) ([]insights.Series, error) {
+func (f *fakeReader) ModelDemand(_ context.Context, from, to time.Time, _ auth.Scope) ([]Series, error) {
 	f.asked = append(f.asked, "demand "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339))
 	return f.demand, nil
 }
@@ -66,9 +67,9 @@ func (f *fakeReader) GPUsByModel(_ context.Context, since, until time.Time) (map
 	return f.gpus, nil
 }
 
-func (f *fakeReader) Fleet(context.Context) (*partition.Fleet, error) {
+func (f *fakeReader) FleetSamples(context.Context, time.Duration) ([]partition.DeviceSample, error) {
 	f.asked = append(f.asked, "fleet")
-	return &partition.Fleet{}, nil
+	return nil, nil
 }
 
 func (f *fakeReader) StoredAnomalyIDs(context.Context, time.Time, time.Time) (map[string]bool, error) {
@@ -81,15 +82,15 @@ func (f *fakeReader) StoredAnomalyIDs(context.Context, time.Time, time.Time) (ma
 	return ids, nil
 }
 
-func (f *fakeReader) InsertAnomalies(_ context.Context, as []insights.Anomaly, _ time.Time) error {
+func (f *fakeReader) InsertAnomalies(_ context.Context, as []Anomaly, _ time.Time) error {
 	f.saved = append(f.saved, as)
 	return nil
 }
 
 // announced records what the service announced.
-type announced [][]insights.Anomaly
+type announced [][]Anomaly
 
-func (a *announced) AnomaliesFound(_ context.Context, as []insights.Anomaly) error {
+func (a *announced) AnomaliesFound(_ context.Context, as []Anomaly) error {
 	*a = append(*a, as)
 	return nil
 }
@@ -108,19 +109,19 @@ func flat(t *testing.T) *pricing.Book {
 }
 
 // idleHolding is an hour of a whole GPU at 0 % SM activity.
-func idleHolding(tenant, dept, gpu string, from time.Time) insights.Holding {
-	h := insights.Holding{Tenant: tenant, Department: dept, GPUUUID: gpu, SKU: "H100-SXM5-80GB"}
+func idleHolding(tenant, dept, gpu string, from time.Time) Holding {
+	h := Holding{Tenant: tenant, Department: dept, GPUUUID: gpu, SKU: "H100-SXM5-80GB"}
 	for i := range 360 {
-		h.Intervals = append(h.Intervals, insights.Interval{Start: from.Add(time.Duration(i) * 10 * time.Second), DurationMicros: 10_000_000, GPUMicros: 10_000_000})
+		h.Intervals = append(h.Intervals, Interval{Start: from.Add(time.Duration(i) * 10 * time.Second), DurationMicros: 10_000_000, GPUMicros: 10_000_000})
 	}
 	return h
 }
 
 func TestEfficiencyPricesTenantsAndKeepsADepartmentToItself(t *testing.T) {
 	from := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
-	r := &fakeReader{holdings: []insights.Holding{idleHolding("acme", "research", "G1", from), idleHolding("globex", "sales", "G2", from)}}
+	r := &fakeReader{holdings: []Holding{idleHolding("acme", "research", "G1", from), idleHolding("globex", "sales", "G2", from)}}
 	book := flat(t)
-	svc := New(r, &announced{}, Prices{ByTenant: map[string]Priced{"acme": {TenantPricing: insights.TenantPricing{Book: book}}}}, time.Now, slog.New(slog.DiscardHandler))
+	svc := New(r, &announced{}, Prices{ByTenant: map[string]Priced{"acme": {TenantPricing: TenantPricing{Book: book}}}}, time.Now, slog.New(slog.DiscardHandler))
 	rep, err := svc.Efficiency(context.Background(), Request{From: from, To: from.Add(time.Hour)}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +140,7 @@ func TestEfficiencyPricesTenantsAndKeepsADepartmentToItself(t *testing.T) {
 		t.Errorf("department research sees %+v, departments %+v, fleet %+v", dep.Tenants, dep.Departments, dep.Fleet)
 	}
 	// With a default book, globex is priced too.
-	svc = New(r, &announced{}, Prices{Default: &Priced{TenantPricing: insights.TenantPricing{Book: book}}}, time.Now, slog.New(slog.DiscardHandler))
+	svc = New(r, &announced{}, Prices{Default: &Priced{TenantPricing: TenantPricing{Book: book}}}, time.Now, slog.New(slog.DiscardHandler))
 	if rep, err = svc.Efficiency(context.Background(), Request{From: from, To: from.Add(time.Hour)}, nil); err != nil || rep.Tenants[1].IdleCost == nil {
 		t.Errorf("default book: %v %+v", err, rep.Tenants)
 	}
@@ -161,7 +162,7 @@ func TestRequestsAreValidated(t *testing.T) {
 			t.Errorf("%+v: err %v, want a validation error", r, err)
 		}
 	}
-	bad := insights.IdleParams{SMThreshold: 2}
+	bad := IdleParams{SMThreshold: 2}
 	if _, err := svc.Efficiency(context.Background(), Request{From: from, To: from.Add(time.Hour)}, &bad); !fault.IsValidation(err) {
 		t.Errorf("bad params: %v", err)
 	}
@@ -179,7 +180,7 @@ func TestRequestsAreValidated(t *testing.T) {
 func TestDetectLoadsHistoryAndChecksDaysInTheTenantsZone(t *testing.T) {
 	from := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
 	hist := from.AddDate(0, 0, -28)
-	r := &fakeReader{usage: map[string][]pricing.Usage{}}
+	r := &fakeReader{}
 	// Spiky uses 3 GPU-hours at 10:00 on every Monday before, 30 on the
 	// evaluated Monday.
 	for w := 0; w <= 4; w++ {
@@ -187,10 +188,11 @@ func TestDetectLoadsHistoryAndChecksDaysInTheTenantsZone(t *testing.T) {
 		if w == 4 {
 			q = 30
 		}
-		r.usage["spiky"] = append(r.usage["spiky"], pricing.Usage{Hour: hist.AddDate(0, 0, 7*w).Add(10 * time.Hour), SKU: "H100-SXM5-80GB", Meter: pricing.GPUHours, Quantity: decimal.NewFromInt(q)})
+		r.usage = append(r.usage, billing.HourlyMeters{Hour: hist.AddDate(0, 0, 7*w).Add(10 * time.Hour), Tenant: "spiky", SKU: "H100-SXM5-80GB",
+			Totals: meter.Totals{Values: meter.Values{GPUMicroseconds: uint64(q) * 3_600_000_000}}})
 	}
 	ann := &announced{}
-	svc := New(r, ann, Prices{Default: &Priced{TenantPricing: insights.TenantPricing{Book: flat(t)}, Location: time.UTC}}, time.Now, slog.New(slog.DiscardHandler))
+	svc := New(r, ann, Prices{Default: &Priced{TenantPricing: TenantPricing{Book: flat(t)}, Location: time.UTC}}, time.Now, slog.New(slog.DiscardHandler))
 	found, fresh, err := svc.Detect(context.Background(), Request{From: from, To: from.Add(24 * time.Hour)}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -230,11 +232,11 @@ func TestDetectLoadsHistoryAndChecksDaysInTheTenantsZone(t *testing.T) {
 func TestCapacityUsesTheModelsThatReport(t *testing.T) {
 	to := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	from := to.AddDate(0, 0, -14)
-	d := insights.Series{Meter: "gpu_equivalents", SKU: "H100-SXM5-80GB", Step: insights.Hourly, From: from, To: to}
+	d := Series{Meter: "gpu_equivalents", SKU: "H100-SXM5-80GB", Step: Hourly, From: from, To: to}
 	for i := range 14 * 24 {
-		d.Points = append(d.Points, insights.Point{At: from.Add(time.Duration(i) * time.Hour), Value: decimal.NewFromInt(int64(2 + i/24))})
+		d.Points = append(d.Points, Point{At: from.Add(time.Duration(i) * time.Hour), Value: decimal.NewFromInt(int64(2 + i/24))})
 	}
-	r := &fakeReader{demand: []insights.Series{d}, gpus: map[string]int{"H100-SXM5-80GB": 16, "A100-SXM4-40GB": 8}}
+	r := &fakeReader{demand: []Series{d}, gpus: map[string]int{"H100-SXM5-80GB": 16, "A100-SXM4-40GB": 8}}
 	svc := New(r, &announced{}, Prices{}, time.Now, slog.New(slog.DiscardHandler))
 	fc, err := svc.Capacity(context.Background(), CapacityRequest{To: to, Until: to.AddDate(0, 0, 30), Weeks: 2, Target: decimal.NewFromInt(1)})
 	if err != nil {

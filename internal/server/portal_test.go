@@ -1,4 +1,4 @@
-package serving_test
+package server_test
 
 import (
 	"context"

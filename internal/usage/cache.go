@@ -1,4 +1,4 @@
-package serving
+package usage
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
-	"github.com/gpumeter/gpumeter/internal/store"
 )
 
 // Caching. Hourly rollups change only when a rollup run completes, so a
@@ -24,12 +23,12 @@ const (
 )
 
 type cacheEntry struct {
-	rows    []store.UsageRow
+	rows    []Row
 	version uint64    // hourly: the completed version the rows are of
 	expires time.Time // raw: when they go stale
 }
 
-type usageCache struct {
+type cache struct {
 	mu      sync.Mutex
 	state   billing.RollupState
 	stateAt time.Time
@@ -37,8 +36,8 @@ type usageCache struct {
 	held    int // rows across entries
 }
 
-// rollupState is the rollup's state, read at most once per stateTTL.
-func (s *Service) rollupState(ctx context.Context) (billing.RollupState, error) {
+// RollupState is the rollup's state, read at most once per stateTTL.
+func (s *Service) RollupState(ctx context.Context) (billing.RollupState, error) {
 	c := &s.cache
 	c.mu.Lock()
 	if time.Since(c.stateAt) < stateTTL {
@@ -57,21 +56,21 @@ func (s *Service) rollupState(ctx context.Context) (billing.RollupState, error) 
 	return st, nil
 }
 
-// usage runs a store usage query through the cache: hourly queries are
-// kept while the rollup's completed version is version, raw ones rawTTL.
-func (s *Service) usage(ctx context.Context, q store.UsageQuery, version uint64) ([]store.UsageRow, error) {
+// rows runs a store query through the cache: hourly queries are kept
+// while the rollup's completed version is version, raw ones rawTTL.
+func (s *Service) rows(ctx context.Context, q Query, version uint64) ([]Row, error) {
 	key := fmt.Sprintf("%s|%d|%d|%v|%s|%s|%s|%s", q.Source, q.From.Unix(), q.To.Unix(), q.GroupBy, q.Bucket, q.Tenant, q.Department, q.Scope)
 	now := time.Now()
 	c := &s.cache
 	c.mu.Lock()
 	if e, ok := c.rows[key]; ok {
-		if (q.Source == store.SourceHourly && e.version == version) || (q.Source != store.SourceHourly && now.Before(e.expires)) {
+		if (q.Source == SourceHourly && e.version == version) || (q.Source != SourceHourly && now.Before(e.expires)) {
 			c.mu.Unlock()
 			return e.rows, nil
 		}
 	}
 	c.mu.Unlock()
-	rows, err := s.store.Usage(ctx, q)
+	rows, err := s.store.UsageRows(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -90,12 +89,12 @@ func (s *Service) usage(ctx context.Context, q store.UsageQuery, version uint64)
 
 // evict drops entries that can no longer answer (raw ones expired, hourly
 // ones of an older version), and everything when that is not enough.
-func (c *usageCache) evict(now time.Time, version uint64) {
+func (c *cache) evict(now time.Time, version uint64) {
 	if c.rows == nil {
 		c.rows = map[string]cacheEntry{}
 	}
 	for k, e := range c.rows {
-		if (e.expires.Before(now) && strings.HasPrefix(k, string(store.SourceRaw))) || (strings.HasPrefix(k, string(store.SourceHourly)) && e.version != version) {
+		if (e.expires.Before(now) && strings.HasPrefix(k, string(SourceRaw))) || (strings.HasPrefix(k, string(SourceHourly)) && e.version != version) {
 			c.held -= len(e.rows)
 			delete(c.rows, k)
 		}

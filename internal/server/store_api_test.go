@@ -1,4 +1,4 @@
-package serving_test
+package server_test
 
 import (
 	"context"
@@ -23,12 +23,11 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
-	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/pricing"
 )
@@ -155,9 +154,9 @@ func (f *fixture) serve(t *testing.T, cfg server.Config, now func() time.Time) (
 	reg := prometheus.NewRegistry()
 	srv := server.New(cfg, reg, logger)
 	apiCtx, cancel := context.WithCancel(context.Background())
-	svc := serving.New(f.store, f.customers, f.chargeback, now)
-	ins := insightsvc.New(serving.NewInsightsReader(f.store), webhook.NewPublisher(f.store, time.Now), f.insightPrices(t), now, logger)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc, Insights: ins})
+	svc := usage.New(f.store, f.customers, now)
+	ins := insights.New(store.NewInsightsReader(f.store), webhook.NewPublisher(f.store, time.Now), f.insightPrices(t), now, logger)
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: billing.NewInvoiceService(f.store, f.customers.Issuer.ID), Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(f.store, f.chargeback), Insights: ins})
 	hs := httptest.NewServer(srv.Handler())
 	stop := func() { hs.Close(); cancel(); wait() }
 	t.Cleanup(stop)
@@ -165,15 +164,15 @@ func (f *fixture) serve(t *testing.T, cfg server.Config, now func() time.Time) (
 }
 
 // insightPrices prices every customer of the fixture for the insights.
-func (f *fixture) insightPrices(t *testing.T) insightsvc.Prices {
+func (f *fixture) insightPrices(t *testing.T) insights.Prices {
 	t.Helper()
-	prices := insightsvc.Prices{ByTenant: map[string]insightsvc.Priced{}}
+	prices := insights.Prices{ByTenant: map[string]insights.Priced{}}
 	for _, c := range f.customers.Customers {
 		b, k, err := billing.LoadPricing(c, os.ReadFile)
 		if err != nil {
 			t.Fatal(err)
 		}
-		prices.ByTenant[c.Tenant] = insightsvc.Priced{TenantPricing: insights.TenantPricing{Book: b, Contract: k}, Location: time.UTC}
+		prices.ByTenant[c.Tenant] = insights.Priced{TenantPricing: insights.TenantPricing{Book: b, Contract: k}, Location: time.UTC}
 	}
 	return prices
 }

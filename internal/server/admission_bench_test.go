@@ -1,4 +1,4 @@
-package serving_test
+package server_test
 
 import (
 	"context"
@@ -22,8 +22,8 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 // BenchmarkAdmission sends admission requests through the HTTP handler on
@@ -52,8 +52,8 @@ func BenchmarkAdmission(b *testing.B) {
 		cfg.Rules = append(cfg.Rules, quota.Rule{Tenant: fmt.Sprintf("tenant-%03d", i),
 			ConcurrentGPUs: &quota.Limit{Limit: decimal.NewFromInt(1_000_000)}, GPUHours: &quota.Limit{Limit: decimal.NewFromInt(1_000_000_000)}})
 	}
-	svc := serving.New(s, billing.Customers{}, billing.ChargebackConfig{}, time.Now)
-	q, err := serving.NewQuotas(svc, s, cfg, logger)
+	svc := usage.New(s, billing.Customers{}, time.Now)
+	q, err := quota.NewService(svc, s, billing.Customers{}, cfg, time.Now, logger)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func BenchmarkAdmission(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	srv := server.New(scfg, reg, logger)
 	apiCtx, cancel := context.WithCancel(ctx)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: nopAudit{}, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc, Quotas: q})
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: nopAudit{}, Usage: svc, Invoices: billing.NewInvoiceService(s, billing.Customers{}.Issuer.ID), Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(s, billing.ChargebackConfig{}), Quotas: q})
 	handler := &timedHandler{next: srv.Handler()}
 	ts := httptest.NewServer(handler)
 	defer func() { ts.Close(); cancel(); wait() }()

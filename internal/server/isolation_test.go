@@ -1,4 +1,4 @@
-package serving_test
+package server_test
 
 import (
 	"cmp"
@@ -18,10 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpumeter/gpumeter/internal/admission"
-	"github.com/gpumeter/gpumeter/internal/insightsvc"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/serving"
+	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
@@ -44,10 +46,10 @@ func (f *fixture) fullAPI(t *testing.T) (*httptest.Server, []string) {
 	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
-	svc := serving.New(f.store, f.customers, f.chargeback, time.Now)
+	svc := usage.New(f.store, f.customers, time.Now)
 	qcfg := quota.DefaultConfig()
 	qcfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: lim("8")}, {Tenant: "globex", ConcurrentGPUs: lim("8")}, {Tenant: "initech", Spend: lim("100")}}
-	q, err := serving.NewQuotas(svc, f.store, qcfg, logger)
+	q, err := quota.NewService(svc, f.store, f.customers, qcfg, time.Now, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +60,10 @@ func (f *fixture) fullAPI(t *testing.T) (*httptest.Server, []string) {
 	reg.MustRegister(q)
 	srv := server.New(server.DefaultConfig(), reg, logger)
 	apiCtx, cancel := context.WithCancel(ctx)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc,
-		Chargeback: svc, Quotas: q, Kubernetes: serving.NewKubernetes(q, admission.Config{Namespaces: map[string]string{"team-acme": "acme", "team-globex": "globex"},
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: billing.NewInvoiceService(f.store, f.customers.Issuer.ID), Cost: svc, Tenants: svc,
+		Chargeback: billing.NewChargebackService(f.store, f.chargeback), Quotas: q, Kubernetes: admission.NewWebhook(q, admission.Config{Namespaces: map[string]string{"team-acme": "acme", "team-globex": "globex"},
 			DefaultModel: "H100-SXM5-80GB", DefaultDuration: time.Hour}),
-		Insights: insightsvc.New(serving.NewInsightsReader(f.store), webhook.NewPublisher(f.store, time.Now), f.insightPrices(t), time.Now, logger)})
+		Insights: insights.New(store.NewInsightsReader(f.store), webhook.NewPublisher(f.store, time.Now), f.insightPrices(t), time.Now, logger)})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ts.Close(); cancel(); wait() })
 	var routes []string

@@ -1,4 +1,4 @@
-package insightsvc_test
+package server_test
 
 import (
 	"context"
@@ -21,11 +21,11 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
-	"github.com/gpumeter/gpumeter/internal/insightsvc"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/serving"
+	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
@@ -119,9 +119,9 @@ func scopeAPI(t *testing.T, from, to time.Time) (get func(key, path string) (int
 	reg := prometheus.NewRegistry()
 	srv := server.New(server.DefaultConfig(), reg, logger)
 	apiCtx, cancel := context.WithCancel(context.Background())
-	svc := serving.New(s, cs, billing.ChargebackConfig{Book: path, Idle: "own_row"}, time.Now)
-	ins := insightsvc.New(serving.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insightsvc.Prices{}, time.Now, logger)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc, Insights: ins})
+	svc := usage.New(s, cs, time.Now)
+	ins := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insights.Prices{}, time.Now, logger)
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: billing.NewInvoiceService(s, cs.Issuer.ID), Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(s, billing.ChargebackConfig{Book: path, Idle: "own_row"}), Insights: ins})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); cancel(); wait() })
 	return func(key, path string) (int, []byte) {
@@ -282,7 +282,7 @@ func TestInsightsScopeKeysAsUsageDoes(t *testing.T) {
 				}
 			default:
 				var an struct {
-					Anomalies []insightsvc.StoredAnomaly `json:"anomalies"`
+					Anomalies []insights.StoredAnomaly `json:"anomalies"`
 				}
 				readJSON(tc.key, "/v1/insights/anomalies?"+period, &an)
 				seen := heldByTenant{}

@@ -1,4 +1,4 @@
-package serving_test
+package server_test
 
 import (
 	"context"
@@ -18,17 +18,18 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/admission"
+	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/serving"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 func lim(l string) *quota.Limit { return &quota.Limit{Limit: decimal.RequireFromString(l)} }
 
 // quotaServer is the fixture's API with an evaluator refreshed once, and
 // acme running two H100s right now.
-func quotaServer(t *testing.T, f *fixture, cfg quota.Config, refresh bool) (*httptest.Server, *serving.Quotas, *prometheus.Registry) {
+func quotaServer(t *testing.T, f *fixture, cfg quota.Config, refresh bool) (*httptest.Server, *quota.Service, *prometheus.Registry) {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC()
@@ -44,8 +45,8 @@ func quotaServer(t *testing.T, f *fixture, cfg quota.Config, refresh bool) (*htt
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	svc := serving.New(f.store, f.customers, f.chargeback, time.Now)
-	q, err := serving.NewQuotas(svc, f.store, cfg, logger)
+	svc := usage.New(f.store, f.customers, time.Now)
+	q, err := quota.NewService(svc, f.store, f.customers, cfg, time.Now, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +59,8 @@ func quotaServer(t *testing.T, f *fixture, cfg quota.Config, refresh bool) (*htt
 	reg.MustRegister(q)
 	srv := server.New(server.DefaultConfig(), reg, logger)
 	apiCtx, cancel := context.WithCancel(ctx)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc,
-		Chargeback: svc, Quotas: q, Kubernetes: serving.NewKubernetes(q, admission.Config{Namespaces: map[string]string{"team-acme": "acme"},
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: billing.NewInvoiceService(f.store, f.customers.Issuer.ID), Cost: svc, Tenants: svc,
+		Chargeback: billing.NewChargebackService(f.store, f.chargeback), Quotas: q, Kubernetes: admission.NewWebhook(q, admission.Config{Namespaces: map[string]string{"team-acme": "acme"},
 			DefaultModel: "H100-SXM5-80GB", DefaultDuration: time.Hour})})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ts.Close(); cancel(); wait() })

@@ -1,4 +1,4 @@
-package serving_test
+package server_test
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/serving"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 // BenchmarkMonthToDateUsage loads the API on loopback: 32 connections ask
@@ -71,8 +71,8 @@ func BenchmarkMonthToDateUsage(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	srv := server.New(cfg, reg, logger)
 	apiCtx, cancel := context.WithCancel(ctx)
-	svc := serving.New(s, billing.Customers{}, billing.ChargebackConfig{}, time.Now)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: svc, Cost: svc, Tenants: svc, Chargeback: svc})
+	svc := usage.New(s, billing.Customers{}, time.Now)
+	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: billing.NewInvoiceService(s, billing.Customers{}.Issuer.ID), Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(s, billing.ChargebackConfig{})})
 	ts := httptest.NewServer(srv.Handler())
 	defer func() { ts.Close(); cancel(); wait() }()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}}

@@ -1,4 +1,4 @@
-package serving
+package quota
 
 import (
 	"context"
@@ -6,16 +6,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
-	"github.com/gpumeter/gpumeter/internal/quota"
-	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -23,42 +20,56 @@ import (
 // count as running now (collectors sample every 10 s).
 const liveWindow = 2 * time.Minute
 
-// QuotaStore is what the quota snapshot reads beyond Store.
-type QuotaStore interface {
+// LiveStore reads what runs now (internal/store meets it).
+type LiveStore interface {
+	// LiveConcurrency is what each tenant holds in [since, until], in
+	// GPU-equivalents by GPU model.
 	LiveConcurrency(ctx context.Context, since, until time.Time) (map[string]map[string]decimal.Decimal, error)
 }
 
-// Quotas answers admission and quota state from an evaluator that a
-// refresher keeps current; nothing on the request path reads ClickHouse.
-type Quotas struct {
-	svc    *Service
-	live   QuotaStore
-	eval   *quota.Evaluator
-	cfg    quota.Config
-	logger *slog.Logger
+// UsageReader is month-to-date usage and the customers' pricing, read as
+// the cost API reads them (usage.Service meets it).
+type UsageReader interface {
+	RollupState(ctx context.Context) (billing.RollupState, error)
+	// Rows runs q as of state: rollups for closed hours, raw samples after.
+	Rows(ctx context.Context, q usage.Query, state billing.RollupState) ([]usage.Row, error)
+	// HourlyUsage is a tenant's usage per hour and SKU in price-book units.
+	HourlyUsage(ctx context.Context, scope auth.Scope, tenant string, from, to time.Time) ([]pricing.Usage, error)
+	Pricing(c billing.Customer) (*pricing.Book, *pricing.Contract, error)
 }
 
-var _ server.QuotaService = (*Quotas)(nil)
+// Service answers admission and quota state from an evaluator that a
+// refresher keeps current; nothing on the request path reads ClickHouse.
+type Service struct {
+	usage     UsageReader
+	live      LiveStore
+	customers billing.Customers
+	eval      *Evaluator
+	cfg       Config
+	now       func() time.Time
+	logger    *slog.Logger
+}
 
-// NewQuotas builds the evaluator for cfg.
-func NewQuotas(svc *Service, live QuotaStore, cfg quota.Config, logger *slog.Logger) (*Quotas, error) {
-	e, err := quota.NewEvaluator(cfg, svc.now)
+// NewService builds the evaluator for cfg over the configured customers;
+// now is the clock of the month and of the snapshot's age.
+func NewService(u UsageReader, live LiveStore, customers billing.Customers, cfg Config, now func() time.Time, logger *slog.Logger) (*Service, error) {
+	e, err := NewEvaluator(cfg, now)
 	if err != nil {
 		return nil, err
 	}
-	return &Quotas{svc: svc, live: live, eval: e, cfg: cfg, logger: logger.With("component", "quota")}, nil
+	return &Service{usage: u, live: live, customers: customers, eval: e, cfg: cfg, now: now, logger: logger.With("component", "quota")}, nil
 }
 
 // CrossingAnnouncer puts quota crossings in the webhook outbox
 // (webhook.Publisher).
 type CrossingAnnouncer interface {
-	QuotaCrossed(ctx context.Context, cs []quota.Crossing) error
+	QuotaCrossed(ctx context.Context, cs []Crossing) error
 }
 
 // Run refreshes the snapshot every cfg.Refresh until ctx ends; crossings
 // go to announce (outbound webhooks). A failed refresh keeps the old
 // snapshot, which turns stale after cfg.StaleAfter.
-func (q *Quotas) Run(ctx context.Context, announce CrossingAnnouncer) {
+func (q *Service) Run(ctx context.Context, announce CrossingAnnouncer) {
 	t := time.NewTicker(q.cfg.Refresh)
 	defer t.Stop()
 	for {
@@ -76,7 +87,7 @@ func (q *Quotas) Run(ctx context.Context, announce CrossingAnnouncer) {
 // Refresh takes a new snapshot now and announces its crossings (none
 // with a nil announce). A crossing that cannot be announced is logged:
 // the snapshot is in force either way.
-func (q *Quotas) Refresh(ctx context.Context, announce CrossingAnnouncer) error {
+func (q *Service) Refresh(ctx context.Context, announce CrossingAnnouncer) error {
 	s, err := q.snapshot(ctx)
 	if err != nil {
 		return err
@@ -93,7 +104,7 @@ func (q *Quotas) Refresh(ctx context.Context, announce CrossingAnnouncer) error 
 	return nil
 }
 
-func (q *Quotas) needsSpend(tenant, dept string) bool {
+func (q *Service) needsSpend(tenant, dept string) bool {
 	for _, r := range q.cfg.Rules {
 		if r.Spend != nil && (r.Tenant == tenant || (r.Department != "" && r.Department == dept)) {
 			return true
@@ -104,31 +115,31 @@ func (q *Quotas) needsSpend(tenant, dept string) bool {
 
 // snapshot reads live concurrency, this month's GPU-hours per tenant and
 // model (in each customer's zone; UTC for tenants without a customer
-// entry), and spend for tenants under a spend quota.
-func (q *Quotas) snapshot(ctx context.Context) (quota.Snapshot, error) {
-	now := q.svc.now()
+// entry), and spend for tenants under a spend
+func (q *Service) snapshot(ctx context.Context) (Snapshot, error) {
+	now := q.now()
 	live, err := q.live.LiveConcurrency(ctx, now.Add(-liveWindow), now.Add(time.Minute))
 	if err != nil {
-		return quota.Snapshot{}, err
+		return Snapshot{}, err
 	}
-	state, err := q.svc.rollupState(ctx)
+	state, err := q.usage.RollupState(ctx)
 	if err != nil {
-		return quota.Snapshot{}, err
+		return Snapshot{}, err
 	}
-	snap := quota.Snapshot{At: now, Tenants: map[string]quota.TenantState{}}
-	get := func(tenant string) quota.TenantState {
+	snap := Snapshot{At: now, Tenants: map[string]TenantState{}}
+	get := func(tenant string) TenantState {
 		t, ok := snap.Tenants[tenant]
 		if !ok {
-			t = quota.TenantState{Tenant: tenant, Concurrent: map[string]decimal.Decimal{}, GPUHours: map[string]decimal.Decimal{}}
+			t = TenantState{Tenant: tenant, Concurrent: map[string]decimal.Decimal{}, GPUHours: map[string]decimal.Decimal{}}
 		}
 		return t
 	}
 	zones := map[string]*time.Location{"UTC": time.UTC}
 	zoneOf := map[string]string{}
-	for _, c := range q.svc.customers.Customers {
+	for _, c := range q.customers.Customers {
 		loc, err := c.Location()
 		if err != nil {
-			return quota.Snapshot{}, err
+			return Snapshot{}, err
 		}
 		zones[loc.String()], zoneOf[c.Tenant] = loc, loc.String()
 		t := get(c.Tenant)
@@ -138,13 +149,13 @@ func (q *Quotas) snapshot(ctx context.Context) (quota.Snapshot, error) {
 	for name, loc := range zones {
 		p, err := billing.MonthContaining(now, loc)
 		if err != nil {
-			return quota.Snapshot{}, err
+			return Snapshot{}, err
 		}
 		to := now.UTC().Truncate(time.Hour).Add(time.Hour) // this hour so far, from raw samples
-		rows, err := q.svc.read(ctx, store.UsageQuery{From: p.Start, To: to,
-			GroupBy: []store.Dimension{store.DimTenant, store.DimDepartment, store.DimSKU}}, state, false)
+		rows, err := q.usage.Rows(ctx, usage.Query{From: p.Start, To: to,
+			GroupBy: []usage.Dimension{usage.DimTenant, usage.DimDepartment, usage.DimSKU}}, state)
 		if err != nil {
-			return quota.Snapshot{}, err
+			return Snapshot{}, err
 		}
 		for _, r := range rows {
 			zone := zoneOf[r.Tenant]
@@ -178,13 +189,13 @@ func (q *Quotas) snapshot(ctx context.Context) (quota.Snapshot, error) {
 		}
 		snap.Tenants[tenant] = t
 	}
-	for _, c := range q.svc.customers.Customers {
+	for _, c := range q.customers.Customers {
 		t := snap.Tenants[c.Tenant]
 		if !q.needsSpend(c.Tenant, t.Department) {
 			continue
 		}
 		if err := q.spend(ctx, c, now, &t); err != nil {
-			return quota.Snapshot{}, fmt.Errorf("quota spend of %s: %w", c.Tenant, err)
+			return Snapshot{}, fmt.Errorf("quota spend of %s: %w", c.Tenant, err)
 		}
 		snap.Tenants[c.Tenant] = t
 	}
@@ -193,7 +204,7 @@ func (q *Quotas) snapshot(ctx context.Context) (quota.Snapshot, error) {
 
 // spend prices the customer's month so far and the price of one more
 // GPU-equivalent hour of each SKU of its book, at the tier reached.
-func (q *Quotas) spend(ctx context.Context, c billing.Customer, now time.Time, t *quota.TenantState) error {
+func (q *Service) spend(ctx context.Context, c billing.Customer, now time.Time, t *TenantState) error {
 	loc, err := c.Location()
 	if err != nil {
 		return err
@@ -203,14 +214,14 @@ func (q *Quotas) spend(ctx context.Context, c billing.Customer, now time.Time, t
 		return err
 	}
 	hour := now.UTC().Truncate(time.Hour)
-	usage, err := q.svc.hourlyUsage(ctx, auth.Scope{Kind: auth.KindAdmin}, c.Tenant, p.Start, hour.Add(time.Hour))
+	used, err := q.usage.HourlyUsage(ctx, auth.Scope{Kind: auth.KindAdmin}, c.Tenant, p.Start, hour.Add(time.Hour))
 	if err != nil {
 		return err
 	}
 	// The configured book and the stored usage are the server's: pricing
 	// refusing them is no fault of the caller's, whose own tenant may not
 	// even be this one (fault.Internal).
-	book, contract, err := q.svc.pricing.Pricing(c)
+	book, contract, err := q.usage.Pricing(c)
 	if err != nil {
 		return fault.Internal(err)
 	}
@@ -222,7 +233,7 @@ func (q *Quotas) spend(ctx context.Context, c billing.Customer, now time.Time, t
 		r, err := pricing.Price(pricing.Input{Tenant: c.Tenant, Start: p.Start.In(loc), End: end.In(loc), Usage: u, Book: book, Contract: contract})
 		return r.Total, fault.Internal(err)
 	}
-	base, err := price(usage)
+	base, err := price(used)
 	if err != nil {
 		return err
 	}
@@ -231,7 +242,7 @@ func (q *Quotas) spend(ctx context.Context, c billing.Customer, now time.Time, t
 		if !book.Prices(sku, pricing.GPUHours) {
 			continue
 		}
-		more, err := price(append(append([]pricing.Usage(nil), usage...), pricing.Usage{Hour: hour, SKU: sku, Meter: pricing.GPUHours, Quantity: decimal.NewFromInt(1)}))
+		more, err := price(append(append([]pricing.Usage(nil), used...), pricing.Usage{Hour: hour, SKU: sku, Meter: pricing.GPUHours, Quantity: decimal.NewFromInt(1)}))
 		if err != nil {
 			return err
 		}
@@ -242,27 +253,27 @@ func (q *Quotas) spend(ctx context.Context, c billing.Customer, now time.Time, t
 
 // Admit decides a request within the caller's scope; a dry run holds
 // nothing.
-func (q *Quotas) Admit(ctx context.Context, scope auth.Scope, r quota.Request) (quota.Decision, error) {
-	return q.AdmitAll(ctx, scope, []quota.Request{r})
+func (q *Service) Admit(ctx context.Context, scope auth.Scope, r Request) (Decision, error) {
+	return q.AdmitAll(ctx, scope, []Request{r})
 }
 
 // AdmitAll decides requests of one tenant as one admission (a Pod's GPU
 // resources) within the caller's scope: all are held or none is.
-func (q *Quotas) AdmitAll(ctx context.Context, scope auth.Scope, rs []quota.Request) (quota.Decision, error) {
+func (q *Service) AdmitAll(ctx context.Context, scope auth.Scope, rs []Request) (Decision, error) {
 	for _, r := range rs {
 		if !q.allows(scope, r.Tenant) {
-			return quota.Decision{}, fault.NotFoundf("tenant %q: not found", r.Tenant)
+			return Decision{}, fault.NotFoundf("tenant %q: not found", r.Tenant)
 		}
 	}
 	return q.eval.AdmitAll(rs)
 }
 
-func (q *Quotas) allows(scope auth.Scope, tenant string) bool {
+func (q *Service) allows(scope auth.Scope, tenant string) bool {
 	if scope.Kind == auth.KindAdmin {
 		return true
 	}
 	dept := ""
-	for _, c := range q.svc.customers.Customers {
+	for _, c := range q.customers.Customers {
 		if c.Tenant == tenant {
 			dept = c.Department
 		}
@@ -272,9 +283,9 @@ func (q *Quotas) allows(scope auth.Scope, tenant string) bool {
 
 // State lists the rules the scope may see: a tenant key its tenant's, a
 // department key its department's and its tenants'.
-func (q *Quotas) State(ctx context.Context, scope auth.Scope) ([]quota.RuleState, time.Time, error) {
+func (q *Service) State(ctx context.Context, scope auth.Scope) ([]RuleState, time.Time, error) {
 	all, at := q.eval.State()
-	var out []quota.RuleState
+	var out []RuleState
 	for _, s := range all {
 		switch {
 		case scope.Kind == auth.KindAdmin,
@@ -284,30 +295,4 @@ func (q *Quotas) State(ctx context.Context, scope auth.Scope) ([]quota.RuleState
 		}
 	}
 	return out, at, nil
-}
-
-// Describe and Collect export the quota state to Prometheus.
-func (q *Quotas) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(q, ch) }
-
-var (
-	quotaUsedDesc = prometheus.NewDesc("gpumeter_quota_used", "Measured use of a quota: GPU-equivalents, GPU-hours this month or spend this month.",
-		[]string{"subject", "metric"}, nil)
-	quotaAdmittedDesc = prometheus.NewDesc("gpumeter_quota_admitted", "Admitted work not yet running, held against a quota.",
-		[]string{"subject", "metric"}, nil)
-	quotaHardDesc = prometheus.NewDesc("gpumeter_quota_hard_limit", "A quota's hard limit.", []string{"subject", "metric"}, nil)
-	quotaAgeDesc  = prometheus.NewDesc("gpumeter_quota_snapshot_age_seconds", "Age of the quota evaluator's data.", nil, nil)
-)
-
-// Collect reads the evaluator's state (its lock, no I/O).
-func (q *Quotas) Collect(ch chan<- prometheus.Metric) {
-	states, at := q.eval.State()
-	for _, s := range states {
-		f := func(d decimal.Decimal) float64 { v, _ := d.Float64(); return v } // Prometheus samples are floats; no amount is computed from them
-		ch <- prometheus.MustNewConstMetric(quotaUsedDesc, prometheus.GaugeValue, f(s.Used), s.Subject, string(s.Metric))
-		ch <- prometheus.MustNewConstMetric(quotaAdmittedDesc, prometheus.GaugeValue, f(s.Admitted), s.Subject, string(s.Metric))
-		ch <- prometheus.MustNewConstMetric(quotaHardDesc, prometheus.GaugeValue, f(s.Hard), s.Subject, string(s.Metric))
-	}
-	if !at.IsZero() {
-		ch <- prometheus.MustNewConstMetric(quotaAgeDesc, prometheus.GaugeValue, q.svc.now().Sub(at).Seconds())
-	}
 }

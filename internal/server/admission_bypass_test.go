@@ -1,4 +1,4 @@
-package serving_test
+package server_test
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/serving"
 )
 
 // podReview is an AdmissionReview of a Pod in team-acme (tenant acme)
@@ -44,7 +43,7 @@ func reviewed(t *testing.T, url, token, body string) (bool, string) {
 
 // admitted is what pending admissions hold against acme's rule of model
 // ("" for the tenant-wide rule) and concurrent GPUs.
-func admitted(t *testing.T, q *serving.Quotas, model string) decimal.Decimal {
+func admitted(t *testing.T, q *quota.Service, model string) decimal.Decimal {
 	t.Helper()
 	states, _, err := q.State(context.Background(), auth.Scope{Kind: auth.KindAdmin})
 	if err != nil {

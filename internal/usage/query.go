@@ -1,0 +1,82 @@
+package usage
+
+import (
+	"context"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/meter"
+)
+
+// Store is what the service reads (internal/store meets it).
+type Store interface {
+	// UsageRows sums every meter of q's rows (deduplicated) per group.
+	UsageRows(ctx context.Context, q Query) ([]Row, error)
+	// LoadRollupState is the hourly rollup's progress (billing.RollupJob).
+	LoadRollupState(ctx context.Context, job string) (billing.RollupState, bool, error)
+	// RawDroppedBefore is where retention dropped raw samples (zero: none).
+	RawDroppedBefore(ctx context.Context) (time.Time, error)
+}
+
+// Dimension is a column usage can be grouped by.
+type Dimension string
+
+const (
+	DimTenant     Dimension = "tenant"
+	DimDepartment Dimension = "department"
+	DimSKU        Dimension = "sku"
+	// DimHost and DimWorkload exist in raw samples only; the hourly
+	// rollup sums over them.
+	DimHost     Dimension = "host"
+	DimWorkload Dimension = "workload"
+)
+
+// Bucket is the time bucket of a query (UTC).
+type Bucket string
+
+const (
+	BucketNone  Bucket = ""
+	BucketHour  Bucket = "hour"
+	BucketDay   Bucket = "day"
+	BucketMonth Bucket = "month"
+)
+
+// Source picks the table a query reads.
+type Source string
+
+const (
+	// SourceRaw reads raw samples: exact up to the last sample.
+	SourceRaw Source = "raw"
+	// SourceHourly reads the hourly rollup: fast, and exact up to the last
+	// rollup run.
+	SourceHourly Source = "hourly"
+)
+
+// Query sums every meter over [From, To), grouped by the chosen
+// dimensions and time bucket. A sample belongs to the bucket of its start.
+// Tenant and Department, when set, restrict the rows; Scope, when set,
+// restricts them to what an API key may read, on top of any filter (the
+// store applies it in SQL).
+type Query struct {
+	From, To   time.Time
+	GroupBy    []Dimension
+	Bucket     Bucket
+	Tenant     string
+	Department string
+	Scope      auth.Scope
+	Source     Source
+}
+
+// Row is one group of a Query. Grouping columns not asked for are empty;
+// Bucket is zero without a bucket.
+type Row struct {
+	Bucket     time.Time
+	Tenant     string
+	Department string
+	SKU        string
+	Host       string
+	Workload   string
+	Samples    uint64
+	meter.Totals
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/config"
 	"github.com/gpumeter/gpumeter/internal/spool"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // fullSpoolConfig writes a config whose spool (2 MiB under reject) holds
@@ -47,7 +48,7 @@ func TestCollectFullSpoolUnderRejectStoresEverySample(t *testing.T) {
 	if !strings.Contains(stderr, "spool full") {
 		t.Fatalf("the spool never filled up, so this tests nothing:\n%s", tail(stderr, 20))
 	}
-	assertStoredMatchesSimulator(t, dsn, 3, 2, collectStart, 6*time.Hour)
+	harness.AssertStoredMatchesSimulator(t, dsn, 3, 2, collectStart, 6*time.Hour)
 }
 
 var lostRe = regexp.MustCompile(`(\d+) samples lost`)
@@ -115,7 +116,7 @@ func TestCollectFullSpoolWithClickHouseDownCountsWhatItLoses(t *testing.T) {
 	if got, want := storedSamples(dsn), spooled+produced2; got != want {
 		t.Errorf("stored %d samples, want run 1's %d spooled + run 2's %d", got, spooled, produced2)
 	}
-	assertStoredMatchesSimulator(t, dsn, 3, 2, next, time.Hour)
+	harness.AssertStoredMatchesSimulator(t, dsn, 3, 2, next, time.Hour)
 }
 
 // tail is the last n lines of s.

@@ -85,7 +85,9 @@ zookeeper:
 compose:
 	scripts/compose.sh install
 
-# cmd/gpumeter runs real servers, clusters and collectors: about 5 minutes on
+# ./... takes in the slow tests under tests/ (tests/README.md: deploy files,
+# Prometheus, clusters, soak, Slurm; they build and run the gpumeter binary)
+# beside cmd/gpumeter's real servers and collectors: minutes per package on
 # a quiet 2-core machine, so the 10-minute default leaves too little room.
 unit:
 	$(GO) test -count=1 -timeout 20m ./...

@@ -83,3 +83,41 @@ func (q PeriodQuantity) Spread(from, to time.Time) ([]Usage, error) {
 	}
 	return rows, nil
 }
+
+// SpreadQuantity reads a SKU:METER=VALUE total (ParsePeriodQuantity) and
+// spreads it over [from, to) (Spread). The SKU is checked against the
+// book here, once, rather than by the engine on every hour it fills.
+func (b *Book) SpreadQuantity(s string, from, to time.Time) ([]Usage, error) {
+	pq, err := ParsePeriodQuantity(s)
+	if err != nil {
+		return nil, err
+	}
+	if !b.HasSKU(pq.SKU) {
+		return nil, fault.Validationf("unknown SKU %q (not in book %s; it has %s)", pq.SKU, b.Version(), strings.Join(b.SKUs(), ", "))
+	}
+	return pq.Spread(from, to)
+}
+
+// CalendarMonths is [from, to): the whole UTC calendar months that hold
+// every row's hour; ok is false when there are no rows.
+func CalendarMonths(rows []Usage) (from, to time.Time, ok bool) {
+	if len(rows) == 0 {
+		return from, to, false
+	}
+	first, last := rows[0].Hour, rows[0].Hour
+	for _, r := range rows {
+		if r.Hour.Before(first) {
+			first = r.Hour
+		}
+		if r.Hour.After(last) {
+			last = r.Hour
+		}
+	}
+	return MonthStart(first), MonthStart(last).AddDate(0, 1, 0), true
+}
+
+// MonthStart is the first instant of t's UTC calendar month.
+func MonthStart(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+}

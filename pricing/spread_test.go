@@ -1,10 +1,12 @@
 package pricing_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/shopspring/decimal"
 )
@@ -119,5 +121,56 @@ func TestSpread(t *testing.T) {
 				t.Errorf("parts %v, want %v", sizes, tc.parts)
 			}
 		})
+	}
+}
+
+func TestCalendarMonths(t *testing.T) {
+	h := func(s string) pricing.Usage {
+		at, _ := time.Parse(time.RFC3339, s)
+		return pricing.Usage{Hour: at}
+	}
+	for _, tc := range []struct {
+		name     string
+		rows     []pricing.Usage
+		from, to string // "" with ok false
+	}{
+		{"no rows", nil, "", ""},
+		{"one row is its month", []pricing.Usage{h("2026-03-15T10:00:00Z")}, "2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z"},
+		{"rows in any order span whole months", []pricing.Usage{h("2026-05-31T23:00:00Z"), h("2026-03-01T00:00:00Z"), h("2026-04-10T00:00:00Z")},
+			"2026-03-01T00:00:00Z", "2026-06-01T00:00:00Z"},
+		{"the months are UTC's", []pricing.Usage{h("2026-03-01T00:30:00+02:00")}, "2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from, to, ok := pricing.CalendarMonths(tc.rows)
+			if !ok {
+				if tc.from != "" {
+					t.Fatalf("no months, want [%s, %s)", tc.from, tc.to)
+				}
+				return
+			}
+			if got := from.Format(time.RFC3339) + " " + to.Format(time.RFC3339); got != tc.from+" "+tc.to {
+				t.Errorf("[%s), want [%s %s)", got, tc.from, tc.to)
+			}
+		})
+	}
+}
+
+func TestBookSpreadQuantity(t *testing.T) {
+	data, err := os.ReadFile("books/gpu-cloud.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pricing.ParseBook(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	march := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	rows, err := b.SpreadQuantity(b.SKUs()[0]+":gpu_hours=744", march, march.AddDate(0, 1, 0))
+	if err != nil || len(rows) != 744 {
+		t.Fatalf("%d rows, %v; want one per hour of March", len(rows), err)
+	}
+	_, err = b.SpreadQuantity("B300:gpu_hours=1", march, march.AddDate(0, 1, 0))
+	if err == nil || !strings.Contains(err.Error(), `unknown SKU "B300"`) || !fault.IsValidation(err) {
+		t.Errorf("an unknown SKU: %v", err)
 	}
 }

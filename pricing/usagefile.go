@@ -297,3 +297,51 @@ func (pl *placeList) describe(where string) string {
 		return fmt.Sprintf("%ss %s and %d more", where, num(pl.first[:shownPlaces]), pl.n-shownPlaces)
 	}
 }
+
+// ExplainRows rewrites the problems an input's ValidationError (from
+// Price) has with usage rows, usage[N].field, as problems of the places
+// the rows came from, origins[N], each problem once with its places
+// (RowProblems); problems of no row are kept as they are. rows is false,
+// and err is returned unchanged, when err is no input error or names no
+// row.
+func ExplainRows(err error, origins []RowOrigin) (_ error, rows bool) {
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.What != "input" {
+		return err, false
+	}
+	var ps RowProblems
+	for _, p := range ve.Listed() {
+		if i, field, ok := usageRowPath(p.Path); ok && i < len(origins) {
+			msg := p.Message
+			if field != "" {
+				msg = field + ": " + msg
+			}
+			ps.Add(origins[i], msg)
+			rows = true
+			continue
+		}
+		ps.AddOther(p.String())
+	}
+	ps.AddMore(ve.Dropped)
+	if !rows {
+		return err, false
+	}
+	return ps.Err(), true
+}
+
+// usageRowPath splits a path such as usage[12].sku into 12 and "sku".
+func usageRowPath(p string) (int, string, bool) {
+	rest, ok := strings.CutPrefix(p, "usage[")
+	if !ok {
+		return 0, "", false
+	}
+	num, field, ok := strings.Cut(rest, "]")
+	if !ok {
+		return 0, "", false
+	}
+	i, err := strconv.Atoi(num)
+	if err != nil || i < 0 {
+		return 0, "", false
+	}
+	return i, strings.TrimPrefix(field, "."), true
+}

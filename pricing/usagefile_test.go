@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 )
@@ -258,4 +260,28 @@ func usageJSONRows(t testing.TB, rows []pricing.Usage) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+func TestExplainRows(t *testing.T) {
+	lines := []pricing.RowOrigin{{Where: "line", N: 2}, {Where: "line", N: 3}, {Where: "--quantity x", N: -1}}
+	ve := pricing.NewValidationError("input", []pricing.Problem{
+		{Path: "usage[0].sku", Message: `unknown SKU "B300"`},
+		{Path: "usage[1].sku", Message: `unknown SKU "B300"`},
+		{Path: "usage[2].hour", Message: "not on the hour"},
+		{Path: "start", Message: "after the end"},
+	}, 3)
+	got, rows := pricing.ExplainRows(ve, lines)
+	want := `lines 2 and 3: sku: unknown SKU "B300"; --quantity x: hour: not on the hour; start: after the end; and 3 more problems`
+	if !rows || got == nil || got.Error() != want || !fault.IsValidation(got) {
+		t.Errorf("%v (rows %v)\nwant %s", got, rows, want)
+	}
+	for _, err := range []error{
+		errors.New("disk on fire"),
+		pricing.NewValidationError("book", []pricing.Problem{{Path: "usage[0].sku", Message: "x"}}, 0),
+		pricing.NewValidationError("input", []pricing.Problem{{Path: "start", Message: "after the end"}}, 0),
+	} {
+		if got, rows := pricing.ExplainRows(err, lines); rows || got != err {
+			t.Errorf("%v: rewritten as %v", err, got)
+		}
+	}
 }

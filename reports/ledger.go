@@ -5,6 +5,8 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gpumeter/gpumeter/collectors/sim"
 )
 
 // SimLedger is what the simulated fleet ran, per tenant: the oracle that
@@ -39,4 +41,15 @@ func WriteSimLedger(w io.Writer, l SimLedger) error {
 		fmt.Fprintf(tw, "%s\t%d.%06d\t%.3f\t\n", name, t.GPUMicroseconds/1e6, t.GPUMicroseconds%1e6, t.EnergyMillijoules/3.6e9)
 	}
 	return tw.Flush()
+}
+
+// SimLedgerOf is the ledger of what fleet ran so far, with written the
+// samples the collector handed on.
+func SimLedgerOf(fleet *sim.Fleet, written uint64) SimLedger {
+	l := fleet.Ledger()
+	out := SimLedger{Hosts: len(fleet.Hosts()), Start: fleet.Start(), End: fleet.Now(), Written: written}
+	for _, t := range l.Tenants() {
+		out.Tenants = append(out.Tenants, SimTenant{Tenant: t, GPUMicroseconds: l.GPUMicroseconds[t], EnergyMillijoules: l.EnergyMillijoules[t]})
+	}
+	return out
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # docker-compose for the test that validates docker-compose.yaml
-# (cmd/gpumeter/compose_test.go).
+# (tests/deploy/compose_test.go).
 #
 #   scripts/compose.sh install   install Debian's docker-compose with apt-get
 #                                unless it is on PATH

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prometheus for the tests that scrape the collector and the server and
-# check deploy/prometheus (cmd/gpumeter/prometheus_test.go).
+# check deploy/prometheus (tests/prometheus/prometheus_test.go).
 #
 #   scripts/prometheus.sh install   install Debian's prometheus (server and
 #                                   promtool) with apt-get unless both are on PATH

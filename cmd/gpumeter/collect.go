@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -15,12 +14,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/collectors/agent"
 	"github.com/gpumeter/gpumeter/collectors/attribution"
-	"github.com/gpumeter/gpumeter/collectors/metrics"
 	"github.com/gpumeter/gpumeter/collectors/nvml"
-	"github.com/gpumeter/gpumeter/collectors/sim"
 	"github.com/gpumeter/gpumeter/internal/config"
+	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/server"
+	"github.com/gpumeter/gpumeter/internal/spool"
+	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
@@ -221,57 +222,46 @@ func (f *collectFlags) check(fs *pflag.FlagSet, cfg config.Config) error {
 	return nil
 }
 
-// runCollect runs the collector: the hosts (NVML or the simulated fleet)
-// with their attribution, apportioning, the sink, and the metrics listener.
+// runCollect runs the collector: the flags as the agent's config, the
+// output --sink names, the metrics listener, and the ledger of a simulated
+// run.
 func runCollect(ctx context.Context, g *globals, f collectFlags, deps collectDeps) error {
-	logger := g.logger.With("component", "collector")
 	reg := deps.registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(promcollectors.NewGoCollector(), promcollectors.NewProcessCollector(promcollectors.ProcessCollectorOpts{}))
 	}
-	observer := metrics.New(reg)
-
-	sk, err := openSink(ctx, g, f, reg, logger)
-	if err != nil {
-		return err
-	}
-	defer sk.close()
-	flushRows := f.batchRows
-	if flushRows == 0 {
-		flushRows = 1
-		if f.simulate {
-			flushRows = 20_000
+	ad := agent.Deps{NVML: deps.newNVML, Registry: reg}
+	switch f.sink {
+	case "clickhouse":
+		// Samples go through the on-disk spool; the store need not be
+		// reachable now.
+		dsn, err := store.ParseDSN(g.dsn)
+		if err != nil {
+			return usageError{err}
 		}
+		st, err := store.Connect(dsn, g.logger)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		ad.Sink = st
+	case "jsonl":
+		var err error
+		if ad.Out, err = importer.NewAppender(g.stdout, importer.FormatJSONL); err != nil {
+			return err
+		}
+	case "discard":
+		ad.Out = collectors.AppenderFunc(func(context.Context, []collectors.Sample) error { return nil })
 	}
-	batch, err := collectors.NewBatch(collectors.BatchConfig{FlushRows: flushRows, MaxRows: max(flushRows, 1_000_000)}, sk.counted)
+	a, err := agent.New(ctx, f.config(g), ad, g.logger)
 	if err != nil {
 		return err
 	}
-	observer.WatchBatch(batch)
-
-	nvmlCfg := nvml.DefaultConfig()
-	nvmlCfg.GPM, nvmlCfg.MaxPowerWatts = f.gpm, f.maxPowerWatts
-	var hs hostSet
-	if f.simulate {
-		hs, err = simulatedHosts(f, nvmlCfg, observer, logger)
-	} else {
-		hs, err = nvmlHost(f, deps.newNVML(), nvmlCfg, observer, logger)
-	}
-	defer hs.close(logger) // what was opened before an error too
-	if err != nil {
-		return err
-	}
-	if err := sk.checkPoll(hs.gpus); err != nil {
-		return err
-	}
-
-	loop, err := collectors.NewLoop(collectors.LoopConfig{Interval: f.interval, Until: hs.until}, hs.hosts, apportioner(f), batch, hs.clock, logger, observer)
-	if err != nil {
-		return err
-	}
+	defer a.Close()
+	logger := g.logger.With("component", "collector")
 	if f.listen != "" {
-		srv := server.New(server.DefaultConfig(), reg, logger, server.Check{Name: "poll", Ready: observer.Ready})
+		srv := server.New(server.DefaultConfig(), reg, logger, server.Check{Name: "poll", Ready: a.Ready})
 		srv.MountMetrics(reg)
 		_, stop, err := srv.Start(ctx, f.listen)
 		if err != nil {
@@ -283,34 +273,54 @@ func runCollect(ctx context.Context, g *globals, f collectFlags, deps collectDep
 			}
 		}()
 	}
-
-	began := time.Now()
-	logger.Info("collecting", "hosts", len(hs.hosts), "interval", f.interval, "simulate", f.simulate, "sink", f.sink)
-	if err := loop.Run(ctx); err != nil {
+	logger.Info("collecting", "hosts", a.Hosts(), "interval", f.interval, "simulate", f.simulate, "sink", f.sink)
+	res, err := a.Run(ctx)
+	if err != nil {
 		return err
 	}
-	if err := finishCollecting(ctx, f, batch, sk, logger); err != nil {
-		return err
-	}
-	written := sk.written.Load()
-	logger.Info("collector stopped", "samples", written, "elapsed", time.Since(began).Round(time.Millisecond))
-	if hs.fleet != nil && g.stdout != nil && f.sink != "jsonl" {
-		if err := printLedger(g.stdout, hs.fleet, written); err != nil {
+	if res.Fleet != nil && g.stdout != nil && f.sink != "jsonl" {
+		if err := reports.WriteSimLedger(g.stdout, reports.SimLedgerOf(res.Fleet, res.Written)); err != nil {
 			return fmt.Errorf("print the ledger: %w", err)
 		}
 	}
 	return nil
 }
 
-// printLedger prints what the simulator ran, per tenant, to compare with
-// `gpumeter usage` over the same range.
-func printLedger(w io.Writer, fleet *sim.Fleet, written uint64) error {
-	l := fleet.Ledger()
-	out := reports.SimLedger{Hosts: len(fleet.Hosts()), Start: fleet.Start(), End: fleet.Now(), Written: written}
-	for _, t := range l.Tenants() {
-		out.Tenants = append(out.Tenants, reports.SimTenant{Tenant: t, GPUMicroseconds: l.GPUMicroseconds[t], EnergyMillijoules: l.EnergyMillijoules[t]})
+// config is the agent's config under the flags (checked by then) and the
+// config file's collector section.
+func (f collectFlags) config(g *globals) agent.Config {
+	unused, _ := vgpuUnused(f.vgpuUnused)
+	c := agent.Config{Interval: f.interval, Duration: f.duration, BatchRows: f.batchRows, DrainTimeout: f.drainTimeout,
+		NVML: nvml.DefaultConfig(), BestEffortUnused: unused, NamespaceIsTenant: f.namespaceIsTenant, AccountIsTenant: f.accountIsTenant,
+		Spool: g.cfg.Collector.Spool, Shipper: g.cfg.Collector.Shipper}
+	c.NVML.GPM, c.NVML.MaxPowerWatts = f.gpm, f.maxPowerWatts
+	c.Spool.MaxBytes, c.Spool.Overflow = f.spoolMaxBytes, spool.OverflowPolicy(f.spoolOverflow)
+	c.Shipper.BatchRows, c.Shipper.FlushInterval, c.Shipper.BackoffMax = f.shipRows, f.shipFlush, f.shipBackoff
+	switch {
+	case f.spoolDir != "":
+		c.Spool.Dir = f.spoolDir
+	case f.simulate:
+		c.Spool.Dir = agent.SimulatedSpoolDir(g.dsn)
 	}
-	return reports.WriteSimLedger(w, out)
+	if !f.simulate {
+		c.Host = agent.HostConfig{Name: f.host, MapFile: f.mapFile, KubeletSocket: f.kubeletSocket, ProcRoot: f.procRoot,
+			PodLogDir: f.podLogDir, SlurmEnvironment: f.slurmEnv, LibvirtDir: f.libvirtDir}
+		if f.podsURL != "" {
+			pl := attribution.DefaultPodLabelsConfig()
+			pl.URL, pl.TokenFile, pl.InsecureSkipVerify = f.podsURL, f.podsTokenFile, f.podsInsecure
+			c.Host.PodLabels = &pl
+		}
+		return c
+	}
+	c.Simulate = &agent.SimConfig{Hosts: f.hosts, GPUsPerHost: f.gpus, Seed: f.seed, Speed: f.speed}
+	if f.vgpu {
+		c.Simulate.VGPUHosts = 1
+	}
+	if f.start != "" {
+		c.Simulate.Start, _ = time.Parse(time.RFC3339, f.start)
+	}
+	c.Simulate.Plants, _ = f.plants.parse(true)
+	return c
 }
 
 // vgpuUnused reads --vgpu-best-effort-unused.
@@ -322,11 +332,4 @@ func vgpuUnused(v string) (attribution.Unused, error) {
 		return attribution.UnusedToHolders, nil
 	}
 	return 0, fmt.Errorf("--vgpu-best-effort-unused: %q is not idle or holders", v)
-}
-
-// apportioner is the apportioning rules under the flags' choices
-// (validated by then).
-func apportioner(f collectFlags) collectors.ApportionFunc {
-	unused, _ := vgpuUnused(f.vgpuUnused)
-	return attribution.Options{BestEffortUnused: unused}.Apportion
 }

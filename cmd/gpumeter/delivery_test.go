@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // TestMain lets a test re-run this binary as the gpumeter command, so a
@@ -25,53 +24,15 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// privateDB starts a ClickHouse of the test's own (so it can be stopped)
-// and returns it with the DSN of a migrated database on it.
-func privateDB(t *testing.T) (*storetest.Server, string) {
-	t.Helper()
-	srv := storetest.StartServer(t)
-	cfg, err := store.ParseDSN(srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Database = "gpumeter"
-	storetest.NewWithConfig(t, cfg)
-	return srv, fmt.Sprintf("clickhouse://%s/%s", cfg.Addrs[0], cfg.Database)
-}
+// privateDB, storedSamples and eventually are the harness's
+// (tests/harness), shared with the slow tests under tests/.
+func privateDB(t *testing.T) (*storetest.Server, string) { t.Helper(); return harness.PrivateDB(t) }
 
-// storedSamples counts deduplicated samples (0 while the server is down).
-func storedSamples(dsn string) uint64 {
-	cfg, err := store.ParseDSN(dsn)
-	if err != nil {
-		return 0
-	}
-	cfg.DialTimeout = 500 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	s, err := store.Open(ctx, cfg, nil)
-	if err != nil {
-		return 0
-	}
-	defer s.Close()
-	rows, err := s.Usage(ctx, store.UsageQuery{From: time.Unix(0, 0), To: time.Now().AddDate(10, 0, 0)})
-	if err != nil || len(rows) == 0 {
-		return 0
-	}
-	return rows[0].Samples
-}
+func storedSamples(dsn string) uint64 { return harness.StoredSamples(dsn) }
 
-// eventually polls cond until it holds; the deadline is a test failure.
 func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
+	harness.Eventually(t, what, timeout, cond)
 }
 
 // ClickHouse stopped in the middle of a collector run and started again:
@@ -106,7 +67,7 @@ func TestCollectSurvivesClickHouseOutage(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("collect exit %d\n%s", code, stderrText())
 	}
-	assertStoredMatchesSimulator(t, dsn, 11, 2, start, 2*time.Hour)
+	harness.AssertStoredMatchesSimulator(t, dsn, 11, 2, start, 2*time.Hour)
 }
 
 // The collector killed with SIGKILL in the middle of shipping and started
@@ -155,8 +116,8 @@ func TestCollectSurvivesSIGKILLWhileShipping(t *testing.T) {
 		t.Fatalf("run 2 exit %d\n%s", code, err2.String())
 	}
 	t.Logf("%d samples stored before the kill", shippedBeforeKill)
-	assertStoredMatchesSimulator(t, dsn, 5, 2, start, 24*time.Hour)
-	assertStoredMatchesSimulator(t, dsn, 5, 2, start.Add(24*time.Hour), time.Hour)
+	harness.AssertStoredMatchesSimulator(t, dsn, 5, 2, start, 24*time.Hour)
+	harness.AssertStoredMatchesSimulator(t, dsn, 5, 2, start.Add(24*time.Hour), time.Hour)
 }
 
 type writerFunc func([]byte) (int, error)

@@ -2,14 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/demo"
-	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/reports"
 	"github.com/gpumeter/gpumeter/schemas"
@@ -44,17 +41,7 @@ it, then a simulated collector, an invoice run and the server.`,
 			return err
 		}
 
-		// The importer reads a file twice (validate, then store).
-		dir, err := os.MkdirTemp("", "gpumeter-demo-")
-		if err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		path := filepath.Join(dir, "usage.csv")
-		if err := os.WriteFile(path, demo.UsageCSV, 0o600); err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
-		res, err := importer.ImportFile(ctx, path, importer.Options{Format: importer.FormatCSV}, s)
+		res, err := demo.Import(ctx, s)
 		if err != nil {
 			return err
 		}

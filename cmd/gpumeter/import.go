@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +11,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors/attribution"
 	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/sacct"
+	"github.com/gpumeter/gpumeter/reports"
 )
 
 func newImportCmd(g *globals) *cobra.Command {
@@ -61,10 +60,12 @@ sacct --parsable2 output instead (docs/slurm.md).`,
 			}
 		case sf.set(fs):
 			return usageErrorf("--sacct-tz, --sku-map, --map-file, --account-is-tenant and --cluster go with --from-sacct")
+		case *format != "" && *format != string(importer.FormatCSV) && *format != string(importer.FormatJSONL):
+			return usageErrorf("--format %q: want csv or jsonl", *format)
 		default:
 			var err error
-			if files, err = importFiles(*format, args); err != nil {
-				return err
+			if files, err = importer.Files(importer.Format(*format), args); err != nil {
+				return usageError{err}
 			}
 		}
 		// A dry run checks the files on their own; an import also checks them
@@ -81,7 +82,7 @@ sacct --parsable2 output instead (docs/slurm.md).`,
 		started := time.Now()
 		opts := importer.Options{BatchSize: *batch, DryRun: *dryRun, Replace: *replace}
 		if !*quiet {
-			opts.Progress = progressPrinter(g.stderr)
+			opts.Progress = reports.ImportProgress(g.stderr, time.Now)
 		}
 		res, err := importer.Import(ctx, files, opts, st)
 		if err != nil {
@@ -101,43 +102,6 @@ sacct --parsable2 output instead (docs/slurm.md).`,
 		return nil
 	}
 	return cmd
-}
-
-// progressPrinter shows progress at most once a second.
-func progressPrinter(w io.Writer) func(importer.Progress) {
-	var last time.Time
-	return func(p importer.Progress) {
-		if time.Since(last) < time.Second && p.Bytes != p.TotalBytes {
-			return
-		}
-		last = time.Now()
-		pct := 100.0
-		if p.TotalBytes > 0 {
-			pct = float64(p.Bytes) * 100 / float64(p.TotalBytes)
-		}
-		fmt.Fprintf(w, "%s: %s %5.1f%% (%d rows)\n", p.File, p.Phase, pct, p.Rows)
-	}
-}
-
-// importFiles names the CSV and JSON Lines files to import.
-func importFiles(format string, paths []string) ([]importer.File, error) {
-	var files []importer.File
-	for _, p := range paths {
-		f := importer.Format(format)
-		if f == "" {
-			var err error
-			if f, err = importer.FormatFromName(p); err != nil {
-				return nil, usageError{err}
-			}
-		} else if f != importer.FormatCSV && f != importer.FormatJSONL {
-			return nil, usageErrorf("--format %q: want csv or jsonl", f)
-		}
-		if _, err := os.Stat(p); err != nil {
-			return nil, usageError{err}
-		}
-		files = append(files, importer.File{Path: p, Format: f})
-	}
-	return files, nil
 }
 
 type sacctFlags struct {
@@ -182,55 +146,18 @@ func sacctFiles(g *globals, sf sacctFlags, paths []string) ([]importer.File, err
 		}
 		cfg.Tenancy.Mapping = m
 	}
-	var (
-		files  []importer.File
-		all    importer.ValidationError
-		noZone bool
-	)
-	for _, p := range paths {
-		name := p
-		if p == "-" {
-			name = "stdin"
-		}
-		rows, sum, err := readSacct(p, opts, cfg)
-		var ve *importer.ValidationError
-		noZone = noZone || errors.Is(err, sacct.ErrNoTimeZone)
-		switch {
-		case errors.As(err, &ve):
-			ve.InFile(name)
-			all.Problems = append(all.Problems, ve.Problems...)
-			all.Truncated = all.Truncated || ve.Truncated
-		case err != nil:
-			return nil, usageError{fmt.Errorf("%s: %w", name, err)}
-		default:
-			fmt.Fprintf(g.stderr, "%s: %d jobs: %d with GPUs (%d samples), %d without GPUs, %d not ended or never started; %d step lines skipped\n",
-				name, sum.Jobs, sum.WithGPUs, len(rows), sum.WithoutGPUs, sum.Unfinished, sum.Steps)
-			files = append(files, importer.File{Path: name, Format: importer.FormatParsed, Rows: rows})
-		}
-	}
-	if len(all.Problems) > 0 {
-		if noZone {
-			return nil, usageErrorf("%w (nothing was imported; pass --sacct-tz with the zone sacct printed its times in)", &all)
-		}
-		return nil, usageErrorf("%w (nothing was imported)", &all)
+	files, err := sacct.ReadFiles(paths, opts, cfg, func(f sacct.FileSummary) {
+		fmt.Fprintf(g.stderr, "%s: %d jobs: %d with GPUs (%d samples), %d without GPUs, %d not ended or never started; %d step lines skipped\n",
+			f.Name, f.Jobs, f.WithGPUs, f.Samples, f.WithoutGPUs, f.Unfinished, f.Steps)
+	})
+	var ve *importer.ValidationError
+	switch {
+	case errors.As(err, &ve) && errors.Is(err, sacct.ErrNoTimeZone):
+		return nil, usageErrorf("%w (nothing was imported; pass --sacct-tz with the zone sacct printed its times in)", err)
+	case errors.As(err, &ve):
+		return nil, usageErrorf("%w (nothing was imported)", err)
+	case err != nil:
+		return nil, usageError{err}
 	}
 	return files, nil
-}
-
-// readSacct parses one sacct output file ("-": stdin) into rows.
-func readSacct(path string, opts sacct.Options, cfg sacct.Config) ([]importer.Row, sacct.Summary, error) {
-	in := io.Reader(os.Stdin)
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, sacct.Summary{}, err
-		}
-		defer f.Close()
-		in = f
-	}
-	jobs, err := sacct.Parse(in, opts)
-	if err != nil {
-		return nil, sacct.Summary{}, err
-	}
-	return sacct.Samples(jobs, cfg)
 }

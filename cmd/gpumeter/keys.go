@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +12,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/reports"
 )
 
 func newKeysCmd(g *globals) *cobra.Command {
@@ -71,7 +71,9 @@ tenant, say).`,
 		if err := s.SaveKey(ctx, key); err != nil {
 			return err
 		}
-		fmt.Fprintf(g.stderr, "created key %s (%s%s); the token is shown once:\n", key.ID, key.Scope, expiryText(key))
+		if err := reports.WriteKeyCreated(g.stderr, key); err != nil {
+			return err
+		}
 		fmt.Fprintln(g.stdout, token)
 		if sc.Kind == auth.KindTenant {
 			warnUnseenTenant(ctx, g, s, sc.Name)
@@ -122,17 +124,6 @@ func warnUnseenTenant(ctx context.Context, g *globals, s *store.Store, tenant st
 	g.logger.Warn("the key's tenant has no usage yet: is the name right?", "tenant", tenant)
 }
 
-func expiryText(k auth.Key) string {
-	s := ""
-	if k.Portal {
-		s += ", portal"
-	}
-	if !k.ExpiresAt.IsZero() {
-		s += ", expires " + k.ExpiresAt.Format(time.RFC3339)
-	}
-	return s
-}
-
 func newKeysListCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "list",
@@ -152,22 +143,7 @@ func newKeysListCmd(g *globals) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSCOPE\tKIND\tCREATED\tEXPIRES\tREVOKED\tNOTE")
-		when := func(t time.Time) string {
-			if t.IsZero() {
-				return "-"
-			}
-			return t.Format(time.RFC3339)
-		}
-		for _, k := range keys {
-			kind := "api"
-			if k.Portal {
-				kind = "portal"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Scope, kind, when(k.CreatedAt), when(k.ExpiresAt), when(k.RevokedAt), orDash(k.Note))
-		}
-		return tw.Flush()
+		return reports.WriteKeys(g.stdout, keys)
 	}
 	return cmd
 }

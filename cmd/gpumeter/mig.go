@@ -1,26 +1,16 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/internal/partition/nvmlapply"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/reports"
 )
-
-// fleetWindow is how far behind the newest sample a GPU's own newest sample
-// may be and still count as part of the fleet (collectors sample every 10 s).
-const fleetWindow = 10 * time.Minute
 
 func newMIGCmd(g *globals, newNVML func(...nvml.LibraryOption) nvml.Interface) *cobra.Command {
 	cmd := &cobra.Command{
@@ -68,7 +58,7 @@ SIGINT or SIGTERM stops the search, and nothing is written.`,
 		}
 
 		var demand partition.Demand
-		if err := readYAML(*demandFile, &demand); err != nil {
+		if err := partition.ReadFile(*demandFile, &demand); err != nil {
 			return usageErrorf("--demand: %w", err)
 		}
 		if err := demand.Validate(); err != nil {
@@ -84,7 +74,7 @@ SIGINT or SIGTERM stops the search, and nothing is written.`,
 				return err
 			}
 			defer st.Close()
-			rows, err := st.FleetSamples(ctx, store.FleetQuery{Window: fleetWindow})
+			rows, err := st.FleetSamples(ctx, store.FleetQuery{Window: partition.FleetWindow})
 			if err != nil {
 				return err
 			}
@@ -95,7 +85,7 @@ SIGINT or SIGTERM stops the search, and nothing is written.`,
 				return fmt.Errorf("fleet from clickhouse: %w", err)
 			}
 		} else {
-			if err := readYAML(*fleetFile, &fleet); err != nil {
+			if err := partition.ReadFile(*fleetFile, &fleet); err != nil {
 				return usageErrorf("--fleet: %w", err)
 			}
 			if err := fleet.Validate(); err != nil {
@@ -112,7 +102,7 @@ SIGINT or SIGTERM stops the search, and nothing is written.`,
 		// Write the files before printing, so a failed write is not hidden
 		// behind a screenful of plan.
 		if *out != "" {
-			if err := writeYAML(*out, plan); err != nil {
+			if err := partition.WriteFile(*out, plan); err != nil {
 				return err
 			}
 		}
@@ -121,7 +111,7 @@ SIGINT or SIGTERM stops the search, and nothing is written.`,
 			if err != nil {
 				return err
 			}
-			if err := writeYAML(*migParted, cfg); err != nil {
+			if err := partition.WriteFile(*migParted, cfg); err != nil {
 				return err
 			}
 		}
@@ -159,7 +149,7 @@ processes, or a device is not the planned model.`,
 			return usageErrorf("--plan FILE is required")
 		}
 		var plan partition.Plan
-		if err := readYAML(*planFile, &plan); err != nil {
+		if err := partition.ReadFile(*planFile, &plan); err != nil {
 			return usageErrorf("--plan: %w", err)
 		}
 		if err := plan.Validate(); err != nil {
@@ -167,14 +157,11 @@ processes, or a device is not the planned model.`,
 		}
 
 		lib := newNVML()
-		switch ret := lib.Init(); ret {
-		case nvml.SUCCESS:
-		case nvml.ERROR_LIBRARY_NOT_FOUND:
-			return errors.New("NVML library (libnvidia-ml.so.1) not found: run mig apply on a GPU host with the NVIDIA driver installed")
-		default:
-			return fmt.Errorf("initialise NVML: %v", ret)
+		shutdown, err := nvmlapply.Init(lib)
+		if err != nil {
+			return err
 		}
-		defer lib.Shutdown()
+		defer shutdown()
 
 		rep, err := nvmlapply.Apply(ctx, lib, plan, nvmlapply.ApplyOptions{Execute: *yes})
 		if werr := reports.WriteApply(g.stdout, rep, err == nil); err == nil && werr != nil {
@@ -183,38 +170,4 @@ processes, or a device is not the planned model.`,
 		return err
 	}
 	return cmd
-}
-
-// readYAML decodes one YAML document, rejecting unknown fields so that a
-// misspelt key is an error, not a silently ignored setting.
-func readYAML(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("%s is empty", path)
-		}
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
-
-func writeYAML(path string, v any) error {
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
-	}
-	if err := enc.Close(); err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

@@ -139,7 +139,7 @@ func TestMIGPlanWritesPlanAndMIGPartedConfig(t *testing.T) {
 		}
 	}
 	var plan partition.Plan
-	if err := readYAML(out, &plan); err != nil {
+	if err := partition.ReadFile(out, &plan); err != nil {
 		t.Fatal(err)
 	}
 	if err := plan.Validate(); err != nil || plan.Summary.GPUsChanged != 1 {
@@ -231,7 +231,7 @@ func TestMIGApplyThroughMockNVML(t *testing.T) {
 			{Profile: "3g.40gb", Start: 4, Action: partition.Create, Tenant: "acme"},
 		}}}}
 	path := filepath.Join(t.TempDir(), "plan.yaml")
-	if err := writeYAML(path, plan); err != nil {
+	if err := partition.WriteFile(path, plan); err != nil {
 		t.Fatal(err)
 	}
 	lib := func(...nvml.LibraryOption) nvml.Interface { return srv }

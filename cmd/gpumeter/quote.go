@@ -2,12 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,7 +61,13 @@ func runQuote(g *globals, a quoteArgs) error {
 	}
 	res, err := pricing.Price(in.Input)
 	if err != nil {
-		return usageError{a.explain(err, in.origins)}
+		// The engine names rows; the user wrote lines and flags.
+		if xerr, rows := pricing.ExplainRows(err, in.origins); rows && a.usage != "" {
+			err = fmt.Errorf("%s: %w", a.usage, xerr)
+		} else {
+			err = xerr
+		}
+		return usageError{err}
 	}
 	if a.from == "" && len(a.quantities) > 0 {
 		fmt.Fprintf(g.stderr, "gpumeter quote: priced %s (the current UTC month; pass --from to choose)\n", in.Start.Format("2006-01"))
@@ -130,16 +133,7 @@ func (a *quoteArgs) input(now time.Time) (quoteInput, error) {
 		return in, err
 	}
 	for _, q := range a.quantities {
-		// The SKU is checked here, once, rather than by the engine on
-		// every hour the quantity is spread over.
-		pq, err := pricing.ParsePeriodQuantity(q)
-		if err == nil && !in.Book.HasSKU(pq.SKU) {
-			err = fmt.Errorf("unknown SKU %q (not in book %s; it has %s)", pq.SKU, in.Book.Version(), strings.Join(in.Book.SKUs(), ", "))
-		}
-		var rows []pricing.Usage
-		if err == nil {
-			rows, err = pq.Spread(in.Start, in.End)
-		}
+		rows, err := in.Book.SpreadQuantity(q, in.Start, in.End)
 		if err != nil {
 			return in, usageErrorf("--quantity %s: %w", q, err)
 		}
@@ -150,56 +144,6 @@ func (a *quoteArgs) input(now time.Time) (quoteInput, error) {
 		}
 	}
 	return in, nil
-}
-
-// explain rewrites the engine's problems with usage rows (usage[N].field)
-// as the lines or flags they came from, each problem once; other errors
-// are returned as they are.
-func (a *quoteArgs) explain(err error, origins []pricing.RowOrigin) error {
-	var ve *pricing.ValidationError
-	if !errors.As(err, &ve) || ve.What != "input" {
-		return err
-	}
-	var ps pricing.RowProblems
-	rows := 0
-	for _, p := range ve.Listed() {
-		if i, field, ok := usageRowPath(p.Path); ok && i < len(origins) {
-			msg := p.Message
-			if field != "" {
-				msg = field + ": " + msg
-			}
-			ps.Add(origins[i], msg)
-			rows++
-			continue
-		}
-		ps.AddOther(p.String())
-	}
-	ps.AddMore(ve.Dropped)
-	if rows == 0 {
-		return err
-	}
-	if a.usage != "" {
-		return fmt.Errorf("%s: %w", a.usage, ps.Err())
-	}
-	return ps.Err()
-}
-
-// usageRowPath splits an engine path such as usage[12].sku into 12 and
-// "sku".
-func usageRowPath(p string) (int, string, bool) {
-	rest, ok := strings.CutPrefix(p, "usage[")
-	if !ok {
-		return 0, "", false
-	}
-	num, field, ok := strings.Cut(rest, "]")
-	if !ok {
-		return 0, "", false
-	}
-	i, err := strconv.Atoi(num)
-	if err != nil || i < 0 {
-		return 0, "", false
-	}
-	return i, strings.TrimPrefix(field, "."), true
 }
 
 // period picks [from, to): the flags, else whole UTC calendar months around
@@ -220,36 +164,22 @@ func (a *quoteArgs) period(rows []pricing.Usage, now time.Time) (time.Time, time
 			return from, to, usageErrorf("--to: %w", err)
 		}
 	}
-	switch {
+	switch mFrom, mTo, ok := pricing.CalendarMonths(rows); {
 	case a.from != "" && a.to == "":
 		to = from.AddDate(0, 1, 0)
-	case a.from == "" && len(rows) > 0:
-		first, last := rows[0].Hour, rows[0].Hour
-		for _, r := range rows {
-			if r.Hour.Before(first) {
-				first = r.Hour
-			}
-			if r.Hour.After(last) {
-				last = r.Hour
-			}
-		}
-		from, to = monthStart(first), monthStart(last).AddDate(0, 1, 0)
+	case a.from == "" && ok:
+		from, to = mFrom, mTo
 	case a.from == "":
 		if a.usage != "" {
 			return from, to, usageErrorf("%s has no rows: give --from and --to", a.usage)
 		}
-		from = monthStart(now)
+		from = pricing.MonthStart(now)
 		to = from.AddDate(0, 1, 0)
 	}
 	if !from.Before(to) {
 		return from, to, usageErrorf("--to %s is not after --from %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
 	}
 	return from, to, nil
-}
-
-func monthStart(t time.Time) time.Time {
-	t = t.UTC()
-	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 }
 
 // readUsage reads a usage file ("-": standard input) and parses it into

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/reports"
 )
 
 func newRollupCmd(g *globals) *cobra.Command {
@@ -55,37 +55,17 @@ YYYY-MM-DD (00:00 UTC).`,
 			if err != nil {
 				return err
 			}
-			for _, r := range res.Closed {
-				fmt.Fprintf(g.stdout, "closed %s .. %s\n", r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
-			}
-			fmt.Fprintf(g.stdout, "recomputed %d hour(s) with late samples\n", len(res.Late))
-			return nil
+			return reports.WriteRollupRun(g.stdout, res)
 		}
 		if err := job.RollupRange(ctx, f, t); err != nil {
 			return err
 		}
-		fmt.Fprintf(g.stdout, "rolled up %s .. %s\n", f.Format(time.RFC3339), t.Format(time.RFC3339))
-		// Invoices wait for closed hours: say how far that is now, and what
-		// closes the rest.
+		// Invoices wait for closed hours: say how far that is now.
 		st, ok, err := s.LoadRollupState(ctx, billing.RollupJob)
 		if err != nil {
 			return err
 		}
-		closed := st.ClosedThrough.Format(time.RFC3339)
-		switch {
-		case !ok || st.ClosedThrough.Before(f.UTC().Truncate(time.Hour)):
-			if !ok {
-				closed = "nothing"
-			}
-			fmt.Fprintf(g.stdout, "hourly rollups are closed through %s: raw samples before %s are not all rolled up, so this range stays open to invoicing; `gpumeter rollup --scheduled` rolls up and closes every hour past the grace (%s)\n",
-				closed, f.Format(time.RFC3339), g.cfg.Rollup.Grace)
-		case st.ClosedThrough.Before(t):
-			fmt.Fprintf(g.stdout, "hourly rollups are closed through %s; later hours are within the rollup grace (%s) and close on a later `gpumeter rollup --scheduled`\n",
-				closed, g.cfg.Rollup.Grace)
-		default:
-			fmt.Fprintf(g.stdout, "hourly rollups are closed through %s\n", closed)
-		}
-		return nil
+		return reports.WriteRollupRange(g.stdout, f, t, st, ok, g.cfg.Rollup.Grace)
 	}
 	return cmd
 }
@@ -123,22 +103,11 @@ month not yet invoiced or rolled up; serve runs it on retention.schedule.
 			if err != nil {
 				return err
 			}
-			if len(months) == 0 {
-				fmt.Fprintln(g.stdout, "nothing to drop (months are kept until invoiced, rolled up and past the window)")
-				return nil
-			}
-			for _, m := range months {
-				fmt.Fprintf(g.stdout, "would drop raw samples of %s (partition %s)\n", m.Format("2006-01"), m.Format("200601"))
-			}
-			fmt.Fprintln(g.stdout, "dry run: nothing dropped")
-			return nil
+			return reports.WriteRetentionPlan(g.stdout, months)
 		}
 		dropped, err := job.Run(ctx)
-		for _, m := range dropped {
-			fmt.Fprintf(g.stdout, "dropped raw samples of %s\n", m.Format("2006-01"))
-		}
-		if err == nil && len(dropped) == 0 {
-			fmt.Fprintln(g.stdout, "nothing to drop (months are kept until invoiced, rolled up and past the window)")
+		if werr := reports.WriteRetentionRun(g.stdout, dropped, err == nil); err == nil {
+			err = werr
 		}
 		return err
 	}

@@ -1,18 +1,13 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
-	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/sacct"
+	"github.com/gpumeter/gpumeter/reports"
 )
 
 func newSlurmCmd(g *globals) *cobra.Command {
@@ -69,9 +64,9 @@ for the same range (docs/slurm.md).`,
 				return usageErrorf("--sacct-tz %q: %v", *tz, err)
 			}
 		}
-		jobs, err := parseSacctFile(*file, opts)
+		jobs, err := sacct.ParseFile(*file, opts)
 		if err != nil {
-			return err
+			return usageError{err}
 		}
 		s, err := openStore(ctx, g)
 		if err != nil {
@@ -91,94 +86,9 @@ for the same range (docs/slurm.md).`,
 			return err
 		}
 		if *asJSON {
-			return writeComparisonJSON(g, cmp)
+			return reports.WriteSlurmComparisonJSON(g.stdout, cmp)
 		}
-		hours := func(d time.Duration) string { return fmt.Sprintf("%.2f", d.Hours()) }
-		tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "ACCOUNT\tJOBS\tALLOCATED GPU-H\tMEASURED GPU-H\tDIFFERENCE\t")
-		for _, a := range cmp.Accounts {
-			name := a.Account
-			if name == "" {
-				name = "(not in sacct)"
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t\n", name, a.Jobs, hours(a.Allocated), hours(a.Measured), hours(a.Measured-a.Allocated))
-		}
-		fmt.Fprintf(tw, "total\t%d\t%s\t%s\t%s\t\n", cmp.JobsCompared+cmp.MeasuredNotInJob, hours(cmp.Allocated), hours(cmp.Measured), hours(cmp.Measured-cmp.Allocated))
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		if len(cmp.Differences) == 0 {
-			fmt.Fprintf(g.stdout, "\nno job differs by more than %.0f%%\n", *tolerance*100)
-			return nil
-		}
-		fmt.Fprintf(g.stdout, "\n%d job(s) differ by more than %.0f%%:\n", len(cmp.Differences), *tolerance*100)
-		tw = tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "JOB\tACCOUNT\tTENANT\tALLOCATED GPU-H\tMEASURED GPU-H\tWHY")
-		for _, d := range cmp.Differences {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.JobID, d.Account, d.Tenant, hours(d.Allocated), hours(d.Measured), d.Reason)
-		}
-		return tw.Flush()
+		return reports.WriteSlurmComparison(g.stdout, cmp, *tolerance)
 	}
 	return cmd
-}
-
-func writeComparisonJSON(g *globals, cmp sacct.Comparison) error {
-	type account struct {
-		Account           string  `json:"account"`
-		Jobs              int     `json:"jobs"`
-		AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
-		MeasuredGPUHours  float64 `json:"measured_gpu_hours"`
-	}
-	type job struct {
-		Job               string  `json:"job"`
-		Account           string  `json:"account"`
-		Tenant            string  `json:"tenant"`
-		AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
-		MeasuredGPUHours  float64 `json:"measured_gpu_hours"`
-		Why               string  `json:"why"`
-	}
-	out := struct {
-		From              time.Time `json:"from"`
-		To                time.Time `json:"to"`
-		AllocatedGPUHours float64   `json:"allocated_gpu_hours"`
-		MeasuredGPUHours  float64   `json:"measured_gpu_hours"`
-		Accounts          []account `json:"accounts"`
-		Differences       []job     `json:"differences"`
-	}{From: cmp.From, To: cmp.To, AllocatedGPUHours: cmp.Allocated.Hours(), MeasuredGPUHours: cmp.Measured.Hours(),
-		Accounts: []account{}, Differences: []job{}}
-	for _, a := range cmp.Accounts {
-		out.Accounts = append(out.Accounts, account{a.Account, a.Jobs, a.Allocated.Hours(), a.Measured.Hours()})
-	}
-	for _, d := range cmp.Differences {
-		out.Differences = append(out.Differences, job{d.JobID, d.Account, d.Tenant, d.Allocated.Hours(), d.Measured.Hours(), d.Reason})
-	}
-	enc := json.NewEncoder(g.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
-}
-
-// parseSacctFile reads sacct output ("-": stdin); problems name the file,
-// line and field and are input errors (exit 2).
-func parseSacctFile(path string, opts sacct.Options) ([]sacct.Job, error) {
-	name, in := path, os.Stdin
-	if path == "-" {
-		name = "stdin"
-	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, usageError{err}
-		}
-		defer f.Close()
-		in = f
-	}
-	jobs, err := sacct.Parse(in, opts)
-	var ve *importer.ValidationError
-	switch {
-	case errors.As(err, &ve):
-		ve.InFile(name)
-		return nil, usageError{ve}
-	case err != nil:
-		return nil, usageError{fmt.Errorf("%s: %w", name, err)}
-	}
-	return jobs, nil
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -711,4 +712,25 @@ func jsonScalar(raw json.RawMessage) (string, error) {
 		return "", fmt.Errorf("bad quantity %s: write it without an exponent", s)
 	}
 	return s, nil
+}
+
+// Files names the files at paths for an import: each in format or, when
+// format is "", in the format its name says (FormatFromName). Every path
+// must exist.
+func Files(format Format, paths []string) ([]File, error) {
+	var files []File
+	for _, p := range paths {
+		f := format
+		if f == "" {
+			var err error
+			if f, err = FormatFromName(p); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := os.Stat(p); err != nil {
+			return nil, fault.Validation(err)
+		}
+		files = append(files, File{Path: p, Format: f})
+	}
+	return files, nil
 }

@@ -3,10 +3,12 @@ package importer
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
@@ -149,4 +151,26 @@ func mustRead(t *testing.T, f Format, path string) []collectors.Sample {
 		t.Fatal(err)
 	}
 	return rows
+}
+
+func TestFiles(t *testing.T) {
+	dir := t.TempDir()
+	csvPath, jsonPath := filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.ndjson")
+	for _, p := range []string{csvPath, jsonPath} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := Files("", []string{csvPath, jsonPath})
+	if err != nil || len(files) != 2 || files[0].Format != FormatCSV || files[1].Format != FormatJSONL {
+		t.Fatalf("%+v, %v", files, err)
+	}
+	if files, err = Files(FormatJSONL, []string{csvPath}); err != nil || files[0].Format != FormatJSONL {
+		t.Fatalf("the given format: %+v, %v", files, err)
+	}
+	for _, paths := range [][]string{{filepath.Join(dir, "c.txt")}, {filepath.Join(dir, "missing.csv")}} {
+		if _, err := Files("", paths); !fault.IsValidation(err) {
+			t.Errorf("%v: %v, want a validation error", paths, err)
+		}
+	}
 }

@@ -69,6 +69,19 @@ type gpuWork struct {
 	create  []partition.PlannedInstance
 }
 
+// Init initialises lib for Apply; shutdown releases it. A host without
+// the NVIDIA driver says so.
+func Init(lib nvml.Interface) (shutdown func(), err error) {
+	switch ret := lib.Init(); ret {
+	case nvml.SUCCESS:
+		return func() { lib.Shutdown() }, nil
+	case nvml.ERROR_LIBRARY_NOT_FOUND:
+		return nil, errors.New("NVML library (libnvidia-ml.so.1) not found: apply plans on a GPU host with the NVIDIA driver installed")
+	default:
+		return nil, fmt.Errorf("initialise NVML: %v", ret)
+	}
+}
+
 // Apply brings the devices of this host to the plan's layouts: it destroys
 // the GPU instances the plan removes (compute instances first) and creates
 // the planned ones at their placements, each with one compute instance

@@ -478,3 +478,33 @@ func oneTenant(model string, reqs ...partition.Request) partition.Demand {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Init: a host without the driver is told so; a failed init is an error
+// with NVML's code; a good one shuts the library down when done.
+func TestInit(t *testing.T) {
+	shut := 0
+	for _, tc := range []struct {
+		ret  nvml.Return
+		want string
+	}{
+		{nvml.ERROR_LIBRARY_NOT_FOUND, "NVML library (libnvidia-ml.so.1) not found"},
+		{nvml.ERROR_NO_PERMISSION, "initialise NVML"},
+		{nvml.SUCCESS, ""},
+	} {
+		lib := &mock.Interface{InitFunc: func() nvml.Return { return tc.ret }, ShutdownFunc: func() nvml.Return { shut++; return nvml.SUCCESS }}
+		shutdown, err := Init(lib)
+		if tc.want == "" {
+			if err != nil {
+				t.Fatal(err)
+			}
+			shutdown()
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("init %v: %v, want %q", tc.ret, err, tc.want)
+		}
+	}
+	if shut != 1 {
+		t.Errorf("shut down %d times, want once", shut)
+	}
+}

@@ -1,10 +1,8 @@
-package main
+package slurm
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/slurmtest"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // deploy/slurm/job_submit.lua in the Slurm test cluster's slurmctld, asking
@@ -24,28 +23,18 @@ import (
 // asked about; with the server gone, on_error decides.
 func TestJobSubmitPluginAsksAdmission(t *testing.T) {
 	c := slurmtest.Start(t)
-	dsn := testDSN(t)
-	cfg := sacctTestFile(t, "gpumeter.yaml", "quotas:\n  refresh: 1s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: 2}\n")
-	code, token, stderr := cli(t, "--clickhouse", dsn, "keys", "create", "--scope", "admin", "--expires", "1h", "--note", "slurm admission test")
+	dsn := harness.TestDSN(t)
+	cfg := writeFile(t, "gpumeter.yaml", "quotas:\n  refresh: 1s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: 2}\n")
+	code, token, stderr := harness.Run(t, "--clickhouse", dsn, "keys", "create", "--scope", "admin", "--expires", "1h", "--note", "slurm admission test")
 	if code != 0 {
 		t.Fatalf("keys create: exit %d: %s", code, stderr)
 	}
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	var serveErr bytes.Buffer
-	go func() {
-		done <- run(ctx, []string{"--clickhouse", dsn, "--config", cfg, "serve", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, &serveErr)
-	}()
+	addr := harness.FreeAddr(t)
+	serve := harness.Start(t, "--clickhouse", dsn, "--config", cfg, "serve", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr)
 	stopServer := func() {
-		cancel()
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("serve exit %d: %s", code, serveErr.String())
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop")
+		// SIGTERM ends a command as Ctrl-C does (main cancels its context).
+		if code := serve.Stop(t, 30*time.Second); code != 0 {
+			t.Errorf("serve exit %d: %s", code, serve.Stderr.String())
 		}
 	}
 	stopped := false
@@ -54,7 +43,7 @@ func TestJobSubmitPluginAsksAdmission(t *testing.T) {
 			stopServer()
 		}
 	})
-	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := httpGet(addr, "/readyz"); return code == 200 })
+	harness.Eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := harness.HTTPGet(addr, "/readyz"); return code == 200 })
 
 	// The key goes to a curl config only slurmctld's user reads.
 	slurm, err := user.Lookup("slurm")

@@ -1,20 +1,19 @@
-package main
+package soak
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // The soak tests run a simulated fleet through the real collector process
@@ -78,7 +77,7 @@ func runSoak(t *testing.T, cfg soakConfig) {
 	t.Logf("soak seed %d (GPUMETER_SOAK_SEED replays it)", seed)
 	rng := rand.New(rand.NewPCG(seed, uint64(cfg.seed)))
 
-	srv, dsn := privateDB(t)
+	srv, dsn := harness.PrivateDB(t)
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "gpumeter.yaml")
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf("collector:\n  spool:\n    segment_bytes: 65536\n    max_bytes: %d\n    overflow: %s\n",
@@ -172,7 +171,7 @@ func runSoak(t *testing.T, cfg soakConfig) {
 			t.Fatalf("the spool refused or dropped data with room to spare (dropped %d)", res.droppedRows)
 		}
 		for _, w := range windows {
-			assertStoredMatchesSimulator(t, dsn, cfg.seed, soakHosts, w.from, w.d)
+			harness.AssertStoredMatchesSimulator(t, dsn, cfg.seed, soakHosts, w.from, w.d)
 		}
 	case "drop_oldest":
 		if res.droppedRows == 0 {
@@ -182,7 +181,7 @@ func runSoak(t *testing.T, cfg soakConfig) {
 		for _, w := range windows {
 			want += simulatedSamples(t, cfg.seed, w.from, w.d)
 		}
-		stored := storedSamples(dsn)
+		stored := harness.StoredSamples(dsn)
 		lost := res.droppedRows - res.deliveredLate
 		// Nothing is lost uncounted: stored + counted loss covers the
 		// ledger. It is exact unless a collector was SIGKILLed with an insert
@@ -222,17 +221,8 @@ func (r *soakResult) add(log string) {
 // it was killed, and whether it had finished polling by then.
 func runCollector(t *testing.T, args []string, killAfter time.Duration, killOnlyDraining bool) (string, bool, bool) {
 	t.Helper()
-	var mu sync.Mutex
-	var errb bytes.Buffer
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "GPUMETER_TEST_AS_MAIN=1")
-	cmd.Stderr = writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return errb.Write(p) })
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	logged := func() string { mu.Lock(); defer mu.Unlock(); return errb.String() }
+	p := harness.Start(t, args...)
+	logged := p.Stderr.String
 	const drainingMsg = "waiting for the spool to ship"
 
 	var timer <-chan time.Time
@@ -242,9 +232,9 @@ func runCollector(t *testing.T, args []string, killAfter time.Duration, killOnly
 	deadline := time.After(5 * time.Minute)
 	for {
 		select {
-		case err := <-exited:
-			if err != nil {
-				t.Fatalf("collector %v: %v\n%s", args, err, logged())
+		case <-p.Done():
+			if code := p.Wait(t, 0); code != 0 {
+				t.Fatalf("collector %v: exit %d\n%s", args, code, logged())
 			}
 			return logged(), false, true
 		case <-timer:
@@ -255,17 +245,13 @@ func runCollector(t *testing.T, args []string, killAfter time.Duration, killOnly
 				continue
 			}
 			draining := strings.Contains(logged(), drainingMsg)
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-exited; err == nil {
+			if p.Kill(t) {
 				// It finished just before the signal: not a kill.
 				return logged(), false, true
 			}
 			return logged(), true, draining
 		case <-deadline:
-			cmd.Process.Kill()
-			<-exited
+			p.Kill(t)
 			t.Fatalf("collector %v did not finish in 5 minutes\n%s", args, logged())
 		}
 	}
@@ -275,7 +261,7 @@ func runCollector(t *testing.T, args []string, killAfter time.Duration, killOnly
 // soak fleet over [start, start+d): the same simulation, into no sink.
 func simulatedSamples(t *testing.T, seed int64, start time.Time, d time.Duration) uint64 {
 	t.Helper()
-	code, out, stderr := cli(t, "collect", "--simulate", "--hosts", strconv.Itoa(soakHosts), "--seed", strconv.FormatInt(seed, 10),
+	code, out, stderr := harness.Run(t, "collect", "--simulate", "--hosts", strconv.Itoa(soakHosts), "--seed", strconv.FormatInt(seed, 10),
 		"--start", start.Format(time.RFC3339), "--duration", d.String(), "--sink", "discard", "--listen", "")
 	if code != 0 {
 		t.Fatalf("simulate: exit %d\n%s", code, stderr)

@@ -1,15 +1,12 @@
-package main
+package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +17,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // TestTwoShardCluster runs gpumeter on two ClickHouse servers that are the
@@ -32,18 +30,18 @@ import (
 func TestTwoShardCluster(t *testing.T) {
 	shards := storetest.StartCluster(t, 2)
 	dsn := fmt.Sprintf("clickhouse://127.0.0.1:%d/gpumeter", shards[0].TCPPort)
-	code, out, stderr := cli(t, "--clickhouse", dsn, "migrate", "--cluster", storetest.ClusterName)
+	code, out, stderr := harness.Run(t, "--clickhouse", dsn, "migrate", "--cluster", storetest.ClusterName)
 	if code != 0 || strings.Count(out, ": applied") < 11 {
 		t.Fatalf("migrate --cluster: exit %d\n%s\n%s", code, out, stderr)
 	}
 	// Again, from the other shard: nothing left to do.
 	dsn2 := fmt.Sprintf("clickhouse://127.0.0.1:%d/gpumeter", shards[1].TCPPort)
-	code, out, stderr = cli(t, "--clickhouse", dsn2, "migrate", "--cluster", storetest.ClusterName)
+	code, out, stderr = harness.Run(t, "--clickhouse", dsn2, "migrate", "--cluster", storetest.ClusterName)
 	if code != 0 || strings.Contains(out, ": applied") {
 		t.Fatalf("second migrate --cluster: exit %d\n%s\n%s", code, out, stderr)
 	}
 	// A plain migrate would create tables on one node only.
-	code, _, stderr = cli(t, "--clickhouse", dsn, "migrate")
+	code, _, stderr = harness.Run(t, "--clickhouse", dsn, "migrate")
 	if code != 1 || !strings.Contains(stderr, "migrate --cluster "+storetest.ClusterName) {
 		t.Fatalf("plain migrate on a cluster: exit %d\n%s", code, stderr)
 	}
@@ -55,28 +53,19 @@ func TestTwoShardCluster(t *testing.T) {
 		"--start", start.Format(time.RFC3339), "--duration", d.String(), "--speed", "900",
 		"--spool", t.TempDir(), "--batch-rows", "1", "--ship-batch-rows", "10000", "--ship-flush", "200ms",
 		"--ship-backoff-max", "500ms", "--listen", ""}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errb bytes.Buffer
-	stderrText := func() string { mu.Lock(); defer mu.Unlock(); return errb.String() }
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var out bytes.Buffer
-		code = run(context.Background(), args, &out, writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return errb.Write(p) }))
-	}()
-	eventually(t, "first samples on the cluster", time.Minute, func() bool { return storedSamples(dsn) > 0 })
+	collector := harness.Start(t, args...)
+	stderrText := collector.Stderr.String
+	harness.Eventually(t, "first samples on the cluster", time.Minute, func() bool { return harness.StoredSamples(dsn) > 0 })
 	// The shard that is not the one the collector connects to: inserts
 	// through the Distributed table must fail, not queue, while it is down.
 	shards[1].Stop()
 	const failed = "shipper insert failed, retrying"
-	eventually(t, "three failed inserts", time.Minute, func() bool { return strings.Count(stderrText(), failed) >= 3 })
+	harness.Eventually(t, "three failed inserts", time.Minute, func() bool { return strings.Count(stderrText(), failed) >= 3 })
 	shards[1].Start()
-	wg.Wait()
-	if code != 0 {
+	if code = collector.Wait(t, 10*time.Minute); code != 0 {
 		t.Fatalf("collect exit %d\n%s", code, stderrText())
 	}
-	assertStoredMatchesSimulator(t, dsn, seed, hosts, start, d)
+	harness.AssertStoredMatchesSimulator(t, dsn, seed, hosts, start, d)
 
 	// Where the rows are: on both shards, each sample id on one of them.
 	var perShard []uint64
@@ -99,7 +88,7 @@ func TestTwoShardCluster(t *testing.T) {
 
 	// The rollup reads and writes through the Distributed tables; hourly
 	// totals equal the ledger too.
-	if code, _, stderr := cli(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {
+	if code, _, stderr := harness.Run(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {
 		t.Fatalf("rollup: exit %d\n%s", code, stderr)
 	}
 	fleet, err := sim.New(sim.Config{Hosts: hosts, GPUsPerHost: 8, Seed: seed, Start: start, Step: 10 * time.Second})
@@ -123,12 +112,12 @@ func TestTwoShardCluster(t *testing.T) {
 	// The invoice run: its lease, invoice rows and lines go through the
 	// Distributed tables; a second run from the other shard changes nothing.
 	cfg := filepath.Join("..", "..", "internal", "demo", "billing", "gpumeter.yaml")
-	code, out, stderr = cli(t, "--clickhouse", dsn, "--config", cfg, "invoice", "run", "--period", "2026-11", "--quiet")
+	code, out, stderr = harness.Run(t, "--clickhouse", dsn, "--config", cfg, "invoice", "run", "--period", "2026-11", "--quiet")
 	if code != 0 || !strings.Contains(out, "finalized") {
 		t.Fatalf("invoice run: exit %d\n%s\n%s", code, out, stderr)
 	}
 	first := listInvoices(t, dsn, cfg)
-	code, out, stderr = cli(t, "--clickhouse", dsn2, "--config", cfg, "invoice", "run", "--period", "2026-11", "--quiet")
+	code, out, stderr = harness.Run(t, "--clickhouse", dsn2, "--config", cfg, "invoice", "run", "--period", "2026-11", "--quiet")
 	if code != 0 {
 		t.Fatalf("second invoice run: exit %d\n%s\n%s", code, out, stderr)
 	}
@@ -145,12 +134,12 @@ func TestTwoShardCluster(t *testing.T) {
 
 	// The API, served from the other shard with a key made through the
 	// first: usage per tenant equals the ledger to the GPU-microsecond.
-	code, token, stderr := cli(t, "--clickhouse", dsn, "keys", "create", "--scope", "admin", "--expires", "1h")
+	code, token, stderr := harness.Run(t, "--clickhouse", dsn, "keys", "create", "--scope", "admin", "--expires", "1h")
 	if code != 0 {
 		t.Fatalf("keys create: exit %d\n%s", code, stderr)
 	}
-	addr, _ := startServe(t, "--clickhouse", dsn2)
-	code, body := getAuthed(t, addr, token, "/v1/usage?step=month&group_by=tenant&meters=gpu_hours"+
+	addr, _ := harness.StartServe(t, "--clickhouse", dsn2)
+	code, body := harness.GetAuthed(t, addr, token, "/v1/usage?step=month&group_by=tenant&meters=gpu_hours"+
 		"&from="+start.Format(time.RFC3339)+"&to="+start.Add(d).Format(time.RFC3339))
 	var usage struct {
 		Points []struct {
@@ -182,7 +171,7 @@ func TestReplicatedCluster(t *testing.T) {
 	replicas := storetest.StartReplicatedCluster(t, zk, 2)
 	dsn := fmt.Sprintf("clickhouse://127.0.0.1:%d/gpumeter", replicas[0].TCPPort)
 	dsn2 := fmt.Sprintf("clickhouse://127.0.0.1:%d/gpumeter", replicas[1].TCPPort)
-	code, out, stderr := cli(t, "--clickhouse", dsn, "migrate", "--cluster", storetest.ClusterName)
+	code, out, stderr := harness.Run(t, "--clickhouse", dsn, "migrate", "--cluster", storetest.ClusterName)
 	if code != 0 || strings.Count(out, ": applied") < 11 {
 		t.Fatalf("migrate --cluster: exit %d\n%s\n%s", code, out, stderr)
 	}
@@ -197,21 +186,14 @@ func TestReplicatedCluster(t *testing.T) {
 		"--start", start.Format(time.RFC3339), "--duration", d.String(), "--speed", "900",
 		"--spool", t.TempDir(), "--batch-rows", "1", "--ship-batch-rows", "10000", "--ship-flush", "200ms",
 		"--ship-backoff-max", "500ms", "--listen", ""}
-	done := make(chan int, 1)
-	var errb bytes.Buffer
-	var mu sync.Mutex
-	go func() {
-		done <- run(context.Background(), args, io.Discard, writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return errb.Write(p) }))
-	}()
-	eventually(t, "first samples on the cluster", time.Minute, func() bool { return storedSamples(dsn) > 0 })
+	collector := harness.Start(t, args...)
+	harness.Eventually(t, "first samples on the cluster", time.Minute, func() bool { return harness.StoredSamples(dsn) > 0 })
 	replicas[1].Stop()
-	down := storedSamples(dsn)
-	eventually(t, "inserts while the second replica is down", time.Minute, func() bool { return storedSamples(dsn) > down+1000 })
+	down := harness.StoredSamples(dsn)
+	harness.Eventually(t, "inserts while the second replica is down", time.Minute, func() bool { return harness.StoredSamples(dsn) > down+1000 })
 	replicas[1].Start()
-	if code := <-done; code != 0 {
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("collect exit %d\n%s", code, errb.String())
+	if code := collector.Wait(t, 10*time.Minute); code != 0 {
+		t.Fatalf("collect exit %d\n%s", code, collector.Stderr.String())
 	}
 	for i, r := range replicas {
 		execOn(t, r.TCPPort, "SYSTEM SYNC REPLICA gpumeter.usage_samples_local")
@@ -226,10 +208,10 @@ func TestReplicatedCluster(t *testing.T) {
 	// Read through each replica in turn (the other one stopped, so the
 	// Distributed table must answer from the one that is up).
 	replicas[0].Stop()
-	assertStoredMatchesSimulator(t, dsn2, seed, hosts, start, d)
+	harness.AssertStoredMatchesSimulator(t, dsn2, seed, hosts, start, d)
 	replicas[0].Start()
 	replicas[1].Stop()
-	assertStoredMatchesSimulator(t, dsn, seed, hosts, start, d)
+	harness.AssertStoredMatchesSimulator(t, dsn, seed, hosts, start, d)
 	replicas[1].Start()
 }
 
@@ -266,7 +248,7 @@ func nodeConn(t *testing.T, port int) driver.Conn {
 func usageByTenant(t *testing.T, dsn string, from, to time.Time, source store.Source) map[string]uint64 {
 	t.Helper()
 	ctx := context.Background()
-	s := dsnStore(t, dsn)
+	s := harness.OpenStore(t, dsn)
 	rows, err := s.Usage(ctx, store.UsageQuery{From: from, To: to, GroupBy: []store.Dimension{store.DimTenant}, Source: source})
 	if err != nil {
 		t.Fatal(err)
@@ -298,4 +280,22 @@ func sampleCounts(t *testing.T, port int, table string) (rows, distinct uint64) 
 		t.Fatalf("count %s on port %d: %v", table, port, err)
 	}
 	return rows, distinct
+}
+
+type listedInvoice struct {
+	ID, Number, Tenant, Status string
+	TotalMinor                 int64 `json:"total_minor"`
+}
+
+func listInvoices(t *testing.T, dsn, cfg string) []listedInvoice {
+	t.Helper()
+	code, out, stderr := harness.Run(t, "--clickhouse", dsn, "--config", cfg, "invoice", "list", "--json")
+	if code != 0 {
+		t.Fatalf("invoice list: %d %s", code, stderr)
+	}
+	var got []listedInvoice
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("invoice list --json: %v\n%s", err, out)
+	}
+	return got
 }

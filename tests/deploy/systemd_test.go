@@ -1,4 +1,4 @@
-package main
+package deploy
 
 import (
 	"os"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // systemdUnit is a unit file: section → key → values in file order (a key
@@ -81,7 +83,7 @@ var systemdUnits = []string{"gpumeter-collector.service", "gpumeter-server.servi
 func TestSystemdUnits(t *testing.T) {
 	for _, name := range systemdUnits {
 		t.Run(name, func(t *testing.T) {
-			u := parseSystemdUnit(t, repoFile(t, "deploy/systemd/"+name))
+			u := parseSystemdUnit(t, harness.RepoFile(t, "deploy/systemd/"+name))
 			for key, want := range map[string]string{
 				"ProtectSystem":   "strict",
 				"NoNewPrivileges": "yes",
@@ -122,7 +124,7 @@ func TestSystemdUnits(t *testing.T) {
 			args := slices.Clone(argv[1:])
 			for i, a := range args {
 				if strings.HasPrefix(a, "/etc/gpumeter/") {
-					args[i] = repoFile(t, "deploy/systemd/"+strings.TrimPrefix(a, "/etc/gpumeter/"))
+					args[i] = harness.RepoFile(t, "deploy/systemd/"+strings.TrimPrefix(a, "/etc/gpumeter/"))
 				}
 			}
 			inv := checkDeployCommand(t, name, args)
@@ -229,7 +231,7 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 	}
 	for _, name := range systemdUnits {
 		t.Run(name, func(t *testing.T) {
-			text, err := os.ReadFile(repoFile(t, "deploy/systemd/"+name))
+			text, err := os.ReadFile(harness.RepoFile(t, "deploy/systemd/"+name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -251,7 +253,7 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 // a bad value, a missing binary.
 func TestSystemdVerifyCatchesBadUnits(t *testing.T) {
 	analyze := systemdAnalyze(t)
-	text, err := os.ReadFile(repoFile(t, "deploy/systemd/gpumeter-server.service"))
+	text, err := os.ReadFile(harness.RepoFile(t, "deploy/systemd/gpumeter-server.service"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,9 @@
-package main
+package prometheus
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // promBinary finds a Prometheus binary; make test installs Debian's
@@ -27,23 +27,14 @@ func promBinary(t *testing.T, name string) string {
 	return p
 }
 
-func repoFile(t *testing.T, rel string) string {
-	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "..", rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // The example rules and scrape config are valid and their alerts behave
 // as their unit tests say.
 func TestPrometheusRulesAndConfig(t *testing.T) {
 	promtool := promBinary(t, "promtool")
 	for _, args := range [][]string{
-		{"check", "rules", repoFile(t, "deploy/prometheus/gpumeter-rules.yml")},
-		{"check", "config", "--syntax-only", repoFile(t, "deploy/prometheus/prometheus.yml")},
-		{"test", "rules", repoFile(t, "deploy/prometheus/gpumeter-rules_test.yml")},
+		{"check", "rules", harness.RepoFile(t, "deploy/prometheus/gpumeter-rules.yml")},
+		{"check", "config", "--syntax-only", harness.RepoFile(t, "deploy/prometheus/prometheus.yml")},
+		{"test", "rules", harness.RepoFile(t, "deploy/prometheus/gpumeter-rules_test.yml")},
 	} {
 		out, err := exec.Command(promtool, args...).CombinedOutput()
 		if err != nil {
@@ -52,29 +43,24 @@ func TestPrometheusRulesAndConfig(t *testing.T) {
 	}
 }
 
+// collectStart is the simulated collector's start.
+var collectStart = time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
+
 // Debian's Prometheus scrapes a simulated collector and the server on
 // loopback: both targets are up, their key series arrive, the alert
 // rules load, and promtool finds nothing to lint in either /metrics.
 func TestPrometheusScrapesCollectorAndServer(t *testing.T) {
 	prometheus, promtool := promBinary(t, "prometheus"), promBinary(t, "promtool")
-	dsn := testDSN(t)
-	collectAddr, serveAddr, metricsAddr, promAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var collectErr, serveErr bytes.Buffer
-	collectDone, serveDone := make(chan int, 1), make(chan int, 1)
-	go func() {
-		collectDone <- run(ctx, []string{"collect", "--simulate", "--hosts", "1", "--gpus", "2", "--interval", "5s", "--speed", "1",
-			"--start", collectStart.Format(time.RFC3339), "--sink", "discard", "--listen", collectAddr}, io.Discard, &collectErr)
-	}()
-	go func() {
-		serveDone <- run(ctx, []string{"--clickhouse", dsn, "serve", "--metrics-listen", metricsAddr, "--audit-queue", t.TempDir(), "--listen", serveAddr}, io.Discard, &serveErr)
-	}()
-	eventually(t, "the collector's first poll", 60*time.Second, func() bool { code, _ := httpGet(collectAddr, "/readyz"); return code == 200 })
-	eventually(t, "serve to listen", 60*time.Second, func() bool { code, _ := httpGet(serveAddr, "/healthz"); return code == 200 })
+	dsn := harness.TestDSN(t)
+	collectAddr, serveAddr, metricsAddr, promAddr := harness.FreeAddr(t), harness.FreeAddr(t), harness.FreeAddr(t), harness.FreeAddr(t)
+	collect := harness.Start(t, "collect", "--simulate", "--hosts", "1", "--gpus", "2", "--interval", "5s", "--speed", "1",
+		"--start", collectStart.Format(time.RFC3339), "--sink", "discard", "--listen", collectAddr)
+	serve := harness.Start(t, "--clickhouse", dsn, "serve", "--metrics-listen", metricsAddr, "--audit-queue", t.TempDir(), "--listen", serveAddr)
+	harness.Eventually(t, "the collector's first poll", 60*time.Second, func() bool { code, _ := harness.HTTPGet(collectAddr, "/readyz"); return code == 200 })
+	harness.Eventually(t, "serve to listen", 60*time.Second, func() bool { code, _ := harness.HTTPGet(serveAddr, "/healthz"); return code == 200 })
 
 	for name, addr := range map[string]string{"collector": collectAddr, "server": metricsAddr} {
-		_, body := httpGet(addr, "/metrics")
+		_, body := harness.HTTPGet(addr, "/metrics")
 		cmd := exec.Command(promtool, "check", "metrics")
 		cmd.Stdin = strings.NewReader(body)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -83,7 +69,7 @@ func TestPrometheusScrapesCollectorAndServer(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	rules, err := os.ReadFile(repoFile(t, "deploy/prometheus/gpumeter-rules.yml"))
+	rules, err := os.ReadFile(harness.RepoFile(t, "deploy/prometheus/gpumeter-rules.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +101,7 @@ scrape_configs:
 			t.Logf("prometheus log:\n%s", promLog.String())
 		}
 	}()
-	eventually(t, "prometheus to be ready", 60*time.Second, func() bool { code, _ := httpGet(promAddr, "/-/ready"); return code == 200 })
+	harness.Eventually(t, "prometheus to be ready", 60*time.Second, func() bool { code, _ := harness.HTTPGet(promAddr, "/-/ready"); return code == 200 })
 
 	type target struct {
 		Labels    map[string]string `json:"labels"`
@@ -127,7 +113,7 @@ scrape_configs:
 			ActiveTargets []target `json:"activeTargets"`
 		} `json:"data"`
 	}
-	eventually(t, "both targets up", 60*time.Second, func() bool {
+	harness.Eventually(t, "both targets up", 60*time.Second, func() bool {
 		if !promGet(promAddr, "/api/v1/targets", &targets) {
 			return false
 		}
@@ -152,7 +138,7 @@ scrape_configs:
 				Result []json.RawMessage `json:"result"`
 			} `json:"data"`
 		}
-		eventually(t, "series "+q, 30*time.Second, func() bool {
+		harness.Eventually(t, "series "+q, 30*time.Second, func() bool {
 			return promGet(promAddr, "/api/v1/query?query="+url.QueryEscape(q), &res) && len(res.Data.Result) > 0
 		})
 	}
@@ -167,7 +153,7 @@ scrape_configs:
 			} `json:"groups"`
 		} `json:"data"`
 	}
-	eventually(t, "the alert rules evaluated", 30*time.Second, func() bool {
+	harness.Eventually(t, "the alert rules evaluated", 30*time.Second, func() bool {
 		if !promGet(promAddr, "/api/v1/rules", &rulesRes) || len(rulesRes.Data.Groups) != 3 {
 			return false
 		}
@@ -180,15 +166,10 @@ scrape_configs:
 		}
 		return true
 	})
-	cancel()
-	for name, done := range map[string]chan int{"collect": collectDone, "serve": serveDone} {
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("%s exit %d:\n%s%s", name, code, collectErr.String(), serveErr.String())
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s did not stop", name)
+	// SIGTERM ends a command as Ctrl-C does (main cancels its context).
+	for name, p := range map[string]*harness.Process{"collect": collect, "serve": serve} {
+		if code := p.Stop(t, 30*time.Second); code != 0 {
+			t.Errorf("%s exit %d:\n%s%s", name, code, collect.Stderr.String(), serve.Stderr.String())
 		}
 	}
 }

@@ -1,85 +1,56 @@
-package main
+package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/spool"
-	"github.com/gpumeter/gpumeter/internal/store"
 )
 
-// delivery is the spool, the shipper goroutine and the store behind it.
+// delivery is the spool and the shipper goroutine that empties it into
+// the sink.
 type delivery struct {
 	spool    *spool.Spool
-	cfg      spool.Config
-	stop     func()
 	shipDone <-chan struct{} // closed when the shipper goroutine returned
 }
 
 // drainPoll is how often a drain looks at the spool's backlog.
 const drainPoll = 50 * time.Millisecond
 
-// startDelivery opens the store (without requiring ClickHouse to be up:
-// the spool holds samples until it is), the spool, and runs the shipper.
-func startDelivery(ctx context.Context, g *globals, f collectFlags, reg prometheus.Registerer, logger *slog.Logger) (*delivery, error) {
-	dir := f.spoolDir
-	if dir == "" {
-		dir = g.cfg.Collector.Spool.Dir
-		if f.simulate {
-			// A spool belongs to one destination: keep simulated runs
-			// against different databases apart.
-			sum := sha256.Sum256([]byte(g.dsn))
-			dir = filepath.Join(os.TempDir(), "gpumeter-sim-spool-"+hex.EncodeToString(sum[:6]))
-		}
-	}
-	scfg := g.cfg.Collector.Spool
-	scfg.Dir = dir
-	scfg.MaxBytes, scfg.Overflow = f.spoolMaxBytes, spool.OverflowPolicy(f.spoolOverflow)
+// spoolOutput opens the spool and runs the shipper into sink: samples are
+// fsynced to disk first and delivered at least once, across outages and
+// restarts. ClickHouse need not be up: the spool holds samples until it is.
+func spoolOutput(ctx context.Context, cfg Config, sink Sink, reg prometheus.Registerer, logger *slog.Logger) (*output, error) {
+	scfg, shcfg := cfg.Spool, cfg.Shipper
 	if err := scfg.Validate(); err != nil {
-		return nil, usageError{err}
+		return nil, fault.Validation(err)
 	}
-	shcfg := g.cfg.Collector.Shipper
-	shcfg.BatchRows, shcfg.FlushInterval, shcfg.BackoffMax = f.shipRows, f.shipFlush, f.shipBackoff
-	if shcfg.BackoffInitial > shcfg.BackoffMax {
-		shcfg.BackoffInitial = shcfg.BackoffMax
-	}
+	// A lower ceiling lowers the first wait too.
+	shcfg.BackoffInitial = min(shcfg.BackoffInitial, shcfg.BackoffMax)
 	if err := shcfg.Validate(); err != nil {
-		return nil, usageError{err}
+		return nil, fault.Validation(err)
 	}
-	cfg, err := store.ParseDSN(g.dsn)
-	if err != nil {
-		return nil, usageError{err}
-	}
-	st, err := store.Connect(cfg, g.logger)
-	if err != nil {
-		return nil, err
-	}
-	if err := st.Ping(ctx); err != nil {
+	if err := sink.Ping(ctx); err != nil {
 		logger.Warn("clickhouse unreachable at start; samples wait in the spool", "err", err)
 	}
 	sp, err := spool.Open(ctx, scfg, logger, reg)
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
-	sh, err := spool.NewShipper(sp, st, shcfg, logger, reg)
+	sh, err := spool.NewShipper(sp, sink, shcfg, logger, reg)
 	if err != nil {
 		sp.Close()
-		st.Close()
 		return nil, err
 	}
 	// The shipper outlives the poll loop (it drains after a finite run), so
-	// it has its own context, cancelled by stop.
+	// it has its own context, cancelled by close.
 	shipCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -92,17 +63,24 @@ func startDelivery(ctx context.Context, g *globals, f collectFlags, reg promethe
 		}
 	}()
 	stopShip := context.AfterFunc(ctx, cancel) // an interrupt stops shipping at once
-	d := &delivery{spool: sp, cfg: scfg, shipDone: shipDone}
-	d.stop = func() {
+	d := &delivery{spool: sp, shipDone: shipDone}
+	o := newOutput(sp)
+	o.drain, o.waitRoom = d.drain, d.waitShipped
+	o.checkPoll = func(gpus int) error {
+		if err := scfg.CheckPoll(gpus); err != nil {
+			return fault.Validationf("collector.spool.%v", err)
+		}
+		return nil
+	}
+	o.close = sync.OnceFunc(func() {
 		stopShip()
 		cancel()
 		wg.Wait()
 		if err := sp.Close(); err != nil {
 			logger.Warn("close spool", "err", err)
 		}
-		st.Close()
-	}
-	return d, nil
+	})
+	return o, nil
 }
 
 // drain waits until every spooled sample has been shipped and committed.

@@ -1,4 +1,4 @@
-package main
+package cluster
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // TestBackupRestore dumps a database that holds collected samples, rollups,
@@ -20,7 +21,7 @@ import (
 // two-shard cluster: usage, rollups and invoices read back the same, and
 // the second restore counts nothing twice.
 func TestBackupRestore(t *testing.T) {
-	src := testDSN(t)
+	src := harness.TestDSN(t)
 	cfg := filepath.Join("..", "..", "internal", "demo", "billing", "gpumeter.yaml")
 	start := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
 	d := time.Hour
@@ -32,15 +33,15 @@ func TestBackupRestore(t *testing.T) {
 		{"--config", cfg, "invoice", "run", "--period", "2026-11", "--quiet"},
 		{"keys", "create", "--scope", "admin", "--expires", "1h"},
 	} {
-		code, out, stderr := cli(t, append([]string{"--clickhouse", src}, args...)...)
+		code, out, stderr := harness.Run(t, append([]string{"--clickhouse", src}, args...)...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
 		}
 		token = strings.TrimSpace(out)
 	}
 	// One use of the key, so the audit log has a row to back up.
-	addr, stop := startServe(t, "--clickhouse", src)
-	if code, body := getAuthed(t, addr, token, "/v1/tenants"); code != http.StatusOK {
+	addr, stop := harness.StartServe(t, "--clickhouse", src)
+	if code, body := harness.GetAuthed(t, addr, token, "/v1/tenants"); code != http.StatusOK {
 		t.Fatalf("GET /v1/tenants: %d %s", code, body)
 	}
 	stop() // serve flushes the audit log as it stops
@@ -72,14 +73,14 @@ func TestBackupRestore(t *testing.T) {
 	}
 
 	t.Run("single node, restored twice", func(t *testing.T) {
-		dst := testDSN(t)
+		dst := harness.TestDSN(t)
 		backup(t, dst, "restore", dir)
 		out := backup(t, dst, "restore", dir)
 		check(t, dst)
 		if !strings.Contains(out, "skipping api_audit") {
 			t.Errorf("a second restore did not skip the audit log, which cannot deduplicate:\n%s", out)
 		}
-		if code, out, _ := cli(t, "--clickhouse", dst, "keys", "list"); code != 0 || !strings.Contains(out, "admin") {
+		if code, out, _ := harness.Run(t, "--clickhouse", dst, "keys", "list"); code != 0 || !strings.Contains(out, "admin") {
 			t.Errorf("keys list after restore: %d %s", code, out)
 		}
 	})
@@ -87,7 +88,7 @@ func TestBackupRestore(t *testing.T) {
 	t.Run("into a two-shard cluster", func(t *testing.T) {
 		shards := storetest.StartCluster(t, 2)
 		dst := fmt.Sprintf("clickhouse://127.0.0.1:%d/gpumeter", shards[0].TCPPort)
-		if code, _, stderr := cli(t, "--clickhouse", dst, "migrate", "--cluster", storetest.ClusterName); code != 0 {
+		if code, _, stderr := harness.Run(t, "--clickhouse", dst, "migrate", "--cluster", storetest.ClusterName); code != 0 {
 			t.Fatalf("migrate --cluster: %s", stderr)
 		}
 		backup(t, dst, "restore", dir)

@@ -1,4 +1,4 @@
-package main
+package deploy
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumeter/gpumeter/tests/harness"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -42,7 +43,7 @@ func composeConfig(t *testing.T) map[string]composeService {
 	if err != nil {
 		t.Fatalf("docker-compose not found: run scripts/compose.sh install (make test does): %v", err)
 	}
-	cmd := exec.Command(bin, "--file", repoFile(t, "docker-compose.yaml"), "--project-directory", repoFile(t, "."), "config")
+	cmd := exec.Command(bin, "--file", harness.RepoFile(t, "docker-compose.yaml"), "--project-directory", harness.RepoFile(t, "."), "config")
 	// Only what docker-compose needs: no COMPOSE_* or variables from the
 	// caller's shell shape the result.
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}

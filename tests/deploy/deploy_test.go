@@ -1,42 +1,45 @@
-package main
+package deploy
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gpumeter/gpumeter/internal/config"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // The deployment files (deploy/kubernetes, deploy/systemd,
 // docker-compose.yaml) each run gpumeter with a command line of their own.
 // deployInvocation is one such command line as the CLI reads it, checked
-// by checkDeployCommand.
+// by checkDeployCommand against the gpumeter binary.
 type deployInvocation struct {
 	command string   // the subcommand
-	cmdArgs []string // its arguments, global flags taken out
+	cmdArgs []string // the line without the command's name
 	cfg     config.Config
-	collect collectFlags // set when command is collect
+	collect collectLine // set when command is collect
 }
 
-// reporter is the part of *testing.T the checks use, so that a test can
-// record what they report about a bad input instead of failing.
-type reporter interface {
-	Helper()
-	Errorf(format string, args ...any)
+// collectLine is what a collect command line sets: the flags it gives, and
+// for the others collect's defaults as its --help states them.
+type collectLine struct {
+	listen, sink, host, spoolDir, kubeletSocket, podLogDir, procRoot, mapFile, podsURL, podsTokenFile string
+	simulate                                                                                          bool
 }
 
-// recorder collects what a check reports.
-type recorder struct{ errs []string }
+// recorder collects what a check reports instead of failing the test, so
+// that a test can see a check fail; what breaks the check itself (the
+// binary does not build) still fails the test.
+type recorder struct {
+	*testing.T
+	errs []string
+}
 
-func (r *recorder) Helper() {}
 func (r *recorder) Errorf(format string, args ...any) {
 	r.errs = append(r.errs, fmt.Sprintf(format, args...))
 }
@@ -46,77 +49,132 @@ func (r *recorder) Errorf(format string, args ...any) {
 // dials (exit 1), while bad input fails before (exit 2).
 const deployUnreachableDSN = "clickhouse://127.0.0.1:1/gpumeter?dial_timeout=200ms"
 
+// globalFlags are the root's flags, which take a value each.
+var globalFlags = map[string]bool{"config": true, "clickhouse": true, "log-level": true}
+
 // checkDeployCommand holds a deployment file's gpumeter command line to
-// the CLI:
-//   - the command exists, and every flag, global or its own, is one it
+// the CLI, run as the built binary:
+//   - run with --help appended, it prints the command's help and exits 0,
+//     so the command exists and every flag, global or its own, is one it
 //     defines, with a value of the flag's type (durations, numbers,
-//     booleans); no stray argument is left;
-//   - run with --help appended, it prints the command's help and exits 0;
-//   - then the command's input is checked as the command checks it:
-//     collect through parseCollectFlags (every rule it has on flag
-//     combinations), serve and migrate by running them against
-//     deployUnreachableDSN, where they must get as far as dialling
-//     ClickHouse (exit 1, not 2).
+//     booleans);
+//   - then the command's input is checked as the command checks it, by
+//     running it against deployUnreachableDSN: serve and migrate must get
+//     as far as dialling ClickHouse (exit 1, not 2); collect must take its
+//     input (exit 0 or 1, never 2: every rule it has on flag combinations),
+//     run for a second of its own time with its spool in a temporary
+//     directory, no listener, and a second to drain.
 //
 // Paths the line names must exist on this machine (the caller rewrites
 // them to copies of the deployed files), since the config file is loaded.
-func checkDeployCommand(t reporter, where string, args []string) deployInvocation {
+func checkDeployCommand(t testing.TB, where string, args []string) deployInvocation {
 	t.Helper()
 	var inv deployInvocation
-	g := &globals{stdout: io.Discard, stderr: io.Discard, cfg: config.Default()}
-	root := newRootCmd(g)
-	cmd, rest, err := root.Find(args)
-	if err == nil {
-		if err = cmd.ParseFlags(rest); err != nil {
-			err = flagError(cmd, err)
-		}
-	}
-	if err == nil && cmd.Args != nil {
-		err = cmd.Args(cmd, cmd.Flags().Args())
-	}
-	if err != nil {
-		t.Errorf("%s: %q: %v", where, args, err)
+	help := append(slices.Clone(args), "--help")
+	code, stdout, stderr := harness.Run(t, help...)
+	if code != 0 {
+		t.Errorf("%s: %q: exit %d: %s", where, args, code, strings.TrimSpace(stderr))
 		return inv
 	}
-	if cmd == root {
+	// The command is the first word that is no global flag or its value.
+	at := -1
+	for i := 0; i < len(args) && at < 0; i++ {
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(args[i], "--"), "=")
+		switch {
+		case strings.HasPrefix(args[i], "--") && globalFlags[name] && !hasValue:
+			i++
+		case !strings.HasPrefix(args[i], "-"):
+			at = i
+		}
+	}
+	if at < 0 {
 		t.Errorf("%s: %q names no command", where, args)
 		return inv
 	}
-	inv.command = strings.TrimPrefix(cmd.CommandPath(), "gpumeter ")
-	inv.cmdArgs = rest
-
-	help := append(append([]string(nil), args...), "--help")
-	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), help, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "Usage:\n  gpumeter "+inv.command) {
-		t.Errorf("%s: gpumeter %s: exit %d; want 0 and the help of %q:\n%s%s", where, strings.Join(help, " "), code, inv.command, stdout.String(), stderr.String())
+	inv.command = args[at]
+	inv.cmdArgs = slices.Delete(slices.Clone(args), at, at+1)
+	if !strings.Contains(stdout, "Usage:\n  gpumeter "+inv.command) {
+		t.Errorf("%s: gpumeter %s: want the help of %q:\n%s%s", where, strings.Join(help, " "), inv.command, stdout, stderr)
 		return inv
 	}
 
-	cfg, err := config.Load(g.configPath)
+	path, ok := flagValue(args, "config")
+	if !ok {
+		path = config.FromEnv(os.Getenv).ConfigPath
+	}
+	cfg, err := config.Load(path)
 	if err != nil {
 		t.Errorf("%s: %v", where, err)
 		return inv
 	}
 	inv.cfg = cfg
+	dry := append(slices.Clone(args), "--clickhouse", deployUnreachableDSN)
 	switch inv.command {
 	case "collect":
-		f, err := parseCollectFlags(&globals{cfg: cfg}, rest)
-		if err != nil {
-			t.Errorf("%s: collect %q: %v", where, rest, err)
+		dry = append(dry, "--spool", t.TempDir(), "--listen=", "--duration", "1s", "--drain-timeout", "1s")
+		if code, _, stderr := harness.Run(t, dry...); code != 0 && code != 1 {
+			t.Errorf("%s: gpumeter %s: exit %d; want 0 or 1 (2 is bad input):\n%s", where, strings.Join(dry, " "), code, stderr)
 		}
-		inv.collect = f
+		inv.collect = readCollectLine(t, inv.cmdArgs)
 	case "serve", "migrate":
-		dry := append(append([]string(nil), args...), "--clickhouse", deployUnreachableDSN)
-		stdout.Reset()
-		stderr.Reset()
-		code := run(context.Background(), dry, &stdout, &stderr)
-		if code != 1 || !strings.Contains(stderr.String(), "127.0.0.1:1") {
-			t.Errorf("%s: gpumeter %s: exit %d; want 1 from dialling the unreachable ClickHouse (2 is bad input):\n%s", where, strings.Join(dry, " "), code, stderr.String())
+		code, _, stderr := harness.Run(t, dry...)
+		if code != 1 || !strings.Contains(stderr, "127.0.0.1:1") {
+			t.Errorf("%s: gpumeter %s: exit %d; want 1 from dialling the unreachable ClickHouse (2 is bad input):\n%s", where, strings.Join(dry, " "), code, stderr)
 		}
 	default:
 		t.Errorf("%s: no input check for command %q here: add one to checkDeployCommand", where, inv.command)
 	}
 	return inv
+}
+
+var (
+	// flagLineRE is a flag's line in a command's help: name, type (none
+	// for a boolean) and usage.
+	flagLineRE = regexp.MustCompile(`^\s+(?:-\w, )?--([a-z0-9-]+)(?: ([a-z0-9]+))?\s{2,}(.*)$`)
+	// defaultRE is the default pflag appends to a string flag's usage.
+	defaultRE = regexp.MustCompile(`\(default "(.*)"\)$`)
+)
+
+// readCollectLine reads what a collect command line sets, defaults from
+// collect's own --help.
+func readCollectLine(t testing.TB, args []string) collectLine {
+	t.Helper()
+	code, help, stderr := harness.Run(t, "collect", "--help")
+	if code != 0 {
+		t.Fatalf("collect --help: exit %d: %s", code, stderr)
+	}
+	defaults := map[string]string{}
+	for _, line := range strings.Split(help, "\n") {
+		m := flagLineRE.FindStringSubmatch(line)
+		switch {
+		case m == nil:
+		case m[2] == "":
+			defaults[m[1]] = strconv.FormatBool(strings.HasSuffix(m[3], "(default true)"))
+		case m[2] == "string":
+			if d := defaultRE.FindStringSubmatch(m[3]); d != nil {
+				defaults[m[1]] = d[1]
+			}
+		}
+	}
+	get := func(name string) string {
+		if _, known := defaults[name]; !known && !strings.Contains(help, "--"+name+" ") {
+			t.Fatalf("collect --help lists no --%s", name)
+		}
+		if v, ok := flagValue(args, name); ok {
+			return v
+		}
+		return defaults[name]
+	}
+	// A boolean flag takes no separate value: --simulate or --simulate=false.
+	simulate := defaults["simulate"] == "true"
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--simulate"); ok && (v == "" || v[0] == '=') {
+			simulate = v == "" || v == "=true"
+		}
+	}
+	return collectLine{listen: get("listen"), sink: get("sink"), host: get("host"), spoolDir: get("spool"),
+		kubeletSocket: get("kubelet-socket"), podLogDir: get("pod-log-dir"), procRoot: get("proc-root"), mapFile: get("map-file"),
+		podsURL: get("kubelet-pods-url"), podsTokenFile: get("kubelet-token-file"), simulate: simulate}
 }
 
 // flagValue returns the value of the last --name (as --name=value or
@@ -145,7 +203,7 @@ func flagValue(args []string, name string) (string, bool) {
 }
 
 // listenPort is the port of a host:port listen address.
-func listenPort(t reporter, where, addr string) int32 {
+func listenPort(t testing.TB, where, addr string) int32 {
 	t.Helper()
 	i := strings.LastIndex(addr, ":")
 	p, err := strconv.ParseInt(addr[i+1:], 10, 32)
@@ -217,7 +275,7 @@ var dockerUserRE = regexp.MustCompile(`^USER ([0-9]+)(?::([0-9]+))?$`)
 // imageUID is the numeric uid the runtime image runs as.
 func imageUID(t *testing.T) int64 {
 	t.Helper()
-	stages := parseDockerfile(t, repoFile(t, "Dockerfile"))
+	stages := parseDockerfile(t, harness.RepoFile(t, "Dockerfile"))
 	var uid int64 = -1
 	for _, in := range stages[len(stages)-1].instructions {
 		if m := dockerUserRE.FindStringSubmatch(in); m != nil {
@@ -233,7 +291,7 @@ func imageUID(t *testing.T) int64 {
 // user, with gpumeter as its entrypoint (which compose and the Kubernetes
 // manifests rely on: their commands are gpumeter's arguments).
 func TestDeployDockerfile(t *testing.T) {
-	stages := parseDockerfile(t, repoFile(t, "Dockerfile"))
+	stages := parseDockerfile(t, harness.RepoFile(t, "Dockerfile"))
 	if len(stages) < 2 {
 		t.Fatalf("Dockerfile has %d stage(s); want a build stage and a runtime stage", len(stages))
 	}
@@ -268,7 +326,7 @@ func TestDeployDockerfile(t *testing.T) {
 	if uid := imageUID(t); uid <= 0 {
 		t.Errorf("runtime stage runs as uid %d; want a numeric non-root USER", uid)
 	}
-	ignore, err := os.ReadFile(repoFile(t, ".dockerignore"))
+	ignore, err := os.ReadFile(harness.RepoFile(t, ".dockerignore"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +354,7 @@ func TestDeployCommandCheckFails(t *testing.T) {
 		{[]string{"migrate", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--log-level", "debug"}, "names no command"},
 	} {
-		var r recorder
+		r := recorder{T: t}
 		checkDeployCommand(&r, "case", tc.args)
 		if got := strings.Join(r.errs, "\n"); !strings.Contains(got, tc.want) {
 			t.Errorf("checkDeployCommand %q reported %q; want it to mention %q", tc.args, got, tc.want)

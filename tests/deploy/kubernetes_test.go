@@ -1,4 +1,4 @@
-package main
+package deploy
 
 import (
 	"bufio"
@@ -30,6 +30,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/gpumeter/gpumeter/collectors/attribution"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // kubeExternalSecrets are the Secrets the manifests use but do not ship
@@ -132,7 +133,7 @@ type kubeWorkload struct {
 
 func loadKubeManifests(t *testing.T) kubeManifests {
 	t.Helper()
-	files, err := filepath.Glob(repoFile(t, "deploy/kubernetes/*.yaml"))
+	files, err := filepath.Glob(harness.RepoFile(t, "deploy/kubernetes/*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in deploy/kubernetes (%v)", err)
 	}
@@ -945,7 +946,7 @@ func checkKubeWebhooks(t *testing.T, m kubeManifests) {
 // TestOpenAPIMatchesRoutes holds to the routes the server registers.
 func openAPIPosts(t *testing.T) map[string]bool {
 	t.Helper()
-	data, err := os.ReadFile(repoFile(t, "internal/server/openapi.json"))
+	data, err := os.ReadFile(harness.RepoFile(t, "internal/server/openapi.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -968,7 +969,7 @@ func openAPIPosts(t *testing.T) map[string]bool {
 // Service's name and http port.
 func checkKubePrometheusTarget(t *testing.T, m kubeManifests) {
 	t.Helper()
-	data, err := os.ReadFile(repoFile(t, "deploy/prometheus/prometheus.yml"))
+	data, err := os.ReadFile(harness.RepoFile(t, "deploy/prometheus/prometheus.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}

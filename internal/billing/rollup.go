@@ -1,7 +1,10 @@
-// Package billing is the service layer between stored usage and money:
-// hourly rollups, raw-data retention, and (later) period close and invoice
-// runs. It holds rules, not SQL: storage sits behind the small interfaces
-// declared here, which internal/store satisfies.
+// Package billing turns stored usage into money: invoices (the invoice
+// run, the ledger of drafts, finalized and void invoices under a lease,
+// late-usage corrections, and the API's scoped reads of them) and the
+// chargeback report, with what they rest on: hourly rollups, raw-data
+// retention and the scheduled jobs. It holds rules, not SQL: storage sits
+// behind the small interfaces declared here, which internal/store
+// satisfies.
 package billing
 
 import (

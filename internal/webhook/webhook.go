@@ -1,8 +1,10 @@
 // Package webhook sends gpumeter's events to the HTTP endpoints operators
 // configure: JSON bodies signed with HMAC-SHA256 over a timestamp and the
 // body, retried with exponential backoff and jitter, every attempt
-// recorded. Events are written to an outbox first (the store), by any
-// process; `gpumeter serve` delivers what the outbox holds.
+// recorded. Events are made in one place, Publisher, which domains call
+// through small interfaces of their own; they are written to an outbox
+// first (the store), by any process, and `gpumeter serve` delivers what
+// the outbox holds.
 package webhook
 
 import (

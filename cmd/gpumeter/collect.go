@@ -13,11 +13,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gpumeter/gpumeter/cmd/gpumeter/config"
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/collectors/agent"
 	"github.com/gpumeter/gpumeter/collectors/attribution"
 	"github.com/gpumeter/gpumeter/collectors/nvml"
-	"github.com/gpumeter/gpumeter/internal/config"
 	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/spool"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpumeter/gpumeter/internal/config"
+	"github.com/gpumeter/gpumeter/cmd/gpumeter/config"
 	"github.com/gpumeter/gpumeter/internal/spool"
 	"github.com/gpumeter/gpumeter/tests/harness"
 )

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/demo"
 	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/reports"
 	"github.com/gpumeter/gpumeter/schemas"
 )
@@ -51,11 +52,11 @@ it, then a simulated collector, an invoice run and the server.`,
 
 		for _, view := range []struct {
 			title string
-			q     store.UsageQuery
+			q     usage.Query
 		}{
-			{"Usage by tenant (idle = capacity nobody held)", store.UsageQuery{GroupBy: []store.Dimension{store.DimTenant, store.DimDepartment}}},
-			{"Usage by department", store.UsageQuery{GroupBy: []store.Dimension{store.DimDepartment}}},
-			{"Usage by SKU (MIG instances in GPU-equivalents)", store.UsageQuery{GroupBy: []store.Dimension{store.DimSKU}}},
+			{"Usage by tenant (idle = capacity nobody held)", usage.Query{GroupBy: []usage.Dimension{usage.DimTenant, usage.DimDepartment}}},
+			{"Usage by department", usage.Query{GroupBy: []usage.Dimension{usage.DimDepartment}}},
+			{"Usage by SKU (MIG instances in GPU-equivalents)", usage.Query{GroupBy: []usage.Dimension{usage.DimSKU}}},
 		} {
 			q := view.q
 			q.From, q.To = from, to

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 // TestImportRefusesUnstorableTextAndTimesWithExit2: a row whose text is
@@ -48,8 +48,8 @@ func TestImportRefusesUnstorableTextAndTimesWithExit2(t *testing.T) {
 					t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 naming %q", strings.Join(args, " "), code, out, stderr, tc.want)
 				}
 			}
-			rows, err := dsnStore(t, dsn).Usage(context.Background(), store.UsageQuery{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
-				To: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), GroupBy: []store.Dimension{store.DimTenant}})
+			rows, err := dsnStore(t, dsn).Usage(context.Background(), usage.Query{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
+				To: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), GroupBy: []usage.Dimension{usage.DimTenant}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 // TestInsightsEndToEndFindThePlants runs the collector over a planted,
@@ -265,7 +266,7 @@ func openTestStore(t *testing.T, dsn string) *store.Store {
 // right-sizing targets, at 2 USD per GPU-hour.
 func flatBook(t *testing.T, dsn string, from, to time.Time) string {
 	t.Helper()
-	rows, err := openTestStore(t, dsn).Usage(context.Background(), store.UsageQuery{From: from, To: to, GroupBy: []store.Dimension{store.DimSKU}, Source: store.SourceHourly})
+	rows, err := openTestStore(t, dsn).Usage(context.Background(), usage.Query{From: from, To: to, GroupBy: []usage.Dimension{usage.DimSKU}, Source: usage.SourceHourly})
 	if err != nil {
 		t.Fatal(err)
 	}

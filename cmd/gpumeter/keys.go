@@ -12,6 +12,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
@@ -109,8 +110,8 @@ func (l *lifetime) Set(v string) error {
 // usage, in rollups or raw samples: a misspelt name, or a tenant not yet
 // metered.
 func warnUnseenTenant(ctx context.Context, g *globals, s *store.Store, tenant string) {
-	for _, src := range []store.Source{store.SourceHourly, store.SourceRaw} {
-		rows, err := s.Usage(ctx, store.UsageQuery{From: collectors.MinTime, To: time.Now().UTC(), Tenant: tenant, Source: src})
+	for _, src := range []usage.Source{usage.SourceHourly, usage.SourceRaw} {
+		rows, err := s.Usage(ctx, usage.Query{From: collectors.MinTime, To: time.Now().UTC(), Tenant: tenant, Source: src})
 		if err != nil {
 			g.logger.Warn("could not check whether the tenant has usage", "tenant", tenant, "err", err)
 			return

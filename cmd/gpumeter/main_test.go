@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumeter/gpumeter/internal/config"
+	"github.com/gpumeter/gpumeter/cmd/gpumeter/config"
 )
 
 // commandLines are every command and subcommand, as typed; cobra's own

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 const (
@@ -31,7 +32,7 @@ func sacctTestFile(t *testing.T, name, content string) string {
 }
 
 // usageBy sums stored usage (deduplicated) over [from, to) by dims.
-func usageBy(t *testing.T, dsn string, from, to time.Time, dims ...store.Dimension) map[string]uint64 {
+func usageBy(t *testing.T, dsn string, from, to time.Time, dims ...usage.Dimension) map[string]uint64 {
 	t.Helper()
 	ctx := context.Background()
 	cfg, err := store.ParseDSN(dsn)
@@ -43,7 +44,7 @@ func usageBy(t *testing.T, dsn string, from, to time.Time, dims ...store.Dimensi
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rows, err := s.Usage(ctx, store.UsageQuery{From: from, To: to, GroupBy: dims})
+	rows, err := s.Usage(ctx, usage.Query{From: from, To: to, GroupBy: dims})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,13 +53,13 @@ func usageBy(t *testing.T, dsn string, from, to time.Time, dims ...store.Dimensi
 		var key []string
 		for _, d := range dims {
 			switch d {
-			case store.DimSKU:
+			case usage.DimSKU:
 				key = append(key, r.SKU)
-			case store.DimTenant:
+			case usage.DimTenant:
 				key = append(key, r.Tenant)
-			case store.DimWorkload:
+			case usage.DimWorkload:
 				key = append(key, r.Workload)
-			case store.DimDepartment:
+			case usage.DimDepartment:
 				key = append(key, r.Department)
 			}
 		}
@@ -93,7 +94,7 @@ func TestImportFromSacctFixture(t *testing.T) {
 	}
 	check := func(when string) {
 		t.Helper()
-		got := usageBy(t, dsn, from, to, store.DimSKU)
+		got := usageBy(t, dsn, from, to, usage.DimSKU)
 		if len(got) != len(want) {
 			t.Errorf("%s: SKUs %v, want %v", when, got, want)
 		}
@@ -105,10 +106,10 @@ func TestImportFromSacctFixture(t *testing.T) {
 	}
 	check("first import")
 	// 4114 runs 2026-11-30T22:00 to 2026-12-02T00:00: November holds 2 h.
-	if got := usageBy(t, dsn, from, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), store.DimWorkload)["slurm/4114"]; got != 8*2*3600e6 {
+	if got := usageBy(t, dsn, from, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), usage.DimWorkload)["slurm/4114"]; got != 8*2*3600e6 {
 		t.Errorf("job 4114 in November: %d µs, want 8 GPUs × 2 h", got)
 	}
-	if got := usageBy(t, dsn, from, to, store.DimTenant, store.DimDepartment); got["uni-physics physics-dept"] == 0 || got["geology "] != 600e6*2 {
+	if got := usageBy(t, dsn, from, to, usage.DimTenant, usage.DimDepartment); got["uni-physics physics-dept"] == 0 || got["geology "] != 600e6*2 {
 		t.Errorf("by tenant: %v", got)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -38,7 +39,7 @@ input of gpumeter quote --usage.`,
 	asJSON := fs.Bool("json", false, "JSON output")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
-		q := store.UsageQuery{Bucket: store.Bucket(*bucket), Tenant: *tenant, Department: *department, Source: store.Source(*source)}
+		q := usage.Query{Bucket: usage.Bucket(*bucket), Tenant: *tenant, Department: *department, Source: usage.Source(*source)}
 		var err error
 		if q.From, err = parseTime(*from); err != nil {
 			return usageErrorf("--from: %v", err)
@@ -50,7 +51,7 @@ input of gpumeter quote --usage.`,
 		}
 		if *by != "" {
 			for _, d := range strings.Split(*by, ",") {
-				q.GroupBy = append(q.GroupBy, store.Dimension(strings.TrimSpace(d)))
+				q.GroupBy = append(q.GroupBy, usage.Dimension(strings.TrimSpace(d)))
 			}
 		}
 		if err := q.Validate(); err != nil {
@@ -92,7 +93,7 @@ func parseTime(s string) (time.Time, error) {
 
 // usageRecord is a store row as usage --json prints it (and quote reads
 // it back): every meter in its price-book unit, exact decimal text.
-func usageRecord(r store.UsageRow) pricing.UsageRecord {
+func usageRecord(r usage.Row) pricing.UsageRecord {
 	j := pricing.UsageRecord{Tenant: r.Tenant, Department: r.Department, SKU: r.SKU, Host: r.Host, Workload: r.Workload, Samples: r.Samples}
 	j.Quantities, j.Unmeasured = pricing.QuantitiesOf(r.Totals)
 	if !r.Bucket.IsZero() {
@@ -102,7 +103,7 @@ func usageRecord(r store.UsageRow) pricing.UsageRecord {
 	return j
 }
 
-func usageRecords(rows []store.UsageRow) []pricing.UsageRecord {
+func usageRecords(rows []usage.Row) []pricing.UsageRecord {
 	out := make([]pricing.UsageRecord, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, usageRecord(r))
@@ -112,23 +113,23 @@ func usageRecords(rows []store.UsageRow) []pricing.UsageRecord {
 
 // usageTable is what the usage table of q prints; the total is summed in
 // the store's integer units, then converted once.
-func usageTable(rows []store.UsageRow, q store.UsageQuery) reports.UsageTable {
-	t := reports.UsageTable{ByBucket: q.Bucket != store.BucketNone, Rows: usageRecords(rows)}
+func usageTable(rows []usage.Row, q usage.Query) reports.UsageTable {
+	t := reports.UsageTable{ByBucket: q.Bucket != usage.BucketNone, Rows: usageRecords(rows)}
 	for _, d := range q.GroupBy {
 		switch d {
-		case store.DimTenant:
+		case usage.DimTenant:
 			t.ByTenant = true
-		case store.DimDepartment:
+		case usage.DimDepartment:
 			t.ByDepartment = true
-		case store.DimSKU:
+		case usage.DimSKU:
 			t.BySKU = true
-		case store.DimHost:
+		case usage.DimHost:
 			t.ByHost = true
-		case store.DimWorkload:
+		case usage.DimWorkload:
 			t.ByWorkload = true
 		}
 	}
-	var total store.UsageRow
+	var total usage.Row
 	for _, r := range rows {
 		total.Totals = total.Totals.Add(r.Totals)
 		total.Samples += r.Samples

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/meter"
-	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -18,54 +18,54 @@ import (
 // byDimension is, for every dimension usage --by accepts, the table
 // column that shows it and the JSON field that carries it.
 var byDimension = []struct {
-	dim    store.Dimension
+	dim    usage.Dimension
 	column string
 	field  func(pricing.UsageRecord) string
 }{
-	{store.DimTenant, "TENANT", func(r pricing.UsageRecord) string { return r.Tenant }},
-	{store.DimDepartment, "DEPARTMENT", func(r pricing.UsageRecord) string { return r.Department }},
-	{store.DimSKU, "SKU", func(r pricing.UsageRecord) string { return r.SKU }},
-	{store.DimHost, "HOST", func(r pricing.UsageRecord) string { return r.Host }},
-	{store.DimWorkload, "WORKLOAD", func(r pricing.UsageRecord) string { return r.Workload }},
+	{usage.DimTenant, "TENANT", func(r pricing.UsageRecord) string { return r.Tenant }},
+	{usage.DimDepartment, "DEPARTMENT", func(r pricing.UsageRecord) string { return r.Department }},
+	{usage.DimSKU, "SKU", func(r pricing.UsageRecord) string { return r.SKU }},
+	{usage.DimHost, "HOST", func(r pricing.UsageRecord) string { return r.Host }},
+	{usage.DimWorkload, "WORKLOAD", func(r pricing.UsageRecord) string { return r.Workload }},
 }
 
 // Every grouping a query accepts names its groups in the table and in
 // the JSON rows; no row is anonymous.
 func TestUsageTableAndRecordsNameEveryDimension(t *testing.T) {
-	row := store.UsageRow{Tenant: "acme", Department: "research", SKU: "H100-SXM5-80GB", Host: "node-a", Workload: "train-1",
+	row := usage.Row{Tenant: "acme", Department: "research", SKU: "H100-SXM5-80GB", Host: "node-a", Workload: "train-1",
 		Samples: 1, Totals: meter.Totals{Values: meter.Values{GPUMicroseconds: 3_600_000_000}}}
 	for _, d := range byDimension {
 		t.Run(string(d.dim), func(t *testing.T) {
-			q := store.UsageQuery{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC),
-				GroupBy: []store.Dimension{d.dim}}
+			q := usage.Query{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC),
+				GroupBy: []usage.Dimension{d.dim}}
 			if err := q.Validate(); err != nil {
 				t.Fatalf("the query is refused: %v", err)
 			}
 			// The store fills only the grouped column.
-			r := store.UsageRow{Samples: row.Samples, Totals: row.Totals}
-			want := map[store.Dimension]string{store.DimTenant: row.Tenant, store.DimDepartment: row.Department,
-				store.DimSKU: row.SKU, store.DimHost: row.Host, store.DimWorkload: row.Workload}[d.dim]
+			r := usage.Row{Samples: row.Samples, Totals: row.Totals}
+			want := map[usage.Dimension]string{usage.DimTenant: row.Tenant, usage.DimDepartment: row.Department,
+				usage.DimSKU: row.SKU, usage.DimHost: row.Host, usage.DimWorkload: row.Workload}[d.dim]
 			switch d.dim {
-			case store.DimTenant:
+			case usage.DimTenant:
 				r.Tenant = want
-			case store.DimDepartment:
+			case usage.DimDepartment:
 				r.Department = want
-			case store.DimSKU:
+			case usage.DimSKU:
 				r.SKU = want
-			case store.DimHost:
+			case usage.DimHost:
 				r.Host = want
-			case store.DimWorkload:
+			case usage.DimWorkload:
 				r.Workload = want
 			}
 			var buf bytes.Buffer
-			if err := reports.WriteUsageTable(&buf, usageTable([]store.UsageRow{r}, q)); err != nil {
+			if err := reports.WriteUsageTable(&buf, usageTable([]usage.Row{r}, q)); err != nil {
 				t.Fatal(err)
 			}
 			lines := strings.Split(buf.String(), "\n")
 			if !strings.Contains(lines[0], d.column) || !strings.Contains(lines[1], want) {
 				t.Errorf("table lacks the %s column or %q:\n%s", d.column, want, buf.String())
 			}
-			if got := d.field(usageRecords([]store.UsageRow{r})[0]); got != want {
+			if got := d.field(usageRecords([]usage.Row{r})[0]); got != want {
 				t.Errorf("JSON record %s = %q, want %q", d.dim, got, want)
 			}
 		})
@@ -88,7 +88,7 @@ func TestUsageByEveryDimension(t *testing.T) {
 	if code, out, stderr := cli(t, "--clickhouse", dsn, "import", "--quiet", csv); code != 0 {
 		t.Fatalf("import: %d %s %s", code, out, stderr)
 	}
-	usage := func(t *testing.T, args ...string) string {
+	runUsage := func(t *testing.T, args ...string) string {
 		t.Helper()
 		code, out, stderr := cli(t, append([]string{"--clickhouse", dsn, "usage", "--from", "2026-11-01", "--to", "2026-11-02"}, args...)...)
 		if code != 0 {
@@ -96,22 +96,22 @@ func TestUsageByEveryDimension(t *testing.T) {
 		}
 		return out
 	}
-	groups := map[store.Dimension][]string{
-		store.DimTenant:     {"acme", "beta"},
-		store.DimDepartment: {"ops", "research"},
-		store.DimSKU:        {"H100-SXM5-80GB", "H100-SXM5-80GB/3g.40gb"},
-		store.DimHost:       {"node-a", "node-b"},
-		store.DimWorkload:   {"infer-7", "train-1"},
+	groups := map[usage.Dimension][]string{
+		usage.DimTenant:     {"acme", "beta"},
+		usage.DimDepartment: {"ops", "research"},
+		usage.DimSKU:        {"H100-SXM5-80GB", "H100-SXM5-80GB/3g.40gb"},
+		usage.DimHost:       {"node-a", "node-b"},
+		usage.DimWorkload:   {"infer-7", "train-1"},
 	}
 	for _, d := range byDimension {
 		t.Run(string(d.dim), func(t *testing.T) {
-			table := usage(t, "--by", string(d.dim))
+			table := runUsage(t, "--by", string(d.dim))
 			lines := strings.Split(strings.TrimRight(table, "\n"), "\n")
 			if len(lines) != 4 || !strings.Contains(lines[0], d.column) {
 				t.Fatalf("want a header with %s, two rows and a total:\n%s", d.column, table)
 			}
 			var recs []pricing.UsageRecord
-			if err := json.Unmarshal([]byte(usage(t, "--by", string(d.dim), "--json")), &recs); err != nil {
+			if err := json.Unmarshal([]byte(runUsage(t, "--by", string(d.dim), "--json")), &recs); err != nil {
 				t.Fatal(err)
 			}
 			if len(recs) != 2 {
@@ -132,7 +132,7 @@ func TestUsageByEveryDimension(t *testing.T) {
 	quote := func(t *testing.T, by string) string {
 		t.Helper()
 		f := filepath.Join(dir, strings.ReplaceAll(by, ",", "-")+".json")
-		os.WriteFile(f, []byte(usage(t, "--json", "--bucket", "hour", "--by", by)), 0o600)
+		os.WriteFile(f, []byte(runUsage(t, "--json", "--bucket", "hour", "--by", by)), 0o600)
 		code, out, stderr := runCLI("--book", exampleBook, "--usage", f, "--json")
 		if code != 0 {
 			t.Fatalf("quote --usage (usage --by %s): exit %d: %s", by, code, stderr)

@@ -14,6 +14,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 func writeCSV(t *testing.T, rows int, badLine int) string {
@@ -38,15 +39,15 @@ func writeCSV(t *testing.T, rows int, badLine int) string {
 	return p
 }
 
-func totals(t *testing.T, s *store.Store) map[string]store.UsageRow {
+func totals(t *testing.T, s *store.Store) map[string]usage.Row {
 	t.Helper()
-	rows, err := s.Usage(context.Background(), store.UsageQuery{
+	rows, err := s.Usage(context.Background(), usage.Query{
 		From: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
-		GroupBy: []store.Dimension{store.DimTenant}})
+		GroupBy: []usage.Dimension{usage.DimTenant}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]store.UsageRow{}
+	out := map[string]usage.Row{}
 	for _, r := range rows {
 		out[r.Tenant] = r
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/meter"
-	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 const benchRows = 500_000
@@ -78,7 +78,7 @@ func BenchmarkInsertSamples(b *testing.B) {
 	b.ReportMetric(clientRate, "client_rows/s")
 	b.ReportMetric(storeRate/clientRate, "ratio")
 
-	n, err := s.Usage(ctx, store.UsageQuery{From: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)})
+	n, err := s.Usage(ctx, usage.Query{From: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)})
 	if err != nil || n[0].Samples != uint64(2*benchRows*b.N) {
 		b.Fatalf("stored %+v (%v), want %d samples", n, err, 2*benchRows*b.N)
 	}

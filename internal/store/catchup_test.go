@@ -11,8 +11,8 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/spool"
-	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 // A simulated fleet for the catch-up runs: 125 hosts of 8 GPUs, each GPU
@@ -197,7 +197,7 @@ func runCatchUp(tb testing.TB, hours int, liveAfter time.Duration) catchUpResult
 	if err != nil {
 		tb.Fatal(err)
 	}
-	usage, err := s.Usage(ctx, store.UsageQuery{From: fleet.start, To: fleet.start.Add(48 * time.Hour)})
+	usage, err := s.Usage(ctx, usage.Query{From: fleet.start, To: fleet.start.Add(48 * time.Hour)})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/spool"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 // BenchmarkDeliveryEndToEnd measures the collector's delivery path against
@@ -300,7 +301,7 @@ func exportNative(b *testing.B, client string, samples []collectors.Sample, orde
 
 func checkStored(b *testing.B, s *store.Store, want int) {
 	b.Helper()
-	rows, err := s.Usage(context.Background(), store.UsageQuery{From: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)})
+	rows, err := s.Usage(context.Background(), usage.Query{From: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)})
 	if err != nil || len(rows) != 1 || rows[0].Samples != uint64(want) {
 		b.Fatalf("database %s holds %+v (%v), want %d samples", s.Database(), rows, err, want)
 	}

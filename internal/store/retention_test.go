@@ -13,13 +13,14 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/schemas"
 )
 
 // hourlySamples is the sample count usage_hourly holds for [from, to).
 func hourlySamples(t *testing.T, s *store.Store, from, to time.Time) uint64 {
 	t.Helper()
-	rows, err := s.Usage(context.Background(), store.UsageQuery{From: from, To: to, Source: store.SourceHourly})
+	rows, err := s.Usage(context.Background(), usage.Query{From: from, To: to, Source: usage.SourceHourly})
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("hourly %s..%s: %+v (%v)", from, to, rows, err)
 	}

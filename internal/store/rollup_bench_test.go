@@ -8,8 +8,8 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/meter"
-	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 // BenchmarkRollupDay rolls up one day of 10 s samples for 1,000 GPUs
@@ -57,7 +57,7 @@ func BenchmarkRollupDay(b *testing.B) {
 	per := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(per, "s/day")
 	b.ReportMetric(float64(gpus*intervals)/per, "raw_rows/s")
-	rows, err := s.Usage(ctx, store.UsageQuery{From: day, To: day.Add(24 * time.Hour), Source: store.SourceHourly})
+	rows, err := s.Usage(ctx, usage.Query{From: day, To: day.Add(24 * time.Hour), Source: usage.SourceHourly})
 	if err != nil || rows[0].GPUMicroseconds != gpus*intervals*10_000_000 {
 		b.Fatalf("hourly total %+v (%v)", rows, err)
 	}

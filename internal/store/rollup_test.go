@@ -10,6 +10,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 // assertHourlyMatchesRaw compares every meter of usage_hourly with the
@@ -17,13 +18,13 @@ import (
 func assertHourlyMatchesRaw(t *testing.T, s *store.Store, from, to time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	q := store.UsageQuery{From: from, To: to, Bucket: store.BucketHour,
-		GroupBy: []store.Dimension{store.DimTenant, store.DimDepartment, store.DimSKU}}
+	q := usage.Query{From: from, To: to, Bucket: usage.BucketHour,
+		GroupBy: []usage.Dimension{usage.DimTenant, usage.DimDepartment, usage.DimSKU}}
 	raw, err := s.Usage(ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q.Source = store.SourceHourly
+	q.Source = usage.SourceHourly
 	hourly, err := s.Usage(ctx, q)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +124,7 @@ func TestRetentionDropsOnlyInvoicedRolledUpMonths(t *testing.T) {
 	if err != nil || len(months) != 1 || !months[0].Equal(nov) {
 		t.Fatalf("raw months left %v (%v), want November", months, err)
 	}
-	rows, err := s.Usage(ctx, store.UsageQuery{From: oct, To: nov, Source: store.SourceHourly})
+	rows, err := s.Usage(ctx, usage.Query{From: oct, To: nov, Source: usage.SourceHourly})
 	if err != nil || rows[0].Samples != 8*36 {
 		t.Fatalf("hourly October after dropping raw: %+v (%v)", rows, err)
 	}
@@ -137,7 +138,7 @@ func TestRetentionDropsOnlyInvoicedRolledUpMonths(t *testing.T) {
 	if _, err := job.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rows, err = s.Usage(ctx, store.UsageQuery{From: oct, To: nov, Source: store.SourceHourly})
+	rows, err = s.Usage(ctx, usage.Query{From: oct, To: nov, Source: usage.SourceHourly})
 	if err != nil || rows[0].Samples != 8*36 {
 		t.Fatalf("hourly October after a late sample in its dropped month: %+v (%v)", rows, err)
 	}
@@ -177,13 +178,13 @@ func TestRollupFromALaggingClockStillReplacesOlderRows(t *testing.T) {
 func assertHourlyKeysMatchRaw(t *testing.T, s *store.Store, from, to time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	q := store.UsageQuery{From: from, To: to, Bucket: store.BucketHour,
-		GroupBy: []store.Dimension{store.DimTenant, store.DimDepartment, store.DimSKU}}
+	q := usage.Query{From: from, To: to, Bucket: usage.BucketHour,
+		GroupBy: []usage.Dimension{usage.DimTenant, usage.DimDepartment, usage.DimSKU}}
 	raw, err := s.Usage(ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q.Source = store.SourceHourly
+	q.Source = usage.SourceHourly
 	hourly, err := s.Usage(ctx, q)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +193,7 @@ func assertHourlyKeysMatchRaw(t *testing.T, s *store.Store, from, to time.Time) 
 		hour                    time.Time
 		tenant, department, sku string
 	}
-	want := map[key]store.UsageRow{}
+	want := map[key]usage.Row{}
 	for _, r := range raw {
 		want[key{r.Bucket, r.Tenant, r.Department, r.SKU}] = r
 	}
@@ -249,8 +250,8 @@ func TestRollupRecomputeRemovesKeysThatVanishedFromRaw(t *testing.T) {
 	// inFirstHour: usage_hourly holds samples of department in the first hour.
 	inFirstHour := func(department string) bool {
 		t.Helper()
-		rows, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(time.Hour),
-			Source: store.SourceHourly, Department: department})
+		rows, err := s.Usage(ctx, usage.Query{From: start, To: start.Add(time.Hour),
+			Source: usage.SourceHourly, Department: department})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,7 +280,7 @@ func TestRollupRecomputeRemovesKeysThatVanishedFromRaw(t *testing.T) {
 	if inFirstHour("dept-b") || !inFirstHour("dept-c") {
 		t.Error("manual rollup left the old department dept-b or lost dept-c")
 	}
-	rows, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(2 * time.Hour), Source: store.SourceHourly})
+	rows, err := s.Usage(ctx, usage.Query{From: start, To: start.Add(2 * time.Hour), Source: usage.SourceHourly})
 	if err != nil || len(rows) != 1 || rows[0].Samples != uint64(len(samples)) {
 		t.Errorf("hourly total after moves: %+v (%v), want %d samples", rows, err, len(samples))
 	}
@@ -304,8 +305,8 @@ func TestRollupRangeWithoutRawSamplesKeepsHourlyRows(t *testing.T) {
 	if err := s.RollupRange(ctx, start, start.Add(time.Hour), 2); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(time.Hour), Source: store.SourceHourly,
-		GroupBy: []store.Dimension{store.DimTenant}})
+	rows, err := s.Usage(ctx, usage.Query{From: start, To: start.Add(time.Hour), Source: usage.SourceHourly,
+		GroupBy: []usage.Dimension{usage.DimTenant}})
 	if err != nil || len(rows) != 2 || rows[0].Samples != 8*180 || rows[1].Samples != 8*180 {
 		t.Fatalf("hourly after a recompute without raw samples: %+v (%v)", rows, err)
 	}

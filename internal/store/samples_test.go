@@ -12,6 +12,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/spool"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 // testSamples builds n samples of 10 s each for the given tenants, spread
@@ -72,7 +73,7 @@ func TestInsertSameBatchTwiceCountsOnce(t *testing.T) {
 			t.Fatalf("insert %d: %v", i, err)
 		}
 	}
-	rows, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(24 * time.Hour), GroupBy: []store.Dimension{store.DimTenant}})
+	rows, err := s.Usage(ctx, usage.Query{From: start, To: start.Add(24 * time.Hour), GroupBy: []usage.Dimension{usage.DimTenant}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestInsertOfManyBlocksIsExact(t *testing.T) {
 // samples' count and meters, in the 30 days from start.
 func checkTenantTotals(t *testing.T, s *store.Store, start time.Time, samples []collectors.Sample) {
 	t.Helper()
-	rows, err := s.Usage(context.Background(), store.UsageQuery{From: start, To: start.Add(30 * 24 * time.Hour), GroupBy: []store.Dimension{store.DimTenant}})
+	rows, err := s.Usage(context.Background(), usage.Query{From: start, To: start.Add(30 * 24 * time.Hour), GroupBy: []usage.Dimension{usage.DimTenant}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestUsageRangeAndBucketsAreExact(t *testing.T) {
 			wantHour[h][x.Tenant] += x.EnergyMillijoules
 		}
 	}
-	rows, err := s.Usage(ctx, store.UsageQuery{From: from, To: to, GroupBy: []store.Dimension{store.DimTenant}, Bucket: store.BucketHour})
+	rows, err := s.Usage(ctx, usage.Query{From: from, To: to, GroupBy: []usage.Dimension{usage.DimTenant}, Bucket: usage.BucketHour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +169,7 @@ func TestUsageRangeAndBucketsAreExact(t *testing.T) {
 			t.Errorf("%s %s gpu µs = %d, want 4 GPUs × 1 h", r.Bucket, r.Tenant, r.GPUMicroseconds)
 		}
 	}
-	monthly, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(4 * time.Hour), GroupBy: []store.Dimension{store.DimSKU}, Bucket: store.BucketMonth})
+	monthly, err := s.Usage(ctx, usage.Query{From: start, To: start.Add(4 * time.Hour), GroupBy: []usage.Dimension{usage.DimSKU}, Bucket: usage.BucketMonth})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestUsageRangeAndBucketsAreExact(t *testing.T) {
 	if got := monthly[0].GPUMicroseconds + monthly[1].GPUMicroseconds; got != uint64(len(samples))*10_000_000 {
 		t.Errorf("monthly gpu µs = %d, want %d", got, uint64(len(samples))*10_000_000)
 	}
-	scoped, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(4 * time.Hour), Tenant: "globex"})
+	scoped, err := s.Usage(ctx, usage.Query{From: start, To: start.Add(4 * time.Hour), Tenant: "globex"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestInsertRejectsInvalidBatchAndStoresNothing(t *testing.T) {
 	if err == nil {
 		t.Fatal("invalid batch accepted")
 	}
-	rows, err := s.Usage(ctx, store.UsageQuery{From: start, To: start.Add(time.Hour)})
+	rows, err := s.Usage(ctx, usage.Query{From: start, To: start.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 // TestScopeWhereIsOneRuleForEveryRead: each kind of scope becomes one
@@ -40,8 +41,8 @@ func TestScopeWhereIsOneRuleForEveryRead(t *testing.T) {
 				return
 			}
 			reads := map[string]func() (string, []any){
-				"usage raw":    UsageQuery{From: from, To: to, GroupBy: []Dimension{DimTenant}, Scope: tc.scope}.toSQL,
-				"usage hourly": UsageQuery{From: from, To: to, GroupBy: []Dimension{DimTenant}, Source: SourceHourly, Scope: tc.scope}.toSQL,
+				"usage raw":    usageQuery{From: from, To: to, GroupBy: []usage.Dimension{usage.DimTenant}, Scope: tc.scope}.toSQL,
+				"usage hourly": usageQuery{From: from, To: to, GroupBy: []usage.Dimension{usage.DimTenant}, Source: usage.SourceHourly, Scope: tc.scope}.toSQL,
 				"invoices":     InvoiceQuery{Issuer: "gc", Scope: tc.scope}.toSQL,
 				"invoice":      func() (string, []any) { return invoiceForSQL("gc", tc.scope, "GC-1", false) },
 				"holdings":     InsightsQuery{From: from, To: to, Scope: tc.scope}.holdingsSQL,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/pricing"
 )
@@ -56,19 +57,19 @@ func CheckedStatements(from, to time.Time, tenant string, version uint64) []Stat
 	)
 	usage := []struct {
 		name string
-		q    UsageQuery
+		q    usageQuery
 	}{
-		{"usage raw total", UsageQuery{From: from, To: to}},
-		{"usage raw by tenant, department, sku per hour", UsageQuery{From: from, To: to, Bucket: BucketHour,
-			GroupBy: []Dimension{DimTenant, DimDepartment, DimSKU}}},
-		{"usage raw by host, workload per day", UsageQuery{From: from, To: to, Bucket: BucketDay,
-			GroupBy: []Dimension{DimHost, DimWorkload}}},
-		{"usage raw of a tenant per month", UsageQuery{From: from, To: to, Bucket: BucketMonth, Tenant: tenant,
-			GroupBy: []Dimension{DimSKU}}},
-		{"usage hourly by tenant, sku per hour", UsageQuery{From: from, To: to, Bucket: BucketHour, Source: SourceHourly,
-			GroupBy: []Dimension{DimTenant, DimSKU}}},
-		{"usage hourly of a tenant per day", UsageQuery{From: from, To: to, Bucket: BucketDay, Source: SourceHourly,
-			Tenant: tenant, GroupBy: []Dimension{DimDepartment}}},
+		{"usage raw total", usageQuery{From: from, To: to}},
+		{"usage raw by tenant, department, sku per hour", usageQuery{From: from, To: to, Bucket: usage.BucketHour,
+			GroupBy: []usage.Dimension{usage.DimTenant, usage.DimDepartment, usage.DimSKU}}},
+		{"usage raw by host, workload per day", usageQuery{From: from, To: to, Bucket: usage.BucketDay,
+			GroupBy: []usage.Dimension{usage.DimHost, usage.DimWorkload}}},
+		{"usage raw of a tenant per month", usageQuery{From: from, To: to, Bucket: usage.BucketMonth, Tenant: tenant,
+			GroupBy: []usage.Dimension{usage.DimSKU}}},
+		{"usage hourly by tenant, sku per hour", usageQuery{From: from, To: to, Bucket: usage.BucketHour, Source: usage.SourceHourly,
+			GroupBy: []usage.Dimension{usage.DimTenant, usage.DimSKU}}},
+		{"usage hourly of a tenant per day", usageQuery{From: from, To: to, Bucket: usage.BucketDay, Source: usage.SourceHourly,
+			Tenant: tenant, GroupBy: []usage.Dimension{usage.DimDepartment}}},
 	}
 	for _, u := range usage {
 		sql, args := u.q.toSQL()

@@ -9,6 +9,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 // A range the server cannot represent is an error naming the limit; before
@@ -28,10 +29,10 @@ func TestUsageRefusesTimesTheServerCannotRepresent(t *testing.T) {
 		t.Fatalf("server %s: limit %s, want 2105-12-31T23:59:59Z", v, limit)
 	}
 	// Up to the limit works ([from, to) ends one second after it).
-	if _, err := s.Usage(ctx, store.UsageQuery{From: limit.Add(-time.Hour), To: limit.Add(time.Second)}); err != nil {
+	if _, err := s.Usage(ctx, usage.Query{From: limit.Add(-time.Hour), To: limit.Add(time.Second)}); err != nil {
 		t.Fatalf("range ending at the limit: %v", err)
 	}
-	_, err = s.Usage(ctx, store.UsageQuery{From: limit.Add(-time.Hour), To: limit.Add(2 * time.Second)})
+	_, err = s.Usage(ctx, usage.Query{From: limit.Add(-time.Hour), To: limit.Add(2 * time.Second)})
 	if limit.Before(collectors.MaxTime) && !errors.Is(err, store.ErrTimeOutOfRange) {
 		t.Fatalf("range past the limit %s: err = %v, want ErrTimeOutOfRange", limit, err)
 	}

@@ -2,134 +2,54 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
 
-	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
-// Usage queries are internal/usage's (usage.Query, usage.Row and their
-// enums); the store runs them. The names below are the same types, kept
-// for the store's other callers (the CLI's direct reads).
-type (
-	Dimension = usage.Dimension
-	Bucket    = usage.Bucket
-	Source    = usage.Source
-	UsageRow  = usage.Row
-)
-
-const (
-	DimTenant     = usage.DimTenant
-	DimDepartment = usage.DimDepartment
-	DimSKU        = usage.DimSKU
-	DimHost       = usage.DimHost
-	DimWorkload   = usage.DimWorkload
-
-	BucketNone  = usage.BucketNone
-	BucketHour  = usage.BucketHour
-	BucketDay   = usage.BucketDay
-	BucketMonth = usage.BucketMonth
-
-	// SourceRaw reads usage_samples with FINAL: exact up to the last sample.
-	SourceRaw = usage.SourceRaw
-	// SourceHourly reads the usage_hourly rollup with FINAL: fast, and exact
-	// up to the last rollup run.
-	SourceHourly = usage.SourceHourly
-)
-
 // dimensions in the order rows hold them.
-var dimensions = []Dimension{DimTenant, DimDepartment, DimSKU, DimHost, DimWorkload}
+var dimensions = []usage.Dimension{usage.DimTenant, usage.DimDepartment, usage.DimSKU, usage.DimHost, usage.DimWorkload}
 
-// UsageQuery is usage.Query as the store runs it: checked against the
+// usageQuery is usage.Query as the store runs it: checked against the
 // columns and times the tables hold (Validate), then turned into SQL.
-type UsageQuery usage.Query
+type usageQuery usage.Query
 
 var (
 	_ usage.Store     = (*Store)(nil)
 	_ quota.LiveStore = (*Store)(nil)
 )
 
-// UsageRows runs the usage service's query (Usage).
-func (s *Store) UsageRows(ctx context.Context, q usage.Query) ([]usage.Row, error) {
-	return s.Usage(ctx, UsageQuery(q))
-}
-
-// Validate reports every problem with the query.
-func (q UsageQuery) Validate() error {
-	var errs []error
-	if q.From.IsZero() || q.To.IsZero() {
-		errs = append(errs, errors.New("from/to: both required"))
-	} else if !q.To.After(q.From) {
-		errs = append(errs, errors.New("to: must be after from"))
-	} else if !collectors.InStorableRange(q.From) || !collectors.InStorableRange(q.To) {
-		errs = append(errs, errors.New("from/to: outside 1970-01-01 .. 2106-02-07"))
-	}
-	seen := map[Dimension]bool{}
-	for _, d := range q.GroupBy {
-		switch d {
-		case DimTenant, DimDepartment, DimSKU:
-		case DimHost, DimWorkload:
-			if q.Source == SourceHourly {
-				errs = append(errs, fmt.Errorf("group_by: %q is in raw samples only, not in hourly rollups", d))
-			}
-		default:
-			errs = append(errs, fmt.Errorf("group_by: unknown dimension %q (want tenant, department, sku, host or workload)", d))
-		}
-		if seen[d] {
-			errs = append(errs, fmt.Errorf("group_by: %q twice", d))
-		}
-		seen[d] = true
-	}
-	switch q.Bucket {
-	case BucketNone, BucketHour, BucketDay, BucketMonth:
-	default:
-		errs = append(errs, fmt.Errorf("bucket: unknown %q (want hour, day or month)", q.Bucket))
-	}
-	switch q.Source {
-	case SourceRaw, SourceHourly, "":
-	default:
-		errs = append(errs, fmt.Errorf("source: unknown %q (want raw or hourly)", q.Source))
-	}
-	if q.Scope.Kind != "" {
-		if err := q.Scope.Validate(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // toSQL builds the statement and its arguments. Identifiers come only from
 // the closed enums above; every value is a bind parameter.
-func (q UsageQuery) toSQL() (string, []any) {
+func (q usageQuery) toSQL() (string, []any) {
 	table, timeCol := "usage_samples", "start"
 	count := "count()"
-	if q.Source == SourceHourly {
+	if q.Source == usage.SourceHourly {
 		table, timeCol = "usage_hourly", "hour"
 		count = "sum(samples)"
 	}
 	var sel, group []string
 	switch q.Bucket {
-	case BucketHour:
+	case usage.BucketHour:
 		sel = append(sel, "toStartOfHour("+timeCol+") AS bucket")
 		group = append(group, "bucket")
-	case BucketDay:
+	case usage.BucketDay:
 		sel = append(sel, "toStartOfDay("+timeCol+") AS bucket")
 		group = append(group, "bucket")
-	case BucketMonth:
+	case usage.BucketMonth:
 		// toStartOfMonth returns a Date; keep every bucket a DateTime.
 		sel = append(sel, "toDateTime(toStartOfMonth("+timeCol+")) AS bucket")
 		group = append(group, "bucket")
 	default:
 		sel = append(sel, "toDateTime(0) AS bucket")
 	}
-	has := map[Dimension]bool{}
+	has := map[usage.Dimension]bool{}
 	for _, d := range q.GroupBy {
 		has[d] = true
 	}
@@ -144,7 +64,7 @@ func (q UsageQuery) toSQL() (string, []any) {
 		}
 	}
 	sel = append(sel, count+" AS sample_count", meterColumns("sum"))
-	if q.Source == SourceHourly {
+	if q.Source == usage.SourceHourly {
 		sel = append(sel, unmeasuredColumns("sum"))
 	} else {
 		sel = append(sel, unmeasuredSums())
@@ -162,7 +82,7 @@ func (q UsageQuery) toSQL() (string, []any) {
 	}
 	conds, scopeArgs := scopeWhere(q.Scope)
 	where, args = append(where, conds...), append(args, scopeArgs...)
-	if q.Source == SourceHourly {
+	if q.Source == usage.SourceHourly {
 		// A recompute leaves a tombstone (samples = 0, every meter zero) where a
 		// key vanished from raw. WHERE runs after FINAL, so the tombstone
 		// replaces the stale row first and then is filtered out itself.
@@ -182,8 +102,9 @@ func (q UsageQuery) toSQL() (string, []any) {
 
 // Usage runs a usage query. Reads deduplicate by sample_id (FINAL), so a
 // sample delivered twice counts once.
-func (s *Store) Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error) {
-	if err := q.Validate(); err != nil {
+func (s *Store) Usage(ctx context.Context, query usage.Query) ([]usage.Row, error) {
+	q := usageQuery(query)
+	if err := query.Validate(); err != nil {
 		return nil, fmt.Errorf("usage query: %w", err)
 	}
 	// A To of exactly the limit's next second is fine: the range is [from, to).
@@ -196,9 +117,9 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error) {
 		return nil, fmt.Errorf("usage query: %w", err)
 	}
 	defer rows.Close()
-	var out []UsageRow
+	var out []usage.Row
 	for rows.Next() {
-		var r UsageRow
+		var r usage.Row
 		dest := []any{&r.Bucket, &r.Tenant, &r.Department, &r.SKU, &r.Host, &r.Workload, &r.Samples}
 		for m := range meter.Count {
 			dest = append(dest, r.Ptr(m))
@@ -209,7 +130,7 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error) {
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("usage query: scan: %w", err)
 		}
-		if q.Bucket == BucketNone {
+		if q.Bucket == usage.BucketNone {
 			r.Bucket = time.Time{}
 		} else {
 			r.Bucket = r.Bucket.UTC()

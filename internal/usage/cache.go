@@ -70,7 +70,7 @@ func (s *Service) rows(ctx context.Context, q Query, version uint64) ([]Row, err
 		}
 	}
 	c.mu.Unlock()
-	rows, err := s.store.UsageRows(ctx, q)
+	rows, err := s.store.Usage(ctx, q)
 	if err != nil {
 		return nil, err
 	}

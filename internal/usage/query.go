@@ -2,17 +2,21 @@ package usage
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // Store is what the service reads (internal/store meets it).
 type Store interface {
-	// UsageRows sums every meter of q's rows (deduplicated) per group.
-	UsageRows(ctx context.Context, q Query) ([]Row, error)
+	// Usage sums every meter of q's rows (deduplicated) per group.
+	Usage(ctx context.Context, q Query) ([]Row, error)
 	// LoadRollupState is the hourly rollup's progress (billing.RollupJob).
 	LoadRollupState(ctx context.Context, job string) (billing.RollupState, bool, error)
 	// RawDroppedBefore is where retention dropped raw samples (zero: none).
@@ -79,4 +83,49 @@ type Row struct {
 	Workload   string
 	Samples    uint64
 	meter.Totals
+}
+
+// Validate reports every problem with the query, each a validation
+// error naming the field.
+func (q Query) Validate() error {
+	var errs []error
+	if q.From.IsZero() || q.To.IsZero() {
+		errs = append(errs, errors.New("from/to: both required"))
+	} else if !q.To.After(q.From) {
+		errs = append(errs, errors.New("to: must be after from"))
+	} else if !collectors.InStorableRange(q.From) || !collectors.InStorableRange(q.To) {
+		errs = append(errs, errors.New("from/to: outside 1970-01-01 .. 2106-02-07"))
+	}
+	seen := map[Dimension]bool{}
+	for _, d := range q.GroupBy {
+		switch d {
+		case DimTenant, DimDepartment, DimSKU:
+		case DimHost, DimWorkload:
+			if q.Source == SourceHourly {
+				errs = append(errs, fmt.Errorf("group_by: %q is in raw samples only, not in hourly rollups", d))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("group_by: unknown dimension %q (want tenant, department, sku, host or workload)", d))
+		}
+		if seen[d] {
+			errs = append(errs, fmt.Errorf("group_by: %q twice", d))
+		}
+		seen[d] = true
+	}
+	switch q.Bucket {
+	case BucketNone, BucketHour, BucketDay, BucketMonth:
+	default:
+		errs = append(errs, fmt.Errorf("bucket: unknown %q (want hour, day or month)", q.Bucket))
+	}
+	switch q.Source {
+	case SourceRaw, SourceHourly, "":
+	default:
+		errs = append(errs, fmt.Errorf("source: unknown %q (want raw or hourly)", q.Source))
+	}
+	if q.Scope.Kind != "" {
+		if err := q.Scope.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return fault.Validation(errors.Join(errs...))
 }

@@ -90,7 +90,7 @@ type fakeStore struct {
 	asked []Query
 }
 
-func (f *fakeStore) UsageRows(_ context.Context, q Query) ([]Row, error) {
+func (f *fakeStore) Usage(_ context.Context, q Query) ([]Row, error) {
 	f.asked = append(f.asked, q)
 	var out []Row
 	for h := q.From; h.Before(q.To); h = h.Add(time.Hour) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
@@ -45,8 +46,8 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatalf("GET /v1/tenants: %d %s", code, body)
 	}
 	stop() // serve flushes the audit log as it stops
-	wantRaw := usageByTenant(t, src, start, start.Add(d), store.SourceRaw)
-	wantHourly := usageByTenant(t, src, start, start.Add(d), store.SourceHourly)
+	wantRaw := usageByTenant(t, src, start, start.Add(d), usage.SourceRaw)
+	wantHourly := usageByTenant(t, src, start, start.Add(d), usage.SourceHourly)
 	wantInvoices := fmt.Sprint(listInvoices(t, src, cfg))
 	if len(wantRaw) < 3 || wantInvoices == "[]" {
 		t.Fatalf("source holds too little to show a restore: %v, invoices %s", wantRaw, wantInvoices)
@@ -61,10 +62,10 @@ func TestBackupRestore(t *testing.T) {
 
 	check := func(t *testing.T, dsn string) {
 		t.Helper()
-		if got := usageByTenant(t, dsn, start, start.Add(d), store.SourceRaw); fmt.Sprint(got) != fmt.Sprint(wantRaw) {
+		if got := usageByTenant(t, dsn, start, start.Add(d), usage.SourceRaw); fmt.Sprint(got) != fmt.Sprint(wantRaw) {
 			t.Errorf("raw usage after restore:\n got %v\nwant %v", got, wantRaw)
 		}
-		if got := usageByTenant(t, dsn, start, start.Add(d), store.SourceHourly); fmt.Sprint(got) != fmt.Sprint(wantHourly) {
+		if got := usageByTenant(t, dsn, start, start.Add(d), usage.SourceHourly); fmt.Sprint(got) != fmt.Sprint(wantHourly) {
 			t.Errorf("hourly usage after restore:\n got %v\nwant %v", got, wantHourly)
 		}
 		if got := fmt.Sprint(listInvoices(t, dsn, cfg)); got != wantInvoices {

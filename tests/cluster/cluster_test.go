@@ -17,6 +17,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
@@ -99,7 +100,7 @@ func TestTwoShardCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledger := fleet.Ledger()
-	hourly := usageByTenant(t, dsn2, start, start.Add(d), store.SourceHourly)
+	hourly := usageByTenant(t, dsn2, start, start.Add(d), usage.SourceHourly)
 	for _, tenant := range ledger.Tenants() {
 		if got, want := hourly[tenant], ledger.GPUMicroseconds[tenant]; got != want {
 			t.Errorf("hourly rollup, tenant %q: %d gpu-µs, simulator ran %d", tenant, got, want)
@@ -245,11 +246,11 @@ func nodeConn(t *testing.T, port int) driver.Conn {
 	return conn
 }
 
-func usageByTenant(t *testing.T, dsn string, from, to time.Time, source store.Source) map[string]uint64 {
+func usageByTenant(t *testing.T, dsn string, from, to time.Time, source usage.Source) map[string]uint64 {
 	t.Helper()
 	ctx := context.Background()
 	s := harness.OpenStore(t, dsn)
-	rows, err := s.Usage(ctx, store.UsageQuery{From: from, To: to, GroupBy: []store.Dimension{store.DimTenant}, Source: source})
+	rows, err := s.Usage(ctx, usage.Query{From: from, To: to, GroupBy: []usage.Dimension{usage.DimTenant}, Source: source})
 	if err != nil {
 		t.Fatal(err)
 	}

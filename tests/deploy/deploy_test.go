@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpumeter/gpumeter/internal/config"
+	"github.com/gpumeter/gpumeter/cmd/gpumeter/config"
 	"github.com/gpumeter/gpumeter/tests/harness"
 )
 

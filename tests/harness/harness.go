@@ -26,6 +26,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 var (
@@ -286,7 +287,7 @@ func StoredSamples(dsn string) uint64 {
 		return 0
 	}
 	defer s.Close()
-	rows, err := s.Usage(ctx, store.UsageQuery{From: time.Unix(0, 0), To: time.Now().AddDate(10, 0, 0)})
+	rows, err := s.Usage(ctx, usage.Query{From: time.Unix(0, 0), To: time.Now().AddDate(10, 0, 0)})
 	if err != nil || len(rows) == 0 {
 		return 0
 	}

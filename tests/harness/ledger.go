@@ -8,7 +8,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors/sim"
 	"github.com/gpumeter/gpumeter/internal/meter"
-	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
 // AssertStoredMatchesSimulator compares what ClickHouse holds for [start,
@@ -18,9 +18,9 @@ func AssertStoredMatchesSimulator(t testing.TB, dsn string, seed int64, hosts in
 	t.Helper()
 	ctx := context.Background()
 	s := OpenStore(t, dsn)
-	rows, err := s.Usage(ctx, store.UsageQuery{
+	rows, err := s.Usage(ctx, usage.Query{
 		From: start, To: start.Add(d),
-		GroupBy: []store.Dimension{store.DimTenant}, Source: store.SourceRaw,
+		GroupBy: []usage.Dimension{usage.DimTenant}, Source: usage.SourceRaw,
 	})
 	if err != nil {
 		t.Fatal(err)

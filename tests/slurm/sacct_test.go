@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/slurmtest"
-	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
@@ -37,7 +37,7 @@ func writeFile(t *testing.T, name, content string) string {
 // workload.
 func usageBy(t *testing.T, dsn string, from, to time.Time) map[string]uint64 {
 	t.Helper()
-	rows, err := harness.OpenStore(t, dsn).Usage(context.Background(), store.UsageQuery{From: from, To: to, GroupBy: []store.Dimension{store.DimTenant, store.DimWorkload}})
+	rows, err := harness.OpenStore(t, dsn).Usage(context.Background(), usage.Query{From: from, To: to, GroupBy: []usage.Dimension{usage.DimTenant, usage.DimWorkload}})
 	if err != nil {
 		t.Fatal(err)
 	}

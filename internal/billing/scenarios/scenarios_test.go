@@ -24,6 +24,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	usagedomain "github.com/gpumeter/gpumeter/internal/usage" // the local type usage is a scenario's timeline
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -384,7 +385,7 @@ func checkBilledUsage(t *testing.T, ctx context.Context, s *store.Store, where s
 			}
 		}
 	}
-	rows, err := s.Usage(ctx, store.UsageQuery{From: inv.PeriodStart, To: inv.PeriodEnd, Tenant: inv.Tenant, Source: store.SourceHourly})
+	rows, err := s.Usage(ctx, usagedomain.Query{From: inv.PeriodStart, To: inv.PeriodEnd, Tenant: inv.Tenant, Source: usagedomain.SourceHourly})
 	if err != nil {
 		t.Fatal(err)
 	}

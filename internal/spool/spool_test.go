@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -822,6 +823,14 @@ func TestAppendRefusesInvalidSamplesAndWritesNothing(t *testing.T) {
 func TestDecodeReadsVersion1And2Payloads(t *testing.T) {
 	batch := testBatch(3, 1)
 	batch[0].Unmeasured = 0
+	// v1 and v2 carry the first legacyPayloadMeters meters: the later ones
+	// are zero here, one byte each just before the flags, and dropped.
+	var absent meter.Unmeasured
+	for m := meter.ID(legacyPayloadMeters); m < meter.Count; m++ {
+		*batch[0].Ptr(m) = 0
+		absent |= meter.Specs[m].Unmeasured
+	}
+	later := int(meter.Count - legacyPayloadMeters)
 	var e encoder
 	rec, err := e.encode(batch)
 	if err != nil {
@@ -831,20 +840,24 @@ func TestDecodeReadsVersion1And2Payloads(t *testing.T) {
 	if payload[0] != payloadV3 || payload[1] != byte(meter.Count) || payload[len(payload)-1] != 0 {
 		t.Fatalf("unexpected v3 layout: version %d, meters %d, last byte %d", payload[0], payload[1], payload[len(payload)-1])
 	}
-	v1 := append([]byte{payloadV1}, payload[2:len(payload)-1]...)
+	v1 := append([]byte{payloadV1}, payload[2:len(payload)-1-later]...)
 	got, err := decodeBatch(v1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	equalSamples(t, got, batch)
+	want := slices.Clone(batch)
+	want[0].Unmeasured = absent // meters v1 predates are unmeasured, not 0
+	equalSamples(t, got, want)
 
 	batch[0].Unmeasured = meter.UnmeasuredNVLink | meter.UnmeasuredEnergy
 	rec, err = e.encode(batch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v2 := append([]byte{payloadV2}, rec[recHeaderLen+2:]...)
-	if got, err = decodeBatch(v2, 1); err != nil || got[0].Unmeasured != batch[0].Unmeasured {
+	n := len(rec)
+	v2 := append([]byte{payloadV2}, rec[recHeaderLen+2:n-1-later]...)
+	v2 = append(v2, rec[n-1])
+	if got, err = decodeBatch(v2, 1); err != nil || got[0].Unmeasured != batch[0].Unmeasured|absent {
 		t.Fatalf("v2: %+v, %v", got, err)
 	}
 	if got, err = decodeBatch(rec[recHeaderLen:], 1); err != nil || got[0].Unmeasured != batch[0].Unmeasured {

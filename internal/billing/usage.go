@@ -63,19 +63,8 @@ func chargebackRows(hours []HourlyMeters) []UsageRow {
 		r := chargeback.Row{Department: dept, Tenant: h.Tenant, SKU: h.SKU, Hour: hour,
 			GPUMicroseconds: h.GPUMicroseconds, SMActiveMicroseconds: h.SMActiveMicroseconds, MemMiBSeconds: h.MemMiBSeconds,
 			EnergyMillijoules: h.EnergyMillijoules,
-			Unmeasured: chargeback.Unmeasured{SMActive: h.Unmeasured[groupIndex(meter.UnmeasuredSMActive)],
-				Energy: h.Unmeasured[groupIndex(meter.UnmeasuredEnergy)]}}
+			Unmeasured: chargeback.Unmeasured{SMActive: h.Unmeasured[meter.GroupSMActive], Energy: h.Unmeasured[meter.GroupEnergy]}}
 		out = append(out, UsageRow{Row: r, Usage: pricing.UsageOf(hour, h.SKU, h.Values)})
 	}
 	return out
-}
-
-// groupIndex is the place of a single Unmeasured flag in meter.Groups.
-func groupIndex(flag meter.Unmeasured) int {
-	for i := range meter.Groups {
-		if meter.Flag(i) == flag {
-			return i
-		}
-	}
-	panic("billing: not a single unmeasured flag") // a programming error, never input
 }

@@ -10,11 +10,19 @@ import (
 // used ("not supported is not zero"). Bit i is Groups[i].
 type Unmeasured uint8
 
+// The groups' places in Groups, UnmeasuredTime and the Unmeasured bits.
 const (
-	UnmeasuredSMActive Unmeasured = 1 << iota
-	UnmeasuredEnergy
-	UnmeasuredPCIe
-	UnmeasuredNVLink
+	GroupSMActive = iota
+	GroupEnergy
+	GroupPCIe
+	GroupNVLink
+)
+
+const (
+	UnmeasuredSMActive Unmeasured = 1 << GroupSMActive
+	UnmeasuredEnergy   Unmeasured = 1 << GroupEnergy
+	UnmeasuredPCIe     Unmeasured = 1 << GroupPCIe
+	UnmeasuredNVLink   Unmeasured = 1 << GroupNVLink
 
 	// UnmeasuredAll is every flag of Groups.
 	UnmeasuredAll Unmeasured = 1<<NumGroups - 1
@@ -31,10 +39,10 @@ type Group struct {
 
 // Groups lists the Unmeasured flags in bit order.
 var Groups = [...]Group{
-	{Name: "sm_active", Column: "sm_unmeasured_microseconds"},
-	{Name: "energy", Column: "energy_unmeasured_microseconds"},
-	{Name: "pcie", Column: "pcie_unmeasured_microseconds"},
-	{Name: "nvlink", Column: "nvlink_unmeasured_microseconds"},
+	GroupSMActive: {Name: "sm_active", Column: "sm_unmeasured_microseconds"},
+	GroupEnergy:   {Name: "energy", Column: "energy_unmeasured_microseconds"},
+	GroupPCIe:     {Name: "pcie", Column: "pcie_unmeasured_microseconds"},
+	GroupNVLink:   {Name: "nvlink", Column: "nvlink_unmeasured_microseconds"},
 }
 
 // NumGroups is the number of Unmeasured flags (at most 8: a UInt8 column).

@@ -15,13 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/quota"
-	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/internal/usage"
 )
@@ -60,22 +58,14 @@ func BenchmarkAdmission(b *testing.B) {
 	if err := q.Refresh(ctx, nil); err != nil {
 		b.Fatal(err)
 	}
-	k, token, err := auth.NewKey(auth.NewKeyRequest{Scope: auth.Scope{Kind: auth.KindAdmin}}, time.Now())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.SaveKey(ctx, k); err != nil {
-		b.Fatal(err)
-	}
-	scfg := server.DefaultConfig()
-	scfg.RateLimit = server.RateLimit{PerSecond: 1e6, Burst: 1e6}
-	reg := prometheus.NewRegistry()
-	srv := server.New(scfg, reg, logger)
-	apiCtx, cancel := context.WithCancel(ctx)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: nopAudit{}, Usage: svc, Invoices: billing.NewInvoiceService(s, billing.Customers{}.Issuer.ID), Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(s, billing.ChargebackConfig{}), Quotas: q})
-	handler := &timedHandler{next: srv.Handler()}
-	ts := httptest.NewServer(handler)
-	defer func() { ts.Close(); cancel(); wait() }()
+	api := benchServices(s, svc, nopAudit{})
+	api.Quotas = q
+	var handler *timedHandler
+	ts, token, stop := benchAPI(b, s, auth.Scope{Kind: auth.KindAdmin}, api, func(h http.Handler) http.Handler {
+		handler = &timedHandler{next: h}
+		return handler
+	})
+	defer stop()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
 	var n atomic.Int64
 	var sample []byte // one answer, for the floor's fixed body

@@ -21,6 +21,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/server"
+	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/internal/usage"
 )
@@ -59,22 +60,9 @@ func BenchmarkMonthToDateUsage(b *testing.B) {
 	if _, err := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger).Run(ctx); err != nil {
 		b.Fatal(err)
 	}
-	k, token, err := auth.NewKey(auth.NewKeyRequest{Scope: auth.Scope{Kind: auth.KindTenant, Name: "tenant-042"}}, time.Now())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.SaveKey(ctx, k); err != nil {
-		b.Fatal(err)
-	}
-	cfg := server.DefaultConfig()
-	cfg.RateLimit = server.RateLimit{PerSecond: 1e6, Burst: 1e6}
-	reg := prometheus.NewRegistry()
-	srv := server.New(cfg, reg, logger)
-	apiCtx, cancel := context.WithCancel(ctx)
 	svc := usage.New(s, billing.Customers{}, time.Now)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: billing.NewInvoiceService(s, billing.Customers{}.Issuer.ID), Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(s, billing.ChargebackConfig{})})
-	ts := httptest.NewServer(srv.Handler())
-	defer func() { ts.Close(); cancel(); wait() }()
+	ts, token, stop := benchAPI(b, s, auth.Scope{Kind: auth.KindTenant, Name: "tenant-042"}, benchServices(s, svc, s), nil)
+	defer stop()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}}
 	get := func(url string) (time.Duration, error) {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
@@ -157,4 +145,38 @@ func load(b *testing.B, conns int, urlFor func(int) string, get func(string) (ti
 	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
 		b.Logf("load average: %s", la)
 	}
+}
+
+// benchServices are the API's services over s, usage answered by svc and
+// audit entries written to audit.
+func benchServices(s *store.Store, svc *usage.Service, audit server.AuditSink) server.API {
+	return server.API{Keys: s, Audit: audit, Usage: svc, Invoices: billing.NewInvoiceService(s, billing.Customers{}.Issuer.ID),
+		Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(s, billing.ChargebackConfig{})}
+}
+
+// benchAPI serves api (wrapped by wrap, when given) with no rate limit and
+// returns its test server, a token of a key of scope stored in s, and a
+// stop function.
+func benchAPI(b *testing.B, s *store.Store, scope auth.Scope, api server.API, wrap func(http.Handler) http.Handler) (*httptest.Server, string, func()) {
+	b.Helper()
+	ctx := context.Background()
+	k, token, err := auth.NewKey(auth.NewKeyRequest{Scope: scope}, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.SaveKey(ctx, k); err != nil {
+		b.Fatal(err)
+	}
+	cfg := server.DefaultConfig()
+	cfg.RateLimit = server.RateLimit{PerSecond: 1e6, Burst: 1e6}
+	reg := prometheus.NewRegistry()
+	srv := server.New(cfg, reg, slog.New(slog.DiscardHandler))
+	apiCtx, cancel := context.WithCancel(ctx)
+	wait := srv.MountAPI(apiCtx, reg, api)
+	var h http.Handler = srv.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewServer(h)
+	return ts, token, func() { ts.Close(); cancel(); wait() }
 }

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,15 +14,11 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpumeter/gpumeter/internal/admission"
-	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store"
-	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
@@ -44,28 +39,11 @@ type isolationRoute struct {
 // Kubernetes webhook included) and returns the route patterns it mounted.
 func (f *fixture) fullAPI(t *testing.T) (*httptest.Server, []string) {
 	t.Helper()
-	ctx := context.Background()
-	logger := slog.New(slog.DiscardHandler)
-	svc := usage.New(f.store, f.customers, time.Now)
 	qcfg := quota.DefaultConfig()
 	qcfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: lim("8")}, {Tenant: "globex", ConcurrentGPUs: lim("8")}, {Tenant: "initech", Spend: lim("100")}}
-	q, err := quota.NewService(svc, f.store, f.customers, qcfg, time.Now, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Refresh(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(q)
-	srv := server.New(server.DefaultConfig(), reg, logger)
-	apiCtx, cancel := context.WithCancel(ctx)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: billing.NewInvoiceService(f.store, f.customers.Issuer.ID), Cost: svc, Tenants: svc,
-		Chargeback: billing.NewChargebackService(f.store, f.chargeback), Quotas: q, Kubernetes: admission.NewWebhook(q, admission.Config{Namespaces: map[string]string{"team-acme": "acme", "team-globex": "globex"},
-			DefaultModel: "H100-SXM5-80GB", DefaultDuration: time.Hour}),
-		Insights: insights.New(store.NewInsightsReader(f.store), webhook.NewPublisher(f.store, time.Now), f.insightPrices(t), time.Now, logger)})
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { ts.Close(); cancel(); wait() })
+	api, q := f.quotaAPI(t, qcfg, true, map[string]string{"team-acme": "acme", "team-globex": "globex"})
+	api.Insights = insights.New(store.NewInsightsReader(f.store), webhook.NewPublisher(f.store, time.Now), f.insightPrices(t), time.Now, slog.New(slog.DiscardHandler))
+	ts, srv, _ := f.mount(t, api, q)
 	var routes []string
 	for _, r := range srv.Handler().(*gin.Engine).Routes() {
 		routes = append(routes, r.Method+" "+r.Path)

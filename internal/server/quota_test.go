@@ -44,27 +44,41 @@ func quotaServer(t *testing.T, f *fixture, cfg quota.Config, refresh bool) (*htt
 	if err := f.store.InsertSamples(ctx, running); err != nil {
 		t.Fatal(err)
 	}
-	logger := slog.New(slog.DiscardHandler)
+	api, q := f.quotaAPI(t, cfg, refresh, map[string]string{"team-acme": "acme"})
+	ts, _, reg := f.mount(t, api, q)
+	return ts, q, reg
+}
+
+// quotaAPI is the fixture's API with a quota service of cfg (refreshed
+// once when refresh is set) and the Kubernetes webhook over namespaces.
+func (f *fixture) quotaAPI(t *testing.T, cfg quota.Config, refresh bool, namespaces map[string]string) (server.API, *quota.Service) {
+	t.Helper()
 	svc := usage.New(f.store, f.customers, time.Now)
-	q, err := quota.NewService(svc, f.store, f.customers, cfg, time.Now, logger)
+	q, err := quota.NewService(svc, f.store, f.customers, cfg, time.Now, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if refresh {
-		if err := q.Refresh(ctx, nil); err != nil {
+		if err := q.Refresh(context.Background(), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: billing.NewInvoiceService(f.store, f.customers.Issuer.ID), Cost: svc, Tenants: svc,
+		Chargeback: billing.NewChargebackService(f.store, f.chargeback), Quotas: q, Kubernetes: admission.NewWebhook(q, admission.Config{Namespaces: namespaces,
+			DefaultModel: "H100-SXM5-80GB", DefaultDuration: time.Hour})}, q
+}
+
+// mount serves api, with q's metrics registered, until the test ends.
+func (f *fixture) mount(t *testing.T, api server.API, q *quota.Service) (*httptest.Server, *server.Server, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(q)
-	srv := server.New(server.DefaultConfig(), reg, logger)
-	apiCtx, cancel := context.WithCancel(ctx)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: billing.NewInvoiceService(f.store, f.customers.Issuer.ID), Cost: svc, Tenants: svc,
-		Chargeback: billing.NewChargebackService(f.store, f.chargeback), Quotas: q, Kubernetes: admission.NewWebhook(q, admission.Config{Namespaces: map[string]string{"team-acme": "acme"},
-			DefaultModel: "H100-SXM5-80GB", DefaultDuration: time.Hour})})
+	srv := server.New(server.DefaultConfig(), reg, slog.New(slog.DiscardHandler))
+	apiCtx, cancel := context.WithCancel(context.Background())
+	wait := srv.MountAPI(apiCtx, reg, api)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ts.Close(); cancel(); wait() })
-	return ts, q, reg
+	return ts, srv, reg
 }
 
 func post(t *testing.T, url, token, body string) (int, map[string]any) {
@@ -220,8 +234,13 @@ func TestAPIAdmissionUnderConcurrency(t *testing.T) {
 
 func getWith(t *testing.T, url, token string) (int, []byte, http.Header) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -179,20 +178,7 @@ func (f *fixture) insightPrices(t *testing.T) insights.Prices {
 
 func (f *fixture) get(t *testing.T, token, path string) (int, []byte, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, f.srv.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, body, resp.Header
+	return getWith(t, f.srv.URL+path, token)
 }
 
 type usageBody struct {

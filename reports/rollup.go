@@ -5,11 +5,11 @@ import (
 	"io"
 	"time"
 
-	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 )
 
 // WriteRollupRun prints what a run of the scheduled rollup did.
-func WriteRollupRun(w io.Writer, res billing.RunResult) error {
+func WriteRollupRun(w io.Writer, res rollup.RunResult) error {
 	for _, r := range res.Closed {
 		if _, err := fmt.Fprintf(w, "closed %s .. %s\n", r.From.Format(time.RFC3339), r.To.Format(time.RFC3339)); err != nil {
 			return err
@@ -22,7 +22,7 @@ func WriteRollupRun(w io.Writer, res billing.RunResult) error {
 // WriteRollupRange prints that [from, to) was rolled up and how far the
 // hourly rollups are closed now (st; ok false: never), since invoices
 // wait for closed hours, and what closes the rest.
-func WriteRollupRange(w io.Writer, from, to time.Time, st billing.RollupState, ok bool, grace time.Duration) error {
+func WriteRollupRange(w io.Writer, from, to time.Time, st rollup.State, ok bool, grace time.Duration) error {
 	if _, err := fmt.Fprintf(w, "rolled up %s .. %s\n", from.Format(time.RFC3339), to.Format(time.RFC3339)); err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 )
 
 // After a range is rolled up, the closed state says whether the range may
@@ -26,7 +26,7 @@ func TestWriteRollupRange(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			if err := WriteRollupRange(&buf, from, to, billing.RollupState{ClosedThrough: tc.closed}, tc.ok, 2*time.Hour); err != nil {
+			if err := WriteRollupRange(&buf, from, to, rollup.State{ClosedThrough: tc.closed}, tc.ok, 2*time.Hour); err != nil {
 				t.Fatal(err)
 			}
 			if !strings.HasPrefix(buf.String(), "rolled up 2026-11-01T00:00:00Z .. 2026-11-02T00:00:00Z\n") || !strings.Contains(buf.String(), tc.want) {

@@ -18,6 +18,7 @@ import (
 	"github.com/gpumeter/gpumeter/cmd/gpumeter/config"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/fault"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/reports"
@@ -54,7 +55,7 @@ func invoiceRunner(ctx context.Context, g *globals) (*billing.Runner, *store.Sto
 	r := billing.NewRunner(s, g.cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger)
 	r.Announce = webhook.NewPublisher(s, time.Now)
 	// import → invoice run works without a rollup by hand in between.
-	r.Rollup = billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
+	r.Rollup = rollup.New(s, g.cfg.Rollup, time.Now, g.logger)
 	return r, s, nil
 }
 

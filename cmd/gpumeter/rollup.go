@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
@@ -49,7 +49,7 @@ YYYY-MM-DD (00:00 UTC).`,
 			return err
 		}
 		defer s.Close()
-		job := billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
+		job := rollup.New(s, g.cfg.Rollup, time.Now, g.logger)
 		if *scheduled {
 			res, err := job.Run(ctx)
 			if err != nil {
@@ -61,7 +61,7 @@ YYYY-MM-DD (00:00 UTC).`,
 			return err
 		}
 		// Invoices wait for closed hours: say how far that is now.
-		st, ok, err := s.LoadRollupState(ctx, billing.RollupJob)
+		st, ok, err := s.LoadRollupState(ctx, rollup.StateKey)
 		if err != nil {
 			return err
 		}
@@ -97,7 +97,7 @@ month not yet invoiced or rolled up; serve runs it on retention.schedule.
 			return err
 		}
 		defer s.Close()
-		job := billing.NewRetention(s, cfg, time.Now, g.logger)
+		job := rollup.NewRetention(s, cfg, time.Now, g.logger)
 		if *dryRun {
 			months, err := job.Plan(ctx)
 			if err != nil {

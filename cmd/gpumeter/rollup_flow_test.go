@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 )
 
 // flowFixture is a migrated, empty database and a config with one UTC
@@ -156,7 +157,7 @@ func TestRangeRollupAfterAGapKeepsTheMark(t *testing.T) {
 	if !strings.Contains(out, "rollup --scheduled") {
 		t.Fatalf("a range after unrolled hours: %s, want it to name rollup --scheduled", out)
 	}
-	st, ok, err := dsnStore(t, dsn).LoadRollupState(context.Background(), billing.RollupJob)
+	st, ok, err := dsnStore(t, dsn).LoadRollupState(context.Background(), rollup.StateKey)
 	if err != nil || (ok && !st.ClosedThrough.IsZero()) {
 		t.Fatalf("rollup state %+v %v %v: the mark moved past September's unrolled hours", st, ok, err)
 	}

@@ -15,7 +15,9 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auditqueue"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/jobs"
 	"github.com/gpumeter/gpumeter/internal/quota"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/usage"
@@ -63,14 +65,14 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 		// sched.Start runs anything.
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		sched, err := billing.NewScheduler(g.logger, reg)
+		sched, err := jobs.NewScheduler(g.logger, reg)
 		if err != nil {
 			return err
 		}
-		var rollup *billing.Rollup
-		var retention *billing.Retention
+		var hourly *rollup.Service
+		var retention *rollup.Retention
 		if err := sched.Add(ctx, "rollup", g.cfg.Rollup.Schedule, 30*time.Minute, func(ctx context.Context) error {
-			_, err := rollup.Run(ctx)
+			_, err := hourly.Run(ctx)
 			return err
 		}); err != nil {
 			return usageErrorf("rollup.schedule: %w", err)
@@ -126,8 +128,8 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 			}
 			auditQueue = q
 		}
-		rollup = billing.NewRollup(s, g.cfg.Rollup, time.Now, g.logger)
-		retention = billing.NewRetention(s, g.cfg.Retention, time.Now, g.logger)
+		hourly = rollup.New(s, g.cfg.Rollup, time.Now, g.logger)
+		retention = rollup.NewRetention(s, g.cfg.Retention, time.Now, g.logger)
 		invoices = billing.NewRunner(s, g.cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger)
 		invoices.Announce = webhook.NewPublisher(s, time.Now)
 		prices, err := insightPrices(g, "")
@@ -136,7 +138,7 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 		}
 		ins := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
 		insightsRun = func(ctx context.Context) error {
-			st, ok, err := s.LoadRollupState(ctx, billing.RollupJob)
+			st, ok, err := s.LoadRollupState(ctx, rollup.StateKey)
 			if err != nil || !ok {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -98,7 +99,7 @@ type ChargebackStore interface {
 	// tenant, department and SKU, idle capacity included, with the
 	// unmeasured GPU time.
 	ChargebackHours(ctx context.Context, from, to time.Time) ([]HourlyMeters, error)
-	LoadRollupState(ctx context.Context, job string) (RollupState, bool, error)
+	LoadRollupState(ctx context.Context, job string) (rollup.State, bool, error)
 }
 
 // ChargebackRequest is one report.
@@ -171,7 +172,7 @@ func Chargeback(ctx context.Context, st ChargebackStore, cfg ChargebackConfig, r
 	if req.DailyUsage {
 		rep.UsageDays = chargeback.DailyUsage(in.Rows)
 	}
-	state, _, err := st.LoadRollupState(ctx, rollupJob)
+	state, _, err := st.LoadRollupState(ctx, rollup.StateKey)
 	if err != nil {
 		return chargeback.Report{}, err
 	}

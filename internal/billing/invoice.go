@@ -118,7 +118,7 @@ type Invoice struct {
 	ContractDigest string `json:"contract_digest,omitempty"`
 	InputsHash     string `json:"inputs_hash"`
 	// RollupVersion is the rollup's completed version when the period was
-	// priced (RollupState.CompletedVersion): rows above it, from a run then
+	// priced (rollup.State.CompletedVersion): rows above it, from a run then
 	// in flight or a later one, mean its usage may have changed.
 	RollupVersion uint64       `json:"rollup_version"`
 	Corrections   []Correction `json:"corrections,omitempty"`

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/fault"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 )
 
 // ErrNotFound is returned for an invoice id or number nobody issued; it
@@ -112,7 +113,7 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 			targets = append(targets, st.byID[id])
 		}
 	}
-	state, _, err := r.store.LoadRollupState(ctx, rollupJob)
+	state, _, err := r.store.LoadRollupState(ctx, rollup.StateKey)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +127,7 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 			}
 		}
 	}
-	pending, err := HoursNotRolledUp(ctx, r.store, state)
+	pending, err := rollup.HoursNotRolledUp(ctx, r.store, state)
 	if err != nil {
 		return nil, err
 	}

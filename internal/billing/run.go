@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/fault"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -25,7 +26,7 @@ type TenantUsage struct {
 // InvoiceStore is what the invoice run needs from storage.
 type InvoiceStore interface {
 	LeaseStore
-	LoadRollupState(ctx context.Context, job string) (RollupState, bool, error)
+	LoadRollupState(ctx context.Context, job string) (rollup.State, bool, error)
 	// HoursInsertedSince lists the hours before `before` of samples
 	// inserted at or after since: hours the rollup has not taken in yet.
 	HoursInsertedSince(ctx context.Context, since, before time.Time) ([]time.Time, error)
@@ -123,7 +124,7 @@ type Runner struct {
 	// that hours imported or re-imported since the last rollup are billed
 	// in their own period rather than waiting or becoming late usage.
 	// Without it such a period waits (waitFor).
-	Rollup *Rollup
+	Rollup *rollup.Service
 }
 
 // NewRunner builds a runner.
@@ -161,7 +162,7 @@ func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Re
 	if err != nil {
 		return Report{}, err
 	}
-	state, _, err := r.store.LoadRollupState(ctx, rollupJob)
+	state, _, err := r.store.LoadRollupState(ctx, rollup.StateKey)
 	if err != nil {
 		return Report{}, err
 	}
@@ -170,7 +171,7 @@ func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Re
 			return Report{}, err
 		}
 	}
-	pending, err := HoursNotRolledUp(ctx, r.store, state)
+	pending, err := rollup.HoursNotRolledUp(ctx, r.store, state)
 	if err != nil {
 		return Report{}, err
 	}
@@ -265,7 +266,7 @@ func (r *Runner) Run(ctx context.Context, req RunRequest, progress Progress) (Re
 // invoice by. Only when needed: each run re-reads the hours inserted in
 // the InsertSlack before it, so a needless run would touch periods that
 // are already invoiced, and later invoices would re-check them.
-func (r *Runner) rollUpFor(ctx context.Context, state RollupState, customers []Customer, label string) (RollupState, error) {
+func (r *Runner) rollUpFor(ctx context.Context, state rollup.State, customers []Customer, label string) (rollup.State, error) {
 	if r.Rollup == nil {
 		return state, nil
 	}
@@ -289,7 +290,7 @@ func (r *Runner) rollUpFor(ctx context.Context, state RollupState, customers []C
 		}
 	}
 	if !need && !state.ClosedThrough.IsZero() {
-		hours, err := r.store.HoursInsertedSince(ctx, state.Watermark.Add(InsertSlack), state.ClosedThrough)
+		hours, err := r.store.HoursInsertedSince(ctx, state.Watermark.Add(rollup.InsertSlack), state.ClosedThrough)
 		if err != nil {
 			return state, err
 		}
@@ -303,7 +304,7 @@ func (r *Runner) rollUpFor(ctx context.Context, state RollupState, customers []C
 	if _, err := r.Rollup.Run(ctx); err != nil {
 		return state, fmt.Errorf("roll up usage before invoicing %s: %w", label, err)
 	}
-	state, _, err := r.store.LoadRollupState(ctx, rollupJob)
+	state, _, err := r.store.LoadRollupState(ctx, rollup.StateKey)
 	return state, err
 }
 
@@ -323,7 +324,7 @@ func (st *ledger) anyUnfinalized(cs []Customer, label string) bool {
 // sample of it: a month imported after later hours closed is behind the
 // mark but not rolled up, and billing it would bill nothing, its usage
 // coming back as late usage on the next invoice.
-func waitFor(p Period, state RollupState, pending []time.Time) string {
+func waitFor(p Period, state rollup.State, pending []time.Time) string {
 	const run = "run the scheduled rollup (an invoice run that is not a dry run rolls up by itself), then invoice again"
 	if !p.Closable(state.ClosedThrough) {
 		closed := state.ClosedThrough.Format(time.RFC3339)
@@ -563,7 +564,7 @@ func (r *Runner) closeMonths(ctx context.Context, st *ledger, label string) ([]t
 		if err != nil {
 			return nil, err
 		}
-		for m := monthOf(p.Start); m.Before(p.End); m = m.AddDate(0, 1, 0) {
+		for m := utcMonth(p.Start); m.Before(p.End); m = m.AddDate(0, 1, 0) {
 			months[m] = true
 		}
 	}
@@ -812,4 +813,11 @@ func (r *Runner) finalized(ctx context.Context, invs []*Invoice) error {
 		return fmt.Errorf("tell of %d finalized invoices: %w", len(final), err)
 	}
 	return nil
+}
+
+// utcMonth is the UTC calendar month holding t, as raw samples are
+// partitioned (toYYYYMM of a UTC time).
+func utcMonth(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/rollup"
 )
 
 // Issue 31, defects 1 and 2: a period waits while its rollups are not
@@ -15,10 +17,10 @@ func TestWaitFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := RollupState{ClosedThrough: hr("2026-12-06T15")}
+	closed := rollup.State{ClosedThrough: hr("2026-12-06T15")}
 	cases := []struct {
 		name    string
-		state   RollupState
+		state   rollup.State
 		pending []time.Time
 		want    []string // "" for none: the period can be invoiced
 	}{
@@ -26,9 +28,9 @@ func TestWaitFor(t *testing.T) {
 		{"pending hours in other months only", closed, []time.Time{hr("2026-08-31T23"), hr("2026-10-01T00")}, nil},
 		{"a month imported after later hours closed", closed, []time.Time{hr("2026-09-10T00"), hr("2026-09-10T01")},
 			[]string{"2 hour(s) of the period, from 2026-09-10T00:00:00Z", "run the scheduled rollup"}},
-		{"no rollup has run", RollupState{}, nil,
+		{"no rollup has run", rollup.State{}, nil,
 			[]string{"closed through nothing (no rollup has run)", "run the scheduled rollup"}},
-		{"closed short of the period's end", RollupState{ClosedThrough: hr("2026-09-30T23")}, nil,
+		{"closed short of the period's end", rollup.State{ClosedThrough: hr("2026-09-30T23")}, nil,
 			[]string{"closed through 2026-09-30T23:00:00Z; the period ends 2026-10-01T00:00:00Z", "run the scheduled rollup"}},
 	}
 	for _, tc := range cases {
@@ -44,4 +46,13 @@ func TestWaitFor(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hr reads an hour written 2006-01-02T15 (UTC).
+func hr(s string) time.Time {
+	t, err := time.Parse("2006-01-02T15", s)
+	if err != nil {
+		panic(err)
+	}
+	return t
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/pricing"
 )
@@ -30,9 +31,9 @@ type LiveStore interface {
 // UsageReader is month-to-date usage and the customers' pricing, read as
 // the cost API reads them (usage.Service meets it).
 type UsageReader interface {
-	RollupState(ctx context.Context) (billing.RollupState, error)
+	RollupState(ctx context.Context) (rollup.State, error)
 	// Rows runs q as of state: rollups for closed hours, raw samples after.
-	Rows(ctx context.Context, q usage.Query, state billing.RollupState) ([]usage.Row, error)
+	Rows(ctx context.Context, q usage.Query, state rollup.State) ([]usage.Row, error)
 	// HourlyUsage is a tenant's usage per hour and SKU in price-book units.
 	HourlyUsage(ctx context.Context, scope auth.Scope, tenant string, from, to time.Time) ([]pricing.Usage, error)
 	Pricing(c billing.Customer) (*pricing.Book, *pricing.Contract, error)

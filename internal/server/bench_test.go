@@ -20,6 +20,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -57,7 +58,7 @@ func BenchmarkMonthToDateUsage(b *testing.B) {
 	if err := s.InsertSamples(ctx, chunk); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger).Run(ctx); err != nil {
+	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
 		b.Fatal(err)
 	}
 	svc := usage.New(s, billing.Customers{}, time.Now)

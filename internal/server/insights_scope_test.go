@@ -22,6 +22,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -79,7 +80,7 @@ func scopeAPI(t *testing.T, from, to time.Time) (get func(key, path string) (int
 	}
 	// Usage then reads the hourly rollup, insights the raw samples: both
 	// carry the rows' departments.
-	if _, err := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger).Run(ctx); err != nil {
+	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()

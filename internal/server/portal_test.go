@@ -16,9 +16,9 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/browsertest"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
 )
 
@@ -143,7 +143,7 @@ func TestPortalDrawsTheForecastBand(t *testing.T) {
 	if err := f.store.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
-	if err := billing.NewRollup(f.store, billing.DefaultRollupConfig(), time.Now, slog.New(slog.DiscardHandler)).RollupRange(ctx, histFrom, now); err != nil {
+	if err := rollup.New(f.store, rollup.DefaultConfig(), time.Now, slog.New(slog.DiscardHandler)).RollupRange(ctx, histFrom, now); err != nil {
 		t.Fatal(err)
 	}
 	f.stop()

@@ -23,6 +23,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -80,7 +81,7 @@ func newFixture(t *testing.T, cfg server.Config) *fixture {
 	if err := s.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger).Run(ctx); err != nil {
+	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// After the rollup: a sample of this hour, in raw samples only.
@@ -583,7 +584,7 @@ func TestAPIUsageCacheFollowsRollups(t *testing.T) {
 	if again := f.usage(t, f.tokens["globex"], q); fmt.Sprint(again.Points) != fmt.Sprint(before.Points) {
 		t.Fatalf("usage changed before the rollup ran: %v -> %v", before.Points, again.Points)
 	}
-	if _, err := billing.NewRollup(f.store, billing.DefaultRollupConfig(), time.Now, slog.New(slog.DiscardHandler)).Run(ctx); err != nil {
+	if _, err := rollup.New(f.store, rollup.DefaultConfig(), time.Now, slog.New(slog.DiscardHandler)).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1100 * time.Millisecond) // the rollup state is read at most once a second

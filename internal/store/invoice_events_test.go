@@ -14,6 +14,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/internal/webhook"
@@ -54,7 +55,7 @@ func TestInvoiceEventsSurviveARunCutShort(t *testing.T) {
 	if err := s.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger).Run(ctx); err != nil {
+	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	runner := billing.NewRunner(s, customers, billing.LeaseConfig{TTL: 30 * time.Second, Settle: 2 * time.Second,

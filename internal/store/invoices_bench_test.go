@@ -15,6 +15,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
 
@@ -60,7 +61,7 @@ func BenchmarkInvoiceRun1000Tenants(b *testing.B) {
 	if err := s.RollupRange(ctx, from, to, 1); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger).Run(ctx); err != nil {
+	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
 		b.Fatal(err)
 	}
 	var customers []billing.Customer

@@ -14,6 +14,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -141,7 +142,7 @@ func TestInvoiceRunEndToEnd(t *testing.T) {
 	if err := s.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
-	rollup := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger)
+	rollup := rollup.New(s, rollup.DefaultConfig(), time.Now, logger)
 	if _, err := rollup.Run(ctx); err != nil {
 		t.Fatal(err)
 	}

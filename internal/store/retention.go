@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 )
 
-var _ billing.RetentionStore = (*Store)(nil)
+var _ rollup.RetentionStore = (*Store)(nil)
 
 // The statements of this file (internal/chdbcheck runs them on chDB too).
 const (

@@ -10,7 +10,7 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/internal/usage"
@@ -43,7 +43,7 @@ func TestRetentionDroppingAMonthOutOfOrderLeavesEarlierMonthsRecomputable(t *tes
 			t.Fatal(err)
 		}
 	}
-	job := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger)
+	job := rollup.New(s, rollup.DefaultConfig(), time.Now, logger)
 	if _, err := job.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestRetentionDroppingAMonthOutOfOrderLeavesEarlierMonthsRecomputable(t *tes
 		t.Fatal(err)
 	}
 	now := func() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }
-	ret := billing.NewRetention(s, billing.RetentionConfig{RawDays: 30, Schedule: "@daily"}, now, logger)
+	ret := rollup.NewRetention(s, rollup.RetentionConfig{RawDays: 30, Schedule: "@daily"}, now, logger)
 	dropped, err := ret.Run(ctx)
 	if err != nil || len(dropped) != 1 || !dropped[0].Equal(mar) {
 		t.Fatalf("dropped %v (%v), want March only", dropped, err)
@@ -212,7 +212,7 @@ func TestMigrationRecordsTheMonthsOldRetentionDropped(t *testing.T) {
 	if want := []time.Time{dec, jan, mar}; err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("dropped months after migrating: %v (%v), want %v", got, err, want)
 	}
-	job := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, slog.New(slog.DiscardHandler))
+	job := rollup.New(s, rollup.DefaultConfig(), time.Now, slog.New(slog.DiscardHandler))
 	if err := job.RollupRange(ctx, feb, mar); err != nil {
 		t.Errorf("manual rollup of February: %v", err)
 	}

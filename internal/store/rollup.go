@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 )
 
-var _ billing.RollupStore = (*Store)(nil)
+var _ rollup.Store = (*Store)(nil)
 
 // rollupSQL recomputes usage_hourly for [from, to) from deduplicated raw
 // samples. Hours are whole, so a re-run rewrites the same keys with a newer
@@ -159,15 +159,15 @@ func (s *Store) ServerNow(ctx context.Context) (time.Time, error) {
 }
 
 // LoadRollupState reads the job's state; ok is false before the first run.
-func (s *Store) LoadRollupState(ctx context.Context, job string) (st billing.RollupState, ok bool, err error) {
+func (s *Store) LoadRollupState(ctx context.Context, job string) (st rollup.State, ok bool, err error) {
 	rows, err := s.conn.Query(ctx, "SELECT closed_through, watermark, completed_version FROM rollup_state FINAL WHERE job = ?", job)
 	if err != nil {
-		return billing.RollupState{}, false, fmt.Errorf("load rollup state %s: %w", job, err)
+		return rollup.State{}, false, fmt.Errorf("load rollup state %s: %w", job, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		if err := rows.Scan(&st.ClosedThrough, &st.Watermark, &st.CompletedVersion); err != nil {
-			return billing.RollupState{}, false, fmt.Errorf("load rollup state %s: %w", job, err)
+			return rollup.State{}, false, fmt.Errorf("load rollup state %s: %w", job, err)
 		}
 		ok = true
 	}
@@ -176,7 +176,7 @@ func (s *Store) LoadRollupState(ctx context.Context, job string) (st billing.Rol
 }
 
 // SaveRollupState records the job's state with a version that must grow.
-func (s *Store) SaveRollupState(ctx context.Context, job string, st billing.RollupState, version uint64) error {
+func (s *Store) SaveRollupState(ctx context.Context, job string, st rollup.State, version uint64) error {
 	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO rollup_state (job, closed_through, watermark, completed_version, version)")
 	if err != nil {
 		return fmt.Errorf("save rollup state %s: %w", job, err)

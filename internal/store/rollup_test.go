@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
-	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/internal/usage"
@@ -48,7 +48,7 @@ func TestRollupLateSamplesAndReruns(t *testing.T) {
 	if err := s.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
-	job := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger)
+	job := rollup.New(s, rollup.DefaultConfig(), time.Now, logger)
 	res, err := job.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -104,11 +104,11 @@ func TestRetentionDropsOnlyInvoicedRolledUpMonths(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger).Run(ctx); err != nil {
+	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	now := func() time.Time { return time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC) }
-	ret := billing.NewRetention(s, billing.RetentionConfig{RawDays: 30, Schedule: "@daily"}, now, logger)
+	ret := rollup.NewRetention(s, rollup.RetentionConfig{RawDays: 30, Schedule: "@daily"}, now, logger)
 	dropped, err := ret.Run(ctx)
 	if err != nil || len(dropped) != 0 {
 		t.Fatalf("dropped %v (%v) before any month was invoiced", dropped, err)
@@ -134,7 +134,7 @@ func TestRetentionDropsOnlyInvoicedRolledUpMonths(t *testing.T) {
 	if err := s.InsertSamples(ctx, testSamples(oct.Add(30*time.Second), 1, "acme")); err != nil {
 		t.Fatal(err)
 	}
-	job := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger)
+	job := rollup.New(s, rollup.DefaultConfig(), time.Now, logger)
 	if _, err := job.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -158,14 +158,14 @@ func TestRollupFromALaggingClockStillReplacesOlderRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	future := func() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }
-	if err := billing.NewRollup(s, billing.DefaultRollupConfig(), future, logger).RollupRange(ctx, start, start.Add(time.Hour)); err != nil {
+	if err := rollup.New(s, rollup.DefaultConfig(), future, logger).RollupRange(ctx, start, start.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.InsertSamples(ctx, testSamples(start, 8, "globex")); err != nil {
 		t.Fatal(err)
 	}
 	past := func() time.Time { return time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC) }
-	if err := billing.NewRollup(s, billing.DefaultRollupConfig(), past, logger).RollupRange(ctx, start, start.Add(time.Hour)); err != nil {
+	if err := rollup.New(s, rollup.DefaultConfig(), past, logger).RollupRange(ctx, start, start.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	assertHourlyMatchesRaw(t, s, start, start.Add(time.Hour))
@@ -226,7 +226,7 @@ func TestRollupRecomputeRemovesKeysThatVanishedFromRaw(t *testing.T) {
 	if err := s.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
-	job := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger)
+	job := rollup.New(s, rollup.DefaultConfig(), time.Now, logger)
 	if _, err := job.Run(ctx); err != nil {
 		t.Fatal(err)
 	}

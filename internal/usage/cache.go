@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 )
 
 // Caching. Hourly rollups change only when a rollup run completes, so a
@@ -30,14 +30,14 @@ type cacheEntry struct {
 
 type cache struct {
 	mu      sync.Mutex
-	state   billing.RollupState
+	state   rollup.State
 	stateAt time.Time
 	rows    map[string]cacheEntry
 	held    int // rows across entries
 }
 
 // RollupState is the rollup's state, read at most once per stateTTL.
-func (s *Service) RollupState(ctx context.Context) (billing.RollupState, error) {
+func (s *Service) RollupState(ctx context.Context) (rollup.State, error) {
 	c := &s.cache
 	c.mu.Lock()
 	if time.Since(c.stateAt) < stateTTL {
@@ -46,9 +46,9 @@ func (s *Service) RollupState(ctx context.Context) (billing.RollupState, error) 
 		return st, nil
 	}
 	c.mu.Unlock()
-	st, _, err := s.store.LoadRollupState(ctx, billing.RollupJob)
+	st, _, err := s.store.LoadRollupState(ctx, rollup.StateKey)
 	if err != nil {
-		return billing.RollupState{}, err
+		return rollup.State{}, err
 	}
 	c.mu.Lock()
 	c.state, c.stateAt = st, time.Now()

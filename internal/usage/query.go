@@ -8,17 +8,17 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
-	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 )
 
 // Store is what the service reads (internal/store meets it).
 type Store interface {
 	// Usage sums every meter of q's rows (deduplicated) per group.
 	Usage(ctx context.Context, q Query) ([]Row, error)
-	// LoadRollupState is the hourly rollup's progress (billing.RollupJob).
-	LoadRollupState(ctx context.Context, job string) (billing.RollupState, bool, error)
+	// LoadRollupState is the hourly rollup's progress (rollup.StateKey).
+	LoadRollupState(ctx context.Context, job string) (rollup.State, bool, error)
 	// RawDroppedBefore is where retention dropped raw samples (zero: none).
 	RawDroppedBefore(ctx context.Context) (time.Time, error)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -213,12 +214,12 @@ func (s *Service) Usage(ctx context.Context, q Request) (Result, error) {
 // rollups for the hours it has closed, raw samples after them, both
 // through the cache (q.Source is set here). The quota snapshot reads
 // month-to-date usage through it.
-func (s *Service) Rows(ctx context.Context, q Query, state billing.RollupState) ([]Row, error) {
+func (s *Service) Rows(ctx context.Context, q Query, state rollup.State) ([]Row, error) {
 	return s.read(ctx, q, state, false)
 }
 
 // read is Rows, from raw samples only when rawOnly.
-func (s *Service) read(ctx context.Context, q Query, state billing.RollupState, rawOnly bool) ([]Row, error) {
+func (s *Service) read(ctx context.Context, q Query, state rollup.State, rawOnly bool) ([]Row, error) {
 	split := q.From
 	if !rawOnly && state.ClosedThrough.After(q.From) {
 		split = state.ClosedThrough

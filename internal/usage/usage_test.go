@@ -12,6 +12,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -86,7 +87,7 @@ func TestCostRequestValidate(t *testing.T) {
 // fakeStore answers every query with one row of an hour's GPU time per
 // hour of its range, and records the queries.
 type fakeStore struct {
-	state billing.RollupState
+	state rollup.State
 	asked []Query
 }
 
@@ -99,7 +100,7 @@ func (f *fakeStore) Usage(_ context.Context, q Query) ([]Row, error) {
 	return out, nil
 }
 
-func (f *fakeStore) LoadRollupState(context.Context, string) (billing.RollupState, bool, error) {
+func (f *fakeStore) LoadRollupState(context.Context, string) (rollup.State, bool, error) {
 	return f.state, true, nil
 }
 
@@ -110,7 +111,7 @@ func (f *fakeStore) RawDroppedBefore(context.Context) (time.Time, error) { retur
 func TestUsageReadsRollupsThenRawSamples(t *testing.T) {
 	from := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
 	closed := from.Add(30 * time.Hour)
-	st := &fakeStore{state: billing.RollupState{ClosedThrough: closed, CompletedVersion: 1}}
+	st := &fakeStore{state: rollup.State{ClosedThrough: closed, CompletedVersion: 1}}
 	svc := New(st, billing.Customers{}, time.Now)
 	res, err := svc.Usage(context.Background(), Request{Scope: auth.Scope{Kind: auth.KindAdmin}, From: from, To: from.Add(48 * time.Hour),
 		Step: "day", Location: time.UTC, GroupBy: []Dimension{DimTenant}, Meters: []pricing.Meter{pricing.GPUHours}})

@@ -18,6 +18,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/quota"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/spool"
 	"github.com/gpumeter/gpumeter/internal/webhook"
@@ -28,8 +29,8 @@ type Config struct {
 	ClickHouse ClickHouse               `yaml:"clickhouse"`
 	Log        Log                      `yaml:"log"`
 	Server     server.Config            `yaml:"server"`
-	Rollup     billing.RollupConfig     `yaml:"rollup"`
-	Retention  billing.RetentionConfig  `yaml:"retention"`
+	Rollup     rollup.Config            `yaml:"rollup"`
+	Retention  rollup.RetentionConfig   `yaml:"retention"`
 	Collector  Collector                `yaml:"collector"`
 	Billing    billing.Customers        `yaml:"billing"`
 	Chargeback billing.ChargebackConfig `yaml:"chargeback"`
@@ -78,8 +79,8 @@ func Default() Config {
 		ClickHouse: ClickHouse{DSN: "clickhouse://127.0.0.1:9000/default"},
 		Log:        Log{Level: "info"},
 		Server:     server.DefaultConfig(),
-		Rollup:     billing.DefaultRollupConfig(),
-		Retention:  billing.DefaultRetentionConfig(),
+		Rollup:     rollup.DefaultConfig(),
+		Retention:  rollup.DefaultRetentionConfig(),
 		Billing:    billing.Customers{Schedule: billing.DefaultInvoiceSchedule},
 		Chargeback: billing.DefaultChargebackConfig(),
 		Quotas:     quota.DefaultConfig(),

@@ -22,6 +22,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	usagedomain "github.com/gpumeter/gpumeter/internal/usage" // the local type usage is a scenario's timeline
@@ -181,7 +182,7 @@ func runScenario(t *testing.T, sc scenario) {
 		t.Fatal(err)
 	}
 	lease := billing.LeaseConfig{TTL: 30 * time.Second, Settle: 2 * time.Second, Retry: 200 * time.Millisecond}
-	rollup := billing.NewRollup(s, billing.DefaultRollupConfig(), time.Now, logger)
+	rollup := rollup.New(s, rollup.DefaultConfig(), time.Now, logger)
 	final := map[string]string{} // invoice id → document when first seen finalized
 
 	for i, st := range sc.Steps {

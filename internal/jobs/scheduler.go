@@ -1,4 +1,8 @@
-package billing
+// Package jobs binds `gpumeter serve`'s periodic jobs (rollup, retention,
+// invoice runs, insights detection) to cron schedules: robfig/cron in
+// UTC, one run of a job at a time, a panic logged, and each job's runs,
+// failures and duration exported to Prometheus.
+package jobs
 
 import (
 	"context"

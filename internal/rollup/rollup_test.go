@@ -1,4 +1,4 @@
-package billing
+package rollup
 
 import (
 	"reflect"
@@ -18,7 +18,7 @@ func TestPlanRollup(t *testing.T) {
 	grace := 15 * time.Minute
 	cases := []struct {
 		name        string
-		prev        RollupState
+		prev        State
 		hasPrev     bool
 		earliest    time.Time
 		now         time.Time
@@ -34,19 +34,19 @@ func TestPlanRollup(t *testing.T) {
 		},
 		{
 			name: "hour stays open until its grace period has passed",
-			prev: RollupState{ClosedThrough: hr("2026-11-01T09")}, hasPrev: true,
+			prev: State{ClosedThrough: hr("2026-11-01T09")}, hasPrev: true,
 			now:         hr("2026-11-01T10").Add(14 * time.Minute),
 			wantClosing: []HourRange{}, wantThrough: hr("2026-11-01T09"),
 		},
 		{
 			name: "hour closes exactly at end plus grace",
-			prev: RollupState{ClosedThrough: hr("2026-11-01T09")}, hasPrev: true,
+			prev: State{ClosedThrough: hr("2026-11-01T09")}, hasPrev: true,
 			now:         hr("2026-11-01T10").Add(15 * time.Minute),
 			wantClosing: []HourRange{{hr("2026-11-01T09"), hr("2026-11-01T10")}}, wantThrough: hr("2026-11-01T10"),
 		},
 		{
 			name: "late samples reopen closed hours only, once each",
-			prev: RollupState{ClosedThrough: hr("2026-11-01T09")}, hasPrev: true,
+			prev: State{ClosedThrough: hr("2026-11-01T09")}, hasPrev: true,
 			now:         hr("2026-11-01T09").Add(20 * time.Minute),
 			late:        []time.Time{hr("2026-11-01T02"), hr("2026-11-01T02").Add(30 * time.Minute), hr("2026-11-01T09"), hr("2026-10-31T23")},
 			wantClosing: []HourRange{}, wantLate: []time.Time{hr("2026-11-01T02"), hr("2026-10-31T23")}, wantThrough: hr("2026-11-01T09"),
@@ -58,7 +58,7 @@ func TestPlanRollup(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := PlanRollup(tc.prev, tc.hasPrev, tc.earliest, tc.now, grace, tc.late, nil)
+			p := NewPlan(tc.prev, tc.hasPrev, tc.earliest, tc.now, grace, tc.late, nil)
 			if len(p.Closing) == 0 {
 				p.Closing = []HourRange{}
 			}
@@ -79,8 +79,8 @@ func TestPlanRollup(t *testing.T) {
 }
 
 func TestPlanRollupWatermarkNeverMovesBack(t *testing.T) {
-	prev := RollupState{ClosedThrough: hr("2026-11-01T09"), Watermark: hr("2026-11-01T12")}
-	p := PlanRollup(prev, true, time.Time{}, hr("2026-11-01T10"), 0, nil, nil)
+	prev := State{ClosedThrough: hr("2026-11-01T09"), Watermark: hr("2026-11-01T12")}
+	p := NewPlan(prev, true, time.Time{}, hr("2026-11-01T10"), 0, nil, nil)
 	if !p.Next.Watermark.Equal(prev.Watermark) {
 		t.Fatalf("watermark moved back to %v", p.Next.Watermark)
 	}
@@ -114,11 +114,11 @@ func TestMonthsToDrop(t *testing.T) {
 }
 
 func TestPlanRollupLeavesHoursOfDroppedMonthsOnly(t *testing.T) {
-	prev := RollupState{ClosedThrough: hr("2026-12-01T00"), Watermark: hr("2026-11-30T00")}
+	prev := State{ClosedThrough: hr("2026-12-01T00"), Watermark: hr("2026-11-30T00")}
 	// October dropped before September and November: only October is gone.
 	dropped := NewDroppedMonths([]time.Time{hr("2026-10-01T00")})
 	late := []time.Time{hr("2026-09-12T04"), hr("2026-10-02T07"), hr("2026-10-31T23"), hr("2026-11-01T00")}
-	p := PlanRollup(prev, true, time.Time{}, hr("2026-11-30T23"), 15*time.Minute, late, dropped)
+	p := NewPlan(prev, true, time.Time{}, hr("2026-11-30T23"), 15*time.Minute, late, dropped)
 	if want := []time.Time{hr("2026-09-12T04"), hr("2026-11-01T00")}; !reflect.DeepEqual(p.Late, want) {
 		t.Errorf("late = %v, want %v: the months around the dropped one", p.Late, want)
 	}
@@ -132,7 +132,7 @@ func TestPlanRollupClosingSkipsDroppedMonths(t *testing.T) {
 	// dropped September: closing starts there but skips September and
 	// November.
 	dropped := NewDroppedMonths([]time.Time{hr("2026-09-01T00"), hr("2026-11-15T00")})
-	p := PlanRollup(RollupState{}, false, hr("2026-09-20T05"), hr("2026-12-02T10").Add(20*time.Minute), 15*time.Minute, nil, dropped)
+	p := NewPlan(State{}, false, hr("2026-09-20T05"), hr("2026-12-02T10").Add(20*time.Minute), 15*time.Minute, nil, dropped)
 	want := []HourRange{{hr("2026-10-01T00"), hr("2026-11-01T00")}, {hr("2026-12-01T00"), hr("2026-12-02T10")}}
 	if !reflect.DeepEqual(p.Closing, want) {
 		t.Errorf("closing = %v, want %v", p.Closing, want)
@@ -175,10 +175,10 @@ func TestDroppedMonths(t *testing.T) {
 func TestRangeMark(t *testing.T) {
 	grace := 15 * time.Minute
 	now := hr("2026-12-06T16")
-	prev := RollupState{ClosedThrough: hr("2026-09-01T00"), Watermark: hr("2026-11-30T00"), CompletedVersion: 5}
+	prev := State{ClosedThrough: hr("2026-09-01T00"), Watermark: hr("2026-11-30T00"), CompletedVersion: 5}
 	cases := []struct {
 		name        string
-		prev        RollupState
+		prev        State
 		hasPrev     bool
 		earliest    time.Time
 		from, to    time.Time
@@ -186,13 +186,13 @@ func TestRangeMark(t *testing.T) {
 		wantThrough time.Time
 		wantMark    time.Time // watermark
 	}{
-		{"first rollup from the earliest sample closes the range", RollupState{}, false, hr("2026-09-10T00"),
+		{"first rollup from the earliest sample closes the range", State{}, false, hr("2026-09-10T00"),
 			hr("2026-09-01T00"), hr("2026-10-01T00"), true, hr("2026-10-01T00"), now.Add(-InsertSlack)},
-		{"first rollup after the earliest sample leaves hours behind: no move", RollupState{}, false, hr("2026-08-31T23"),
+		{"first rollup after the earliest sample leaves hours behind: no move", State{}, false, hr("2026-08-31T23"),
 			hr("2026-09-01T00"), hr("2026-10-01T00"), false, time.Time{}, time.Time{}},
-		{"first rollup into open hours closes up to the grace only", RollupState{}, false, hr("2026-12-06T10"),
+		{"first rollup into open hours closes up to the grace only", State{}, false, hr("2026-12-06T10"),
 			hr("2026-12-06T00"), hr("2026-12-07T00"), true, hr("2026-12-06T15"), now.Add(-InsertSlack)},
-		{"no samples at all: the range closes", RollupState{}, false, time.Time{},
+		{"no samples at all: the range closes", State{}, false, time.Time{},
 			hr("2026-09-01T00"), hr("2026-10-01T00"), true, hr("2026-10-01T00"), now.Add(-InsertSlack)},
 		{"range from the mark moves it, watermark kept", prev, true, time.Time{},
 			hr("2026-09-01T00"), hr("2026-10-01T00"), true, hr("2026-10-01T00"), prev.Watermark},
@@ -202,7 +202,7 @@ func TestRangeMark(t *testing.T) {
 			hr("2026-09-02T00"), hr("2026-10-01T00"), false, prev.ClosedThrough, prev.Watermark},
 		{"range behind the mark: no move", prev, true, time.Time{},
 			hr("2026-07-01T00"), hr("2026-08-01T00"), false, prev.ClosedThrough, prev.Watermark},
-		{"range wholly within the grace: no move", RollupState{ClosedThrough: hr("2026-12-06T15")}, true, time.Time{},
+		{"range wholly within the grace: no move", State{ClosedThrough: hr("2026-12-06T15")}, true, time.Time{},
 			hr("2026-12-06T15"), hr("2026-12-06T16"), false, hr("2026-12-06T15"), time.Time{}},
 	}
 	for _, tc := range cases {

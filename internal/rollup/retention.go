@@ -1,4 +1,4 @@
-package billing
+package rollup
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func MonthsToDrop(months []time.Time, closed map[time.Time]bool, rolledThrough, 
 type RetentionStore interface {
 	RawMonths(ctx context.Context) ([]time.Time, error)
 	ClosedPeriods(ctx context.Context) ([]time.Time, error)
-	LoadRollupState(ctx context.Context, job string) (RollupState, bool, error)
+	LoadRollupState(ctx context.Context, job string) (State, bool, error)
 	HoursInsertedSince(ctx context.Context, since, before time.Time) ([]time.Time, error)
 	DropRawMonth(ctx context.Context, month time.Time) error
 	MarkRawMonthDropped(ctx context.Context, month, at time.Time) error
@@ -132,7 +132,7 @@ func (r *Retention) plan(ctx context.Context) ([]time.Time, time.Time, error) {
 	for _, p := range periods {
 		closed[time.Date(p.Year(), p.Month(), 1, 0, 0, 0, 0, time.UTC)] = true
 	}
-	st, ok, err := r.store.LoadRollupState(ctx, rollupJob)
+	st, ok, err := r.store.LoadRollupState(ctx, stateKey)
 	if err != nil {
 		return nil, floor, err
 	}

@@ -1,11 +1,12 @@
-// Package billing turns stored usage into money: invoices (the invoice
-// run, the ledger of drafts, finalized and void invoices under a lease,
-// late-usage corrections, and the API's scoped reads of them) and the
-// chargeback report, with what they rest on: hourly rollups, raw-data
-// retention and the scheduled jobs. It holds rules, not SQL: storage sits
-// behind the small interfaces declared here, which internal/store
-// satisfies.
-package billing
+// Package rollup keeps the hourly rollups true to the raw samples and the
+// raw samples no longer than needed: it plans and runs the app-driven
+// INSERT … SELECT rollup (closed hours after the grace period, late
+// samples re-opening their hours, months retention dropped left alone)
+// and decides which raw months may be dropped. Invoices, usage and quotas
+// read its state (State, HoursNotRolledUp). It holds rules, not SQL:
+// storage sits behind the interfaces declared here (Store,
+// RetentionStore), which internal/store satisfies.
+package rollup
 
 import (
 	"context"
@@ -18,8 +19,8 @@ import (
 	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
-// RollupState is the hourly rollup job's bookmark.
-type RollupState struct {
+// State is the hourly rollup job's bookmark.
+type State struct {
 	// ClosedThrough: every hour before it has been rolled up at least once.
 	ClosedThrough time.Time
 	// Watermark: samples inserted (server clock) before it have been seen.
@@ -33,14 +34,14 @@ type RollupState struct {
 // HourRange is [From, To) in whole hours.
 type HourRange struct{ From, To time.Time }
 
-// RollupPlan is what one run does.
-type RollupPlan struct {
+// Plan is what one run does.
+type Plan struct {
 	Closing []HourRange // hours that closed since the last run
 	Late    []time.Time // closed hours that received samples since the last run
 	// InDroppedMonth: late hours whose raw month retention already
 	// dropped; left alone (billing takes such samples as adjustments).
 	InDroppedMonth []time.Time
-	Next           RollupState
+	Next           State
 }
 
 // DroppedMonths is the set of months (first day, UTC) whose raw samples
@@ -104,7 +105,7 @@ func monthOf(t time.Time) time.Time {
 // inserted_at up to this much earlier, and must still be seen next time.
 const InsertSlack = 5 * time.Minute
 
-// PlanRollup decides which hours a run rolls up. It is pure.
+// NewPlan decides which hours a run rolls up. It is pure.
 //
 // Hours in dropped months (where retention dropped the raw samples) are
 // never recomputed, whether late samples reopen them or they would close:
@@ -115,7 +116,7 @@ const InsertSlack = 5 * time.Minute
 // up once when they close; afterwards only late samples (inserted since the
 // watermark) reopen their hour, which the next run recomputes. Open hours
 // are never rolled up: the API reads them from raw samples.
-func PlanRollup(prev RollupState, hasPrev bool, earliest, serverNow time.Time, grace time.Duration, late []time.Time, dropped DroppedMonths) RollupPlan {
+func NewPlan(prev State, hasPrev bool, earliest, serverNow time.Time, grace time.Duration, late []time.Time, dropped DroppedMonths) Plan {
 	closeBefore := serverNow.Add(-grace).UTC().Truncate(time.Hour)
 	start := prev.ClosedThrough
 	if !hasPrev {
@@ -124,7 +125,7 @@ func PlanRollup(prev RollupState, hasPrev bool, earliest, serverNow time.Time, g
 			start = earliest.UTC().Truncate(time.Hour)
 		}
 	}
-	plan := RollupPlan{Next: RollupState{ClosedThrough: start, Watermark: serverNow.Add(-InsertSlack).UTC()}}
+	plan := Plan{Next: State{ClosedThrough: start, Watermark: serverNow.Add(-InsertSlack).UTC()}}
 	if hasPrev && prev.Watermark.After(plan.Next.Watermark) {
 		plan.Next.Watermark = prev.Watermark
 	}
@@ -163,19 +164,19 @@ type hoursInserter interface {
 // That run started InsertSlack after its watermark; the second it started
 // is left to it, which scanned it. Invoice runs wait for these hours and
 // retention keeps their months.
-func HoursNotRolledUp(ctx context.Context, s hoursInserter, st RollupState) ([]time.Time, error) {
+func HoursNotRolledUp(ctx context.Context, s hoursInserter, st State) ([]time.Time, error) {
 	if st.ClosedThrough.IsZero() {
 		return nil, nil
 	}
 	return s.HoursInsertedSince(ctx, st.Watermark.Add(InsertSlack+time.Second), st.ClosedThrough)
 }
 
-// RollupStore is what the rollup needs from storage.
-type RollupStore interface {
+// Store is what the rollup needs from storage.
+type Store interface {
 	ServerNow(ctx context.Context) (time.Time, error)
 	EarliestSample(ctx context.Context) (time.Time, error)
-	LoadRollupState(ctx context.Context, job string) (RollupState, bool, error)
-	SaveRollupState(ctx context.Context, job string, st RollupState, version uint64) error
+	LoadRollupState(ctx context.Context, job string) (State, bool, error)
+	SaveRollupState(ctx context.Context, job string, st State, version uint64) error
 	HoursInsertedSince(ctx context.Context, since, before time.Time) ([]time.Time, error)
 	RollupRange(ctx context.Context, from, to time.Time, version uint64) error
 	RollupHours(ctx context.Context, hours []time.Time, version uint64) error
@@ -183,8 +184,8 @@ type RollupStore interface {
 	RawDroppedMonths(ctx context.Context) ([]time.Time, error)
 }
 
-// RollupConfig tunes the hourly rollup.
-type RollupConfig struct {
+// Config tunes the hourly rollup.
+type Config struct {
 	// Grace is how long after its end an hour stays open for late samples
 	// before its first rollup.
 	Grace time.Duration `yaml:"grace"`
@@ -192,14 +193,14 @@ type RollupConfig struct {
 	Schedule string `yaml:"schedule"`
 }
 
-// DefaultRollupConfig: hours close 15 minutes after they end; the job runs
+// DefaultConfig: hours close 15 minutes after they end; the job runs
 // every 5 minutes.
-func DefaultRollupConfig() RollupConfig {
-	return RollupConfig{Grace: 15 * time.Minute, Schedule: "@every 5m"}
+func DefaultConfig() Config {
+	return Config{Grace: 15 * time.Minute, Schedule: "@every 5m"}
 }
 
 // Validate reports every problem.
-func (c RollupConfig) Validate() error {
+func (c Config) Validate() error {
 	var errs []error
 	if c.Grace < 0 || c.Grace > 7*24*time.Hour {
 		errs = append(errs, fmt.Errorf("rollup.grace %s: want 0 to 7 days", c.Grace))
@@ -210,29 +211,29 @@ func (c RollupConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Rollup runs the hourly rollup job.
-type Rollup struct {
-	store  RollupStore
-	cfg    RollupConfig
+// Service runs the hourly rollup job.
+type Service struct {
+	store  Store
+	cfg    Config
 	now    func() time.Time
 	logger *slog.Logger
 	last   uint64
 }
 
-const rollupJob = "usage_hourly"
+const stateKey = "usage_hourly"
 
-// RollupJob names the hourly rollup's state in rollup_state.
-const RollupJob = rollupJob
+// StateKey names the hourly rollup's state in rollup_state.
+const StateKey = stateKey
 
-// NewRollup builds the job; now supplies versions (nanoseconds).
-func NewRollup(st RollupStore, cfg RollupConfig, now func() time.Time, logger *slog.Logger) *Rollup {
-	return &Rollup{store: st, cfg: cfg, now: now, logger: logger.With("component", "rollup")}
+// New builds the job; now supplies versions (nanoseconds).
+func New(st Store, cfg Config, now func() time.Time, logger *slog.Logger) *Service {
+	return &Service{store: st, cfg: cfg, now: now, logger: logger.With("component", "rollup")}
 }
 
 // version is above every version in usage_hourly and grows from run to
 // run: the highest version wins in ClickHouse, so a version taken from a
 // clock that lags another machine's would hide this run's results.
-func (r *Rollup) version(ctx context.Context) (uint64, error) {
+func (r *Service) version(ctx context.Context) (uint64, error) {
 	stored, err := r.store.MaxRollupVersion(ctx)
 	if err != nil {
 		return 0, err
@@ -252,12 +253,12 @@ type RunResult struct {
 // safe to run at any time and to run twice. Newly closed hours go a day at
 // a time, the state saved after each, so a long backlog (a first run, a
 // large backfill) makes progress even when one run cannot finish it.
-func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
+func (r *Service) Run(ctx context.Context) (RunResult, error) {
 	serverNow, err := r.store.ServerNow(ctx)
 	if err != nil {
 		return RunResult{}, err
 	}
-	prev, hasPrev, err := r.store.LoadRollupState(ctx, rollupJob)
+	prev, hasPrev, err := r.store.LoadRollupState(ctx, stateKey)
 	if err != nil {
 		return RunResult{}, err
 	}
@@ -276,7 +277,7 @@ func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
 	if err != nil {
 		return RunResult{}, err
 	}
-	plan := PlanRollup(prev, hasPrev, earliest, serverNow, r.cfg.Grace, late, dropped)
+	plan := NewPlan(prev, hasPrev, earliest, serverNow, r.cfg.Grace, late, dropped)
 	if len(plan.InDroppedMonth) > 0 {
 		r.logger.Warn("late samples for hours whose raw data retention dropped; hourly rollups keep their earlier totals",
 			"hours", len(plan.InDroppedMonth), "first", plan.InDroppedMonth[0])
@@ -290,7 +291,7 @@ func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
 	}
 	// Until the last chunk is done the watermark stays where it was, so a
 	// run cut short loses no late sample.
-	progress := RollupState{Watermark: prev.Watermark, CompletedVersion: prev.CompletedVersion}
+	progress := State{Watermark: prev.Watermark, CompletedVersion: prev.CompletedVersion}
 	for _, hr := range plan.Closing {
 		for from := hr.From; from.Before(hr.To); {
 			to := from.Add(24 * time.Hour)
@@ -302,7 +303,7 @@ func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
 			}
 			progress.ClosedThrough = to
 			if to.Before(hr.To) {
-				if err := r.store.SaveRollupState(ctx, rollupJob, progress, v); err != nil {
+				if err := r.store.SaveRollupState(ctx, stateKey, progress, v); err != nil {
 					return RunResult{}, err
 				}
 			}
@@ -310,7 +311,7 @@ func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
 		}
 	}
 	plan.Next.CompletedVersion = v
-	if err := r.store.SaveRollupState(ctx, rollupJob, plan.Next, v); err != nil {
+	if err := r.store.SaveRollupState(ctx, stateKey, plan.Next, v); err != nil {
 		return RunResult{}, err
 	}
 	if len(plan.Closing) > 0 || len(plan.Late) > 0 {
@@ -331,7 +332,7 @@ func (r *Rollup) Run(ctx context.Context) (RunResult, error) {
 // stays where it was (the range saw no late hours outside it, so the next
 // scheduled run still looks for them); before the first run it starts
 // where the scheduled job's first run would put it.
-func RangeMark(prev RollupState, hasPrev bool, earliest, serverNow time.Time, grace time.Duration, from, to time.Time, v uint64) (RollupState, bool) {
+func RangeMark(prev State, hasPrev bool, earliest, serverNow time.Time, grace time.Duration, from, to time.Time, v uint64) (State, bool) {
 	end := serverNow.Add(-grace).UTC().Truncate(time.Hour)
 	if to.Before(end) {
 		end = to
@@ -356,7 +357,7 @@ func RangeMark(prev RollupState, hasPrev bool, earliest, serverNow time.Time, gr
 // and closes what RangeMark allows. A range that touches a month whose raw
 // samples retention dropped is refused: recomputing it would lose those
 // hours. Months around a dropped one are rolled up by ranges of their own.
-func (r *Rollup) RollupRange(ctx context.Context, from, to time.Time) error {
+func (r *Service) RollupRange(ctx context.Context, from, to time.Time) error {
 	from, to = from.UTC().Truncate(time.Hour), to.UTC()
 	if t := to.Truncate(time.Hour); !t.Equal(to) {
 		to = t.Add(time.Hour)
@@ -382,7 +383,7 @@ func (r *Rollup) RollupRange(ctx context.Context, from, to time.Time) error {
 	if err != nil {
 		return err
 	}
-	prev, hasPrev, err := r.store.LoadRollupState(ctx, rollupJob)
+	prev, hasPrev, err := r.store.LoadRollupState(ctx, stateKey)
 	if err != nil {
 		return err
 	}
@@ -403,21 +404,21 @@ func (r *Rollup) RollupRange(ctx context.Context, from, to time.Time) error {
 	if !moved {
 		return nil
 	}
-	if err := r.store.SaveRollupState(ctx, rollupJob, next, v); err != nil {
+	if err := r.store.SaveRollupState(ctx, stateKey, next, v); err != nil {
 		return fmt.Errorf("rollup range: rolled up, but closing the hours failed: %w", err)
 	}
 	r.logger.Info("range rollup closed hours", "closed_through", next.ClosedThrough)
 	return nil
 }
 
-// RollupStateReader reads the rollup job's bookmark.
-type RollupStateReader interface {
-	LoadRollupState(ctx context.Context, job string) (RollupState, bool, error)
+// StateReader reads the rollup job's bookmark.
+type StateReader interface {
+	LoadRollupState(ctx context.Context, job string) (State, bool, error)
 }
 
 // RolledUpThrough is the hour before which usage_hourly is complete (zero
 // before the first rollup run): readers take later hours from raw samples.
-func RolledUpThrough(ctx context.Context, st RollupStateReader) (time.Time, error) {
-	s, _, err := st.LoadRollupState(ctx, rollupJob)
+func RolledUpThrough(ctx context.Context, st StateReader) (time.Time, error) {
+	s, _, err := st.LoadRollupState(ctx, stateKey)
 	return s.ClosedThrough, err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -74,7 +75,7 @@ func chargebackInput(mode chargeback.IdleMode) chargeback.Input {
 			EnergyMillijoules: 1_440_000_000, EnergySource: chargeback.EnergyMeasured,
 			Cost: cbCosts("gpu_hours", "2.50", "energy_kwh", "0.06")},
 		{Department: "physics", Tenant: "alice", SKU: cbH100, Site: "eu-west", Hour: cbHour(2, 3),
-			GPUMicroseconds: cbGPUHour, SMActiveMicroseconds: cbGPUHour, Unmeasured: chargeback.Unmeasured{Energy: cbGPUHour},
+			GPUMicroseconds: cbGPUHour, SMActiveMicroseconds: cbGPUHour, Unmeasured: meter.UnmeasuredTime{meter.GroupEnergy: cbGPUHour},
 			Cost: cbCosts("gpu_hours", "2.50")},
 		{Department: cbRnD, Tenant: cbCarol, SKU: cbA100, Site: "ap-south", Hour: cbHour(2, 3),
 			GPUMicroseconds: cbGPUHour / 2, SMActiveMicroseconds: cbGPUHour / 4,

@@ -63,7 +63,7 @@ func chargebackRows(hours []HourlyMeters) []UsageRow {
 		r := chargeback.Row{Department: dept, Tenant: h.Tenant, SKU: h.SKU, Hour: hour,
 			GPUMicroseconds: h.GPUMicroseconds, SMActiveMicroseconds: h.SMActiveMicroseconds, MemMiBSeconds: h.MemMiBSeconds,
 			EnergyMillijoules: h.EnergyMillijoules,
-			Unmeasured:        chargeback.Unmeasured{SMActive: h.Unmeasured[meter.GroupSMActive], Energy: h.Unmeasured[meter.GroupEnergy]}}
+			Unmeasured:        h.Unmeasured}
 		out = append(out, UsageRow{Row: r, Usage: pricing.UsageOf(hour, h.SKU, h.Values)})
 	}
 	return out

@@ -25,7 +25,7 @@ func TestChargebackRowsDepartmentsAndUnits(t *testing.T) {
 		}
 	}
 	acme := rows[1]
-	if acme.Row.Unmeasured.SMActive != 3_600_000_000 || acme.Row.Unmeasured.Energy != 0 {
+	if acme.Row.Unmeasured[meter.GroupSMActive] != 3_600_000_000 || acme.Row.Unmeasured[meter.GroupEnergy] != 0 {
 		t.Errorf("acme unmeasured %+v, want SM-active only", acme.Row.Unmeasured)
 	}
 	if len(acme.Usage) != 2 || acme.Usage[0].Meter != pricing.GPUHours || acme.Usage[0].Quantity.String() != "1" ||

@@ -7,6 +7,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -454,10 +455,10 @@ func newAcc() *acc {
 func (a *acc) add(r Row, intensity func(string, time.Time) (decimal.Decimal, bool)) {
 	a.gpu += r.GPUMicroseconds
 	a.sm += r.SMActiveMicroseconds
-	a.smUnmeasured += r.Unmeasured.SMActive
+	a.smUnmeasured += r.Unmeasured[meter.GroupSMActive]
 	a.mem += r.MemMiBSeconds
 	a.energy += r.EnergyMillijoules
-	a.energyUnmeasured += r.Unmeasured.Energy
+	a.energyUnmeasured += r.Unmeasured[meter.GroupEnergy]
 	a.skus[r.SKU] += r.GPUMicroseconds
 	if r.EnergyMillijoules > 0 {
 		a.bySource[r.EnergySource] += r.EnergyMillijoules

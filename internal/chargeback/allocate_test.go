@@ -7,6 +7,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -66,7 +67,7 @@ func fleetRows() []Row {
 			Cost: costs("gpu_hours", "1.50", "energy_kwh", "0.06")},
 		{Department: "biology", Tenant: "dave", SKU: a100, Hour: hour(1, 10),
 			GPUMicroseconds: 1_440_000_000, SMActiveMicroseconds: 360_000_000, MemMiBSeconds: 16384 * 3600,
-			Unmeasured: Unmeasured{SMActive: 360_000_000, Energy: 1_440_000_000},
+			Unmeasured: meter.UnmeasuredTime{meter.GroupSMActive: 360_000_000, meter.GroupEnergy: 1_440_000_000},
 			Cost:       costs("gpu_hours", "1.00")},
 		{Department: "physics", Tenant: "alice", SKU: h100, Site: "eu-west", Hour: hour(2, 3),
 			GPUMicroseconds: gpuHour, SMActiveMicroseconds: gpuHour, Cost: costs("gpu_hours", "2.50")},
@@ -347,7 +348,7 @@ func TestAllocateUtilization(t *testing.T) {
 
 	// All SM time unmeasured: utilization is unknown, not zero.
 	in := Input{Period: nov, Currency: usd, Idle: IdleOwnRow, Rows: []Row{
-		{Department: "d", Tenant: "t", SKU: mig3, Hour: hour(1, 0), GPUMicroseconds: 100, Unmeasured: Unmeasured{SMActive: 100}},
+		{Department: "d", Tenant: "t", SKU: mig3, Hour: hour(1, 0), GPUMicroseconds: 100, Unmeasured: meter.UnmeasuredTime{meter.GroupSMActive: 100}},
 	}}
 	rep, err = Allocate(in)
 	if err != nil {

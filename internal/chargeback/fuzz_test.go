@@ -8,6 +8,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -75,9 +76,9 @@ func fuzzInput(b []byte) Input {
 			r.Department, r.Tenant = depts[d.intn(len(depts))], tenants[d.intn(len(tenants))]
 		}
 		r.GPUMicroseconds = d.heldMicroseconds()
-		r.Unmeasured.SMActive = d.uint64n(r.GPUMicroseconds/4 + 1)
-		r.SMActiveMicroseconds = d.uint64n(r.GPUMicroseconds - r.Unmeasured.SMActive + 1)
-		r.Unmeasured.Energy = d.uint64n(r.GPUMicroseconds/4 + 1)
+		r.Unmeasured[meter.GroupSMActive] = d.uint64n(r.GPUMicroseconds/4 + 1)
+		r.SMActiveMicroseconds = d.uint64n(r.GPUMicroseconds - r.Unmeasured[meter.GroupSMActive] + 1)
+		r.Unmeasured[meter.GroupEnergy] = d.uint64n(r.GPUMicroseconds/4 + 1)
 		if d.intn(3) > 0 {
 			r.EnergyMillijoules = d.uint64n(4_000_000_000)
 			r.EnergySource = sources[d.intn(len(sources))] // one in 8 missing

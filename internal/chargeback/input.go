@@ -45,6 +45,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -93,14 +94,6 @@ const (
 // energySources lists the sources in the order reports print them.
 var energySources = []EnergySource{EnergyMeasured, EnergySplitBySlices, EnergySplitByGPM}
 
-// Unmeasured is, per meter, the GPU-microseconds of a row whose samples had
-// no measurement of that meter: the meter's figure covers the rest only.
-// Unmeasured time is neither zero nor idle; it is reported as unmeasured.
-type Unmeasured struct {
-	SMActive uint64 `json:"sm_active"`
-	Energy   uint64 `json:"energy"`
-}
-
 // Row is the usage of one tenant (or of idle capacity) on one SKU in one
 // hour, with its priced cost.
 //
@@ -117,11 +110,15 @@ type Row struct {
 
 	// GPUMicroseconds are GPU-equivalent microseconds held: a 3g.40gb MIG
 	// instance for an hour is 3/7 of 3.6e9, a time-sliced share its share.
-	GPUMicroseconds      uint64     `json:"gpu_microseconds"`
-	SMActiveMicroseconds uint64     `json:"sm_active_microseconds"`
-	MemMiBSeconds        uint64     `json:"mem_mib_seconds"`
-	EnergyMillijoules    uint64     `json:"energy_millijoules"`
-	Unmeasured           Unmeasured `json:"unmeasured"`
+	GPUMicroseconds      uint64 `json:"gpu_microseconds"`
+	SMActiveMicroseconds uint64 `json:"sm_active_microseconds"`
+	MemMiBSeconds        uint64 `json:"mem_mib_seconds"`
+	EnergyMillijoules    uint64 `json:"energy_millijoules"`
+	// Unmeasured is, per meter group, the GPU-microseconds of the row
+	// whose samples had no measurement of it: the meter's figure covers
+	// the rest only. Unmeasured time is neither zero nor idle; it is
+	// reported as unmeasured.
+	Unmeasured meter.UnmeasuredTime `json:"unmeasured"`
 	// EnergySource is required when EnergyMillijoules is not zero.
 	EnergySource EnergySource `json:"energy_source"`
 
@@ -268,14 +265,14 @@ func (in Input) validateRow(ps *problems, at string, r Row) bool {
 		ps.add(at+".hour", "%s is outside the period [%s, %s)", h.UTC().Format(time.RFC3339),
 			p.Start.UTC().Format(time.RFC3339), p.End.UTC().Format(time.RFC3339))
 	}
-	if r.Unmeasured.SMActive > r.GPUMicroseconds {
-		ps.add(at+".unmeasured.sm_active", "%d exceeds the row's gpu_microseconds %d", r.Unmeasured.SMActive, r.GPUMicroseconds)
-	} else if r.SMActiveMicroseconds > r.GPUMicroseconds-r.Unmeasured.SMActive {
+	if r.Unmeasured[meter.GroupSMActive] > r.GPUMicroseconds {
+		ps.add(at+".unmeasured.sm_active", "%d exceeds the row's gpu_microseconds %d", r.Unmeasured[meter.GroupSMActive], r.GPUMicroseconds)
+	} else if r.SMActiveMicroseconds > r.GPUMicroseconds-r.Unmeasured[meter.GroupSMActive] {
 		ps.add(at+".sm_active_microseconds", "%d exceeds the measured GPU time %d (gpu_microseconds less unmeasured.sm_active)",
-			r.SMActiveMicroseconds, r.GPUMicroseconds-r.Unmeasured.SMActive)
+			r.SMActiveMicroseconds, r.GPUMicroseconds-r.Unmeasured[meter.GroupSMActive])
 	}
-	if r.Unmeasured.Energy > r.GPUMicroseconds {
-		ps.add(at+".unmeasured.energy", "%d exceeds the row's gpu_microseconds %d", r.Unmeasured.Energy, r.GPUMicroseconds)
+	if r.Unmeasured[meter.GroupEnergy] > r.GPUMicroseconds {
+		ps.add(at+".unmeasured.energy", "%d exceeds the row's gpu_microseconds %d", r.Unmeasured[meter.GroupEnergy], r.GPUMicroseconds)
 	}
 	switch r.EnergySource {
 	case EnergyMeasured, EnergySplitBySlices, EnergySplitByGPM:

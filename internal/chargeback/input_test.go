@@ -10,6 +10,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/fault"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -43,11 +44,11 @@ func TestValidate(t *testing.T) {
 		{"hour on the hour", func(in *Input) { in.Rows[1].Hour = hour(1, 10).Add(time.Second) }, "rows[1].hour: 2026-11-01T10:00:01Z is not the start of an hour"},
 		{"hour in the period", func(in *Input) { in.Rows[1].Hour = in.Period.End },
 			"rows[1].hour: 2026-12-01T00:00:00Z is outside the period [2026-11-01T00:00:00Z, 2026-12-01T00:00:00Z)"},
-		{"unmeasured SM time within GPU time", func(in *Input) { in.Rows[4].Unmeasured.SMActive = gpuHour },
+		{"unmeasured SM time within GPU time", func(in *Input) { in.Rows[4].Unmeasured[meter.GroupSMActive] = gpuHour },
 			"rows[4].unmeasured.sm_active: 3600000000 exceeds the row's gpu_microseconds 1440000000"},
 		{"SM-active within measured time", func(in *Input) { in.Rows[4].SMActiveMicroseconds = 1_440_000_000 },
 			"rows[4].sm_active_microseconds: 1440000000 exceeds the measured GPU time 1080000000"},
-		{"unmeasured energy time within GPU time", func(in *Input) { in.Rows[0].Unmeasured.Energy = gpuHour + 1 },
+		{"unmeasured energy time within GPU time", func(in *Input) { in.Rows[0].Unmeasured[meter.GroupEnergy] = gpuHour + 1 },
 			"rows[0].unmeasured.energy: 3600000001 exceeds the row's gpu_microseconds 3600000000"},
 		{"energy needs its source", func(in *Input) { in.Rows[0].EnergySource = "" }, "rows[0].energy_source: required when energy_millijoules is not zero"},
 		{"energy source known", func(in *Input) { in.Rows[0].EnergySource = "guessed" }, `rows[0].energy_source: unknown "guessed"`},

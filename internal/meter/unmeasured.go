@@ -1,7 +1,9 @@
 package meter
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -126,4 +128,35 @@ func Of(u Unmeasured, gpuMicroseconds uint64) UnmeasuredTime {
 		}
 	}
 	return t
+}
+
+// MarshalJSON writes the time as an object keyed by group name
+// ({"sm_active": 0, "energy": 3600000000, ...}), every group present.
+func (t UnmeasuredTime) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, g := range Groups {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, "%q:%d", g.Name, t[i])
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads an object keyed by group name; a group left out is
+// 0, an unknown name is an error.
+func (t *UnmeasuredTime) UnmarshalJSON(b []byte) error {
+	var m map[string]uint64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*t = UnmeasuredTime{}
+	for name, v := range m {
+		i := slices.IndexFunc(Groups[:], func(g Group) bool { return g.Name == name })
+		if i < 0 {
+			return fmt.Errorf("unmeasured: unknown meter %q (want %s)", name, groupNames())
+		}
+		t[i] = v
+	}
+	return nil
 }

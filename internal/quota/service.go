@@ -23,9 +23,35 @@ const liveWindow = 2 * time.Minute
 
 // LiveStore reads what runs now (internal/store meets it).
 type LiveStore interface {
-	// LiveConcurrency is what each tenant holds in [since, until], in
-	// GPU-equivalents by GPU model.
-	LiveConcurrency(ctx context.Context, since, until time.Time) (map[string]map[string]decimal.Decimal, error)
+	// LatestHoldings is, per GPU and MIG instance, the latest sample of a
+	// tenant ending in [since, until].
+	LatestHoldings(ctx context.Context, since, until time.Time) ([]Holding, error)
+}
+
+// Holding is one tenant's latest sample on one GPU or MIG instance.
+type Holding struct {
+	Tenant          string
+	GPUModel        string
+	GPUMicroseconds uint64 // held in the sample
+	Seconds         uint64 // the sample's length
+}
+
+// liveConcurrency is what each tenant holds now, in GPU-equivalents by
+// GPU model: each holding's GPU-microseconds over its length (a
+// time-sliced share or a MIG instance holds less than one GPU).
+func liveConcurrency(hs []Holding) map[string]map[string]decimal.Decimal {
+	out := map[string]map[string]decimal.Decimal{}
+	for _, h := range hs {
+		if h.Seconds == 0 {
+			continue
+		}
+		if out[h.Tenant] == nil {
+			out[h.Tenant] = map[string]decimal.Decimal{}
+		}
+		share := decimal.NewFromUint64(h.GPUMicroseconds).DivRound(decimal.NewFromUint64(h.Seconds*1_000_000), 18)
+		out[h.Tenant][h.GPUModel] = out[h.Tenant][h.GPUModel].Add(share)
+	}
+	return out
 }
 
 // UsageReader is month-to-date usage and the customers' pricing, read as
@@ -119,10 +145,11 @@ func (q *Service) needsSpend(tenant, dept string) bool {
 // entry), and spend for tenants under a spend
 func (q *Service) snapshot(ctx context.Context) (Snapshot, error) {
 	now := q.now()
-	live, err := q.live.LiveConcurrency(ctx, now.Add(-liveWindow), now.Add(time.Minute))
+	holdings, err := q.live.LatestHoldings(ctx, now.Add(-liveWindow), now.Add(time.Minute))
 	if err != nil {
 		return Snapshot{}, err
 	}
+	live := liveConcurrency(holdings)
 	state, err := q.usage.RollupState(ctx)
 	if err != nil {
 		return Snapshot{}, err

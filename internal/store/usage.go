@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shopspring/decimal"
-
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/usage"
@@ -143,37 +141,27 @@ func (s *Store) Usage(ctx context.Context, query usage.Query) ([]usage.Row, erro
 	return out, nil
 }
 
-// liveConcurrencySQL is LiveConcurrency's statement; its arguments are
+// liveConcurrencySQL is LatestHoldings' statement; its arguments are
 // since and until.
 const liveConcurrencySQL = "SELECT tenant, gpu_model, argMax(gpu_microseconds, end), toUInt64(argMax(toUInt64(end) - toUInt64(start), end))" +
 	" FROM usage_samples WHERE end >= ? AND end <= ? AND tenant != '' GROUP BY gpu_uuid, mig_uuid, tenant, gpu_model"
 
-// LiveConcurrency is what each tenant holds now, in GPU-equivalents by
-// GPU model: per GPU and MIG instance the latest sample ending in
-// [since, until] (a sample cannot end in the future), its GPU-microseconds over its length (a time-sliced share
-// or a MIG instance holds less than one GPU). Idle capacity (tenant "")
-// is left out.
-func (s *Store) LiveConcurrency(ctx context.Context, since, until time.Time) (map[string]map[string]decimal.Decimal, error) {
+// LatestHoldings is, per GPU and MIG instance, the latest sample of a
+// tenant ending in [since, until] (a sample cannot end in the future):
+// what it held and for how long. Idle capacity (tenant "") is left out.
+func (s *Store) LatestHoldings(ctx context.Context, since, until time.Time) ([]quota.Holding, error) {
 	rows, err := s.conn.Query(ctx, liveConcurrencySQL, since.UTC(), until.UTC())
 	if err != nil {
-		return nil, fmt.Errorf("live concurrency: %w", err)
+		return nil, fmt.Errorf("latest holdings: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]map[string]decimal.Decimal{}
+	var out []quota.Holding
 	for rows.Next() {
-		var tenant, model string
-		var us, secs uint64
-		if err := rows.Scan(&tenant, &model, &us, &secs); err != nil {
-			return nil, fmt.Errorf("live concurrency: scan: %w", err)
+		var h quota.Holding
+		if err := rows.Scan(&h.Tenant, &h.GPUModel, &h.GPUMicroseconds, &h.Seconds); err != nil {
+			return nil, fmt.Errorf("latest holdings: scan: %w", err)
 		}
-		if secs == 0 {
-			continue
-		}
-		if out[tenant] == nil {
-			out[tenant] = map[string]decimal.Decimal{}
-		}
-		share := decimal.NewFromUint64(us).DivRound(decimal.NewFromUint64(secs*1_000_000), 18)
-		out[tenant][model] = out[tenant][model].Add(share)
+		out = append(out, h)
 	}
 	return out, rows.Err()
 }

@@ -17,7 +17,7 @@ func TestLiveConcurrencySumsShares(t *testing.T) {
 		{Tenant: "acme", GPUModel: "A100-SXM4-40GB", GPUMicroseconds: tenS / 2, Seconds: 10},
 		{Tenant: "beta", GPUModel: "H100-SXM5-80GB", GPUMicroseconds: 5, Seconds: 0},
 	})
-	h100 := decimal.NewFromInt(1).Add(decimal.NewFromInt(tenS * 3 / 7).DivRound(decimal.NewFromInt(tenS), 18))
+	h100 := decimal.NewFromInt(1).Add(decimal.NewFromInt(tenS*3/7).DivRound(decimal.NewFromInt(tenS), 18))
 	if !got["acme"]["H100-SXM5-80GB"].Equal(h100) || !got["acme"]["A100-SXM4-40GB"].Equal(decimal.RequireFromString("0.5")) {
 		t.Errorf("acme %v", got["acme"])
 	}

@@ -28,13 +28,16 @@ import (
 // by the store, in SQL.
 type Reader interface {
 	Holdings(ctx context.Context, from, to time.Time, f Filter) ([]Holding, error)
-	HourlyGPUHours(ctx context.Context, from, to time.Time, f Filter) ([]Series, error)
+	// HourlyGPUTime is each tenant's GPU time per UTC hour, by tenant,
+	// then hour.
+	HourlyGPUTime(ctx context.Context, from, to time.Time, f Filter) ([]HourTotal, error)
 	// HourlyUsage is the hourly rollups per tenant and SKU (usage_hourly
 	// FINAL, what invoices price; idle capacity is tenant "").
 	billing.HourlyUsageReader
-	// ModelDemand is the fleet's: the store refuses a scope narrower than
-	// admin rather than answer it.
-	ModelDemand(ctx context.Context, from, to time.Time, scope auth.Scope) ([]Series, error)
+	// ModelGPUTime is each GPU model's GPU time in use per UTC hour, by
+	// model, then hour. It is the fleet's: the store refuses a scope
+	// narrower than admin rather than answer it.
+	ModelGPUTime(ctx context.Context, from, to time.Time, scope auth.Scope) ([]HourTotal, error)
 	// FirstHour is the oldest hour the rollup holds (zero: none): hours
 	// before it are unknown, not hours without use.
 	FirstHour(ctx context.Context) (time.Time, error)
@@ -303,10 +306,11 @@ func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fres
 	if !hist.Before(to) {
 		return nil, nil, nil
 	}
-	hourly, err := s.reader.HourlyGPUHours(ctx, hist, to, r.filter())
+	rows, err := s.reader.HourlyGPUTime(ctx, hist, to, r.filter())
 	if err != nil {
 		return nil, nil, err
 	}
+	hourly := HourlySeries(rows, hist, to, false)
 	if found, err = Detect(AnomalyInput{Series: hourly, EvaluateFrom: from, Params: p}); err != nil {
 		return nil, nil, err
 	}
@@ -494,10 +498,11 @@ func (s *Service) Capacity(ctx context.Context, r CapacityRequest) ([]CapacityFo
 			to.Format(time.RFC3339), first.Format(time.RFC3339))
 	}
 	from = to.AddDate(0, 0, -7*min(weeks, r.Weeks))
-	demand, err := s.reader.ModelDemand(ctx, from, to, r.Scope)
+	rows, err := s.reader.ModelGPUTime(ctx, from, to, r.Scope)
 	if err != nil {
 		return nil, err
 	}
+	demand := HourlySeries(rows, from, to, true)
 	gpus, err := s.reader.GPUsByModel(ctx, to.Add(-time.Hour), to)
 	if err != nil {
 		return nil, err
@@ -587,4 +592,40 @@ func (s *Service) DetectClosed(ctx context.Context, closedThrough time.Time, loo
 		return nil, nil, nil
 	}
 	return s.Detect(ctx, Request{From: to.Add(-lookback), To: to}, true)
+}
+
+// HourTotal is one key's GPU time in one UTC hour, as the hourly rollup
+// holds it: a tenant's, or a GPU model's.
+type HourTotal struct {
+	Key             string
+	Hour            time.Time
+	GPUMicroseconds uint64
+}
+
+// HourlySeries turns hourly totals, sorted by key then hour, into one
+// hourly series per key over [from, to): a tenant's gpu_hours, or (byModel)
+// a GPU model's demand in GPU-equivalents (its GPU-hours over the hour;
+// Tenant empty, SKU the model). Hours without a total are absent (zero, as
+// Series reads them).
+func HourlySeries(rows []HourTotal, from, to time.Time, byModel bool) []Series {
+	var out []Series
+	for _, r := range rows {
+		if len(out) == 0 || seriesKey(out[len(out)-1], byModel) != r.Key {
+			sr := Series{Tenant: r.Key, Meter: "gpu_hours", Step: Hourly, From: from.UTC(), To: to.UTC()}
+			if byModel {
+				sr = Series{SKU: r.Key, Meter: "gpu_equivalents", Step: Hourly, From: from.UTC(), To: to.UTC()}
+			}
+			out = append(out, sr)
+		}
+		last := &out[len(out)-1]
+		last.Points = append(last.Points, Point{At: r.Hour, Value: GPUHours(int64(r.GPUMicroseconds))})
+	}
+	return out
+}
+
+func seriesKey(s Series, byModel bool) string {
+	if byModel {
+		return s.SKU
+	}
+	return s.Tenant
 }

@@ -49,18 +49,30 @@ func (f *fakeReader) Holdings(_ context.Context, from, to time.Time, fl Filter) 
 	return out, nil
 }
 
-func (f *fakeReader) HourlyGPUHours(_ context.Context, from, to time.Time, _ Filter) ([]Series, error) {
+func (f *fakeReader) HourlyGPUTime(_ context.Context, from, to time.Time, _ Filter) ([]HourTotal, error) {
 	f.asked = append(f.asked, "hourly "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339))
-	return f.hourly, nil
+	return totalsOf(f.hourly, false), nil
+}
+
+// totalsOf is series as the store holds them: GPU-microseconds per key
+// and hour (the fixtures' GPU-hours are whole microseconds).
+func totalsOf(series []Series, byModel bool) []HourTotal {
+	var out []HourTotal
+	for _, s := range series {
+		for _, p := range s.Points {
+			out = append(out, HourTotal{Key: seriesKey(s, byModel), Hour: p.At, GPUMicroseconds: uint64(p.Value.Mul(decimal.NewFromInt(3_600_000_000)).IntPart())})
+		}
+	}
+	return out
 }
 
 func (f *fakeReader) HourlyUsage(_ context.Context, from, to time.Time, tenant string) ([]billing.HourlyMeters, error) {
 	return f.usage, nil
 }
 
-func (f *fakeReader) ModelDemand(_ context.Context, from, to time.Time, _ auth.Scope) ([]Series, error) {
+func (f *fakeReader) ModelGPUTime(_ context.Context, from, to time.Time, _ auth.Scope) ([]HourTotal, error) {
 	f.asked = append(f.asked, "demand "+from.Format(time.RFC3339)+" "+to.Format(time.RFC3339))
-	return f.demand, nil
+	return totalsOf(f.demand, true), nil
 }
 
 func (f *fakeReader) GPUsByModel(_ context.Context, since, until time.Time) (map[string]int, error) {

@@ -176,21 +176,16 @@ func (q InsightsQuery) hourlyGPUSQL() (string, []any) {
 	return sql + f + " GROUP BY tenant, hour ORDER BY tenant, hour", append(args, fargs...)
 }
 
-// HourlyGPUHours is each tenant's gpu_hours per UTC hour over [From, To),
-// one hourly series per tenant with rows, by tenant. Hours without rows
-// are absent (zero, as insights.Series reads them).
-func (s *Store) HourlyGPUHours(ctx context.Context, q InsightsQuery) ([]insights.Series, error) {
+// HourlyGPUTime is each tenant's GPU-microseconds per UTC hour over
+// [From, To), by tenant, then hour. Hours without rows are absent.
+func (s *Store) HourlyGPUTime(ctx context.Context, q InsightsQuery) ([]insights.HourTotal, error) {
 	if err := q.ValidateSeries(); err != nil {
 		return nil, fmt.Errorf("hourly series query: %w", err)
 	}
 	sql, args := q.hourlyGPUSQL()
-	var out []insights.Series
+	var out []insights.HourTotal
 	err := s.scanSeries(ctx, "hourly series query", sql, args, func(key string, at time.Time, us uint64) {
-		if len(out) == 0 || out[len(out)-1].Tenant != key {
-			out = append(out, insights.Series{Tenant: key, Meter: "gpu_hours", Step: insights.Hourly, From: q.From.UTC(), To: q.To.UTC()})
-		}
-		last := &out[len(out)-1]
-		last.Points = append(last.Points, insights.Point{At: at, Value: insights.GPUHours(int64(us))})
+		out = append(out, insights.HourTotal{Key: key, Hour: at, GPUMicroseconds: us})
 	})
 	return out, err
 }
@@ -217,23 +212,18 @@ func (q InsightsQuery) validateDemand() error {
 	return nil
 }
 
-// ModelDemand is each GPU model's demand in GPU-equivalents per UTC hour
-// (the hour's GPU-hours over the hour), one hourly series per model with
-// rows (Tenant empty, SKU the model, meter gpu_equivalents), by model.
-// Capacity is the fleet's: a query narrowed to a tenant or a scope
-// other than admin is refused rather than answered for the whole fleet.
-func (s *Store) ModelDemand(ctx context.Context, q InsightsQuery) ([]insights.Series, error) {
+// ModelGPUTime is each GPU model's GPU-microseconds in use per UTC hour
+// (idle capacity left out), by model, then hour. Capacity is the
+// fleet's: a query narrowed to a tenant or a scope other than admin is
+// refused rather than answered for the whole fleet.
+func (s *Store) ModelGPUTime(ctx context.Context, q InsightsQuery) ([]insights.HourTotal, error) {
 	if err := q.validateDemand(); err != nil {
 		return nil, fmt.Errorf("demand query: %w", err)
 	}
 	sql, args := q.demandSQL()
-	var out []insights.Series
+	var out []insights.HourTotal
 	err := s.scanSeries(ctx, "demand query", sql, args, func(key string, at time.Time, us uint64) {
-		if len(out) == 0 || out[len(out)-1].SKU != key {
-			out = append(out, insights.Series{Meter: "gpu_equivalents", SKU: key, Step: insights.Hourly, From: q.From.UTC(), To: q.To.UTC()})
-		}
-		last := &out[len(out)-1]
-		last.Points = append(last.Points, insights.Point{At: at, Value: insights.GPUHours(int64(us))})
+		out = append(out, insights.HourTotal{Key: key, Hour: at, GPUMicroseconds: us})
 	})
 	return out, err
 }

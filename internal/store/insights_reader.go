@@ -25,8 +25,8 @@ func (r InsightsReader) Holdings(ctx context.Context, from, to time.Time, f insi
 	return r.s.Holdings(ctx, InsightsQuery{From: from, To: to, Tenant: f.Tenant, Scope: f.Scope})
 }
 
-func (r InsightsReader) HourlyGPUHours(ctx context.Context, from, to time.Time, f insights.Filter) ([]insights.Series, error) {
-	return r.s.HourlyGPUHours(ctx, InsightsQuery{From: from, To: to, Tenant: f.Tenant, Scope: f.Scope})
+func (r InsightsReader) HourlyGPUTime(ctx context.Context, from, to time.Time, f insights.Filter) ([]insights.HourTotal, error) {
+	return r.s.HourlyGPUTime(ctx, InsightsQuery{From: from, To: to, Tenant: f.Tenant, Scope: f.Scope})
 }
 
 func (r InsightsReader) HourlyUsage(ctx context.Context, from, to time.Time, tenant string) ([]billing.HourlyMeters, error) {
@@ -35,8 +35,8 @@ func (r InsightsReader) HourlyUsage(ctx context.Context, from, to time.Time, ten
 
 func (r InsightsReader) FirstHour(ctx context.Context) (time.Time, error) { return r.s.FirstHour(ctx) }
 
-func (r InsightsReader) ModelDemand(ctx context.Context, from, to time.Time, scope auth.Scope) ([]insights.Series, error) {
-	return r.s.ModelDemand(ctx, InsightsQuery{From: from, To: to, Scope: scope})
+func (r InsightsReader) ModelGPUTime(ctx context.Context, from, to time.Time, scope auth.Scope) ([]insights.HourTotal, error) {
+	return r.s.ModelGPUTime(ctx, InsightsQuery{From: from, To: to, Scope: scope})
 }
 
 func (r InsightsReader) GPUsByModel(ctx context.Context, since, until time.Time) (map[string]int, error) {

@@ -152,10 +152,11 @@ func TestInsightSeriesComeFromTheRollup(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := store.InsightsQuery{From: from, To: from.Add(24 * time.Hour)}
-	series, err := s.HourlyGPUHours(ctx, q)
+	totals, err := s.HourlyGPUTime(ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
+	series := insights.HourlySeries(totals, q.From, q.To, false)
 	if len(series) != 2 || series[0].Tenant != "acme" || series[1].Tenant != "globex" {
 		t.Fatalf("series %+v", series)
 	}
@@ -164,21 +165,20 @@ func TestInsightSeriesComeFromTheRollup(t *testing.T) {
 			t.Errorf("%s: %v", sr.Tenant, err)
 		}
 	}
-	for h, p := range series[0].Points {
-		want := decimal.NewFromInt(int64(h+1) * 10).Div(decimal.NewFromInt(3600))
-		if !p.At.Equal(from.Add(time.Duration(h)*time.Hour)) || !p.Value.Sub(want).Abs().LessThan(decimal.New(1, -15)) {
-			t.Errorf("acme hour %d: %s %s, want %s", h, p.At, p.Value, want)
+	for h, tot := range totals[:3] { // acme's three hours
+		if want := uint64(h+1) * 10_000_000; tot.Key != "acme" || !tot.Hour.Equal(from.Add(time.Duration(h)*time.Hour)) || tot.GPUMicroseconds != want {
+			t.Errorf("acme hour %d: %+v, want %d µs", h, tot, want)
 		}
 	}
-	demand, err := s.ModelDemand(ctx, q)
+	demand, err := s.ModelGPUTime(ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(demand) != 1 || demand[0].SKU != "H100-SXM5-80GB" || len(demand[0].Points) != 3 {
+	if len(demand) != 3 || demand[0].Key != "H100-SXM5-80GB" {
 		t.Fatalf("demand %+v", demand)
 	}
-	if got, want := demand[0].Points[2].Value, decimal.NewFromInt(40).Div(decimal.NewFromInt(3600)); !got.Sub(want).Abs().LessThan(decimal.New(1, -15)) {
-		t.Errorf("demand in hour 2: %s, want acme 30 s + globex 10 s = %s (idle left out)", got, want)
+	if got := demand[2].GPUMicroseconds; got != 40_000_000 {
+		t.Errorf("demand in hour 2: %d µs, want acme 30 s + globex 10 s (idle left out)", got)
 	}
 	first, err := s.FirstHour(ctx)
 	if err != nil || !first.Equal(from) {

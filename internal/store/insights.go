@@ -200,7 +200,7 @@ func (q InsightsQuery) demandSQL() (string, []any) {
 		[]any{q.From.UTC(), q.To.UTC()}
 }
 
-// validateDemand checks a query for ModelDemand: a series query of the
+// validateDemand checks a query for ModelGPUTime: a series query of the
 // whole fleet.
 func (q InsightsQuery) validateDemand() error {
 	if err := q.ValidateSeries(); err != nil {

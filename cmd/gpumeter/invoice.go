@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -60,7 +58,7 @@ func invoiceRunner(ctx context.Context, g *globals) (*billing.Runner, *store.Sto
 
 func newInvoiceRunCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "run --period YYYY-MM [--tenant T] [--dry-run] [--draft] [--json]",
+		Use:   "run --period YYYY-MM [--tenant T] [--dry-run] [--draft] [-o FORMAT]",
 		Short: "invoice a month for the config's customers",
 		Long: `run invoices the month (in each customer's time zone) for the customers in
 the config's billing section, once the hourly rollups cover it (it rolls up
@@ -68,7 +66,7 @@ what is missing first); a re-run changes nothing that is finalized. --draft
 stores drafts for review (invoice finalize numbers them), --dry-run prices
 and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 		Example: "  gpumeter --config gpumeter.yaml invoice run --period 2026-11\n" +
-			"  gpumeter --config gpumeter.yaml invoice run --period 2026-11 --tenant acme --dry-run --json",
+			"  gpumeter --config gpumeter.yaml invoice run --period 2026-11 --tenant acme --dry-run -o json",
 		Args: noArgs,
 	}
 	fs := cmd.Flags()
@@ -77,7 +75,7 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 	fs.StringVar(&req.Tenant, "tenant", "", "only this customer")
 	fs.BoolVar(&req.DryRun, "dry-run", false, "price and print, store nothing")
 	fs.BoolVar(&req.Draft, "draft", false, "store drafts; finalize them with invoice finalize")
-	asJSON := fs.Bool("json", false, "print the outcomes as JSON")
+	out := addOutputFlag(cmd)
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
@@ -108,15 +106,8 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 				o.Detail += " (the scheduled rollup is `gpumeter rollup --scheduled`)"
 			}
 		}
-		if *asJSON {
-			if err := writeOutcomesJSON(g.stdout, rep); err != nil {
-				return err
-			}
-		} else {
-			for _, o := range rep.Outcomes {
-				fmt.Fprintln(g.stdout, o)
-			}
-			fmt.Fprintln(g.stdout, summarize(rep))
+		if err := reports.WriteOutcomes(g.stdout, out.format, rep); err != nil {
+			return err
 		}
 		if n := rep.Failed(); n > 0 {
 			return fmt.Errorf("%d customer(s) could not be invoiced (see above)", n)
@@ -124,56 +115,6 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 		return nil
 	}
 	return cmd
-}
-
-// summarize counts outcomes by action.
-func summarize(rep billing.Report) string {
-	counts := map[string]int{}
-	for _, o := range rep.Outcomes {
-		counts[o.Action]++
-	}
-	var parts []string
-	for _, a := range []string{billing.ActionFinalized, billing.ActionCreated, billing.ActionUpdated, billing.ActionUnchanged,
-		billing.ActionWaiting, billing.ActionFailed} {
-		if counts[a] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", counts[a], a))
-		}
-	}
-	s := fmt.Sprintf("%d customer(s): %s", len(rep.Outcomes), strings.Join(parts, ", "))
-	for _, m := range rep.ClosedMonths {
-		s += fmt.Sprintf("; closed %s (UTC)", m.Format("2006-01"))
-	}
-	return s
-}
-
-type outcomeJSON struct {
-	Tenant string `json:"tenant"`
-	Action string `json:"action"`
-	ID     string `json:"invoice_id,omitempty"`
-	Number string `json:"number,omitempty"`
-	Total  string `json:"total,omitempty"`
-	Curr   string `json:"currency,omitempty"`
-	Detail string `json:"detail,omitempty"`
-}
-
-func writeOutcomesJSON(w io.Writer, rep billing.Report) error {
-	out := struct {
-		Outcomes     []outcomeJSON `json:"outcomes"`
-		ClosedMonths []string      `json:"closed_months"`
-	}{Outcomes: []outcomeJSON{}, ClosedMonths: []string{}}
-	for _, o := range rep.Outcomes {
-		j := outcomeJSON{Tenant: o.Tenant, Action: o.Action, Detail: o.Detail}
-		if inv := o.Invoice; inv != nil {
-			j.ID, j.Number, j.Total, j.Curr = inv.ID, inv.Number, inv.Money(inv.TotalMinor), inv.Currency.Code
-		}
-		out.Outcomes = append(out.Outcomes, j)
-	}
-	for _, m := range rep.ClosedMonths {
-		out.ClosedMonths = append(out.ClosedMonths, m.Format("2006-01"))
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
 }
 
 // isTerminal says whether w is a terminal (a file that is a TTY).
@@ -203,16 +144,16 @@ func progressBar(w io.Writer, what string) billing.Progress {
 
 func newInvoiceListCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "list [--period YYYY-MM] [--tenant T] [--json]",
+		Use:     "list [--period YYYY-MM] [--tenant T] [-o FORMAT]",
 		Short:   "list stored invoices",
-		Long:    "list prints the stored invoices (drafts, finalized and void), or their canonical JSON documents.",
+		Long:    "list prints the stored invoices (drafts, finalized and void), or their canonical JSON documents (-o json or yaml).",
 		Example: "  gpumeter --config gpumeter.yaml invoice list --period 2026-11",
 		Args:    noArgs,
 	}
 	fs := cmd.Flags()
 	period := fs.String("period", "", "only this month, YYYY-MM")
 	tenant := fs.String("tenant", "", "only this tenant")
-	asJSON := fs.Bool("json", false, "print JSON")
+	out := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		if *period != "" {
@@ -229,27 +170,7 @@ func newInvoiceListCmd(g *globals) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			list := make([]json.RawMessage, 0, len(invs))
-			for _, si := range invs {
-				list = append(list, si.Document)
-			}
-			enc := json.NewEncoder(g.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(list)
-		}
-		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "PERIOD\tTENANT\tID\tNUMBER\tSTATUS\tTOTAL\tCURRENCY")
-		for _, si := range invs {
-			inv := si.Invoice
-			num := inv.Number
-			if num == "" {
-				num = "-"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", inv.PeriodLabel, inv.Tenant, inv.ID, num, inv.Status,
-				inv.Money(inv.TotalMinor), inv.Currency.Code)
-		}
-		return tw.Flush()
+		return reports.WriteInvoiceList(g.stdout, out.format, invs)
 	}
 	return cmd
 }

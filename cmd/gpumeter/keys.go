@@ -127,12 +127,13 @@ func warnUnseenTenant(ctx context.Context, g *globals, s *store.Store, tenant st
 
 func newKeysListCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "list",
+		Use:     "list [-o FORMAT]",
 		Short:   "list API keys (never their tokens)",
 		Long:    "list prints every key: its id, scope, kind (api or portal), when it was created, expires and was revoked, and its note.",
-		Example: "  gpumeter keys list",
+		Example: "  gpumeter keys list\n  gpumeter keys list -o json",
 		Args:    noArgs,
 	}
+	out := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		s, err := openStore(ctx, g)
@@ -144,7 +145,7 @@ func newKeysListCmd(g *globals) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return reports.WriteKeys(g.stdout, keys)
+		return reports.WriteKeysAs(g.stdout, out.format, keys)
 	}
 	return cmd
 }

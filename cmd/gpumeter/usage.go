@@ -16,16 +16,17 @@ import (
 
 func newUsageCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "usage --from TIME [--to TIME] [--by DIMS] [--bucket hour|day|month] [--json]",
+		Use:   "usage --from TIME [--to TIME] [--by DIMS] [--bucket hour|day|month] [-o FORMAT]",
 		Short: "print usage totals by tenant, department, SKU, host or workload",
 		Long: `usage sums every meter over a range, from deduplicated raw samples (or the
 hourly rollups, --source hourly), grouped by the --by dimensions and, with
 --bucket, by hour, day or month. Each row names its groups; host and
 workload are in raw samples only. TIME is RFC 3339 or YYYY-MM-DD (00:00 UTC).
---json prints every meter in its price-book unit as exact decimal text: the
-input of gpumeter quote --usage.`,
+-o json (or yaml) prints every meter in its price-book unit as exact decimal
+text: the input of gpumeter quote --usage; -o table, wide and csv round each
+meter to its places.`,
 		Example: "  gpumeter usage --from 2026-11-01 --to 2026-12-01 --by tenant,department\n" +
-			"  gpumeter usage --from 2026-11-01 --bucket hour --by sku --json > usage.json",
+			"  gpumeter usage --from 2026-11-01 --bucket hour --by sku -o json > usage.json",
 		Args: noArgs,
 	}
 	fs := cmd.Flags()
@@ -36,7 +37,7 @@ input of gpumeter quote --usage.`,
 	tenant := fs.String("tenant", "", "only this tenant")
 	department := fs.String("department", "", "only this department")
 	source := fs.String("source", "raw", "raw (deduplicated samples) or hourly (rollups)")
-	asJSON := fs.Bool("json", false, "JSON output")
+	out := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		q := usage.Query{Bucket: usage.Bucket(*bucket), Tenant: *tenant, Department: *department, Source: usage.Source(*source)}
@@ -69,10 +70,7 @@ input of gpumeter quote --usage.`,
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return reports.WriteUsageJSON(g.stdout, usageRecords(rows))
-		}
-		return reports.WriteUsageTable(g.stdout, usageTable(rows, q))
+		return reports.WriteUsage(g.stdout, out.format, usageTable(rows, q))
 	}
 	return cmd
 }

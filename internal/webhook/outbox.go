@@ -174,3 +174,30 @@ func AnnounceFinalized(ctx context.Context, box InvoiceOutbox, invs []*billing.I
 	}
 	return len(evs), nil
 }
+
+// Delivery is where an event stands with one endpoint that wants it.
+type Delivery struct {
+	Endpoint string `json:"endpoint"`
+	State    string `json:"state"` // delivered, failed (attempts exhausted: replay it) or pending
+	Attempts int    `json:"attempts"`
+}
+
+// Deliveries are the event's states at every configured endpoint that
+// wants its type, in the config's order.
+func (c Config) Deliveries(st Status) []Delivery {
+	var out []Delivery
+	for _, ep := range c.Endpoints {
+		if !ep.Wants(st.Event.Type) {
+			continue
+		}
+		d := Delivery{Endpoint: ep.Name, State: "pending", Attempts: len(st.Attempts[ep.Name])}
+		switch {
+		case st.Delivered(ep.Name):
+			d.State = "delivered"
+		case d.Attempts >= c.MaxAttempts:
+			d.State = "failed"
+		}
+		out = append(out, d)
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,5 +85,21 @@ func TestAnnounceFinalizedWritesEachInvoiceOnce(t *testing.T) {
 	failing := &memOutbox{err: errors.New("outbox down")}
 	if _, err := AnnounceFinalized(ctx, failing, []*billing.Invoice{a}, at); err == nil {
 		t.Error("a failed outbox write was not reported")
+	}
+}
+
+func TestDeliveriesNameEachWantingEndpointsState(t *testing.T) {
+	c := Config{MaxAttempts: 2, Endpoints: []Endpoint{
+		{Name: "ok"}, {Name: "down"}, {Name: "new"}, {Name: "other", Events: []string{TypeQuotaCrossed}},
+	}}
+	st := Status{Event: Event{Type: TypeInvoiceFinalized}, Attempts: map[string][]Attempt{
+		"ok":   {{Status: 500}, {Status: 200}},
+		"down": {{Status: 500}, {Status: 502}},
+		"new":  {{Status: 503}},
+	}}
+	got := c.Deliveries(st)
+	want := []Delivery{{"ok", "delivered", 2}, {"down", "failed", 2}, {"new", "pending", 1}}
+	if !slices.Equal(got, want) {
+		t.Errorf("Deliveries = %v, want %v", got, want)
 	}
 }

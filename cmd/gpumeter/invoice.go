@@ -4,16 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
-	"github.com/gpumeter/gpumeter/cmd/gpumeter/config"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/store"
@@ -92,7 +87,7 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 		defer s.Close()
 		var progress billing.Progress
 		if !*quiet {
-			progress = progressBar(g.stderr, "invoicing "+req.Period)
+			progress = reports.ProgressBar(g.stderr, "invoicing "+req.Period)
 		}
 		rep, err := runner.Run(ctx, req, progress)
 		if err != nil {
@@ -117,30 +112,8 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 	return cmd
 }
 
-// isTerminal says whether w is a terminal (a file that is a TTY).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
 // errPDFToTerminal: a PDF on a terminal is binary noise that can upset it.
 var errPDFToTerminal = usageErrorf("--format pdf writes binary data, not for a terminal: give --out FILE or redirect standard output")
-
-// progressBar draws a bar on w when it is a terminal, and nothing
-// otherwise (a log file or a pipe gets the summary only).
-func progressBar(w io.Writer, what string) billing.Progress {
-	if !isTerminal(w) {
-		return nil
-	}
-	var bar *progressbar.ProgressBar
-	return func(done, total int) {
-		if bar == nil {
-			bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(what),
-				progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100*time.Millisecond))
-		}
-		_ = bar.Set(done)
-	}
-}
 
 func newInvoiceListCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -303,12 +276,12 @@ to a terminal.`,
 				return usageErrorf("--period: %v", err)
 			}
 		}
-		write, err := invoiceWriter(*format, g.cfg.Reports)
+		render, err := reports.InvoiceRendererFor(*format, g.cfg.Reports.PDF)
 		if err != nil {
-			return err
+			return fmt.Errorf("--format %w", err)
 		}
 		// A PDF on a terminal is binary noise that can upset the terminal.
-		if *format == "pdf" && *period == "" && *out == "" && isTerminal(g.stdout) {
+		if *format == "pdf" && *period == "" && *out == "" && reports.IsTerminal(g.stdout) {
 			return errPDFToTerminal
 		}
 		runner, s, err := invoiceRunner(ctx, g)
@@ -316,83 +289,21 @@ to a terminal.`,
 			return err
 		}
 		defer s.Close()
-		if *period == "" {
-			si, err := runner.Invoice(ctx, refs[0])
+		if *period != "" {
+			invs, err := runner.Invoices(ctx, *period, "")
 			if err != nil {
 				return err
 			}
-			if *out == "" {
-				return write(g.stdout, si)
-			}
-			return writeFileAtomic(*out, func(w io.Writer) error { return write(w, si) })
+			return reports.WriteInvoiceFiles(g.stdout, *outDir, *format, *period, invs, render)
 		}
-		invs, err := runner.Invoices(ctx, *period, "")
+		si, err := runner.Invoice(ctx, refs[0])
 		if err != nil {
 			return err
 		}
-		if err := os.MkdirAll(*outDir, 0o755); err != nil {
-			return fmt.Errorf("--out-dir: %w", err)
+		if *out == "" {
+			return render(g.stdout, si)
 		}
-		n := 0
-		for _, si := range invs {
-			inv := si.Invoice
-			if inv.Status == billing.StatusVoid {
-				continue
-			}
-			name := inv.Number
-			if name == "" {
-				name = "draft-" + strings.ReplaceAll(inv.ID, "/", "-")
-			}
-			path := filepath.Join(*outDir, name+"."+*format)
-			if err := writeFileAtomic(path, func(w io.Writer) error { return write(w, si) }); err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "%-10s %-14s %12s %s  %s\n", inv.Tenant, orDash(inv.Number), inv.Money(inv.TotalMinor), inv.Currency.Code, path)
-			n++
-		}
-		fmt.Fprintf(g.stdout, "rendered %d invoice(s) of %s into %s\n", n, *period, *outDir)
-		return nil
+		return reports.WriteFileAtomic(*out, func(w io.Writer) error { return render(w, si) })
 	}
 	return cmd
-}
-
-// invoiceWriter picks the renderer of a --format; a PDF is drawn in the
-// config's reports.pdf_font.
-func invoiceWriter(format string, rc config.Reports) (func(io.Writer, billing.StoredInvoice) error, error) {
-	switch format {
-	case "json":
-		return func(w io.Writer, si billing.StoredInvoice) error { return reports.WriteInvoiceJSON(w, si.Document) }, nil
-	case "csv":
-		return func(w io.Writer, si billing.StoredInvoice) error { return reports.WriteInvoiceCSV(w, si.Invoice) }, nil
-	case "html":
-		return func(w io.Writer, si billing.StoredInvoice) error { return reports.WriteInvoiceHTML(w, si.Invoice) }, nil
-	case "pdf":
-		pdf, err := rc.PDF()
-		if err != nil {
-			return nil, usageError{err}
-		}
-		return func(w io.Writer, si billing.StoredInvoice) error { return pdf.WriteInvoice(w, si.Invoice) }, nil
-	}
-	return nil, usageErrorf("--format %q: want json, csv, html or pdf", format)
-}
-
-// writeFileAtomic writes through a temporary file renamed into place, so
-// a failed render leaves no half-written document behind.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".render-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(f.Name())
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

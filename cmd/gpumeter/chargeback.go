@@ -10,8 +10,6 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/sacct"
-	"github.com/gpumeter/gpumeter/internal/store"
-	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
@@ -88,7 +86,7 @@ tenants that are Slurm accounts are charged to their parent account at
 			return err
 		}
 		if *efficiency {
-			svc := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insights.Prices{}, time.Now, g.logger)
+			svc := insightsService(s, insights.Prices{}, g)
 			er, err := svc.Efficiency(ctx, insights.Request{From: rep.Period.Start, To: rep.Period.End}, nil)
 			if err != nil {
 				return fmt.Errorf("efficiency section: %w", err)

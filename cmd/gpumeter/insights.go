@@ -123,7 +123,7 @@ get no money figures).`,
 			return err
 		}
 		defer s.Close()
-		svc := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
+		svc := insightsService(s, prices, g)
 		switch sub {
 		case "efficiency":
 			rep, err := svc.Efficiency(ctx, req, nil)
@@ -192,7 +192,7 @@ GPUs.`,
 			return err
 		}
 		defer s.Close()
-		svc := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insights.Prices{}, time.Now, g.logger)
+		svc := insightsService(s, insights.Prices{}, g)
 		fc, err := svc.Capacity(ctx, req)
 		if err != nil {
 			return err
@@ -205,26 +205,17 @@ GPUs.`,
 // insightPrices prices billing customers by their book and contract, in
 // their time zone, and everyone else by book (when given), in UTC.
 func insightPrices(g *globals, book string) (insights.Prices, error) {
-	p := insights.Prices{ByTenant: map[string]insights.Priced{}}
-	for _, c := range g.cfg.Billing.Customers {
-		b, k, err := billing.LoadPricing(c, os.ReadFile)
-		if err != nil {
-			return p, usageErrorf("billing customer %s: %v", c.Tenant, err)
+	p, err := insights.CustomerPrices(g.cfg.Billing.Customers, os.ReadFile)
+	if err == nil && book != "" {
+		if p.Default, err = insights.BookPrices(book, os.ReadFile); err != nil {
+			err = fmt.Errorf("--book: %w", err)
 		}
-		loc := time.UTC
-		if c.TimeZone != "" {
-			if loc, err = time.LoadLocation(c.TimeZone); err != nil {
-				return p, usageErrorf("billing customer %s: time zone: %v", c.Tenant, err)
-			}
-		}
-		p.ByTenant[c.Tenant] = insights.Priced{TenantPricing: insights.TenantPricing{Book: b, Contract: k}, Location: loc}
 	}
-	if book != "" {
-		b, _, err := billing.LoadPricing(billing.Customer{Book: book}, os.ReadFile)
-		if err != nil {
-			return p, usageErrorf("--book: %v", err)
-		}
-		p.Default = &insights.Priced{TenantPricing: insights.TenantPricing{Book: b}, Location: time.UTC}
-	}
-	return p, nil
+	return p, err
+}
+
+// insightsService is the insights service over the store, announcing
+// through its outbox.
+func insightsService(s *store.Store, prices insights.Prices, g *globals) *insights.Service {
+	return insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
 }

@@ -2,6 +2,7 @@ package insights
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -297,5 +298,46 @@ func TestDetectClosedChecksTheClosedHoursOnly(t *testing.T) {
 		if c.Validate() == nil {
 			t.Errorf("lookback %s accepted", c.Lookback)
 		}
+	}
+}
+
+func TestCustomerAndBookPrices(t *testing.T) {
+	const book = `version: t-2026
+currency: {code: EUR, rounding: {minor_units: 2, mode: half_away_from_zero}}
+skus:
+  H100-SXM5-80GB:
+    meters:
+      gpu_hours: {unit_price: "2.50"}
+`
+	files := map[string]string{"book.yaml": book}
+	read := func(p string) ([]byte, error) {
+		if s, ok := files[p]; ok {
+			return []byte(s), nil
+		}
+		return nil, errors.New(p + ": no such file")
+	}
+	p, err := CustomerPrices([]billing.Customer{{Tenant: "acme", Book: "book.yaml", TimeZone: "Europe/Berlin"}}, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr, ok := p.For("acme"); !ok || pr.Book == nil || pr.Location.String() != "Europe/Berlin" {
+		t.Errorf("acme: %+v, %v", pr, ok)
+	}
+	if _, ok := p.For("other"); ok {
+		t.Error("a tenant that is no customer is priced without a default")
+	}
+	for _, cs := range [][]billing.Customer{
+		{{Tenant: "acme", Book: "missing.yaml"}},
+		{{Tenant: "acme", Book: "book.yaml", TimeZone: "Mars/Olympus"}},
+	} {
+		if _, err := CustomerPrices(cs, read); !fault.IsValidation(err) || !strings.Contains(err.Error(), "billing customer acme") {
+			t.Errorf("%+v: %v, want a validation error naming the customer", cs, err)
+		}
+	}
+	if d, err := BookPrices("book.yaml", read); err != nil || d.Book == nil || d.Location != time.UTC {
+		t.Errorf("BookPrices: %+v, %v", d, err)
+	}
+	if _, err := BookPrices("missing.yaml", read); !fault.IsValidation(err) {
+		t.Errorf("a missing book: %v", err)
 	}
 }

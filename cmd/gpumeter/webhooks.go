@@ -78,36 +78,11 @@ endpoint that wants its type (or only --endpoint), recording each attempt.`,
 			return err
 		}
 		defer s.Close()
-		evs, err := s.Events(ctx, time.Now().AddDate(-1, 0, 0))
-		if err != nil {
-			return err
+		sent, err := webhook.NewSender(g.cfg.Webhooks, s, g.logger).Replay(ctx, s, id, *only)
+		for _, a := range sent {
+			fmt.Fprintf(g.stdout, "delivered %s to %s (attempt %d, HTTP %d)\n", id, a.Endpoint, a.N, a.Status)
 		}
-		var st *webhook.Status
-		for i := range evs {
-			if evs[i].Event.ID == id {
-				st = &evs[i]
-			}
-		}
-		if st == nil {
-			return usageErrorf("event %q: not in the outbox of the last year", id)
-		}
-		sender := webhook.NewSender(g.cfg.Webhooks, s, g.logger)
-		sent := 0
-		for _, ep := range g.cfg.Webhooks.Endpoints {
-			if (*only != "" && ep.Name != *only) || (*only == "" && !ep.Wants(st.Event.Type)) {
-				continue
-			}
-			last, err := sender.Deliver(ctx, ep, st.Event, len(st.Attempts[ep.Name])+1, g.cfg.Webhooks.MaxAttempts)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "delivered %s to %s (attempt %d, HTTP %d)\n", id, ep.Name, last.N, last.Status)
-			sent++
-		}
-		if sent == 0 {
-			return usageErrorf("no endpoint to replay %s to (--endpoint %q)", id, *only)
-		}
-		return nil
+		return err
 	}
 	return cmd
 }

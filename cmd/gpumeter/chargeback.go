@@ -87,11 +87,9 @@ tenants that are Slurm accounts are charged to their parent account at
 		}
 		if *efficiency {
 			svc := insightsService(s, insights.Prices{}, g)
-			er, err := svc.Efficiency(ctx, insights.Request{From: rep.Period.Start, To: rep.Period.End}, nil)
-			if err != nil {
-				return fmt.Errorf("efficiency section: %w", err)
+			if rep.Efficiency, err = svc.ChargebackEfficiency(ctx, rep.Period.Start, rep.Period.End, req.Departments); err != nil {
+				return err
 			}
-			rep.Efficiency = insights.ChargebackRows(insights.Regroup(er, req.Departments))
 		}
 		if *out == "" {
 			return write(g.stdout, rep)

@@ -619,3 +619,14 @@ func BookPrices(path string, readFile func(string) ([]byte, error)) (*Priced, er
 	}
 	return &Priced{TenantPricing: TenantPricing{Book: b}, Location: time.UTC}, nil
 }
+
+// ChargebackEfficiency is the chargeback report's efficiency section for
+// [from, to): every tenant's efficiency, regrouped by departments (tenant
+// → department; nil keeps each tenant's own), as ChargebackRows.
+func (s *Service) ChargebackEfficiency(ctx context.Context, from, to time.Time, departments map[string]string) ([]chargeback.EfficiencyRow, error) {
+	er, err := s.Efficiency(ctx, Request{From: from, To: to}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("efficiency section: %w", err)
+	}
+	return ChargebackRows(Regroup(er, departments)), nil
+}

@@ -341,3 +341,19 @@ skus:
 		t.Errorf("a missing book: %v", err)
 	}
 }
+
+func TestChargebackEfficiencyRegroupsByDepartment(t *testing.T) {
+	from := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	r := &fakeReader{holdings: []Holding{idleHolding("acme", "research", "G1", from), idleHolding("globex", "sales", "G2", from)}}
+	svc := New(r, &announced{}, Prices{}, time.Now, slog.New(slog.DiscardHandler))
+	rows, err := svc.ChargebackEfficiency(context.Background(), from, from.Add(time.Hour), map[string]string{"acme": "sciences", "globex": "sciences"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 || rows[0].Department != "sciences" || rows[0].Tenant != "" || rows[0].IdleGPUMicros != 2*3_600_000_000 {
+		t.Fatalf("rows %+v, want sciences with both tenants' idle hour, then each tenant", rows)
+	}
+	if _, err := svc.ChargebackEfficiency(context.Background(), from, from, nil); !fault.IsValidation(err) {
+		t.Errorf("an empty period: %v", err)
+	}
+}

@@ -44,6 +44,13 @@ func WriteSlurmComparison(w io.Writer, cmp sacct.Comparison, tolerance float64) 
 // WriteSlurmComparisonJSON writes the comparison as JSON, GPU-hours as
 // numbers.
 func WriteSlurmComparisonJSON(w io.Writer, cmp sacct.Comparison) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(slurmDoc(cmp))
+}
+
+// slurmDoc is the comparison as JSON prints it.
+func slurmDoc(cmp sacct.Comparison) any {
 	type account struct {
 		Account           string  `json:"account"`
 		Jobs              int     `json:"jobs"`
@@ -73,7 +80,5 @@ func WriteSlurmComparisonJSON(w io.Writer, cmp sacct.Comparison) error {
 	for _, d := range cmp.Differences {
 		out.Differences = append(out.Differences, job{d.JobID, d.Account, d.Tenant, d.Allocated.Hours(), d.Measured.Hours(), d.Reason})
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return out
 }

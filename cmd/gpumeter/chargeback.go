@@ -1,22 +1,15 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumeter/gpumeter/cmd/gpumeter/config"
 	"github.com/gpumeter/gpumeter/internal/billing"
-	"github.com/gpumeter/gpumeter/internal/chargeback"
-	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/sacct"
-	"github.com/gpumeter/gpumeter/internal/store"
-	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
@@ -55,11 +48,11 @@ tenants that are Slurm accounts are charged to their parent account at
 		if _, err := billing.MonthlyPeriod(*period, time.UTC); err != nil {
 			return usageErrorf("--period: %v", err)
 		}
-		write, err := chargebackWriter(*format, g.cfg.Reports)
+		write, err := reports.ChargebackRendererFor(*format, g.cfg.Reports.PDF)
 		if err != nil {
-			return err
+			return fmt.Errorf("--format %w", err)
 		}
-		if *format == "pdf" && *out == "" && isTerminal(g.stdout) {
+		if *format == "pdf" && *out == "" && reports.IsTerminal(g.stdout) {
 			return errPDFToTerminal
 		}
 		cfg := g.cfg.Chargeback
@@ -77,7 +70,7 @@ tenants that are Slurm accounts are charged to their parent account at
 			return usageErrorf("--slurm-level %d: want 1 or more", *slurmLevel)
 		}
 		if *slurmAccounts != "" {
-			accounts, err := loadSlurmAccounts(*slurmAccounts)
+			accounts, err := sacct.ReadAccountsFile(*slurmAccounts)
 			if err != nil {
 				return err
 			}
@@ -93,61 +86,19 @@ tenants that are Slurm accounts are charged to their parent account at
 			return err
 		}
 		if *efficiency {
-			svc := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insights.Prices{}, time.Now, g.logger)
-			er, err := svc.Efficiency(ctx, insights.Request{From: rep.Period.Start, To: rep.Period.End}, nil)
-			if err != nil {
-				return fmt.Errorf("efficiency section: %w", err)
+			svc := insightsService(s, insights.Prices{}, g)
+			if rep.Efficiency, err = svc.ChargebackEfficiency(ctx, rep.Period.Start, rep.Period.End, req.Departments); err != nil {
+				return err
 			}
-			rep.Efficiency = insights.ChargebackRows(insights.Regroup(er, req.Departments))
 		}
 		if *out == "" {
 			return write(g.stdout, rep)
 		}
-		if err := writeFileAtomic(*out, func(w io.Writer) error { return write(w, rep) }); err != nil {
+		if err := reports.WriteFileAtomic(*out, func(w io.Writer) error { return write(w, rep) }); err != nil {
 			return err
 		}
 		fmt.Fprintf(g.stderr, "wrote %s\n", *out)
 		return nil
 	}
 	return cmd
-}
-
-// chargebackWriter picks the renderer of a --format; a PDF is drawn in
-// the config's reports.pdf_font.
-func chargebackWriter(format string, rc config.Reports) (func(io.Writer, chargeback.Report) error, error) {
-	switch format {
-	case "csv":
-		return reports.WriteChargebackCSV, nil
-	case "html":
-		return reports.WriteChargebackHTML, nil
-	case "pdf":
-		pdf, err := rc.PDF()
-		if err != nil {
-			return nil, usageError{err}
-		}
-		return pdf.WriteChargeback, nil
-	case "json":
-		return reports.WriteChargebackJSON, nil
-	}
-	return nil, usageError{errors.New("--format " + format + ": want csv, html, pdf or json")}
-}
-
-// loadSlurmAccounts reads sacctmgr's association listing; problems name
-// the file, line and field.
-func loadSlurmAccounts(path string) (sacct.Accounts, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return sacct.Accounts{}, usageError{err}
-	}
-	defer f.Close()
-	acc, err := sacct.ParseAccounts(f)
-	var ve *importer.ValidationError
-	switch {
-	case errors.As(err, &ve):
-		ve.InFile(path)
-		return sacct.Accounts{}, usageError{ve}
-	case err != nil:
-		return sacct.Accounts{}, usageError{fmt.Errorf("%s: %w", path, err)}
-	}
-	return acc, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -52,7 +51,7 @@ spool and shipper flags' defaults are the config's collector section
 	var f collectFlags
 	f.register(cmd.Flags(), g.cfg)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := f.check(cmd.Flags(), g.cfg); err != nil {
+		if err := f.check(cmd.Flags(), g); err != nil {
 			return err
 		}
 		return runCollect(cmd.Context(), g, f, deps)
@@ -145,22 +144,27 @@ func (f *collectFlags) register(fs *pflag.FlagSet, cfg config.Config) {
 	fs.Uint64Var(&f.maxPowerWatts, "max-power-watts", nvml.DefaultConfig().MaxPowerWatts, "energy deltas above this board power are dropped as bad reads")
 }
 
+// collectFlagOf names the flag that sets each field of agent.Config.
+var collectFlagOf = map[string]string{"interval": "--interval", "duration": "--duration", "batch_rows": "--batch-rows",
+	"drain_timeout": "--drain-timeout", "simulate.speed": "--speed", "host.libvirt_dir": "--libvirt-dir (or collector.libvirt_dir)",
+	"host.pod_labels": "--kubelet-pods-url"}
+
 // check takes the spool's and shipper's settings not given as flags from
 // cfg and checks every rule on flag combinations.
-func (f *collectFlags) check(fs *pflag.FlagSet, cfg config.Config) error {
+func (f *collectFlags) check(fs *pflag.FlagSet, g *globals) error {
+	cfg := g.cfg
 	sc, shc := cfg.Collector.Spool, cfg.Collector.Shipper
 	configDefault(fs, "spool-max-bytes", &f.spoolMaxBytes, sc.MaxBytes)
 	configDefault(fs, "spool-overflow", &f.spoolOverflow, string(sc.Overflow))
 	configDefault(fs, "ship-batch-rows", &f.shipRows, shc.BatchRows)
 	configDefault(fs, "ship-flush", &f.shipFlush, shc.FlushInterval)
 	configDefault(fs, "ship-backoff-max", &f.shipBackoff, shc.BackoffMax)
+	if f.libvirtDir == "" && !f.simulate {
+		f.libvirtDir = cfg.Collector.LibvirtDir
+	}
+	// The flags the agent's config has no place for, or ignores in this
+	// mode; the rest is the config's own Validate, in flag names.
 	var errs []error
-	if f.interval < time.Second || f.interval%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("--interval: %s is not a whole number of seconds", f.interval))
-	}
-	if f.duration < 0 {
-		errs = append(errs, fmt.Errorf("--duration: %s is negative", f.duration))
-	}
 	switch f.sink {
 	case "clickhouse", "jsonl", "discard":
 	default:
@@ -169,52 +173,28 @@ func (f *collectFlags) check(fs *pflag.FlagSet, cfg config.Config) error {
 	if _, err := vgpuUnused(f.vgpuUnused); err != nil {
 		errs = append(errs, err)
 	}
-	if f.libvirtDir == "" && !f.simulate {
-		f.libvirtDir = cfg.Collector.LibvirtDir
-	}
-	if st, err := os.Stat(f.libvirtDir); f.libvirtDir != "" && (err != nil || !st.IsDir()) {
-		errs = append(errs, fmt.Errorf("--libvirt-dir (or collector.libvirt_dir): %s is not a readable directory", f.libvirtDir))
-	}
-	if f.podsURL != "" {
-		pcfg := attribution.DefaultPodLabelsConfig()
-		pcfg.URL = f.podsURL
-		if err := pcfg.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("--kubelet-pods-url: %w", err))
-		}
-		if f.simulate {
-			errs = append(errs, errors.New("--kubelet-pods-url: the simulated fleet has no kubelet"))
-		}
-	}
-	if f.drainTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("--drain-timeout: %s: must be positive", f.drainTimeout))
-	}
-	if f.batchRows < 0 {
-		errs = append(errs, fmt.Errorf("--batch-rows: %d is negative", f.batchRows))
+	if f.podsURL != "" && f.simulate {
+		errs = append(errs, errors.New("--kubelet-pods-url: the simulated fleet has no kubelet"))
 	}
 	if f.vgpu && !f.simulate {
 		errs = append(errs, errors.New("--vgpu: only with --simulate"))
 	}
 	if f.simulate {
-		if f.speed < 0 {
-			errs = append(errs, fmt.Errorf("--speed: %v is negative", f.speed))
-		}
-		if f.speed == 0 && f.duration == 0 {
-			errs = append(errs, errors.New("--speed 0 (as fast as possible) needs a --duration"))
-		}
 		if f.mapFile != "" {
 			errs = append(errs, errors.New("--map-file: the simulated fleet brings its own map"))
 		}
 		if f.libvirtDir != "" {
 			errs = append(errs, errors.New("--libvirt-dir: the simulated fleet writes its own domain files"))
 		}
-		if f.start != "" {
-			if _, err := time.Parse(time.RFC3339, f.start); err != nil {
-				errs = append(errs, fmt.Errorf("--start: %q is not RFC 3339", f.start))
-			}
+		if _, err := time.Parse(time.RFC3339, f.start); f.start != "" && err != nil {
+			errs = append(errs, fmt.Errorf("--start: %q is not RFC 3339", f.start))
 		}
 	}
 	if _, err := f.plants.parse(f.simulate); err != nil {
 		errs = append(errs, err)
+	}
+	if err := f.config(g).Validate(); err != nil {
+		errs = append(errs, flagNamed(err, collectFlagOf))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return usageError{err}

@@ -48,7 +48,7 @@ func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
 	if err := noArgs(nil, fs.Args()); err != nil {
 		return f, err
 	}
-	return f, f.check(fs, g.cfg)
+	return f, f.check(fs, g)
 }
 
 // TestCollectSimulatedHourStoresWhatTheSimulatorRan runs the collector

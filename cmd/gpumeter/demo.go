@@ -65,7 +65,7 @@ it, then a simulated collector, an invoice run and the server.`,
 				return err
 			}
 			fmt.Fprintln(g.stdout, view.title)
-			if err := reports.WriteUsageTable(g.stdout, usageTable(rows, q)); err != nil {
+			if err := reports.WriteUsageTable(g.stdout, reports.UsageTableOf(rows, q)); err != nil {
 				return fmt.Errorf("demo: %w", err)
 			}
 			fmt.Fprintln(g.stdout)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -92,14 +91,7 @@ sacct --parsable2 output instead (docs/slurm.md).`,
 			}
 			return err
 		}
-		elapsed := time.Since(started).Round(time.Millisecond)
-		if *dryRun {
-			fmt.Fprintf(g.stdout, "validated %d rows in %d file(s) in %s\n", res.Rows, len(files), elapsed)
-			return nil
-		}
-		fmt.Fprintf(g.stdout, "imported %d rows from %d file(s) in %s: %d stored, %d already stored unchanged, %d replaced, %d repeated in the input\n",
-			res.Rows, len(files), elapsed, res.Stored, res.Unchanged, res.Replaced, res.Repeats)
-		return nil
+		return reports.WriteImportResult(g.stdout, res, len(files), *dryRun, time.Since(started).Round(time.Millisecond))
 	}
 	return cmd
 }
@@ -146,10 +138,7 @@ func sacctFiles(g *globals, sf sacctFlags, paths []string) ([]importer.File, err
 		}
 		cfg.Tenancy.Mapping = m
 	}
-	files, err := sacct.ReadFiles(paths, opts, cfg, func(f sacct.FileSummary) {
-		fmt.Fprintf(g.stderr, "%s: %d jobs: %d with GPUs (%d samples), %d without GPUs, %d not ended or never started; %d step lines skipped\n",
-			f.Name, f.Jobs, f.WithGPUs, f.Samples, f.WithoutGPUs, f.Unfinished, f.Steps)
-	})
+	files, err := sacct.ReadFiles(paths, opts, cfg, reports.SacctFileSummary(g.stderr))
 	var ve *importer.ValidationError
 	switch {
 	case errors.As(err, &ve) && errors.Is(err, sacct.ErrNoTimeZone):

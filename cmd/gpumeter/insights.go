@@ -1,12 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -17,6 +13,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/webhook"
+	"github.com/gpumeter/gpumeter/reports"
 )
 
 func newInsightsCmd(g *globals) *cobra.Command {
@@ -52,7 +49,6 @@ them and enqueues each new one once as an insight.anomaly webhook.`),
 // periodFlags are the period and pricing flags of the period subcommands.
 type periodFlags struct {
 	period, from, to, tenant, book string
-	asJSON                         bool
 }
 
 func (p *periodFlags) register(fs *pflag.FlagSet) {
@@ -61,7 +57,6 @@ func (p *periodFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&p.to, "to", "", "end, exclusive, RFC 3339 or YYYY-MM-DD, a whole UTC hour")
 	fs.StringVar(&p.tenant, "tenant", "", "only this tenant")
 	fs.StringVar(&p.book, "book", "", "price book for tenants that are not billing customers")
-	fs.BoolVar(&p.asJSON, "json", false, "JSON output")
 }
 
 // request reads the period flags into a validated request.
@@ -94,7 +89,7 @@ func (p *periodFlags) request() (insights.Request, error) {
 
 func newInsightsPeriodCmd(g *globals, sub, short, long string) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   sub + " (--period YYYY-MM | --from TIME --to TIME) [--tenant T] [--book FILE] [--json]",
+		Use:   sub + " (--period YYYY-MM | --from TIME --to TIME) [--tenant T] [--book FILE] [-o FORMAT]",
 		Short: short,
 		Long: long + `
 
@@ -102,12 +97,13 @@ TIME is RFC 3339 or YYYY-MM-DD, a whole UTC hour. Billing customers are
 priced by their book and contract, other tenants by --book (without it they
 get no money figures).`,
 		Example: "  gpumeter insights " + sub + " --period 2026-11\n" +
-			"  gpumeter insights " + sub + " --from 2026-11-01 --to 2026-11-08 --tenant acme --book pricing/books/gpu-cloud.yaml --json",
+			"  gpumeter insights " + sub + " --from 2026-11-01 --to 2026-11-08 --tenant acme --book pricing/books/gpu-cloud.yaml -o json",
 		Args: noArgs,
 	}
 	fs := cmd.Flags()
 	var p periodFlags
 	p.register(fs)
+	out := addOutputFlag(cmd)
 	save := false
 	if sub == "anomalies" {
 		fs.BoolVar(&save, "save", false, "store the anomalies and enqueue each new one as an insight.anomaly webhook")
@@ -127,50 +123,36 @@ get no money figures).`,
 			return err
 		}
 		defer s.Close()
-		svc := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
-		var out any
+		svc := insightsService(s, prices, g)
 		switch sub {
 		case "efficiency":
 			rep, err := svc.Efficiency(ctx, req, nil)
 			if err != nil {
 				return err
 			}
-			out = rep
-			if !p.asJSON {
-				return writeEfficiency(g.stdout, rep)
-			}
+			return reports.WriteEfficiency(g.stdout, out.format, rep)
 		case "rightsize":
 			rep, err := svc.RightSize(ctx, req)
 			if err != nil {
 				return err
 			}
-			out = rep
-			if !p.asJSON {
-				return writeRightSize(g.stdout, rep)
-			}
-		case "anomalies":
-			found, fresh, err := svc.Detect(ctx, req, save)
-			if err != nil {
-				return err
-			}
-			if save {
-				fmt.Fprintf(g.stderr, "%d anomalies, %d new: stored and enqueued as webhooks\n", len(found), len(fresh))
-			}
-			out = struct {
-				Anomalies []insights.Anomaly `json:"anomalies"`
-			}{append([]insights.Anomaly{}, found...)}
-			if !p.asJSON {
-				return writeAnomalies(g.stdout, found)
-			}
+			return reports.WriteRightSize(g.stdout, out.format, rep)
 		}
-		return writeJSON(g.stdout, out)
+		found, fresh, err := svc.Detect(ctx, req, save)
+		if err != nil {
+			return err
+		}
+		if save {
+			fmt.Fprintf(g.stderr, "%d anomalies, %d new: stored and enqueued as webhooks\n", len(found), len(fresh))
+		}
+		return reports.WriteAnomalies(g.stdout, out.format, found)
 	}
 	return cmd
 }
 
 func newInsightsCapacityCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "capacity [--to TIME] [--until TIME] [--weeks N] [--target F] [--json]",
+		Use:   "capacity [--to TIME] [--until TIME] [--weeks N] [--target F] [-o FORMAT]",
 		Short: "when demand outgrows each GPU model's capacity",
 		Long: `capacity forecasts, per GPU model, when demand (trend plus weekly season,
 fitted to the weeks of history before --to) exceeds the target share of the
@@ -183,7 +165,7 @@ GPUs.`,
 	until := fs.String("until", "", "project up to here (default: 90 days after --to)")
 	weeks := fs.Int("weeks", insights.DefaultCapacityWeeks, "weeks of history to fit (2 to 52)")
 	target := fs.String("target", insights.DefaultCapacityTarget, "share of the GPUs that counts as full, within (0, 1]")
-	asJSON := fs.Bool("json", false, "JSON output")
+	out := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		req := insights.CapacityRequest{To: time.Now().UTC().Truncate(time.Hour), Weeks: *weeks}
@@ -210,17 +192,12 @@ GPUs.`,
 			return err
 		}
 		defer s.Close()
-		svc := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insights.Prices{}, time.Now, g.logger)
+		svc := insightsService(s, insights.Prices{}, g)
 		fc, err := svc.Capacity(ctx, req)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return writeJSON(g.stdout, struct {
-				Models []insights.CapacityForecast `json:"models"`
-			}{append([]insights.CapacityForecast{}, fc...)})
-		}
-		return writeCapacity(g.stdout, fc)
+		return reports.WriteCapacity(g.stdout, out.format, fc)
 	}
 	return cmd
 }
@@ -228,109 +205,17 @@ GPUs.`,
 // insightPrices prices billing customers by their book and contract, in
 // their time zone, and everyone else by book (when given), in UTC.
 func insightPrices(g *globals, book string) (insights.Prices, error) {
-	p := insights.Prices{ByTenant: map[string]insights.Priced{}}
-	for _, c := range g.cfg.Billing.Customers {
-		b, k, err := billing.LoadPricing(c, os.ReadFile)
-		if err != nil {
-			return p, usageErrorf("billing customer %s: %v", c.Tenant, err)
+	p, err := insights.CustomerPrices(g.cfg.Billing.Customers, os.ReadFile)
+	if err == nil && book != "" {
+		if p.Default, err = insights.BookPrices(book, os.ReadFile); err != nil {
+			err = fmt.Errorf("--book: %w", err)
 		}
-		loc := time.UTC
-		if c.TimeZone != "" {
-			if loc, err = time.LoadLocation(c.TimeZone); err != nil {
-				return p, usageErrorf("billing customer %s: time zone: %v", c.Tenant, err)
-			}
-		}
-		p.ByTenant[c.Tenant] = insights.Priced{TenantPricing: insights.TenantPricing{Book: b, Contract: k}, Location: loc}
 	}
-	if book != "" {
-		b, _, err := billing.LoadPricing(billing.Customer{Book: book}, os.ReadFile)
-		if err != nil {
-			return p, usageErrorf("--book: %v", err)
-		}
-		p.Default = &insights.Priced{TenantPricing: insights.TenantPricing{Book: b}, Location: time.UTC}
-	}
-	return p, nil
+	return p, err
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-func gpuHours(us int64) string { return insights.GPUHours(us).StringFixed(2) }
-
-func share(f float64, ok bool) string {
-	if !ok {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f%%", 100*f)
-}
-
-func money(m *insights.Money) string {
-	if m == nil {
-		return "-"
-	}
-	return m.Amount.String() + " " + m.Currency
-}
-
-func writeEfficiency(w io.Writer, rep insights.EfficiencyReport) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "tenant\tdepartment\theld GPU-h\tutilization\tunmeasured GPU-h\tidle GPU-h\tidle share\tidle cost\t\n")
-	for _, t := range rep.Tenants {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", t.Tenant, t.Department, gpuHours(t.HeldGPUMicros),
-			share(t.Utilization()), gpuHours(t.UnmeasuredGPUMicros), gpuHours(t.IdleGPUMicros), share(t.IdleShare()), money(t.IdleCost))
-	}
-	f := rep.Fleet
-	fmt.Fprintf(tw, "fleet\t\t%s\t%s\t%s\t%s\t%s\t\t\n", gpuHours(f.HeldGPUMicros), share(f.Utilization()),
-		gpuHours(f.UnmeasuredGPUMicros), gpuHours(f.IdleGPUMicros), share(f.IdleShare()))
-	return tw.Flush()
-}
-
-func writeRightSize(w io.Writer, rep insights.RightSizeReport) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "tenant\tcurrent\taction\trecommended\tmem p99 GB\tSM p99 GPUs\tsaved GPU-h\tsaving\treason\n")
-	for _, r := range rep.Tenants {
-		rec := "-"
-		if r.Action == insights.Downsize {
-			rec = r.Recommended.SKU
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f\t%.3f\t%s\t%s\t%s\n", r.Tenant, r.Current.SKU, r.Action, rec,
-			float64(r.MemBytes)/1e9, r.SMGPUs, gpuHours(r.SavedGPUMicros), money(r.Saving), r.Reason)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if rep.Plan != nil {
-		fmt.Fprintf(w, "\nlayout of the right-sized MIG demand: %d GPUs used, %d instances unmet\n", rep.GPUsUsed, rep.Plan.Summary.UnmetInstanceCount)
-	}
-	return nil
-}
-
-func writeAnomalies(w io.Writer, as []insights.Anomaly) error {
-	if len(as) == 0 {
-		_, err := fmt.Fprintln(w, "no anomalies")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "id\ttenant\tmeter\tstart\tdirection\tobserved\texpected\tspread\n")
-	for _, a := range as {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Tenant, a.Meter, a.Start.Format(time.RFC3339), a.Direction,
-			a.Observed.StringFixed(2), a.Expected.StringFixed(2), a.Spread.StringFixed(2))
-	}
-	return tw.Flush()
-}
-
-func writeCapacity(w io.Writer, fc []insights.CapacityForecast) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "model\tGPUs\ttarget\thistory peak\tpeak forecast\tfull at\n")
-	for _, c := range fc {
-		at := "not before the horizon"
-		if c.Exceeds {
-			at = c.At.Format(time.RFC3339) + " (" + c.Demand.StringFixed(1) + " GPUs)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Model, c.CapacityGPUs, c.Target, c.HistoryPeak.StringFixed(1),
-			c.PeakForecast.StringFixed(1), strings.TrimSpace(at))
-	}
-	return tw.Flush()
+// insightsService is the insights service over the store, announcing
+// through its outbox.
+func insightsService(s *store.Store, prices insights.Prices, g *globals) *insights.Service {
+	return insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
 }

@@ -2,20 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
-	"github.com/gpumeter/gpumeter/cmd/gpumeter/config"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/rollup"
@@ -61,7 +54,7 @@ func invoiceRunner(ctx context.Context, g *globals) (*billing.Runner, *store.Sto
 
 func newInvoiceRunCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "run --period YYYY-MM [--tenant T] [--dry-run] [--draft] [--json]",
+		Use:   "run --period YYYY-MM [--tenant T] [--dry-run] [--draft] [-o FORMAT]",
 		Short: "invoice a month for the config's customers",
 		Long: `run invoices the month (in each customer's time zone) for the customers in
 the config's billing section, once the hourly rollups cover it (it rolls up
@@ -69,7 +62,7 @@ what is missing first); a re-run changes nothing that is finalized. --draft
 stores drafts for review (invoice finalize numbers them), --dry-run prices
 and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 		Example: "  gpumeter --config gpumeter.yaml invoice run --period 2026-11\n" +
-			"  gpumeter --config gpumeter.yaml invoice run --period 2026-11 --tenant acme --dry-run --json",
+			"  gpumeter --config gpumeter.yaml invoice run --period 2026-11 --tenant acme --dry-run -o json",
 		Args: noArgs,
 	}
 	fs := cmd.Flags()
@@ -78,7 +71,7 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 	fs.StringVar(&req.Tenant, "tenant", "", "only this customer")
 	fs.BoolVar(&req.DryRun, "dry-run", false, "price and print, store nothing")
 	fs.BoolVar(&req.Draft, "draft", false, "store drafts; finalize them with invoice finalize")
-	asJSON := fs.Bool("json", false, "print the outcomes as JSON")
+	out := addOutputFlag(cmd)
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
@@ -95,7 +88,7 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 		defer s.Close()
 		var progress billing.Progress
 		if !*quiet {
-			progress = progressBar(g.stderr, "invoicing "+req.Period)
+			progress = reports.ProgressBar(g.stderr, "invoicing "+req.Period)
 		}
 		rep, err := runner.Run(ctx, req, progress)
 		if err != nil {
@@ -109,15 +102,8 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 				o.Detail += " (the scheduled rollup is `gpumeter rollup --scheduled`)"
 			}
 		}
-		if *asJSON {
-			if err := writeOutcomesJSON(g.stdout, rep); err != nil {
-				return err
-			}
-		} else {
-			for _, o := range rep.Outcomes {
-				fmt.Fprintln(g.stdout, o)
-			}
-			fmt.Fprintln(g.stdout, summarize(rep))
+		if err := reports.WriteOutcomes(g.stdout, out.format, rep); err != nil {
+			return err
 		}
 		if n := rep.Failed(); n > 0 {
 			return fmt.Errorf("%d customer(s) could not be invoiced (see above)", n)
@@ -127,93 +113,21 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 	return cmd
 }
 
-// summarize counts outcomes by action.
-func summarize(rep billing.Report) string {
-	counts := map[string]int{}
-	for _, o := range rep.Outcomes {
-		counts[o.Action]++
-	}
-	var parts []string
-	for _, a := range []string{billing.ActionFinalized, billing.ActionCreated, billing.ActionUpdated, billing.ActionUnchanged,
-		billing.ActionWaiting, billing.ActionFailed} {
-		if counts[a] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", counts[a], a))
-		}
-	}
-	s := fmt.Sprintf("%d customer(s): %s", len(rep.Outcomes), strings.Join(parts, ", "))
-	for _, m := range rep.ClosedMonths {
-		s += fmt.Sprintf("; closed %s (UTC)", m.Format("2006-01"))
-	}
-	return s
-}
-
-type outcomeJSON struct {
-	Tenant string `json:"tenant"`
-	Action string `json:"action"`
-	ID     string `json:"invoice_id,omitempty"`
-	Number string `json:"number,omitempty"`
-	Total  string `json:"total,omitempty"`
-	Curr   string `json:"currency,omitempty"`
-	Detail string `json:"detail,omitempty"`
-}
-
-func writeOutcomesJSON(w io.Writer, rep billing.Report) error {
-	out := struct {
-		Outcomes     []outcomeJSON `json:"outcomes"`
-		ClosedMonths []string      `json:"closed_months"`
-	}{Outcomes: []outcomeJSON{}, ClosedMonths: []string{}}
-	for _, o := range rep.Outcomes {
-		j := outcomeJSON{Tenant: o.Tenant, Action: o.Action, Detail: o.Detail}
-		if inv := o.Invoice; inv != nil {
-			j.ID, j.Number, j.Total, j.Curr = inv.ID, inv.Number, inv.Money(inv.TotalMinor), inv.Currency.Code
-		}
-		out.Outcomes = append(out.Outcomes, j)
-	}
-	for _, m := range rep.ClosedMonths {
-		out.ClosedMonths = append(out.ClosedMonths, m.Format("2006-01"))
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
-}
-
-// isTerminal says whether w is a terminal (a file that is a TTY).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
 // errPDFToTerminal: a PDF on a terminal is binary noise that can upset it.
 var errPDFToTerminal = usageErrorf("--format pdf writes binary data, not for a terminal: give --out FILE or redirect standard output")
 
-// progressBar draws a bar on w when it is a terminal, and nothing
-// otherwise (a log file or a pipe gets the summary only).
-func progressBar(w io.Writer, what string) billing.Progress {
-	if !isTerminal(w) {
-		return nil
-	}
-	var bar *progressbar.ProgressBar
-	return func(done, total int) {
-		if bar == nil {
-			bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(what),
-				progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100*time.Millisecond))
-		}
-		_ = bar.Set(done)
-	}
-}
-
 func newInvoiceListCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "list [--period YYYY-MM] [--tenant T] [--json]",
+		Use:     "list [--period YYYY-MM] [--tenant T] [-o FORMAT]",
 		Short:   "list stored invoices",
-		Long:    "list prints the stored invoices (drafts, finalized and void), or their canonical JSON documents.",
+		Long:    "list prints the stored invoices (drafts, finalized and void), or their canonical JSON documents (-o json or yaml).",
 		Example: "  gpumeter --config gpumeter.yaml invoice list --period 2026-11",
 		Args:    noArgs,
 	}
 	fs := cmd.Flags()
 	period := fs.String("period", "", "only this month, YYYY-MM")
 	tenant := fs.String("tenant", "", "only this tenant")
-	asJSON := fs.Bool("json", false, "print JSON")
+	out := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		if *period != "" {
@@ -230,27 +144,7 @@ func newInvoiceListCmd(g *globals) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			list := make([]json.RawMessage, 0, len(invs))
-			for _, si := range invs {
-				list = append(list, si.Document)
-			}
-			enc := json.NewEncoder(g.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(list)
-		}
-		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "PERIOD\tTENANT\tID\tNUMBER\tSTATUS\tTOTAL\tCURRENCY")
-		for _, si := range invs {
-			inv := si.Invoice
-			num := inv.Number
-			if num == "" {
-				num = "-"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", inv.PeriodLabel, inv.Tenant, inv.ID, num, inv.Status,
-				inv.Money(inv.TotalMinor), inv.Currency.Code)
-		}
-		return tw.Flush()
+		return reports.WriteInvoiceList(g.stdout, out.format, invs)
 	}
 	return cmd
 }
@@ -383,12 +277,12 @@ to a terminal.`,
 				return usageErrorf("--period: %v", err)
 			}
 		}
-		write, err := invoiceWriter(*format, g.cfg.Reports)
+		render, err := reports.InvoiceRendererFor(*format, g.cfg.Reports.PDF)
 		if err != nil {
-			return err
+			return fmt.Errorf("--format %w", err)
 		}
 		// A PDF on a terminal is binary noise that can upset the terminal.
-		if *format == "pdf" && *period == "" && *out == "" && isTerminal(g.stdout) {
+		if *format == "pdf" && *period == "" && *out == "" && reports.IsTerminal(g.stdout) {
 			return errPDFToTerminal
 		}
 		runner, s, err := invoiceRunner(ctx, g)
@@ -396,83 +290,21 @@ to a terminal.`,
 			return err
 		}
 		defer s.Close()
-		if *period == "" {
-			si, err := runner.Invoice(ctx, refs[0])
+		if *period != "" {
+			invs, err := runner.Invoices(ctx, *period, "")
 			if err != nil {
 				return err
 			}
-			if *out == "" {
-				return write(g.stdout, si)
-			}
-			return writeFileAtomic(*out, func(w io.Writer) error { return write(w, si) })
+			return reports.WriteInvoiceFiles(g.stdout, *outDir, *format, *period, invs, render)
 		}
-		invs, err := runner.Invoices(ctx, *period, "")
+		si, err := runner.Invoice(ctx, refs[0])
 		if err != nil {
 			return err
 		}
-		if err := os.MkdirAll(*outDir, 0o755); err != nil {
-			return fmt.Errorf("--out-dir: %w", err)
+		if *out == "" {
+			return render(g.stdout, si)
 		}
-		n := 0
-		for _, si := range invs {
-			inv := si.Invoice
-			if inv.Status == billing.StatusVoid {
-				continue
-			}
-			name := inv.Number
-			if name == "" {
-				name = "draft-" + strings.ReplaceAll(inv.ID, "/", "-")
-			}
-			path := filepath.Join(*outDir, name+"."+*format)
-			if err := writeFileAtomic(path, func(w io.Writer) error { return write(w, si) }); err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "%-10s %-14s %12s %s  %s\n", inv.Tenant, orDash(inv.Number), inv.Money(inv.TotalMinor), inv.Currency.Code, path)
-			n++
-		}
-		fmt.Fprintf(g.stdout, "rendered %d invoice(s) of %s into %s\n", n, *period, *outDir)
-		return nil
+		return reports.WriteFileAtomic(*out, func(w io.Writer) error { return render(w, si) })
 	}
 	return cmd
-}
-
-// invoiceWriter picks the renderer of a --format; a PDF is drawn in the
-// config's reports.pdf_font.
-func invoiceWriter(format string, rc config.Reports) (func(io.Writer, billing.StoredInvoice) error, error) {
-	switch format {
-	case "json":
-		return func(w io.Writer, si billing.StoredInvoice) error { return reports.WriteInvoiceJSON(w, si.Document) }, nil
-	case "csv":
-		return func(w io.Writer, si billing.StoredInvoice) error { return reports.WriteInvoiceCSV(w, si.Invoice) }, nil
-	case "html":
-		return func(w io.Writer, si billing.StoredInvoice) error { return reports.WriteInvoiceHTML(w, si.Invoice) }, nil
-	case "pdf":
-		pdf, err := rc.PDF()
-		if err != nil {
-			return nil, usageError{err}
-		}
-		return func(w io.Writer, si billing.StoredInvoice) error { return pdf.WriteInvoice(w, si.Invoice) }, nil
-	}
-	return nil, usageErrorf("--format %q: want json, csv, html or pdf", format)
-}
-
-// writeFileAtomic writes through a temporary file renamed into place, so
-// a failed render leaves no half-written document behind.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".render-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(f.Name())
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

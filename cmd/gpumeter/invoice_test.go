@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/reports"
 )
 
 const invoiceCLIBook = `version: cli-2026
@@ -109,7 +110,7 @@ func TestInvoiceRunTwoProcessesAtOnce(t *testing.T) {
 		if codes[i] != nil {
 			t.Fatalf("run %d: %v\n%s", i, codes[i], errs[i].String())
 		}
-		var rep struct{ Outcomes []outcomeJSON }
+		var rep struct{ Outcomes []reports.Outcome }
 		if err := json.Unmarshal(outs[i].Bytes(), &rep); err != nil {
 			t.Fatalf("run %d output: %v\n%s", i, err, outs[i].String())
 		}

@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/usage"
@@ -90,49 +87,32 @@ type lifetime time.Duration
 func (l *lifetime) String() string { return time.Duration(*l).String() }
 func (l *lifetime) Type() string   { return "duration" }
 func (l *lifetime) Set(v string) error {
-	if n, ok := strings.CutSuffix(v, "d"); ok {
-		days, err := strconv.Atoi(n)
-		if err != nil || days < 0 || days > 100*365 {
-			return fmt.Errorf("%q: want whole days from 0 to 36500, such as 30d", v)
-		}
-		*l = lifetime(time.Duration(days) * 24 * time.Hour)
-		return nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return fmt.Errorf("%q: want days (30d) or a duration (72h)", v)
-	}
+	d, err := auth.ParseLifetime(v)
 	*l = lifetime(d)
-	return nil
+	return err
 }
 
 // warnUnseenTenant warns when a key is made for a tenant that has no
 // usage, in rollups or raw samples: a misspelt name, or a tenant not yet
 // metered.
 func warnUnseenTenant(ctx context.Context, g *globals, s *store.Store, tenant string) {
-	for _, src := range []usage.Source{usage.SourceHourly, usage.SourceRaw} {
-		rows, err := s.Usage(ctx, usage.Query{From: collectors.MinTime, To: time.Now().UTC(), Tenant: tenant, Source: src})
-		if err != nil {
-			g.logger.Warn("could not check whether the tenant has usage", "tenant", tenant, "err", err)
-			return
-		}
-		for _, r := range rows {
-			if r.Samples > 0 {
-				return
-			}
-		}
+	switch seen, err := usage.Seen(ctx, s, tenant, time.Now()); {
+	case err != nil:
+		g.logger.Warn("could not check whether the tenant has usage", "tenant", tenant, "err", err)
+	case !seen:
+		g.logger.Warn("the key's tenant has no usage yet: is the name right?", "tenant", tenant)
 	}
-	g.logger.Warn("the key's tenant has no usage yet: is the name right?", "tenant", tenant)
 }
 
 func newKeysListCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "list",
+		Use:     "list [-o FORMAT]",
 		Short:   "list API keys (never their tokens)",
 		Long:    "list prints every key: its id, scope, kind (api or portal), when it was created, expires and was revoked, and its note.",
-		Example: "  gpumeter keys list",
+		Example: "  gpumeter keys list\n  gpumeter keys list -o json",
 		Args:    noArgs,
 	}
+	out := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		s, err := openStore(ctx, g)
@@ -144,7 +124,7 @@ func newKeysListCmd(g *globals) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return reports.WriteKeys(g.stdout, keys)
+		return reports.WriteKeysAs(g.stdout, out.format, keys)
 	}
 	return cmd
 }

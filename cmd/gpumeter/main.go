@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"unicode"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/cobra"
@@ -86,6 +87,42 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// flagNamed is err, a domain config's refusal, with the field names in its
+// message written as the flags that set them (names: field → flag), for a
+// reader of the command line. It stays what err is (errors.Is, the fault
+// category).
+func flagNamed(err error, names map[string]string) error {
+	msg := []rune(err.Error())
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		j := i
+		for j < len(msg) && (unicode.IsLower(msg[j]) || unicode.IsDigit(msg[j]) || msg[j] == '_' || msg[j] == '.') {
+			j++
+		}
+		if j == i {
+			b.WriteRune(msg[i])
+			i++
+			continue
+		}
+		word := strings.TrimRight(string(msg[i:j]), ".")
+		if flag, ok := names[word]; ok && (i == 0 || msg[i-1] != '-') {
+			b.WriteString(flag + string(msg[i+len([]rune(word)):j]))
+		} else {
+			b.WriteString(string(msg[i:j]))
+		}
+		i = j
+	}
+	return renamed{b.String(), err}
+}
+
+type renamed struct {
+	msg string
+	err error
+}
+
+func (r renamed) Error() string { return r.msg }
+func (r renamed) Unwrap() error { return r.err }
 
 const rootHelp = `{{.Short}}
 

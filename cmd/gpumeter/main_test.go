@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/cmd/gpumeter/config"
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // commandLines are every command and subcommand, as typed; cobra's own
@@ -329,5 +330,15 @@ func TestServeRefusesABadScheduleWithExit2(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want 2 naming %s.schedule", code, stderr, key)
 			}
 		})
+	}
+}
+
+// A domain config's refusal reads in flag names, and stays what it was.
+func TestFlagNamed(t *testing.T) {
+	cause := fault.Validation(errors.New("simulate.speed: 0 needs a duration.\nbatch_rows: -1 is negative; ship.batch_rows and --duration stay"))
+	got := flagNamed(cause, map[string]string{"simulate.speed": "--speed", "duration": "--duration", "batch_rows": "--batch-rows"})
+	want := "--speed: 0 needs a --duration.\n--batch-rows: -1 is negative; ship.batch_rows and --duration stay"
+	if got.Error() != want || !fault.IsValidation(got) {
+		t.Errorf("got %q (validation %v), want %q", got, fault.IsValidation(got), want)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -17,18 +16,18 @@ type quoteArgs struct {
 	book, contract, usage string
 	quantities            []string
 	from, to, tenant      string
-	json                  bool
+	out                   *outputFlag
 }
 
 func newQuoteCmd(g *globals) *cobra.Command {
 	var a quoteArgs
 	cmd := &cobra.Command{
-		Use:   "quote --book FILE [--contract FILE] (--usage FILE | --quantity SKU:METER=VALUE ...) [--from TIME] [--to TIME] [--json]",
+		Use:   "quote --book FILE [--contract FILE] (--usage FILE | --quantity SKU:METER=VALUE ...) [--from TIME] [--to TIME] [-o FORMAT]",
 		Short: "price quantities against a price book (no database)",
 		Long: `quote prices usage against a price book with the same engine as invoices,
 without a database. Usage comes either from a file of hourly rows (--usage:
 CSV with the header hour,sku,meter,quantity, a .json array of {"hour","sku",
-"meter","quantity"} objects, or the output of usage --json --bucket hour
+"meter","quantity"} objects, or the output of usage -o json --bucket hour
 --by sku; "-" reads standard input) or as period totals (--quantity,
 repeatable), which are spread evenly over the hours of the period. TIME is
 RFC 3339 or YYYY-MM-DD (00:00 UTC). The period defaults to the whole UTC
@@ -37,7 +36,7 @@ calendar months holding the usage rows, or to the current UTC month for
 problem repeated on many rows is reported once, with the lines it is on
 (docs/pricing.md).`,
 		Example: "  gpumeter quote --book pricing/books/gpu-cloud.yaml --quantity H100-SXM5-80GB:gpu_hours=720 --from 2026-11-01\n" +
-			"  gpumeter usage --from 2026-11-01 --to 2026-12-01 --bucket hour --by sku --json | gpumeter quote --book book.yaml --usage -",
+			"  gpumeter usage --from 2026-11-01 --to 2026-12-01 --bucket hour --by sku -o json | gpumeter quote --book book.yaml --usage -",
 		Args: noArgs,
 	}
 	fs := cmd.Flags()
@@ -48,7 +47,7 @@ problem repeated on many rows is reported once, with the lines it is on
 	fs.StringVar(&a.from, "from", "", "period start, RFC 3339 or YYYY-MM-DD")
 	fs.StringVar(&a.to, "to", "", "period end (exclusive), RFC 3339 or YYYY-MM-DD")
 	fs.StringVar(&a.tenant, "tenant", "", "tenant name (defaults to the contract's)")
-	fs.BoolVar(&a.json, "json", false, "print the result as JSON")
+	a.out = addOutputFlag(cmd)
 	cmd.RunE = func(*cobra.Command, []string) error { return runQuote(g, a) }
 	return cmd
 }
@@ -72,15 +71,7 @@ func runQuote(g *globals, a quoteArgs) error {
 	if a.from == "" && len(a.quantities) > 0 {
 		fmt.Fprintf(g.stderr, "gpumeter quote: priced %s (the current UTC month; pass --from to choose)\n", in.Start.Format("2006-01"))
 	}
-	if a.json {
-		enc := json.NewEncoder(g.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
-			return fmt.Errorf("write result: %w", err)
-		}
-		return nil
-	}
-	if err := reports.WriteQuote(g.stdout, res); err != nil {
+	if err := reports.WriteQuoteAs(g.stdout, a.out.format, res); err != nil {
 		return fmt.Errorf("write result: %w", err)
 	}
 	return nil

@@ -25,7 +25,7 @@ func newSlurmCmd(g *globals) *cobra.Command {
 
 func newSlurmCompareCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "compare --period YYYY-MM --sacct FILE [--sacct-tz ZONE] [--cluster NAME] [--tolerance 0.05] [--json]",
+		Use:   "compare --period YYYY-MM --sacct FILE [--sacct-tz ZONE] [--cluster NAME] [--tolerance 0.05] [-o FORMAT]",
 		Short: "set Slurm's allocated GPU-hours beside the measured ones",
 		Long: `compare sets Slurm's allocation-based GPU-hours (what sreport reports:
 GRES × run time, from sacct --parsable2 output) beside the GPU-hours the
@@ -35,7 +35,7 @@ tolerance, with why: GPUs allocated but idle, jobs no collector saw, GPUs
 outside the job's allocation (or missing from AccountingStorageTRES), and
 measured jobs the export lacks. The period is a UTC month; export sacct
 for the same range (docs/slurm.md).`,
-		Example: "  gpumeter slurm compare --period 2026-11 --sacct november.sacct --json\n" +
+		Example: "  gpumeter slurm compare --period 2026-11 --sacct november.sacct -o json\n" +
 			"  sacct ... | gpumeter slurm compare --period 2026-11 --sacct - --sacct-tz Europe/Berlin",
 		Args: noArgs,
 	}
@@ -45,7 +45,7 @@ for the same range (docs/slurm.md).`,
 	tz := fs.String("sacct-tz", "", "the time zone sacct printed its times in; needed unless they carry offsets")
 	cluster := fs.String("cluster", "", "the cluster, for output without a Cluster column")
 	tolerance := fs.Float64("tolerance", 0.05, "share of a job's allocation the two counts may differ by unlisted")
-	asJSON := fs.Bool("json", false, "print JSON")
+	out := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		if *period == "" || *file == "" {
@@ -85,10 +85,7 @@ for the same range (docs/slurm.md).`,
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return reports.WriteSlurmComparisonJSON(g.stdout, cmp)
-		}
-		return reports.WriteSlurmComparison(g.stdout, cmp, *tolerance)
+		return reports.WriteSlurm(g.stdout, out.format, cmp, *tolerance)
 	}
 	return cmd
 }

@@ -10,22 +10,22 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/usage"
-	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
 func newUsageCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "usage --from TIME [--to TIME] [--by DIMS] [--bucket hour|day|month] [--json]",
+		Use:   "usage --from TIME [--to TIME] [--by DIMS] [--bucket hour|day|month] [-o FORMAT]",
 		Short: "print usage totals by tenant, department, SKU, host or workload",
 		Long: `usage sums every meter over a range, from deduplicated raw samples (or the
 hourly rollups, --source hourly), grouped by the --by dimensions and, with
 --bucket, by hour, day or month. Each row names its groups; host and
 workload are in raw samples only. TIME is RFC 3339 or YYYY-MM-DD (00:00 UTC).
---json prints every meter in its price-book unit as exact decimal text: the
-input of gpumeter quote --usage.`,
+-o json (or yaml) prints every meter in its price-book unit as exact decimal
+text: the input of gpumeter quote --usage; -o table, wide and csv round each
+meter to its places.`,
 		Example: "  gpumeter usage --from 2026-11-01 --to 2026-12-01 --by tenant,department\n" +
-			"  gpumeter usage --from 2026-11-01 --bucket hour --by sku --json > usage.json",
+			"  gpumeter usage --from 2026-11-01 --bucket hour --by sku -o json > usage.json",
 		Args: noArgs,
 	}
 	fs := cmd.Flags()
@@ -36,7 +36,7 @@ input of gpumeter quote --usage.`,
 	tenant := fs.String("tenant", "", "only this tenant")
 	department := fs.String("department", "", "only this department")
 	source := fs.String("source", "raw", "raw (deduplicated samples) or hourly (rollups)")
-	asJSON := fs.Bool("json", false, "JSON output")
+	out := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		q := usage.Query{Bucket: usage.Bucket(*bucket), Tenant: *tenant, Department: *department, Source: usage.Source(*source)}
@@ -69,10 +69,7 @@ input of gpumeter quote --usage.`,
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return reports.WriteUsageJSON(g.stdout, usageRecords(rows))
-		}
-		return reports.WriteUsageTable(g.stdout, usageTable(rows, q))
+		return reports.WriteUsage(g.stdout, out.format, reports.UsageTableOf(rows, q))
 	}
 	return cmd
 }
@@ -89,51 +86,4 @@ func parseTime(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%q: want RFC 3339 or YYYY-MM-DD", s)
 	}
 	return t, nil
-}
-
-// usageRecord is a store row as usage --json prints it (and quote reads
-// it back): every meter in its price-book unit, exact decimal text.
-func usageRecord(r usage.Row) pricing.UsageRecord {
-	j := pricing.UsageRecord{Tenant: r.Tenant, Department: r.Department, SKU: r.SKU, Host: r.Host, Workload: r.Workload, Samples: r.Samples}
-	j.Quantities, j.Unmeasured = pricing.QuantitiesOf(r.Totals)
-	if !r.Bucket.IsZero() {
-		b := r.Bucket
-		j.Bucket = &b
-	}
-	return j
-}
-
-func usageRecords(rows []usage.Row) []pricing.UsageRecord {
-	out := make([]pricing.UsageRecord, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, usageRecord(r))
-	}
-	return out
-}
-
-// usageTable is what the usage table of q prints; the total is summed in
-// the store's integer units, then converted once.
-func usageTable(rows []usage.Row, q usage.Query) reports.UsageTable {
-	t := reports.UsageTable{ByBucket: q.Bucket != usage.BucketNone, Rows: usageRecords(rows)}
-	for _, d := range q.GroupBy {
-		switch d {
-		case usage.DimTenant:
-			t.ByTenant = true
-		case usage.DimDepartment:
-			t.ByDepartment = true
-		case usage.DimSKU:
-			t.BySKU = true
-		case usage.DimHost:
-			t.ByHost = true
-		case usage.DimWorkload:
-			t.ByWorkload = true
-		}
-	}
-	var total usage.Row
-	for _, r := range rows {
-		total.Totals = total.Totals.Add(r.Totals)
-		total.Samples += r.Samples
-	}
-	t.Total = usageRecord(total)
-	return t
 }

@@ -58,14 +58,14 @@ func TestUsageTableAndRecordsNameEveryDimension(t *testing.T) {
 				r.Workload = want
 			}
 			var buf bytes.Buffer
-			if err := reports.WriteUsageTable(&buf, usageTable([]usage.Row{r}, q)); err != nil {
+			if err := reports.WriteUsageTable(&buf, reports.UsageTableOf([]usage.Row{r}, q)); err != nil {
 				t.Fatal(err)
 			}
 			lines := strings.Split(buf.String(), "\n")
 			if !strings.Contains(lines[0], d.column) || !strings.Contains(lines[1], want) {
 				t.Errorf("table lacks the %s column or %q:\n%s", d.column, want, buf.String())
 			}
-			if got := d.field(usageRecords([]usage.Row{r})[0]); got != want {
+			if got := d.field(reports.UsageRecords([]usage.Row{r})[0]); got != want {
 				t.Errorf("JSON record %s = %q, want %q", d.dim, got, want)
 			}
 		})

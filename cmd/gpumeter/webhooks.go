@@ -2,13 +2,12 @@ package main
 
 import (
 	"fmt"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/webhook"
+	"github.com/gpumeter/gpumeter/reports"
 )
 
 func newWebhooksCmd(g *globals) *cobra.Command {
@@ -30,7 +29,7 @@ docs/webhooks.md has the signature format and how to verify it.`,
 
 func newWebhooksListCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "list [--days 7]",
+		Use:   "list [--days 7] [-o FORMAT]",
 		Short: "list the outbox and each event's deliveries",
 		Long: `list shows the outbox: each event and, per configured endpoint that wants
 its type, whether it was delivered and in how many attempts.`,
@@ -38,6 +37,7 @@ its type, whether it was delivered and in how many attempts.`,
 		Args:    noArgs,
 	}
 	days := cmd.Flags().Int("days", 7, "events of the last N days")
+	out := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		if *days < 1 || *days > 3660 {
@@ -52,30 +52,7 @@ its type, whether it was delivered and in how many attempts.`,
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "EVENT\tTYPE\tCREATED\tDELIVERIES")
-		for _, st := range evs {
-			var parts []string
-			for _, ep := range g.cfg.Webhooks.Endpoints {
-				if !ep.Wants(st.Event.Type) {
-					continue
-				}
-				n := len(st.Attempts[ep.Name])
-				switch {
-				case st.Delivered(ep.Name):
-					parts = append(parts, fmt.Sprintf("%s: delivered (%d attempts)", ep.Name, n))
-				case n >= g.cfg.Webhooks.MaxAttempts:
-					parts = append(parts, fmt.Sprintf("%s: failed after %d attempts (replay it)", ep.Name, n))
-				default:
-					parts = append(parts, fmt.Sprintf("%s: pending (%d attempts)", ep.Name, n))
-				}
-			}
-			if len(parts) == 0 {
-				parts = []string{"no endpoint wants it"}
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", st.Event.ID, st.Event.Type, st.Event.CreatedAt.Format(time.RFC3339), strings.Join(parts, "; "))
-		}
-		return tw.Flush()
+		return reports.WriteEvents(g.stdout, out.format, evs, g.cfg.Webhooks)
 	}
 	return cmd
 }
@@ -101,36 +78,11 @@ endpoint that wants its type (or only --endpoint), recording each attempt.`,
 			return err
 		}
 		defer s.Close()
-		evs, err := s.Events(ctx, time.Now().AddDate(-1, 0, 0))
-		if err != nil {
-			return err
+		sent, err := webhook.NewSender(g.cfg.Webhooks, s, g.logger).Replay(ctx, s, id, *only)
+		for _, a := range sent {
+			fmt.Fprintf(g.stdout, "delivered %s to %s (attempt %d, HTTP %d)\n", id, a.Endpoint, a.N, a.Status)
 		}
-		var st *webhook.Status
-		for i := range evs {
-			if evs[i].Event.ID == id {
-				st = &evs[i]
-			}
-		}
-		if st == nil {
-			return usageErrorf("event %q: not in the outbox of the last year", id)
-		}
-		sender := webhook.NewSender(g.cfg.Webhooks, s, g.logger)
-		sent := 0
-		for _, ep := range g.cfg.Webhooks.Endpoints {
-			if (*only != "" && ep.Name != *only) || (*only == "" && !ep.Wants(st.Event.Type)) {
-				continue
-			}
-			last, err := sender.Deliver(ctx, ep, st.Event, len(st.Attempts[ep.Name])+1, g.cfg.Webhooks.MaxAttempts)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "delivered %s to %s (attempt %d, HTTP %d)\n", id, ep.Name, last.N, last.Status)
-			sent++
-		}
-		if sent == 0 {
-			return usageErrorf("no endpoint to replay %s to (--endpoint %q)", id, *only)
-		}
-		return nil
+		return err
 	}
 	return cmd
 }

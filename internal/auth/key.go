@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -232,4 +233,21 @@ type AuditEntry struct {
 	Method, Route, Path string
 	Status              int
 	Remote, RequestID   string
+}
+
+// ParseLifetime reads a key's lifetime: whole days (30d, up to 100 years)
+// or a Go duration (72h).
+func ParseLifetime(v string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 0 || days > 100*365 {
+			return 0, fault.Validationf("%q: want whole days from 0 to 36500, such as 30d", v)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fault.Validationf("%q: want days (30d) or a duration (72h)", v)
+	}
+	return d, nil
 }

@@ -146,3 +146,16 @@ func TestKeyTextIsSeparatorAndFlagSafe(t *testing.T) {
 		}
 	}
 }
+
+func TestParseLifetime(t *testing.T) {
+	for in, want := range map[string]time.Duration{"30d": 30 * 24 * time.Hour, "0d": 0, "72h": 72 * time.Hour, "90m": 90 * time.Minute} {
+		if got, err := ParseLifetime(in); err != nil || got != want {
+			t.Errorf("ParseLifetime(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"1.5d", "-1d", "d", "36501d", "30 days"} {
+		if _, err := ParseLifetime(in); !fault.IsValidation(err) {
+			t.Errorf("ParseLifetime(%q): %v, want a validation error", in, err)
+		}
+	}
+}

@@ -629,3 +629,45 @@ func seriesKey(s Series, byModel bool) string {
 	}
 	return s.Tenant
 }
+
+// CustomerPrices prices billing customers by their book and contract (read
+// through readFile), in their time zone. Problems name the customer and
+// are validation errors: the config is wrong.
+func CustomerPrices(customers []billing.Customer, readFile func(string) ([]byte, error)) (Prices, error) {
+	p := Prices{ByTenant: map[string]Priced{}}
+	for _, c := range customers {
+		b, k, err := billing.LoadPricing(c, readFile)
+		if err != nil {
+			return p, fault.Validationf("billing customer %s: %w", c.Tenant, err)
+		}
+		loc := time.UTC
+		if c.TimeZone != "" {
+			if loc, err = time.LoadLocation(c.TimeZone); err != nil {
+				return p, fault.Validationf("billing customer %s: time zone: %w", c.Tenant, err)
+			}
+		}
+		p.ByTenant[c.Tenant] = Priced{TenantPricing: TenantPricing{Book: b, Contract: k}, Location: loc}
+	}
+	return p, nil
+}
+
+// BookPrices prices by the book at path, in UTC: the default of tenants
+// that are no billing customers.
+func BookPrices(path string, readFile func(string) ([]byte, error)) (*Priced, error) {
+	b, _, err := billing.LoadPricing(billing.Customer{Book: path}, readFile)
+	if err != nil {
+		return nil, fault.Validation(err)
+	}
+	return &Priced{TenantPricing: TenantPricing{Book: b}, Location: time.UTC}, nil
+}
+
+// ChargebackEfficiency is the chargeback report's efficiency section for
+// [from, to): every tenant's efficiency, regrouped by departments (tenant
+// → department; nil keeps each tenant's own), as ChargebackRows.
+func (s *Service) ChargebackEfficiency(ctx context.Context, from, to time.Time, departments map[string]string) ([]chargeback.EfficiencyRow, error) {
+	er, err := s.Efficiency(ctx, Request{From: from, To: to}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("efficiency section: %w", err)
+	}
+	return ChargebackRows(Regroup(er, departments)), nil
+}

@@ -2,6 +2,7 @@ package insights
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -309,5 +310,62 @@ func TestDetectClosedChecksTheClosedHoursOnly(t *testing.T) {
 		if c.Validate() == nil {
 			t.Errorf("lookback %s accepted", c.Lookback)
 		}
+	}
+}
+
+func TestCustomerAndBookPrices(t *testing.T) {
+	const book = `version: t-2026
+currency: {code: EUR, rounding: {minor_units: 2, mode: half_away_from_zero}}
+skus:
+  H100-SXM5-80GB:
+    meters:
+      gpu_hours: {unit_price: "2.50"}
+`
+	files := map[string]string{"book.yaml": book}
+	read := func(p string) ([]byte, error) {
+		if s, ok := files[p]; ok {
+			return []byte(s), nil
+		}
+		return nil, errors.New(p + ": no such file")
+	}
+	p, err := CustomerPrices([]billing.Customer{{Tenant: "acme", Book: "book.yaml", TimeZone: "Europe/Berlin"}}, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr, ok := p.For("acme"); !ok || pr.Book == nil || pr.Location.String() != "Europe/Berlin" {
+		t.Errorf("acme: %+v, %v", pr, ok)
+	}
+	if _, ok := p.For("other"); ok {
+		t.Error("a tenant that is no customer is priced without a default")
+	}
+	for _, cs := range [][]billing.Customer{
+		{{Tenant: "acme", Book: "missing.yaml"}},
+		{{Tenant: "acme", Book: "book.yaml", TimeZone: "Mars/Olympus"}},
+	} {
+		if _, err := CustomerPrices(cs, read); !fault.IsValidation(err) || !strings.Contains(err.Error(), "billing customer acme") {
+			t.Errorf("%+v: %v, want a validation error naming the customer", cs, err)
+		}
+	}
+	if d, err := BookPrices("book.yaml", read); err != nil || d.Book == nil || d.Location != time.UTC {
+		t.Errorf("BookPrices: %+v, %v", d, err)
+	}
+	if _, err := BookPrices("missing.yaml", read); !fault.IsValidation(err) {
+		t.Errorf("a missing book: %v", err)
+	}
+}
+
+func TestChargebackEfficiencyRegroupsByDepartment(t *testing.T) {
+	from := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	r := &fakeReader{holdings: []Holding{idleHolding("acme", "research", "G1", from), idleHolding("globex", "sales", "G2", from)}}
+	svc := New(r, &announced{}, Prices{}, time.Now, slog.New(slog.DiscardHandler))
+	rows, err := svc.ChargebackEfficiency(context.Background(), from, from.Add(time.Hour), map[string]string{"acme": "sciences", "globex": "sciences"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 || rows[0].Department != "sciences" || rows[0].Tenant != "" || rows[0].IdleGPUMicros != 2*3_600_000_000 {
+		t.Fatalf("rows %+v, want sciences with both tenants' idle hour, then each tenant", rows)
+	}
+	if _, err := svc.ChargebackEfficiency(context.Background(), from, from, nil); !fault.IsValidation(err) {
+		t.Errorf("an empty period: %v", err)
 	}
 }

@@ -2,11 +2,16 @@ package sacct
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
+	"github.com/gpumeter/gpumeter/internal/importer"
 )
 
 // Accounts is Slurm's account hierarchy: each account's parent, as
@@ -161,4 +166,24 @@ func (a Accounts) Departments(level int) map[string]string {
 		}
 	}
 	return out
+}
+
+// ReadAccountsFile reads sacctmgr's association listing from a file; its
+// problems name the file, line and field, and are validation errors (as
+// is a file that cannot be opened: the caller named it).
+func ReadAccountsFile(path string) (Accounts, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Accounts{}, fault.Validation(err)
+	}
+	defer f.Close()
+	acc, err := ParseAccounts(f)
+	var ve *importer.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return Accounts{}, ve.InFile(path)
+	case err != nil:
+		return Accounts{}, fault.Validation(fmt.Errorf("%s: %w", path, err))
+	}
+	return acc, nil
 }

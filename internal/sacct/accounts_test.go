@@ -1,8 +1,13 @@
 package sacct
 
 import (
+	"os"
+	"path/filepath"
+
 	"strings"
 	"testing"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // From the test cluster (scripts/slurm.sh), with a parent account added.
@@ -96,5 +101,27 @@ func TestParseAccountsRefusesBadInput(t *testing.T) {
 				t.Fatalf("err = %v, want one containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestReadAccountsFileNamesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "assoc.txt"), filepath.Join(dir, "bad.txt")
+	if err := os.WriteFile(good, []byte(sacctmgrAssoc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("Account|ParentName|User\n|root|\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if acc, err := ReadAccountsFile(good); err != nil {
+		t.Fatal(err)
+	} else if got, ok := acc.Ancestor("particle", 1); !ok || got != "sciences" {
+		t.Errorf("Ancestor(particle, 1) = %q, %v", got, ok)
+	}
+	for _, path := range []string{bad, filepath.Join(dir, "missing.txt")} {
+		_, err := ReadAccountsFile(path)
+		if !fault.IsValidation(err) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: %v, want a validation error naming the file", path, err)
+		}
 	}
 }

@@ -129,3 +129,21 @@ func (q Query) Validate() error {
 	}
 	return fault.Validation(errors.Join(errs...))
 }
+
+// Seen says whether tenant has any usage up to now, in the hourly rollups
+// or the raw samples: a key made for a tenant never seen is likely a
+// misspelt name.
+func Seen(ctx context.Context, st Store, tenant string, now time.Time) (bool, error) {
+	for _, src := range []Source{SourceHourly, SourceRaw} {
+		rows, err := st.Usage(ctx, Query{From: collectors.MinTime, To: now.UTC(), Tenant: tenant, Source: src})
+		if err != nil {
+			return false, fmt.Errorf("usage of %s: %w", tenant, err)
+		}
+		for _, r := range rows {
+			if r.Samples > 0 {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}

@@ -131,3 +131,28 @@ func TestUsageReadsRollupsThenRawSamples(t *testing.T) {
 		}
 	}
 }
+
+// seenStore has usage of acme in raw samples only.
+type seenStore struct{ fakeStore }
+
+func (s *seenStore) Usage(_ context.Context, q Query) ([]Row, error) {
+	s.asked = append(s.asked, q)
+	if q.Tenant == "acme" && q.Source == SourceRaw {
+		return []Row{{Tenant: "acme", Samples: 2}}, nil
+	}
+	return nil, nil
+}
+
+func TestSeenLooksInRollupsThenRawSamples(t *testing.T) {
+	st := &seenStore{}
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	if ok, err := Seen(context.Background(), st, "acme", now); !ok || err != nil {
+		t.Errorf("acme: %v, %v", ok, err)
+	}
+	if ok, err := Seen(context.Background(), st, "acmee", now); ok || err != nil {
+		t.Errorf("acmee: %v, %v", ok, err)
+	}
+	if len(st.asked) != 4 || st.asked[0].Source != SourceHourly || !st.asked[0].To.Equal(now) {
+		t.Errorf("asked %+v", st.asked)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // Status is an outbox event with its attempts per endpoint.
@@ -173,4 +174,72 @@ func AnnounceFinalized(ctx context.Context, box InvoiceOutbox, invs []*billing.I
 		return 0, fmt.Errorf("announce finalized invoices: %w", err)
 	}
 	return len(evs), nil
+}
+
+// Delivery is where an event stands with one endpoint that wants it.
+type Delivery struct {
+	Endpoint string `json:"endpoint"`
+	State    string `json:"state"` // delivered, failed (attempts exhausted: replay it) or pending
+	Attempts int    `json:"attempts"`
+}
+
+// Deliveries are the event's states at every configured endpoint that
+// wants its type, in the config's order.
+func (c Config) Deliveries(st Status) []Delivery {
+	var out []Delivery
+	for _, ep := range c.Endpoints {
+		if !ep.Wants(st.Event.Type) {
+			continue
+		}
+		d := Delivery{Endpoint: ep.Name, State: "pending", Attempts: len(st.Attempts[ep.Name])}
+		switch {
+		case st.Delivered(ep.Name):
+			d.State = "delivered"
+		case d.Attempts >= c.MaxAttempts:
+			d.State = "failed"
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// EventLister lists the outbox (the store meets it).
+type EventLister interface {
+	Events(ctx context.Context, since time.Time) ([]Status, error)
+}
+
+// Replay sends the event id of the last year's outbox again now, to every
+// configured endpoint that wants its type, or only to the endpoint named
+// only, recording each attempt; it returns the last attempt per endpoint.
+// An event not in the outbox is fault.NotFound, no endpoint to send it to
+// fault.Validation.
+func (s *Sender) Replay(ctx context.Context, outbox EventLister, id, only string) ([]Attempt, error) {
+	evs, err := outbox.Events(ctx, s.now().AddDate(-1, 0, 0))
+	if err != nil {
+		return nil, err
+	}
+	var st *Status
+	for i := range evs {
+		if evs[i].Event.ID == id {
+			st = &evs[i]
+		}
+	}
+	if st == nil {
+		return nil, fault.NotFoundf("event %q: not in the outbox of the last year", id)
+	}
+	var sent []Attempt
+	for _, ep := range s.cfg.Endpoints {
+		if (only != "" && ep.Name != only) || (only == "" && !ep.Wants(st.Event.Type)) {
+			continue
+		}
+		last, err := s.Deliver(ctx, ep, st.Event, len(st.Attempts[ep.Name])+1, s.cfg.MaxAttempts)
+		if err != nil {
+			return sent, err
+		}
+		sent = append(sent, last)
+	}
+	if len(sent) == 0 {
+		return nil, fault.Validationf("no endpoint to replay %s to (endpoint %q)", id, only)
+	}
+	return sent, nil
 }

@@ -3,10 +3,16 @@ package webhook
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // memOutbox is an outbox in memory that records what was asked of it.
@@ -84,5 +90,63 @@ func TestAnnounceFinalizedWritesEachInvoiceOnce(t *testing.T) {
 	failing := &memOutbox{err: errors.New("outbox down")}
 	if _, err := AnnounceFinalized(ctx, failing, []*billing.Invoice{a}, at); err == nil {
 		t.Error("a failed outbox write was not reported")
+	}
+}
+
+func TestDeliveriesNameEachWantingEndpointsState(t *testing.T) {
+	c := Config{MaxAttempts: 2, Endpoints: []Endpoint{
+		{Name: "ok"}, {Name: "down"}, {Name: "new"}, {Name: "other", Events: []string{TypeQuotaCrossed}},
+	}}
+	st := Status{Event: Event{Type: TypeInvoiceFinalized}, Attempts: map[string][]Attempt{
+		"ok":   {{Status: 500}, {Status: 200}},
+		"down": {{Status: 500}, {Status: 502}},
+		"new":  {{Status: 503}},
+	}}
+	got := c.Deliveries(st)
+	want := []Delivery{{"ok", "delivered", 2}, {"down", "failed", 2}, {"new", "pending", 1}}
+	if !slices.Equal(got, want) {
+		t.Errorf("Deliveries = %v, want %v", got, want)
+	}
+}
+
+type listedOutbox []Status
+
+func (l listedOutbox) Events(context.Context, time.Time) ([]Status, error) { return l, nil }
+
+func TestReplaySendsToTheEndpointsThatWantIt(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.URL.Path]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	cfg := DefaultConfig()
+	cfg.Endpoints = []Endpoint{{Name: "erp", URL: srv.URL + "/erp"}, {Name: "quota", URL: srv.URL + "/quota", Events: []string{TypeQuotaCrossed}}}
+	ev, err := NewEvent(TypeInvoiceFinalized, time.Now(), map[string]string{"number": "GC-000001"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outbox := listedOutbox{{Event: ev, Attempts: map[string][]Attempt{"erp": {{N: 1, Status: 204}}}}}
+	rec := &memRecorder{}
+	s := NewSender(cfg, rec, slog.New(slog.DiscardHandler))
+	sent, err := s.Replay(context.Background(), outbox, ev.ID, "")
+	if err != nil || len(sent) != 1 || sent[0].Endpoint != "erp" || sent[0].N != 2 || got["/erp"] != 1 || got["/quota"] != 0 {
+		t.Fatalf("sent %+v, %v; receiver got %v", sent, err, got)
+	}
+	if len(rec.attempts) != 1 {
+		t.Errorf("recorded %+v", rec.attempts)
+	}
+	// --endpoint sends even where the type is not wanted.
+	if sent, err := s.Replay(context.Background(), outbox, ev.ID, "quota"); err != nil || len(sent) != 1 || got["/quota"] != 1 {
+		t.Errorf("only quota: %+v, %v", sent, err)
+	}
+	if _, err := s.Replay(context.Background(), outbox, "evt_nosuch", ""); !fault.IsNotFound(err) {
+		t.Errorf("an unknown event: %v", err)
+	}
+	if _, err := s.Replay(context.Background(), outbox, ev.ID, "nobody"); !fault.IsValidation(err) {
+		t.Errorf("an unknown endpoint: %v", err)
 	}
 }

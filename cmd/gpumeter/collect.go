@@ -35,7 +35,7 @@ func newCollectCmd(g *globals, deps collectDeps) *cobra.Command {
 		Use:   "collect [--simulate] [flags]",
 		Short: "run the GPU collector (NVML, or --simulate)",
 		Long: `collect runs on each GPU host: every --interval it reads NVML (whole GPUs,
-MIG devices, processes, energy, PCIe and NVLink counters, per-MIG SM
+MIG devices, processes, the device counters of the meter table, per-MIG SM
 activity), attributes GPUs, MIG instances and processes to tenants (the
 kubelet's pod resources, process cgroups of pods and Slurm jobs, the map
 file, libvirt domains), and splits each interval into samples that add up

@@ -73,7 +73,7 @@ func TestLoadRejects(t *testing.T) {
 
 // The README's example config must load: it is what operators copy.
 func TestREADMEExampleLoads(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 const chargebackCLIBook = `version: internal-1
@@ -38,7 +39,7 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	s := dsnStore(t, dsn)
+	s := harness.OpenStore(t, dsn)
 	mig := uint64(3_600_000_000) * 3 / 7
 	var samples []collectors.Sample
 	add := func(gpu, mig, sku, tenant, dept string, h time.Time, us, mj uint64) {

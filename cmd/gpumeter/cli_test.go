@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
 
@@ -30,22 +29,6 @@ func runCommand(ctx context.Context, cmd *cobra.Command, args []string) error {
 	cmd.SetArgs(append([]string{}, args...)) // never nil: cobra reads os.Args then
 	cmd.SilenceErrors, cmd.SilenceUsage = true, true
 	return cmd.ExecuteContext(ctx)
-}
-
-// dsnStore opens a store on a DSN for the test's checks; it is closed when
-// the test ends.
-func dsnStore(t *testing.T, dsn string) *store.Store {
-	t.Helper()
-	cfg, err := store.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := store.Open(context.Background(), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
 }
 
 // testDSN gives a fresh, migrated database for this test.

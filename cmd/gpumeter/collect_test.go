@@ -163,7 +163,7 @@ func TestCollectMetrics(t *testing.T) {
 // /readyz 503 until the first poll handed its samples on, then 200, and
 // the collector's metrics on /metrics; it stops with the collector.
 func TestCollectServesMetricsAndReadiness(t *testing.T) {
-	addr := freeAddr(t)
+	addr := harness.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr bytes.Buffer
@@ -173,12 +173,12 @@ func TestCollectServesMetricsAndReadiness(t *testing.T) {
 		done <- run(ctx, []string{"collect", "--simulate", "--hosts", "1", "--gpus", "2", "--interval", "5s", "--speed", "1",
 			"--start", collectStart.Format(time.RFC3339), "--sink", "discard", "--listen", addr}, io.Discard, &stderr)
 	}()
-	eventually(t, "the collector to listen", 30*time.Second, func() bool { code, _ := httpGet(addr, "/healthz"); return code == 200 })
-	if code, body := httpGet(addr, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"failed":["poll"]`) {
+	eventually(t, "the collector to listen", 30*time.Second, func() bool { code, _ := harness.HTTPGet(addr, "/healthz"); return code == 200 })
+	if code, body := harness.HTTPGet(addr, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"failed":["poll"]`) {
 		t.Errorf("/readyz before any poll: %d %s, want 503 naming the poll", code, body)
 	}
-	eventually(t, "ready after the first poll", 30*time.Second, func() bool { code, _ := httpGet(addr, "/readyz"); return code == 200 })
-	_, body := httpGet(addr, "/metrics")
+	eventually(t, "ready after the first poll", 30*time.Second, func() bool { code, _ := harness.HTTPGet(addr, "/readyz"); return code == 200 })
+	_, body := harness.HTTPGet(addr, "/metrics")
 	for _, want := range []string{`gpumeter_collector_polls_total{result="ok"}`, "gpumeter_collector_samples_total", "gpumeter_collector_pending_samples", "go_goroutines"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -193,7 +193,7 @@ func TestCollectServesMetricsAndReadiness(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("collect did not stop after its context ended")
 	}
-	if code, _ := httpGet(addr, "/healthz"); code != 0 {
+	if code, _ := harness.HTTPGet(addr, "/healthz"); code != 0 {
 		t.Errorf("the listener outlived the collector: /healthz %d", code)
 	}
 }

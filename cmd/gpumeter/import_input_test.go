@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/usage"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // TestImportRefusesUnstorableTextAndTimesWithExit2: a row whose text is
@@ -48,7 +49,7 @@ func TestImportRefusesUnstorableTextAndTimesWithExit2(t *testing.T) {
 					t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 naming %q", strings.Join(args, " "), code, out, stderr, tc.want)
 				}
 			}
-			rows, err := dsnStore(t, dsn).Usage(context.Background(), usage.Query{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
+			rows, err := harness.OpenStore(t, dsn).Usage(context.Background(), usage.Query{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
 				To: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), GroupBy: []usage.Dimension{usage.DimTenant}})
 			if err != nil {
 				t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/usage"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // TestInsightsEndToEndFindThePlants runs the collector over a planted,
@@ -229,7 +230,7 @@ func TestInsightsEndToEndFindThePlants(t *testing.T) {
 		tokens[scope] = strings.TrimSpace(token)
 	}
 	addr, _ := startServe(t, "--clickhouse", dsn)
-	apiGet := func(token, path string) (int, []byte) { t.Helper(); return getAuthed(t, addr, token, path) }
+	apiGet := func(token, path string) (int, []byte) { t.Helper(); return harness.GetAuthed(t, addr, token, path) }
 	path := "/v1/insights/capacity?to=" + url.QueryEscape(rfc(histEnd)) + "&weeks=3"
 	code, body := apiGet(tokens["admin"], path)
 	var fromAPI, fromCLI any

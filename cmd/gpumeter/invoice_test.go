@@ -17,6 +17,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/reports"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 const invoiceCLIBook = `version: cli-2026
@@ -48,7 +49,7 @@ func invoiceFixture(t *testing.T) (dsn, cfgPath string) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	s := dsnStore(t, dsn)
+	s := harness.OpenStore(t, dsn)
 	var samples []collectors.Sample
 	for h := time.Date(2026, 9, 30, 0, 0, 0, 0, time.UTC); h.Before(time.Date(2026, 11, 1, 1, 0, 0, 0, time.UTC)); h = h.Add(time.Hour) {
 		for i, tenant := range []string{"alpha", "beta", "gamma"} {

@@ -21,6 +21,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/internal/partition/nvmlapply"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 const migFleetYAML = `gpus:
@@ -182,7 +183,7 @@ func TestMIGPlanStopsWhenCancelled(t *testing.T) {
 func TestMIGPlanFromClickHouse(t *testing.T) {
 	dsn := testDSN(t)
 	ctx := context.Background()
-	st := dsnStore(t, dsn)
+	st := harness.OpenStore(t, dsn)
 	start := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	s := collectors.Sample{
 		Host:       "node1",

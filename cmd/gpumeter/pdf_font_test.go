@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // PDFs are drawn in the config's reports.pdf_font. A tenant the font
@@ -50,7 +51,7 @@ func TestPDFCommandsUseReportsPDFFont(t *testing.T) {
 		x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
 		samples = append(samples, x)
 	}
-	if err := dsnStore(t, dsn).InsertSamples(context.Background(), samples); err != nil {
+	if err := harness.OpenStore(t, dsn).InsertSamples(context.Background(), samples); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, stderr := cli(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {

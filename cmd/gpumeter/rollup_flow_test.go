@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/rollup"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // flowFixture is a migrated, empty database and a config with one UTC
@@ -157,7 +158,7 @@ func TestRangeRollupAfterAGapKeepsTheMark(t *testing.T) {
 	if !strings.Contains(out, "rollup --scheduled") {
 		t.Fatalf("a range after unrolled hours: %s, want it to name rollup --scheduled", out)
 	}
-	st, ok, err := dsnStore(t, dsn).LoadRollupState(context.Background(), rollup.StateKey)
+	st, ok, err := harness.OpenStore(t, dsn).LoadRollupState(context.Background(), rollup.StateKey)
 	if err != nil || (ok && !st.ClosedThrough.IsZero()) {
 		t.Fatalf("rollup state %+v %v %v: the mark moved past September's unrolled hours", st, ok, err)
 	}
@@ -185,7 +186,7 @@ func TestRetentionDryRun(t *testing.T) {
 	for _, p := range []string{"2026-09", "2026-10"} {
 		invoiceRunJSON(t, g, "--period", p)
 	}
-	s := dsnStore(t, dsn)
+	s := harness.OpenStore(t, dsn)
 	ctx := context.Background()
 	before, err := s.RawMonths(ctx)
 	if err != nil {

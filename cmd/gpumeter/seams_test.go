@@ -21,6 +21,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/chargeback"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/pricing"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // TestSeamsOneFleetThroughEveryConsumer (issue 31) builds October 2026 for
@@ -235,7 +236,7 @@ func TestSeamsOneFleetThroughEveryConsumer(t *testing.T) {
 	addr, _ := startServe(t, g...)
 	api := func(path string, v any) {
 		t.Helper()
-		code, body := getAuthed(t, addr, token, path)
+		code, body := harness.GetAuthed(t, addr, token, path)
 		if code != http.StatusOK {
 			t.Fatalf("GET %s: %d %s", path, code, body)
 		}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -14,13 +12,14 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // /metrics names tenants and their quota figures, so it is served on its
 // own listener (server.metrics_listen) and never on the API and portal's.
 func TestServeAnswersHealthReadinessAndMetrics(t *testing.T) {
 	dsn := testDSN(t)
-	addr, metricsAddr := freeAddr(t), freeAddr(t)
+	addr, metricsAddr := harness.FreeAddr(t), harness.FreeAddr(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
@@ -29,12 +28,12 @@ func TestServeAnswersHealthReadinessAndMetrics(t *testing.T) {
 		done <- run(ctx, []string{"--clickhouse", dsn, "serve", "--metrics-listen", metricsAddr, "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, &stderr)
 	}()
 
-	get := func(path string) (int, string) { return httpGet(addr, path) }
+	get := func(path string) (int, string) { return harness.HTTPGet(addr, path) }
 	eventually(t, "serve to listen", 30*time.Second, func() bool { code, _ := get("/healthz"); return code == 200 })
 	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, "ready") {
 		t.Errorf("/readyz = %d %s", code, body)
 	}
-	if code, body := httpGet(metricsAddr, "/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") {
+	if code, body := harness.HTTPGet(metricsAddr, "/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("/metrics on the metrics listener = %d, no runtime metrics", code)
 	}
 	if code, body := get("/metrics"); code != 404 || strings.Contains(body, "gpumeter_") {
@@ -60,7 +59,7 @@ func TestServeAnswersHealthReadinessAndMetrics(t *testing.T) {
 // flushes as it stops); the test's cleanup calls it too.
 func startServe(t *testing.T, global ...string) (addr string, stop func()) {
 	t.Helper()
-	addr = freeAddr(t)
+	addr = harness.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
@@ -69,58 +68,15 @@ func startServe(t *testing.T, global ...string) (addr string, stop func()) {
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
-	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := httpGet(addr, "/readyz"); return code == 200 })
+	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := harness.HTTPGet(addr, "/readyz"); return code == 200 })
 	return addr, stop
-}
-
-// getAuthed returns the status and body of GET path with token as the
-// bearer.
-func getAuthed(t *testing.T, addr, token, path string) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(token))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, body
-}
-
-// freeAddr is a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// httpGet returns the status and body of GET path, or 0 and the error.
-func httpGet(addr, path string) (int, string) {
-	resp, err := http.Get("http://" + addr + path)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 // /readyz is unready while ClickHouse is down and ready again when it
 // returns; on a database whose migrations are not applied it says so.
 func TestServeReadinessFollowsClickHouseAndMigrations(t *testing.T) {
 	srv, dsn := privateDB(t)
-	addr := freeAddr(t)
+	addr := harness.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
@@ -129,7 +85,7 @@ func TestServeReadinessFollowsClickHouseAndMigrations(t *testing.T) {
 	}()
 	ready := func(want int, says string) func() bool {
 		return func() bool {
-			code, body := httpGet(addr, "/readyz")
+			code, body := harness.HTTPGet(addr, "/readyz")
 			return code == want && strings.Contains(body, says)
 		}
 	}
@@ -147,7 +103,7 @@ func TestServeReadinessFollowsClickHouseAndMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.DropDatabase(context.Background(), cfg, cfg.Database) })
-	addr = freeAddr(t)
+	addr = harness.FreeAddr(t)
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	go func() {

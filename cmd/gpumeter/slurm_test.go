@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // What the collectors measured for some of the 24.05 fixture's jobs,
@@ -41,7 +42,7 @@ func TestSlurmCompare(t *testing.T) {
 		// A job this export does not hold.
 		measure("9999", "GPU-d", "guest", at(10, 0, 0), time.Hour),
 	}
-	if err := dsnStore(t, dsn).InsertSamples(context.Background(), samples); err != nil {
+	if err := harness.OpenStore(t, dsn).InsertSamples(context.Background(), samples); err != nil {
 		t.Fatal(err)
 	}
 	code, out, stderr := cli(t, "--clickhouse", dsn, "slurm", "compare", "--period", "2026-11", "--sacct", fixture, "--sacct-tz", "UTC", "--json")
@@ -147,7 +148,7 @@ func TestChargebackBySlurmAccountHierarchy(t *testing.T) {
 			samples = append(samples, s)
 		}
 	}
-	if err := dsnStore(t, dsn).InsertSamples(context.Background(), samples); err != nil {
+	if err := harness.OpenStore(t, dsn).InsertSamples(context.Background(), samples); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, stderr := cli(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {

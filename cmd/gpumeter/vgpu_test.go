@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/collectors/sim"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // TestCollectSimulatedVGPUHostStoresWhatEachVMRan runs the collector over
@@ -44,7 +45,7 @@ func TestCollectSimulatedVGPUHostStoresWhatEachVMRan(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	s := dsnStore(t, dsn)
+	s := harness.OpenStore(t, dsn)
 	type gpuInterval struct {
 		gpu   string
 		start time.Time

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/webhook"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // An endpoint URL with user:password and an api_key: `webhooks replay`
@@ -32,7 +33,7 @@ func TestWebhooksKeepURLCredentialsOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := dsnStore(t, dsn)
+	s := harness.OpenStore(t, dsn)
 	if err := s.SaveEvents(context.Background(), []webhook.Event{ev}); err != nil {
 		t.Fatal(err)
 	}

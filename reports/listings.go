@@ -54,13 +54,8 @@ func UsageListing(t UsageTable) output.Listing {
 	if t.ByBucket {
 		names = append(names, "bucket")
 	}
-	for _, c := range []struct {
-		on   bool
-		name string
-	}{{t.ByTenant, "tenant"}, {t.ByDepartment, "department"}, {t.BySKU, "sku"}, {t.ByHost, "host"}, {t.ByWorkload, "workload"}} {
-		if c.on {
-			names = append(names, c.name)
-		}
+	for _, g := range t.groups(pricing.UsageRecord{}) {
+		names = append(names, g.name)
 	}
 	names = append(names, "samples#")
 	for _, m := range meter.PricedMeters {
@@ -80,13 +75,8 @@ func UsageListing(t UsageTable) output.Listing {
 				row = append(row, "")
 			}
 		}
-		for _, c := range []struct {
-			on bool
-			v  string
-		}{{t.ByTenant, r.Tenant}, {t.ByDepartment, r.Department}, {t.BySKU, r.SKU}, {t.ByHost, r.Host}, {t.ByWorkload, r.Workload}} {
-			if c.on {
-				row = append(row, c.v)
-			}
+		for _, g := range t.groups(r) {
+			row = append(row, g.value)
 		}
 		l.Rows = append(l.Rows, append(row, meterCells(r)...))
 	}

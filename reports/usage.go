@@ -50,13 +50,8 @@ func WriteUsageTable(w io.Writer, t UsageTable) error {
 	if t.ByBucket {
 		cols = append(cols, "BUCKET")
 	}
-	for _, c := range []struct {
-		on   bool
-		name string
-	}{{t.ByTenant, "TENANT"}, {t.ByDepartment, "DEPARTMENT"}, {t.BySKU, "SKU"}, {t.ByHost, "HOST"}, {t.ByWorkload, "WORKLOAD"}} {
-		if c.on {
-			cols = append(cols, c.name)
-		}
+	for _, g := range t.groups(pricing.UsageRecord{}) {
+		cols = append(cols, strings.ToUpper(g.name))
 	}
 	cols = append(cols, "SAMPLES")
 	for _, m := range meter.PricedMeters {
@@ -72,20 +67,8 @@ func WriteUsageTable(w io.Writer, t UsageTable) error {
 			}
 			cells = append(cells, b.Format("2006-01-02 15:04"))
 		}
-		if t.ByTenant {
-			cells = append(cells, nameOr(r.Tenant, "(idle)"))
-		}
-		if t.ByDepartment {
-			cells = append(cells, nameOr(r.Department, "(none)"))
-		}
-		if t.BySKU {
-			cells = append(cells, r.SKU)
-		}
-		if t.ByHost {
-			cells = append(cells, nameOr(r.Host, "(none)"))
-		}
-		if t.ByWorkload {
-			cells = append(cells, nameOr(r.Workload, "(none)"))
+		for _, g := range t.groups(r) {
+			cells = append(cells, nameOr(g.value, g.blank))
 		}
 		cells = append(cells, meterCells(r)...)
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
@@ -125,4 +108,28 @@ func nameOr(s, empty string) string {
 		return empty
 	}
 	return s
+}
+
+// group is one grouping column of a usage table and a row's value in it.
+type group struct {
+	name, value string
+	blank       string // the table's text for an empty value
+}
+
+// groups are the grouping columns t shows, in order, with r's values (the
+// zero record gives the names alone).
+func (t UsageTable) groups(r pricing.UsageRecord) []group {
+	var out []group
+	for _, g := range []struct {
+		on bool
+		group
+	}{
+		{t.ByTenant, group{"tenant", r.Tenant, "(idle)"}}, {t.ByDepartment, group{"department", r.Department, "(none)"}},
+		{t.BySKU, group{"sku", r.SKU, ""}}, {t.ByHost, group{"host", r.Host, "(none)"}}, {t.ByWorkload, group{"workload", r.Workload, "(none)"}},
+	} {
+		if g.on {
+			out = append(out, g.group)
+		}
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumeter/gpumeter/tests/harness"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -19,7 +20,7 @@ func TestEveryListingCommandPrintsEveryFormat(t *testing.T) {
 	if code, _, stderr := cli(t, append(g, "keys", "create", "--scope", "tenant:alpha", "--note", "n")...); code != 0 {
 		t.Fatalf("keys create: %s", stderr)
 	}
-	sacctFile := sacctTestFile(t, "oct.sacct", "Cluster|JobID|Account|Start|End|Elapsed|AllocTRES\n"+
+	sacctFile := harness.TempFile(t, "oct.sacct", "Cluster|JobID|Account|Start|End|Elapsed|AllocTRES\n"+
 		"c|1|a|2026-10-01T00:00:00|2026-10-01T01:00:00|01:00:00|gres/gpu=1\n")
 	// invoice run and quote keep their text for -o table (a line per
 	// customer and the counts; the quote's heading, tiers and notes),

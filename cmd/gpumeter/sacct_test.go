@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,26 +9,8 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/usage"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
-
-const (
-	sacctSKUMap = `gres:
-  a100: A100-SXM4-80GB
-  h100: H100-SXM5-80GB
-  a100_3g.40gb: A100-SXM4-80GB/3g.40gb
-untyped: A100-SXM4-40GB
-`
-	sacctAccounts = "account physics uni-physics physics-dept\naccount chemistry uni-chem chemistry-dept\n"
-)
-
-func sacctTestFile(t *testing.T, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // usageBy sums stored usage (deduplicated) over [from, to) by dims.
 func usageBy(t *testing.T, dsn string, from, to time.Time, dims ...usage.Dimension) map[string]uint64 {
@@ -75,7 +56,7 @@ func usageBy(t *testing.T, dsn string, from, to time.Time, dims ...usage.Dimensi
 // twice and the import is refused, nothing stored.
 func TestImportFromSacctFixture(t *testing.T) {
 	dsn := testDSN(t)
-	skus, accounts := sacctTestFile(t, "skus.yaml", sacctSKUMap), sacctTestFile(t, "map", sacctAccounts)
+	skus, accounts := harness.TempFile(t, "skus.yaml", harness.SacctSKUMap), harness.TempFile(t, "map", harness.SacctAccounts)
 	fixture := filepath.Join("..", "..", "internal", "sacct", "testdata", "slurm-24.05.txt")
 	args := []string{"--clickhouse", dsn, "import", "--quiet", "--from-sacct", "--sacct-tz", "UTC", "--sku-map", skus, "--map-file", accounts}
 	code, out, stderr := cli(t, append(args, fixture)...)
@@ -119,7 +100,7 @@ func TestImportFromSacctFixture(t *testing.T) {
 	}
 	check("second import")
 
-	moved := sacctTestFile(t, "map", "account physics physics-new\naccount chemistry uni-chem chemistry-dept\n")
+	moved := harness.TempFile(t, "map", "account physics physics-new\naccount chemistry uni-chem chemistry-dept\n")
 	args2 := []string{"--clickhouse", dsn, "import", "--quiet", "--from-sacct", "--sacct-tz", "UTC", "--sku-map", skus, "--map-file", moved, fixture}
 	code, _, stderr = cli(t, args2...)
 	if code != 2 || !strings.Contains(stderr, "slurm-24.05.txt:2: gpu_seconds:") || !strings.Contains(stderr, "nothing was imported") {
@@ -129,11 +110,11 @@ func TestImportFromSacctFixture(t *testing.T) {
 }
 
 func TestImportFromSacctRefusesBadInput(t *testing.T) {
-	skus := sacctTestFile(t, "skus.yaml", sacctSKUMap)
+	skus := harness.TempFile(t, "skus.yaml", harness.SacctSKUMap)
 	good := filepath.Join("..", "..", "internal", "sacct", "testdata", "slurm-24.05.txt")
 	const header = "Cluster|JobID|Account|Start|End|Elapsed|AllocTRES\n"
-	unpriced := sacctTestFile(t, "unpriced.txt", header+"c|1|a|2026-11-01T00:00:00|2026-11-01T01:00:00|01:00:00|gres/gpu:l40s=1\n")
-	malformed := sacctTestFile(t, "malformed.txt", header+"c|1|a|2026-11-01T00:00:00|2026-11-01T01:00:00|01:00:00|gres/gpu=1\nc|2|a|2026-11-01T00:00:00|2026-11-01T01:00:00|1h|gres/gpu=1\n")
+	unpriced := harness.TempFile(t, "unpriced.txt", header+"c|1|a|2026-11-01T00:00:00|2026-11-01T01:00:00|01:00:00|gres/gpu:l40s=1\n")
+	malformed := harness.TempFile(t, "malformed.txt", header+"c|1|a|2026-11-01T00:00:00|2026-11-01T01:00:00|01:00:00|gres/gpu=1\nc|2|a|2026-11-01T00:00:00|2026-11-01T01:00:00|1h|gres/gpu=1\n")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -143,7 +124,7 @@ func TestImportFromSacctRefusesBadInput(t *testing.T) {
 		{"problems of every file", []string{"--from-sacct", "--sacct-tz", "UTC", "--sku-map", skus, good, unpriced, malformed},
 			[]string{`unpriced.txt:2: AllocTRES: GRES type "l40s" has no SKU`, `malformed.txt:3: Elapsed: "1h" is not a run time`, "nothing was imported"}},
 		{"unknown zone", []string{"--from-sacct", "--sacct-tz", "Mars/Olympus", good}, []string{"--sacct-tz"}},
-		{"bad sku map", []string{"--from-sacct", "--sacct-tz", "UTC", "--sku-map", sacctTestFile(t, "s.yaml", "gres:\n  a100: a100-sxm4-80gb\n"), good}, []string{"s.yaml:2: gres.a100: write the model as"}},
+		{"bad sku map", []string{"--from-sacct", "--sacct-tz", "UTC", "--sku-map", harness.TempFile(t, "s.yaml", "gres:\n  a100: a100-sxm4-80gb\n"), good}, []string{"s.yaml:2: gres.a100: write the model as"}},
 		{"sacct flags without --from-sacct", []string{"--sacct-tz", "UTC", "x.csv"}, []string{"go with --from-sacct"}},
 		{"format with --from-sacct", []string{"--from-sacct", "--format", "csv", good}, []string{"pick one"}},
 	} {

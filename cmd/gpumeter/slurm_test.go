@@ -22,7 +22,7 @@ import (
 func TestSlurmCompare(t *testing.T) {
 	dsn := testDSN(t)
 	fixture := filepath.Join("..", "..", "internal", "sacct", "testdata", "slurm-24.05.txt")
-	skus := sacctTestFile(t, "skus.yaml", sacctSKUMap)
+	skus := harness.TempFile(t, "skus.yaml", harness.SacctSKUMap)
 	if code, _, stderr := cli(t, "--clickhouse", dsn, "import", "--quiet", "--from-sacct", "--sacct-tz", "UTC", "--sku-map", skus, fixture); code != 0 {
 		t.Fatalf("import --from-sacct: %s", stderr)
 	}
@@ -96,7 +96,7 @@ func TestSlurmCompare(t *testing.T) {
 
 func TestSlurmCompareRefusesBadInput(t *testing.T) {
 	good := filepath.Join("..", "..", "internal", "sacct", "testdata", "slurm-24.05.txt")
-	broken := sacctTestFile(t, "broken.txt", "Cluster|JobID|Account|Start|End|Elapsed|AllocTRES\nc|1|a|yesterday|2026-11-03T11:45:30|01:00:00|gres/gpu=1\n")
+	broken := harness.TempFile(t, "broken.txt", "Cluster|JobID|Account|Start|End|Elapsed|AllocTRES\nc|1|a|yesterday|2026-11-03T11:45:30|01:00:00|gres/gpu=1\n")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -135,7 +135,7 @@ func TestChargebackBySlurmAccountHierarchy(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("chargeback:\n  book: internal.yaml\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	assoc := sacctTestFile(t, "assoc.txt", "Account|ParentName|User|Cluster\nroot|||hpc1\nsciences|root||hpc1\n"+
+	assoc := harness.TempFile(t, "assoc.txt", "Account|ParentName|User|Cluster\nroot|||hpc1\nsciences|root||hpc1\n"+
 		"physics|sciences||hpc1\nphysics||ada|hpc1\nchemistry|sciences||hpc1\nastro|root||hpc1\n")
 	var samples []collectors.Sample
 	for i, tenant := range []string{"physics", "chemistry", "astro", "guest"} {
@@ -211,7 +211,7 @@ func TestChargebackBySlurmAccountHierarchy(t *testing.T) {
 	if tenantRows != 4 {
 		t.Errorf("efficiency section has %d tenant rows, want 4: %+v", tenantRows, eff.Efficiency)
 	}
-	for _, bad := range [][]string{{"--slurm-level", "0"}, {"--slurm-accounts", sacctTestFile(t, "bad.txt", "Account|User\nx|\n")}} {
+	for _, bad := range [][]string{{"--slurm-level", "0"}, {"--slurm-accounts", harness.TempFile(t, "bad.txt", "Account|User\nx|\n")}} {
 		if code, _, stderr := cli(t, append(g, bad...)...); code != 2 {
 			t.Errorf("%v: exit %d, want 2\n%s", bad, code, stderr)
 		}

@@ -24,7 +24,7 @@ import (
 func TestJobSubmitPluginAsksAdmission(t *testing.T) {
 	c := slurmtest.Start(t)
 	dsn := harness.TestDSN(t)
-	cfg := writeFile(t, "gpumeter.yaml", "quotas:\n  refresh: 1s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: 2}\n")
+	cfg := harness.TempFile(t, "gpumeter.yaml", "quotas:\n  refresh: 1s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: 2}\n")
 	code, token, stderr := harness.Run(t, "--clickhouse", dsn, "keys", "create", "--scope", "admin", "--expires", "1h", "--note", "slurm admission test")
 	if code != 0 {
 		t.Fatalf("keys create: exit %d: %s", code, stderr)

@@ -2,8 +2,6 @@ package slurm
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,25 +11,6 @@ import (
 	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/tests/harness"
 )
-
-const (
-	sacctSKUMap = `gres:
-  a100: A100-SXM4-80GB
-  h100: H100-SXM5-80GB
-  a100_3g.40gb: A100-SXM4-80GB/3g.40gb
-untyped: A100-SXM4-40GB
-`
-	sacctAccounts = "account physics uni-physics physics-dept\naccount chemistry uni-chem chemistry-dept\n"
-)
-
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // usageBy sums stored usage (deduplicated) over [from, to) by tenant and
 // workload.
@@ -70,8 +49,8 @@ func TestImportFromSacctOfRealJobs(t *testing.T) {
 		ids = append(ids, c.Submit(t, s.job))
 	}
 	out := c.WaitAccounted(t, ids...)
-	sacctOut := writeFile(t, "sacct.txt", string(out))
-	skus, accounts := writeFile(t, "skus.yaml", sacctSKUMap), writeFile(t, "map", sacctAccounts)
+	sacctOut := harness.TempFile(t, "sacct.txt", string(out))
+	skus, accounts := harness.TempFile(t, "skus.yaml", harness.SacctSKUMap), harness.TempFile(t, "map", harness.SacctAccounts)
 	args := []string{"--clickhouse", dsn, "import", "--quiet", "--from-sacct", "--sacct-tz", "UTC", "--sku-map", skus, "--map-file", accounts, sacctOut}
 	code, stdout, stderr := harness.Run(t, args...)
 	if code != 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/sacct"
 	"github.com/gpumeter/gpumeter/reports"
@@ -29,7 +30,7 @@ tenants that are Slurm accounts are charged to their parent account at
 --slurm-level (docs/slurm.md).`,
 		Example: "  gpumeter --config gpumeter.yaml chargeback --period 2026-11 --format html --out chargeback.html\n" +
 			"  gpumeter --config gpumeter.yaml chargeback --period 2026-11 --idle by_use --efficiency --format json",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	period := fs.String("period", "", "the month, YYYY-MM, in chargeback.time_zone (required)")
@@ -43,10 +44,10 @@ tenants that are Slurm accounts are charged to their parent account at
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		if *period == "" {
-			return usageErrorf("--period is required, e.g. --period %s", billing.PreviousMonth(time.Now()))
+			return cli.Usagef("--period is required, e.g. --period %s", billing.PreviousMonth(time.Now()))
 		}
 		if _, err := billing.MonthlyPeriod(*period, time.UTC); err != nil {
-			return usageErrorf("--period: %v", err)
+			return cli.Usagef("--period: %v", err)
 		}
 		write, err := reports.ChargebackRendererFor(*format, g.cfg.Reports.PDF)
 		if err != nil {
@@ -60,14 +61,14 @@ tenants that are Slurm accounts are charged to their parent account at
 			cfg.Idle = *idle
 		}
 		if err := cfg.Validate(); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		if cfg.Book == "" {
-			return usageErrorf("chargeback.book: required in the config (--config): the rate card departments are charged by")
+			return cli.Usagef("chargeback.book: required in the config (--config): the rate card departments are charged by")
 		}
 		req := billing.ChargebackRequest{Period: *period, DailyUsage: *efficiency}
 		if *slurmLevel < 1 {
-			return usageErrorf("--slurm-level %d: want 1 or more", *slurmLevel)
+			return cli.Usagef("--slurm-level %d: want 1 or more", *slurmLevel)
 		}
 		if *slurmAccounts != "" {
 			accounts, err := sacct.ReadAccountsFile(*slurmAccounts)

@@ -67,7 +67,7 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 	if err := s.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := cli(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {
+	if code, _, stderr := gpumeter(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {
 		t.Fatalf("rollup: %s", stderr)
 	}
 	// What the fleet costs at the rate card, worked out by hand: alpha
@@ -81,7 +81,7 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 
 	for _, mode := range []string{"own_row", "by_use", "by_weight", "evenly"} {
 		t.Run(mode, func(t *testing.T) {
-			code, out, stderr := cli(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "json", "--idle", mode)
+			code, out, stderr := gpumeter(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "json", "--idle", mode)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
@@ -115,7 +115,7 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 		})
 	}
 	for _, f := range []string{"csv", "html", "pdf"} {
-		code, out, stderr := cli(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", f)
+		code, out, stderr := gpumeter(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", f)
 		if code != 0 || len(out) == 0 {
 			t.Fatalf("%s: exit %d: %s", f, code, stderr)
 		}
@@ -125,7 +125,7 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 	}
 	// The efficiency section: beta's instance was held two days without SM
 	// activity (held-but-idle all along), alpha was busy.
-	code, out, stderr := cli(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "json", "--efficiency")
+	code, out, stderr := gpumeter(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "json", "--efficiency")
 	if code != 0 {
 		t.Fatalf("efficiency: exit %d: %s", code, stderr)
 	}
@@ -151,15 +151,15 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 	if !effRep.Fleet.Cost.Equal(fleet) {
 		t.Errorf("the efficiency section changed the fleet cost: %s", effRep.Fleet.Cost)
 	}
-	code, out, _ = cli(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "html", "--efficiency")
+	code, out, _ = gpumeter(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "html", "--efficiency")
 	if code != 0 || !strings.Contains(out, "Efficiency: held-but-idle GPUs") || !strings.Contains(out, `<td class="num idle-hours">20.571</td>`) || !strings.Contains(out, "50.0 %") {
 		t.Errorf("html efficiency section: exit %d\n%s", code, out)
 	}
-	code, out, _ = cli(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "html")
+	code, out, _ = gpumeter(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "html")
 	if code != 0 || strings.Contains(out, "held-but-idle GPUs") {
 		t.Errorf("without --efficiency the section is absent")
 	}
-	if code, out, _ = cli(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "pdf", "--efficiency"); code != 0 || !strings.HasPrefix(out, "%PDF") {
+	if code, out, _ = gpumeter(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-10", "--format", "pdf", "--efficiency"); code != 0 || !strings.HasPrefix(out, "%PDF") {
 		t.Errorf("pdf with the efficiency section: exit %d", code)
 	}
 	for _, bad := range [][]string{
@@ -168,7 +168,7 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 		{"chargeback", "--period", "2026-10", "--format", "xls"},
 		{"chargeback", "--period", "2026-10", "--idle", "share"},
 	} {
-		if code, _, _ := cli(t, append([]string{"--clickhouse", dsn, "--config", cfg}, bad...)...); code != 2 {
+		if code, _, _ := gpumeter(t, append([]string{"--clickhouse", dsn, "--config", cfg}, bad...)...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", bad, code)
 		}
 	}
@@ -186,7 +186,7 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 	if err := os.WriteFile(carbonCfg, []byte("chargeback:\n  book: internal.yaml\n  carbon: {hourly_csv: carbon.csv}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr = cli(t, "--clickhouse", dsn, "--config", carbonCfg, "chargeback", "--period", "2026-10", "--format", "json")
+	code, out, stderr = gpumeter(t, "--clickhouse", dsn, "--config", carbonCfg, "chargeback", "--period", "2026-10", "--format", "json")
 	if code != 0 {
 		t.Fatalf("carbon: exit %d %s", code, stderr)
 	}
@@ -201,10 +201,10 @@ func TestChargebackAddsUpInEveryIdleMode(t *testing.T) {
 	if err := os.WriteFile(both, []byte("chargeback:\n  book: internal.yaml\n  carbon: {g_co2e_per_kwh: 400, hourly_csv: carbon.csv}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := cli(t, "--config", both, "chargeback", "--period", "2026-10"); code != 2 || !strings.Contains(stderr, "not both") {
+	if code, _, stderr := gpumeter(t, "--config", both, "chargeback", "--period", "2026-10"); code != 2 || !strings.Contains(stderr, "not both") {
 		t.Errorf("a fixed and an hourly intensity: exit %d %q", code, stderr)
 	}
-	if code, _, stderr := cli(t, "--clickhouse", dsn, "chargeback", "--period", "2026-10"); code != 2 || !strings.Contains(stderr, "chargeback.book") {
+	if code, _, stderr := gpumeter(t, "--clickhouse", dsn, "chargeback", "--period", "2026-10"); code != 2 || !strings.Contains(stderr, "chargeback.book") {
 		t.Errorf("without a rate card: exit %d %q", code, stderr)
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
 
-// cli runs gpumeter with args and returns exit code, stdout and stderr.
-func cli(t *testing.T, args ...string) (int, string, string) {
+// gpumeter runs the command line args and returns exit code, stdout and stderr.
+func gpumeter(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := run(context.Background(), args, &out, &errb)
@@ -67,7 +67,7 @@ func TestCLIRejectsBadInvocations(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, stderr := cli(t, tc.args...)
+			code, _, stderr := gpumeter(t, tc.args...)
 			if code != 2 || !strings.Contains(stderr, tc.msg) {
 				t.Fatalf("exit %d, stderr %q; want 2 mentioning %q", code, stderr, tc.msg)
 			}
@@ -77,7 +77,7 @@ func TestCLIRejectsBadInvocations(t *testing.T) {
 
 func TestCLIMigrateImportUsageRollup(t *testing.T) {
 	dsn := testDSN(t)
-	code, out, stderr := cli(t, "--clickhouse", dsn, "migrate")
+	code, out, stderr := gpumeter(t, "--clickhouse", dsn, "migrate")
 	if code != 0 || !strings.Contains(out, "0001_usage_samples: already applied") {
 		t.Fatalf("migrate: %d %q %q", code, out, stderr)
 	}
@@ -87,7 +87,7 @@ func TestCLIMigrateImportUsageRollup(t *testing.T) {
 	os.WriteFile(bad, []byte("host,gpu_uuid,gpu_model,tenant,workload,start,end,gpu_seconds\n"+
 		"h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10\n"+
 		"h,G,H100-SXM5-80GB,,j,2026-11-01T10:00:10Z,2026-11-01T10:00:20Z,10\n"), 0o600)
-	code, _, stderr = cli(t, "--clickhouse", dsn, "import", "--quiet", bad)
+	code, _, stderr = gpumeter(t, "--clickhouse", dsn, "import", "--quiet", bad)
 	if code != 2 || !strings.Contains(stderr, "bad.csv:3: tenant") {
 		t.Fatalf("bad import: exit %d, stderr %q", code, stderr)
 	}
@@ -96,11 +96,11 @@ func TestCLIMigrateImportUsageRollup(t *testing.T) {
 	good := filepath.Join(dir, "good.csv")
 	os.WriteFile(good, []byte("host,gpu_uuid,gpu_model,tenant,workload,start,end,gpu_seconds,energy_joules\n"+
 		"h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10,7000\n"), 0o600)
-	code, _, stderr = cli(t, "--clickhouse", dsn, "import", "--quiet", good, bad)
+	code, _, stderr = gpumeter(t, "--clickhouse", dsn, "import", "--quiet", good, bad)
 	if code != 2 || !strings.Contains(stderr, "nothing was imported") {
 		t.Fatalf("two files, second bad: exit %d, stderr %q", code, stderr)
 	}
-	if code, out, _ := cli(t, "--clickhouse", dsn, "usage", "--from", "2026-11-01", "--to", "2026-11-02", "--json"); code != 0 || strings.Contains(out, "acme") {
+	if code, out, _ := gpumeter(t, "--clickhouse", dsn, "usage", "--from", "2026-11-01", "--to", "2026-11-02", "--json"); code != 0 || strings.Contains(out, "acme") {
 		t.Fatalf("the good file was stored although the other was bad: %s", out)
 	}
 
@@ -108,19 +108,19 @@ func TestCLIMigrateImportUsageRollup(t *testing.T) {
 		"h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10,7000\n"+
 		"h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:10Z,2026-11-01T10:00:20Z,10,7000\n"), 0o600)
 	for i := 0; i < 2; i++ {
-		if code, out, stderr = cli(t, "--clickhouse", dsn, "import", good); code != 0 || !strings.Contains(out, "imported 2 rows") {
+		if code, out, stderr = gpumeter(t, "--clickhouse", dsn, "import", good); code != 0 || !strings.Contains(out, "imported 2 rows") {
 			t.Fatalf("import %d: %d %q %q", i, code, out, stderr)
 		}
 	}
-	code, out, stderr = cli(t, "--clickhouse", dsn, "usage", "--from", "2026-11-01", "--to", "2026-11-02", "--json")
+	code, out, stderr = gpumeter(t, "--clickhouse", dsn, "usage", "--from", "2026-11-01", "--to", "2026-11-02", "--json")
 	if code != 0 || !strings.Contains(out, `"gpu_hours": "0.005555555555555556"`) || !strings.Contains(out, `"samples": 2`) {
 		t.Fatalf("usage after importing twice: %d %s %s", code, out, stderr)
 	}
-	code, out, stderr = cli(t, "--clickhouse", dsn, "rollup", "--from", "2026-11-01", "--to", "2026-11-02")
+	code, out, stderr = gpumeter(t, "--clickhouse", dsn, "rollup", "--from", "2026-11-01", "--to", "2026-11-02")
 	if code != 0 {
 		t.Fatalf("rollup: %d %s %s", code, out, stderr)
 	}
-	code, out, _ = cli(t, "--clickhouse", dsn, "usage", "--from", "2026-11-01", "--to", "2026-11-02", "--source", "hourly", "--json")
+	code, out, _ = gpumeter(t, "--clickhouse", dsn, "usage", "--from", "2026-11-01", "--to", "2026-11-02", "--source", "hourly", "--json")
 	if code != 0 || !strings.Contains(out, `"energy_kwh": "0.003888888888888889"`) {
 		t.Fatalf("hourly usage: %d %s", code, out)
 	}

@@ -40,7 +40,7 @@ func fullSpoolConfig(t *testing.T) string {
 // a second and the samples it had reported "kept for retry" were gone.
 func TestCollectFullSpoolUnderRejectStoresEverySample(t *testing.T) {
 	dsn := testDSN(t)
-	code, _, stderr := cli(t, "--config", fullSpoolConfig(t), "--clickhouse", dsn, "collect", "--simulate", "--spool", t.TempDir(),
+	code, _, stderr := gpumeter(t, "--config", fullSpoolConfig(t), "--clickhouse", dsn, "collect", "--simulate", "--spool", t.TempDir(),
 		"--hosts", "2", "--seed", "3", "--start", collectStart.Format(time.RFC3339), "--duration", "6h", "--listen", "")
 	if code != 0 {
 		t.Fatalf("collect exit %d\n%s", code, tail(stderr, 20))

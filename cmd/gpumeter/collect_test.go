@@ -23,6 +23,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpumeter/gpumeter/cmd/gpumeter/config"
+	"github.com/gpumeter/gpumeter/collectors/agent"
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
@@ -36,19 +38,19 @@ func collect(ctx context.Context, g *globals, args []string, deps collectDeps) e
 // parseCollectFlags reads collect's flags from args, which may hold the
 // global flags too (a deployment file's command line), and checks them as
 // collect does, with g.cfg as the loaded config.
-func parseCollectFlags(g *globals, args []string) (collectFlags, error) {
-	var f collectFlags
+func parseCollectFlags(g *globals, args []string) (agent.Config, error) {
+	var f agent.Flags
 	fs := pflag.NewFlagSet("collect", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	f.register(fs, g.cfg)
+	f.Register(fs, g.cfg.Collector)
 	addGlobalFlags(fs, &globals{})
 	if err := fs.Parse(args); err != nil {
-		return f, err
+		return agent.Config{}, err
 	}
-	if err := noArgs(nil, fs.Args()); err != nil {
-		return f, err
+	if err := cli.NoArgs(nil, fs.Args()); err != nil {
+		return agent.Config{}, err
 	}
-	return f, f.check(fs, g)
+	return f.Config(fs, g.cfg.Collector, g.dsn)
 }
 
 // TestCollectSimulatedHourStoresWhatTheSimulatorRan runs the collector
@@ -59,7 +61,7 @@ func TestCollectSimulatedHourStoresWhatTheSimulatorRan(t *testing.T) {
 	dsn := testDSN(t)
 	args := []string{"--clickhouse", dsn, "collect", "--simulate", "--spool", t.TempDir(), "--hosts", "2", "--seed", "7",
 		"--start", collectStart.Format(time.RFC3339), "--duration", "1h", "--listen", ""}
-	code, out, stderr := cli(t, args...)
+	code, out, stderr := gpumeter(t, args...)
 	if code != 0 {
 		t.Fatalf("collect exit %d\n%s", code, stderr)
 	}
@@ -68,7 +70,7 @@ func TestCollectSimulatedHourStoresWhatTheSimulatorRan(t *testing.T) {
 	}
 	// A replay of the same hour writes the same sample ids: the store's
 	// deduplication keeps the totals.
-	if code, _, stderr := cli(t, args...); code != 0 {
+	if code, _, stderr := gpumeter(t, args...); code != 0 {
 		t.Fatalf("replay exit %d\n%s", code, stderr)
 	}
 
@@ -76,7 +78,7 @@ func TestCollectSimulatedHourStoresWhatTheSimulatorRan(t *testing.T) {
 }
 
 func TestCollectJSONLinesCoverEveryGPUInterval(t *testing.T) {
-	code, out, stderr := cli(t, "collect", "--simulate", "--hosts", "1", "--gpus", "4", "--start", collectStart.Format(time.RFC3339),
+	code, out, stderr := gpumeter(t, "collect", "--simulate", "--hosts", "1", "--gpus", "4", "--start", collectStart.Format(time.RFC3339),
 		"--duration", "2m", "--sink", "jsonl", "--listen", "")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
@@ -119,7 +121,7 @@ func TestCollectJSONLinesCoverEveryGPUInterval(t *testing.T) {
 	dsn := testDSN(t)
 	want := fmt.Sprintf("imported %d rows from 1 file(s)", lines)
 	for i, stored := range []int{lines, 0} {
-		code, got, stderr := cli(t, "import", "--quiet", "--clickhouse", dsn, path)
+		code, got, stderr := gpumeter(t, "import", "--quiet", "--clickhouse", dsn, path)
 		if code != 0 || !strings.Contains(got, want) || !strings.Contains(got, fmt.Sprintf(": %d stored", stored)) {
 			t.Fatalf("import %d: exit %d, %q %q; want %q and %d stored", i, code, got, stderr, want, stored)
 		}
@@ -233,7 +235,7 @@ func TestCollectRejectsBadFlags(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, stderr := cli(t, append([]string{"collect"}, tc.args...)...)
+			code, _, stderr := gpumeter(t, append([]string{"collect"}, tc.args...)...)
 			if code != 2 || !strings.Contains(stderr, tc.want) {
 				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tc.want)
 			}
@@ -254,20 +256,20 @@ func TestCollectLibvirtDirFromConfig(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"the config's", []string{"--sink", "discard"}, fromConfig},
-		{"the flag over the config", []string{"--sink", "discard", "--libvirt-dir", fromFlag}, fromFlag},
-		{"none for the simulated fleet", []string{"--simulate", "--duration", "1h", "--sink", "discard"}, ""},
+		{"the config's", nil, fromConfig},
+		{"the flag over the config", []string{"--libvirt-dir", fromFlag}, fromFlag},
+		{"none for the simulated fleet", []string{"--simulate", "--duration", "1h"}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f, err := parseCollectFlags(g, tc.args)
-			if err != nil || f.libvirtDir != tc.want {
-				t.Fatalf("libvirt dir %q, %v; want %q", f.libvirtDir, err, tc.want)
+			c, err := parseCollectFlags(g, tc.args)
+			if err != nil || c.Host.LibvirtDir != tc.want {
+				t.Fatalf("libvirt dir %q, %v; want %q", c.Host.LibvirtDir, err, tc.want)
 			}
 		})
 	}
 	g.cfg.Collector.LibvirtDir = filepath.Join(fromConfig, "missing")
-	if _, err := parseCollectFlags(g, []string{"--sink", "discard"}); err == nil || !strings.Contains(err.Error(), "collector.libvirt_dir") {
+	if _, err := parseCollectFlags(g, nil); err == nil || !strings.Contains(err.Error(), "collector.libvirt_dir") {
 		t.Fatalf("a missing configured directory: %v", err)
 	}
 }
@@ -306,7 +308,7 @@ func TestCollectSmallSegmentsStoreEverySample(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("collector:\n  spool:\n    segment_bytes: 1048576\n    max_bytes: 67108864\n    overflow: reject\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := cli(t, "--config", conf, "--clickhouse", dsn, "collect", "--simulate", "--spool", t.TempDir(),
+	code, _, stderr := gpumeter(t, "--config", conf, "--clickhouse", dsn, "collect", "--simulate", "--spool", t.TempDir(),
 		"--hosts", "2", "--seed", "3", "--start", collectStart.Format(time.RFC3339), "--duration", "6h", "--listen", "")
 	if code != 0 {
 		t.Fatalf("collect exit %d\n%s", code, stderr)
@@ -321,7 +323,7 @@ func TestCollectRefusesSegmentSmallerThanAPoll(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("collector:\n  spool:\n    segment_bytes: 4096\n    max_bytes: 8192\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := cli(t, "--config", conf, "--clickhouse", "clickhouse://127.0.0.1:1/none", "collect", "--simulate",
+	code, _, stderr := gpumeter(t, "--config", conf, "--clickhouse", "clickhouse://127.0.0.1:1/none", "collect", "--simulate",
 		"--spool", t.TempDir(), "--hosts", "2", "--duration", "1m", "--listen", "")
 	if code != 2 || !strings.Contains(stderr, "segment_bytes") || !strings.Contains(stderr, "16 GPUs") {
 		t.Fatalf("exit %d, want 2 naming segment_bytes and the 16 GPUs:\n%s", code, stderr)

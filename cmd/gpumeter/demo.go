@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/demo"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/usage"
@@ -22,13 +23,13 @@ data set (two DGX hosts, three days) and prints usage by tenant, department
 and SKU. It is idempotent: running it again changes no total. make demo runs
 it, then a simulated collector, an invoice run and the server.`,
 		Example: "  gpumeter --clickhouse clickhouse://127.0.0.1:9000/gpumeter_demo demo",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		cfg, err := store.ParseDSN(g.dsn)
 		if err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		if err := store.CreateDatabase(ctx, cfg); err != nil {
 			return fmt.Errorf("%w (is ClickHouse running? scripts/clickhouse.sh start)", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpumeter/gpumeter/collectors/attribution"
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/sacct"
 	"github.com/gpumeter/gpumeter/reports"
@@ -43,28 +44,28 @@ sacct --parsable2 output instead (docs/slurm.md).`,
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
 		if len(args) == 0 {
-			return usageErrorf("no file given")
+			return cli.Usagef("no file given")
 		}
 		if *batch <= 0 || *batch > 1_000_000 {
-			return usageErrorf("--batch %d: want 1..1000000", *batch)
+			return cli.Usagef("--batch %d: want 1..1000000", *batch)
 		}
 		var files []importer.File
 		switch {
 		case sf.on && *format != "":
-			return usageErrorf("--format and --from-sacct: pick one")
+			return cli.Usagef("--format and --from-sacct: pick one")
 		case sf.on:
 			var err error
 			if files, err = sacctFiles(g, sf, args); err != nil {
 				return err
 			}
 		case sf.set(fs):
-			return usageErrorf("--sacct-tz, --sku-map, --map-file, --account-is-tenant and --cluster go with --from-sacct")
+			return cli.Usagef("--sacct-tz, --sku-map, --map-file, --account-is-tenant and --cluster go with --from-sacct")
 		case *format != "" && *format != string(importer.FormatCSV) && *format != string(importer.FormatJSONL):
-			return usageErrorf("--format %q: want csv or jsonl", *format)
+			return cli.Usagef("--format %q: want csv or jsonl", *format)
 		default:
 			var err error
 			if files, err = importer.Files(importer.Format(*format), args); err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 		}
 		// A dry run checks the files on their own; an import also checks them
@@ -87,7 +88,7 @@ sacct --parsable2 output instead (docs/slurm.md).`,
 		if err != nil {
 			var ve *importer.ValidationError
 			if errors.As(err, &ve) {
-				return usageErrorf("%w (nothing was imported)", err)
+				return cli.Usagef("%w (nothing was imported)", err)
 			}
 			return err
 		}
@@ -119,7 +120,7 @@ func sacctFiles(g *globals, sf sacctFlags, paths []string) ([]importer.File, err
 	if sf.tz != "" {
 		loc, err := time.LoadLocation(sf.tz)
 		if err != nil {
-			return nil, usageErrorf("--sacct-tz %q: %v", sf.tz, err)
+			return nil, cli.Usagef("--sacct-tz %q: %v", sf.tz, err)
 		}
 		opts.Location = loc
 	}
@@ -127,14 +128,14 @@ func sacctFiles(g *globals, sf sacctFlags, paths []string) ([]importer.File, err
 	if sf.skuMap != "" {
 		m, err := sacct.LoadSKUMap(sf.skuMap)
 		if err != nil {
-			return nil, usageError{err}
+			return nil, cli.Usage(err)
 		}
 		cfg.SKUs = m
 	}
 	if sf.mapFile != "" {
 		m, err := attribution.LoadMapping(sf.mapFile)
 		if err != nil {
-			return nil, usageError{err}
+			return nil, cli.Usage(err)
 		}
 		cfg.Tenancy.Mapping = m
 	}
@@ -142,11 +143,11 @@ func sacctFiles(g *globals, sf sacctFlags, paths []string) ([]importer.File, err
 	var ve *importer.ValidationError
 	switch {
 	case errors.As(err, &ve) && errors.Is(err, sacct.ErrNoTimeZone):
-		return nil, usageErrorf("%w (nothing was imported; pass --sacct-tz with the zone sacct printed its times in)", err)
+		return nil, cli.Usagef("%w (nothing was imported; pass --sacct-tz with the zone sacct printed its times in)", err)
 	case errors.As(err, &ve):
-		return nil, usageErrorf("%w (nothing was imported)", err)
+		return nil, cli.Usagef("%w (nothing was imported)", err)
 	case err != nil:
-		return nil, usageError{err}
+		return nil, cli.Usage(err)
 	}
 	return files, nil
 }

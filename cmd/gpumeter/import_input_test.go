@@ -44,7 +44,7 @@ func TestImportRefusesUnstorableTextAndTimesWithExit2(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, args := range [][]string{{"import", "--quiet", "--dry-run", path}, {"import", "--quiet", path}} {
-				code, out, stderr := cli(t, append([]string{"--clickhouse", dsn}, args...)...)
+				code, out, stderr := gpumeter(t, append([]string{"--clickhouse", dsn}, args...)...)
 				if code != 2 || !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, "nothing was imported") {
 					t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 naming %q", strings.Join(args, " "), code, out, stderr, tc.want)
 				}
@@ -65,7 +65,7 @@ func TestImportRefusesUnstorableTextAndTimesWithExit2(t *testing.T) {
 	if err := os.WriteFile(path, []byte(header+"h,G1,H100-SXM5-80GB,acme,research,j,2105-12-31T23:59:49Z,2105-12-31T23:59:59Z,10\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, stderr := cli(t, "--clickhouse", dsn, "import", "--quiet", path); code != 0 || !strings.Contains(out, "imported 1 rows") {
+	if code, out, stderr := gpumeter(t, "--clickhouse", dsn, "import", "--quiet", path); code != 0 || !strings.Contains(out, "imported 1 rows") {
 		t.Errorf("a row ending 2105-12-31T23:59:59Z: exit %d %q %q", code, out, stderr)
 	}
 }

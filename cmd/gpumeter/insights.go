@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/webhook"
@@ -17,7 +18,7 @@ import (
 )
 
 func newInsightsCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
+	return cli.Group(&cobra.Command{
 		Use:   "insights",
 		Short: "efficiency, right-sizing, anomalies and capacity from metered usage",
 		Long: `insights reads the metered usage for what it says about the fleet: GPUs held
@@ -28,10 +29,7 @@ their book and contract, other tenants by --book (without it they get no
 money figures). The same reports are under /v1/insights/* and in the portal;
 docs/insights.md describes the methods.`,
 		Example: "  gpumeter insights efficiency --period 2026-11\n  gpumeter insights capacity --weeks 8",
-		Args:    subcommandArgs,
-		RunE:    wantSubcommand,
-	}
-	cmd.AddCommand(
+	},
 		newInsightsPeriodCmd(g, "efficiency", "held-but-idle GPU-hours and their cost, per tenant and department",
 			`efficiency reports GPU-hours held, the SM-active share, unmeasured time
 and held-but-idle GPU-hours with their cost, per tenant and department.`),
@@ -43,7 +41,6 @@ tenant's demand, what it saves, and the MIG layout of the right-sized demand.`),
 from the tenant's seasonal baseline, from the weeks before; --save stores
 them and enqueues each new one once as an insight.anomaly webhook.`),
 		newInsightsCapacityCmd(g))
-	return cmd
 }
 
 // periodFlags are the period and pricing flags of the period subcommands.
@@ -64,25 +61,25 @@ func (p *periodFlags) request() (insights.Request, error) {
 	var r insights.Request
 	switch {
 	case p.period != "" && (p.from != "" || p.to != ""):
-		return r, usageErrorf("give --period or --from and --to, not both")
+		return r, cli.Usagef("give --period or --from and --to, not both")
 	case p.period != "":
 		m, err := billing.MonthlyPeriod(p.period, time.UTC)
 		if err != nil {
-			return r, usageErrorf("--period: %v", err)
+			return r, cli.Usagef("--period: %v", err)
 		}
 		r.From, r.To = m.Start, m.End
 	default:
 		var err error
 		if r.From, err = parseTime(p.from); err != nil {
-			return r, usageErrorf("--from: %v (or give --period YYYY-MM)", err)
+			return r, cli.Usagef("--from: %v (or give --period YYYY-MM)", err)
 		}
 		if r.To, err = parseTime(p.to); err != nil {
-			return r, usageErrorf("--to: %v", err)
+			return r, cli.Usagef("--to: %v", err)
 		}
 	}
 	r.Tenant = p.tenant
 	if err := r.Validate(); err != nil {
-		return r, usageError{err}
+		return r, cli.Usage(err)
 	}
 	return r, nil
 }
@@ -98,12 +95,12 @@ priced by their book and contract, other tenants by --book (without it they
 get no money figures).`,
 		Example: "  gpumeter insights " + sub + " --period 2026-11\n" +
 			"  gpumeter insights " + sub + " --from 2026-11-01 --to 2026-11-08 --tenant acme --book pricing/books/gpu-cloud.yaml -o json",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	var p periodFlags
 	p.register(fs)
-	out := addOutputFlag(cmd)
+	out := cli.AddOutputFlag(cmd)
 	save := false
 	if sub == "anomalies" {
 		fs.BoolVar(&save, "save", false, "store the anomalies and enqueue each new one as an insight.anomaly webhook")
@@ -130,13 +127,13 @@ get no money figures).`,
 			if err != nil {
 				return err
 			}
-			return reports.WriteEfficiency(g.stdout, out.format, rep)
+			return reports.WriteEfficiency(g.stdout, out.Format, rep)
 		case "rightsize":
 			rep, err := svc.RightSize(ctx, req)
 			if err != nil {
 				return err
 			}
-			return reports.WriteRightSize(g.stdout, out.format, rep)
+			return reports.WriteRightSize(g.stdout, out.Format, rep)
 		}
 		found, fresh, err := svc.Detect(ctx, req, save)
 		if err != nil {
@@ -145,7 +142,7 @@ get no money figures).`,
 		if save {
 			fmt.Fprintf(g.stderr, "%d anomalies, %d new: stored and enqueued as webhooks\n", len(found), len(fresh))
 		}
-		return reports.WriteAnomalies(g.stdout, out.format, found)
+		return reports.WriteAnomalies(g.stdout, out.Format, found)
 	}
 	return cmd
 }
@@ -158,34 +155,34 @@ func newInsightsCapacityCmd(g *globals) *cobra.Command {
 fitted to the weeks of history before --to) exceeds the target share of the
 GPUs.`,
 		Example: "  gpumeter insights capacity\n  gpumeter insights capacity --weeks 8 --target 0.8 --until 2027-06-01",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	to := fs.String("to", "", "end of the history, a whole UTC hour (default: the current hour)")
 	until := fs.String("until", "", "project up to here (default: 90 days after --to)")
 	weeks := fs.Int("weeks", insights.DefaultCapacityWeeks, "weeks of history to fit (2 to 52)")
 	target := fs.String("target", insights.DefaultCapacityTarget, "share of the GPUs that counts as full, within (0, 1]")
-	out := addOutputFlag(cmd)
+	out := cli.AddOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		req := insights.CapacityRequest{To: time.Now().UTC().Truncate(time.Hour), Weeks: *weeks}
 		var err error
 		if *to != "" {
 			if req.To, err = parseTime(*to); err != nil {
-				return usageErrorf("--to: %v", err)
+				return cli.Usagef("--to: %v", err)
 			}
 		}
 		req.Until = req.To.Add(insights.DefaultCapacityHorizon)
 		if *until != "" {
 			if req.Until, err = parseTime(*until); err != nil {
-				return usageErrorf("--until: %v", err)
+				return cli.Usagef("--until: %v", err)
 			}
 		}
 		if req.Target, err = decimal.NewFromString(*target); err != nil {
-			return usageErrorf("--target: %q is not a number", *target)
+			return cli.Usagef("--target: %q is not a number", *target)
 		}
 		if err := req.Validate(); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		s, err := openStore(ctx, g)
 		if err != nil {
@@ -197,7 +194,7 @@ GPUs.`,
 		if err != nil {
 			return err
 		}
-		return reports.WriteCapacity(g.stdout, out.format, fc)
+		return reports.WriteCapacity(g.stdout, out.Format, fc)
 	}
 	return cmd
 }

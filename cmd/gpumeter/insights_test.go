@@ -63,13 +63,13 @@ func TestInsightsEndToEndFindThePlants(t *testing.T) {
 		args := append([]string{"--clickhouse", dsn, "collect", "--simulate", "--spool", t.TempDir(), "--hosts", "2", "--gpus", "16",
 			"--interval", step, "--start", rfc(from), "--duration", d.String(), "--listen", "",
 			"--plant-hoarder", "hoarder", "--plant-oversized-mig", "bigmig"}, plants...)
-		if code, _, stderr := cli(t, args...); code != 0 {
+		if code, _, stderr := gpumeter(t, args...); code != 0 {
 			t.Fatalf("collect exit %d\n%s", code, stderr)
 		}
 	}
 	collect("10s", effStart, effEnd.Sub(effStart), "--plant-spike", "spiky", "--plant-spike-at", rfc(effStart.Add(2*time.Hour)))
 	collect("10m", start, histEnd.Sub(start), "--plant-spike", "spiky", "--plant-spike-at", rfc(spikeAt))
-	if code, _, stderr := cli(t, "--clickhouse", dsn, "rollup", "--from", rfc(effStart), "--to", rfc(histEnd)); code != 0 {
+	if code, _, stderr := gpumeter(t, "--clickhouse", dsn, "rollup", "--from", rfc(effStart), "--to", rfc(histEnd)); code != 0 {
 		t.Fatalf("rollup exit %d\n%s", code, stderr)
 	}
 	book := flatBook(t, dsn, effStart, histEnd)
@@ -77,7 +77,7 @@ func TestInsightsEndToEndFindThePlants(t *testing.T) {
 	// Anomalies: the spike, once, in both series.
 	var an struct{ Anomalies []insights.Anomaly }
 	day := []string{"--from", rfc(histEnd.Add(-24 * time.Hour)), "--to", rfc(histEnd), "--book", book}
-	code, out, stderr := cli(t, append([]string{"--clickhouse", dsn, "insights", "anomalies", "--save", "--json"}, day...)...)
+	code, out, stderr := gpumeter(t, append([]string{"--clickhouse", dsn, "insights", "anomalies", "--save", "--json"}, day...)...)
 	if code != 0 {
 		t.Fatalf("anomalies exit %d\n%s", code, stderr)
 	}
@@ -99,7 +99,7 @@ func TestInsightsEndToEndFindThePlants(t *testing.T) {
 	if !strings.Contains(stderr, "2 anomalies, 2 new") {
 		t.Errorf("first save: %s", stderr)
 	}
-	code, _, stderr = cli(t, append([]string{"--clickhouse", dsn, "insights", "anomalies", "--save"}, day...)...)
+	code, _, stderr = gpumeter(t, append([]string{"--clickhouse", dsn, "insights", "anomalies", "--save"}, day...)...)
 	if code != 0 || !strings.Contains(stderr, "2 anomalies, 0 new") {
 		t.Errorf("second save: exit %d, %s", code, stderr)
 	}
@@ -128,7 +128,7 @@ func TestInsightsEndToEndFindThePlants(t *testing.T) {
 	// Efficiency over the 10 s hours: the hoarder only.
 	period := []string{"--from", rfc(effStart), "--to", rfc(effEnd), "--book", book, "--json"}
 	var eff insights.EfficiencyReport
-	code, out, stderr = cli(t, append([]string{"--clickhouse", dsn, "insights", "efficiency"}, period...)...)
+	code, out, stderr = gpumeter(t, append([]string{"--clickhouse", dsn, "insights", "efficiency"}, period...)...)
 	if code != 0 {
 		t.Fatalf("efficiency exit %d\n%s", code, stderr)
 	}
@@ -160,7 +160,7 @@ func TestInsightsEndToEndFindThePlants(t *testing.T) {
 
 	// Right-sizing: the 7g tenant down to 1g.10gb, laid out; others keep.
 	var rs insights.RightSizeReport
-	code, out, stderr = cli(t, append([]string{"--clickhouse", dsn, "insights", "rightsize"}, period...)...)
+	code, out, stderr = gpumeter(t, append([]string{"--clickhouse", dsn, "insights", "rightsize"}, period...)...)
 	if code != 0 {
 		t.Fatalf("rightsize exit %d\n%s", code, stderr)
 	}
@@ -196,14 +196,14 @@ func TestInsightsEndToEndFindThePlants(t *testing.T) {
 	}
 
 	// The text forms name the findings too.
-	code, out, _ = cli(t, "--clickhouse", dsn, "insights", "efficiency", "--from", rfc(effStart), "--to", rfc(effEnd), "--book", book)
+	code, out, _ = gpumeter(t, "--clickhouse", dsn, "insights", "efficiency", "--from", rfc(effStart), "--to", rfc(effEnd), "--book", book)
 	if code != 0 || !strings.Contains(out, "hoarder") || !strings.Contains(out, "12 USD") {
 		t.Errorf("efficiency table: exit %d\n%s", code, out)
 	}
 
 	// Capacity: both models, 16 GPUs each, fitted over the three weeks.
 	var capy struct{ Models []insights.CapacityForecast }
-	code, out, stderr = cli(t, "--clickhouse", dsn, "insights", "capacity", "--to", rfc(histEnd), "--weeks", "3", "--json")
+	code, out, stderr = gpumeter(t, "--clickhouse", dsn, "insights", "capacity", "--to", rfc(histEnd), "--weeks", "3", "--json")
 	if code != 0 {
 		t.Fatalf("capacity exit %d\n%s", code, stderr)
 	}
@@ -223,7 +223,7 @@ func TestInsightsEndToEndFindThePlants(t *testing.T) {
 	// CLI's JSON; a tenant key gets none of it.
 	tokens := map[string]string{}
 	for _, scope := range []string{"admin", "tenant:spiky"} {
-		code, token, stderr := cli(t, "--clickhouse", dsn, "keys", "create", "--scope", scope, "--expires", "1h")
+		code, token, stderr := gpumeter(t, "--clickhouse", dsn, "keys", "create", "--scope", scope, "--expires", "1h")
 		if code != 0 {
 			t.Fatalf("keys create %s: exit %d\n%s", scope, code, stderr)
 		}
@@ -324,7 +324,7 @@ func TestInsightsRefuseBadInputWithExit2(t *testing.T) {
 		{"no hoarded GPUs", []string{"collect", "--simulate", "--duration", "1h", "--plant-hoarder", "h", "--plant-hoard-gpus", "0"}, "at least 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := cli(t, append(down, tc.args...)...)
+			code, stdout, stderr := gpumeter(t, append(down, tc.args...)...)
 			if code != 2 || !strings.Contains(stderr, tc.msg) {
 				t.Fatalf("exit %d, stderr %q; want 2 with %q", code, stderr, tc.msg)
 			}

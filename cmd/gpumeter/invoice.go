@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store"
@@ -18,7 +19,7 @@ import (
 )
 
 func newInvoiceCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
+	return cli.Group(&cobra.Command{
 		Use:   "invoice",
 		Short: "run, list, show, finalize, void and render invoices",
 		Long: `invoice runs the month's invoices for the customers in the config's billing
@@ -27,19 +28,15 @@ changes, and usage that arrives late for an invoiced month is billed on the
 next month's invoice. docs/invoices.md describes the ledger.`,
 		Example: "  gpumeter --config gpumeter.yaml invoice run --period 2026-11\n" +
 			"  gpumeter --config gpumeter.yaml invoice render --period 2026-11 --format pdf --out-dir invoices/",
-		Args: subcommandArgs,
-		RunE: wantSubcommand,
-	}
-	cmd.AddCommand(newInvoiceRunCmd(g), newInvoiceListCmd(g), newInvoiceShowCmd(g), newInvoiceFinalizeCmd(g),
+	}, newInvoiceRunCmd(g), newInvoiceListCmd(g), newInvoiceShowCmd(g), newInvoiceFinalizeCmd(g),
 		newInvoiceVoidCmd(g), newInvoiceRenderCmd(g))
-	return cmd
 }
 
 // invoiceRunner opens the store and builds the runner over the config's
 // customers.
 func invoiceRunner(ctx context.Context, g *globals) (*billing.Runner, *store.Store, error) {
 	if len(g.cfg.Billing.Customers) == 0 {
-		return nil, nil, usageErrorf("no customers: add a billing section to the config (--config; see docs/invoices.md)")
+		return nil, nil, cli.Usagef("no customers: add a billing section to the config (--config; see docs/invoices.md)")
 	}
 	s, err := openStore(ctx, g)
 	if err != nil {
@@ -63,7 +60,7 @@ stores drafts for review (invoice finalize numbers them), --dry-run prices
 and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 		Example: "  gpumeter --config gpumeter.yaml invoice run --period 2026-11\n" +
 			"  gpumeter --config gpumeter.yaml invoice run --period 2026-11 --tenant acme --dry-run -o json",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	var req billing.RunRequest
@@ -71,15 +68,15 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 	fs.StringVar(&req.Tenant, "tenant", "", "only this customer")
 	fs.BoolVar(&req.DryRun, "dry-run", false, "price and print, store nothing")
 	fs.BoolVar(&req.Draft, "draft", false, "store drafts; finalize them with invoice finalize")
-	out := addOutputFlag(cmd)
+	out := cli.AddOutputFlag(cmd)
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		if req.Period == "" {
-			return usageErrorf("--period is required, e.g. --period %s", billing.PreviousMonth(time.Now()))
+			return cli.Usagef("--period is required, e.g. --period %s", billing.PreviousMonth(time.Now()))
 		}
 		if err := req.Validate(); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		runner, s, err := invoiceRunner(ctx, g)
 		if err != nil {
@@ -93,7 +90,7 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 		rep, err := runner.Run(ctx, req, progress)
 		if err != nil {
 			if fault.IsNotFound(err) { // a tenant that is no customer: bad input
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			return err
 		}
@@ -102,7 +99,7 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 				o.Detail += " (the scheduled rollup is `gpumeter rollup --scheduled`)"
 			}
 		}
-		if err := reports.WriteOutcomes(g.stdout, out.format, rep); err != nil {
+		if err := reports.WriteOutcomes(g.stdout, out.Format, rep); err != nil {
 			return err
 		}
 		if n := rep.Failed(); n > 0 {
@@ -114,7 +111,7 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 }
 
 // errPDFToTerminal: a PDF on a terminal is binary noise that can upset it.
-var errPDFToTerminal = usageErrorf("--format pdf writes binary data, not for a terminal: give --out FILE or redirect standard output")
+var errPDFToTerminal = cli.Usagef("--format pdf writes binary data, not for a terminal: give --out FILE or redirect standard output")
 
 func newInvoiceListCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -122,17 +119,17 @@ func newInvoiceListCmd(g *globals) *cobra.Command {
 		Short:   "list stored invoices",
 		Long:    "list prints the stored invoices (drafts, finalized and void), or their canonical JSON documents (-o json or yaml).",
 		Example: "  gpumeter --config gpumeter.yaml invoice list --period 2026-11",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	period := fs.String("period", "", "only this month, YYYY-MM")
 	tenant := fs.String("tenant", "", "only this tenant")
-	out := addOutputFlag(cmd)
+	out := cli.AddOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		if *period != "" {
 			if _, err := billing.MonthlyPeriod(*period, time.UTC); err != nil {
-				return usageErrorf("--period: %v", err)
+				return cli.Usagef("--period: %v", err)
 			}
 		}
 		runner, s, err := invoiceRunner(ctx, g)
@@ -144,7 +141,7 @@ func newInvoiceListCmd(g *globals) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return reports.WriteInvoiceList(g.stdout, out.format, invs)
+		return reports.WriteInvoiceList(g.stdout, out.Format, invs)
 	}
 	return cmd
 }
@@ -155,7 +152,7 @@ func newInvoiceShowCmd(g *globals) *cobra.Command {
 		Short:   "print one invoice",
 		Long:    "show prints one invoice, found by its id or number, as text or as its stored canonical JSON document.",
 		Example: "  gpumeter --config gpumeter.yaml invoice show GM-2026-000001",
-		Args:    oneArg("invoice id or number"),
+		Args:    cli.OneArg("invoice id or number"),
 	}
 	asJSON := cmd.Flags().Bool("json", false, "print the stored canonical JSON document")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -190,7 +187,7 @@ finalized invoice is announced once as a webhook event.`,
 	cmd.RunE = func(cmd *cobra.Command, refs []string) error {
 		ctx := cmd.Context()
 		if (len(refs) == 0) == (*period == "") {
-			return usageErrorf("give either invoice ids/numbers or --period")
+			return cli.Usagef("give either invoice ids/numbers or --period")
 		}
 		runner, s, err := invoiceRunner(ctx, g)
 		if err != nil {
@@ -216,13 +213,13 @@ func newInvoiceVoidCmd(g *globals) *cobra.Command {
 		Short:   "void an invoice",
 		Long:    "void marks an invoice void, with the reason printed on it; its number stays used.",
 		Example: `  gpumeter --config gpumeter.yaml invoice void GM-2026-000001 --reason "billed twice"`,
-		Args:    oneArg("invoice id or number"),
+		Args:    cli.OneArg("invoice id or number"),
 	}
 	reason := cmd.Flags().String("reason", "", "why the invoice is void (required; printed on it)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
 		if strings.TrimSpace(*reason) == "" {
-			return usageErrorf("--reason is required")
+			return cli.Usagef("--reason is required")
 		}
 		runner, s, err := invoiceRunner(ctx, g)
 		if err != nil {
@@ -266,15 +263,15 @@ to a terminal.`,
 		ctx := cmd.Context()
 		switch {
 		case *period != "" && (len(refs) > 0 || *out != "" || *outDir == ""):
-			return usageErrorf("--period renders into --out-dir, without an invoice id or --out")
+			return cli.Usagef("--period renders into --out-dir, without an invoice id or --out")
 		case *period == "" && len(refs) != 1:
-			return usageErrorf("want one invoice id or number (or --period and --out-dir), got %d", len(refs))
+			return cli.Usagef("want one invoice id or number (or --period and --out-dir), got %d", len(refs))
 		case *period == "" && *outDir != "":
-			return usageErrorf("--out-dir goes with --period; use --out for one invoice")
+			return cli.Usagef("--out-dir goes with --period; use --out for one invoice")
 		}
 		if *period != "" {
 			if _, err := billing.MonthlyPeriod(*period, time.UTC); err != nil {
-				return usageErrorf("--period: %v", err)
+				return cli.Usagef("--period: %v", err)
 			}
 		}
 		render, err := reports.InvoiceRendererFor(*format, g.cfg.Reports.PDF)

@@ -63,7 +63,7 @@ func invoiceFixture(t *testing.T) (dsn, cfgPath string) {
 	if err := s.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := cli(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {
+	if code, _, stderr := gpumeter(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {
 		t.Fatalf("rollup: %s", stderr)
 	}
 	return dsn, cfgPath
@@ -76,7 +76,7 @@ type listedInvoice struct {
 
 func listInvoices(t *testing.T, dsn, cfg string) []listedInvoice {
 	t.Helper()
-	code, out, stderr := cli(t, "--clickhouse", dsn, "--config", cfg, "invoice", "list", "--json")
+	code, out, stderr := gpumeter(t, "--clickhouse", dsn, "--config", cfg, "invoice", "list", "--json")
 	if code != 0 {
 		t.Fatalf("invoice list: %d %s", code, stderr)
 	}
@@ -146,7 +146,7 @@ func TestInvoiceCLI(t *testing.T) {
 	g := []string{"--clickhouse", dsn, "--config", cfg}
 	run := func(args ...string) string {
 		t.Helper()
-		code, out, stderr := cli(t, append(g, args...)...)
+		code, out, stderr := gpumeter(t, append(g, args...)...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
 		}
@@ -235,19 +235,19 @@ func TestInvoiceCLIRejectsBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, stderr := cli(t, append(g, tc.args...)...)
+			code, _, stderr := gpumeter(t, append(g, tc.args...)...)
 			if code != 2 || !strings.Contains(stderr, tc.msg) {
 				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tc.msg)
 			}
 		})
 	}
 	// Without a billing section there is nobody to invoice.
-	code, _, stderr := cli(t, "--clickhouse", dsn, "invoice", "run", "--period", "2026-10")
+	code, _, stderr := gpumeter(t, "--clickhouse", dsn, "invoice", "run", "--period", "2026-10")
 	if code != 2 || !strings.Contains(stderr, "no customers") {
 		t.Fatalf("no billing config: exit %d %q", code, stderr)
 	}
 	// A period whose rollups are not closed yet waits, and says why.
-	code, out, _ := cli(t, append(g, "invoice", "run", "--period", "2099-01")...)
+	code, out, _ := gpumeter(t, append(g, "invoice", "run", "--period", "2099-01")...)
 	if code != 0 || !strings.Contains(out, "waiting") {
 		t.Fatalf("a future period: exit %d %q", code, out)
 	}
@@ -264,17 +264,17 @@ func TestDemoInvoicesNovember(t *testing.T) {
 		{"collect", "--simulate", "--hosts", "2", "--vgpu", "--seed", "1", "--start", "2026-11-05T00:00:00Z", "--duration", "6h", "--listen", ""},
 		{"rollup", "--scheduled"},
 	} {
-		if code, _, stderr := cli(t, append([]string{"--clickhouse", dsn}, args...)...); code != 0 {
+		if code, _, stderr := gpumeter(t, append([]string{"--clickhouse", dsn}, args...)...); code != 0 {
 			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
 		}
 	}
 	g := []string{"--clickhouse", dsn, "--config", cfg}
-	code, out, stderr := cli(t, append(g, "invoice", "run", "--period", "2026-11", "--quiet")...)
+	code, out, stderr := gpumeter(t, append(g, "invoice", "run", "--period", "2026-11", "--quiet")...)
 	if code != 0 || !strings.Contains(out, "5 customer(s): 5 finalized") {
 		t.Fatalf("invoice run: exit %d\n%s\n%s", code, out, stderr)
 	}
 	dir := t.TempDir()
-	code, out, stderr = cli(t, append(g, "invoice", "render", "--period", "2026-11", "--format", "pdf", "--out-dir", dir)...)
+	code, out, stderr = gpumeter(t, append(g, "invoice", "render", "--period", "2026-11", "--format", "pdf", "--out-dir", dir)...)
 	if code != 0 || !strings.Contains(out, "rendered 5 invoice(s)") {
 		t.Fatalf("render: exit %d\n%s\n%s", code, out, stderr)
 	}
@@ -283,7 +283,7 @@ func TestDemoInvoicesNovember(t *testing.T) {
 		t.Fatalf("%d PDFs in %s, want 5", len(pdfs), dir)
 	}
 	html := filepath.Join(dir, "chargeback.html")
-	if code, _, stderr := cli(t, append(g, "chargeback", "--period", "2026-11", "--format", "html", "--out", html)...); code != 0 {
+	if code, _, stderr := gpumeter(t, append(g, "chargeback", "--period", "2026-11", "--format", "html", "--out", html)...); code != 0 {
 		t.Fatalf("chargeback: exit %d\n%s", code, stderr)
 	}
 }

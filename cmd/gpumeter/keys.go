@@ -8,24 +8,21 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
 func newKeysCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
+	return cli.Group(&cobra.Command{
 		Use:   "keys",
 		Short: "create, list and revoke API keys and portal tokens",
 		Long: `keys manages the API keys of the /v1 API (docs/api.md). create prints the
 new token once (gmk_ID_SECRET); only its sha256 is stored. A revoked key
 stops working within 2 seconds.`,
 		Example: "  gpumeter keys create --scope tenant:acme --expires 30d --note \"billing export\"\n  gpumeter keys list",
-		Args:    subcommandArgs,
-		RunE:    wantSubcommand,
-	}
-	cmd.AddCommand(newKeysCreateCmd(g), newKeysListCmd(g), newKeysRevokeCmd(g))
-	return cmd
+	}, newKeysCreateCmd(g), newKeysListCmd(g), newKeysRevokeCmd(g))
 }
 
 func newKeysCreateCmd(g *globals) *cobra.Command {
@@ -40,7 +37,7 @@ for a tenant that has no usage yet is created with a warning (a misspelt
 tenant, say).`,
 		Example: "  gpumeter keys create --scope admin --expires 720h --note ops\n" +
 			"  gpumeter keys create --scope tenant:acme --portal --expires 7d",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	scope := fs.String("scope", "", "admin, department:NAME or tenant:NAME (required)")
@@ -51,15 +48,15 @@ tenant, say).`,
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		if *scope == "" {
-			return usageErrorf("--scope is required: admin, department:NAME or tenant:NAME")
+			return cli.Usagef("--scope is required: admin, department:NAME or tenant:NAME")
 		}
 		sc, err := auth.ParseScope(*scope)
 		if err != nil {
-			return usageErrorf("--scope: %v", err)
+			return cli.Usagef("--scope: %v", err)
 		}
 		key, token, err := auth.NewKey(auth.NewKeyRequest{Scope: sc, Portal: *portal, Expires: time.Duration(expires), Note: *note}, time.Now())
 		if err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		s, err := openStore(ctx, g)
 		if err != nil {
@@ -110,9 +107,9 @@ func newKeysListCmd(g *globals) *cobra.Command {
 		Short:   "list API keys (never their tokens)",
 		Long:    "list prints every key: its id, scope, kind (api or portal), when it was created, expires and was revoked, and its note.",
 		Example: "  gpumeter keys list\n  gpumeter keys list -o json",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}
-	out := addOutputFlag(cmd)
+	out := cli.AddOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		s, err := openStore(ctx, g)
@@ -124,7 +121,7 @@ func newKeysListCmd(g *globals) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return reports.WriteKeysAs(g.stdout, out.format, keys)
+		return reports.WriteKeysAs(g.stdout, out.Format, keys)
 	}
 	return cmd
 }
@@ -135,7 +132,7 @@ func newKeysRevokeCmd(g *globals) *cobra.Command {
 		Short:   "revoke an API key",
 		Long:    "revoke revokes a key by its id (keys list shows them); it stops working within 2 seconds.",
 		Example: "  gpumeter keys revoke 3f9c2a",
-		Args:    oneArg("key id"),
+		Args:    cli.OneArg("key id"),
 	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()

@@ -10,20 +10,20 @@ import (
 func TestKeysCLI(t *testing.T) {
 	dsn := testDSN(t)
 	g := []string{"--clickhouse", dsn}
-	code, token, stderr := cli(t, append(g, "keys", "create", "--scope", "tenant:acme", "--expires", "24h", "--note", "billing export")...)
+	code, token, stderr := gpumeter(t, append(g, "keys", "create", "--scope", "tenant:acme", "--expires", "24h", "--note", "billing export")...)
 	if code != 0 || !strings.HasPrefix(token, "gmk_") || !strings.Contains(stderr, "shown once") {
 		t.Fatalf("create: %d %q %q", code, token, stderr)
 	}
 	id := strings.SplitN(strings.TrimPrefix(strings.TrimSpace(token), "gmk_"), "_", 2)[0]
-	code, out, _ := cli(t, append(g, "keys", "list")...)
+	code, out, _ := gpumeter(t, append(g, "keys", "list")...)
 	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "tenant:acme") || !strings.Contains(out, "billing export") ||
 		strings.Contains(out, strings.TrimSpace(token)) {
 		t.Fatalf("list: %d %s", code, out)
 	}
-	if code, out, _ := cli(t, append(g, "keys", "revoke", id)...); code != 0 || !strings.Contains(out, "revoked "+id) {
+	if code, out, _ := gpumeter(t, append(g, "keys", "revoke", id)...); code != 0 || !strings.Contains(out, "revoked "+id) {
 		t.Fatalf("revoke: %d %s", code, out)
 	}
-	code, out, _ = cli(t, append(g, "keys", "list")...)
+	code, out, _ = gpumeter(t, append(g, "keys", "list")...)
 	revoked := false
 	for _, line := range strings.Split(out, "\n") {
 		if f := strings.Fields(line); len(f) >= 6 && f[0] == id {
@@ -45,7 +45,7 @@ func TestKeysCLI(t *testing.T) {
 		{"keys", "revoke"},
 		{"keys", "revoke", "nosuchkey"},
 	} {
-		if code, _, stderr := cli(t, append(g, bad...)...); code != 2 {
+		if code, _, stderr := gpumeter(t, append(g, bad...)...); code != 2 {
 			t.Errorf("%v: exit %d (%s), want 2", bad, code, stderr)
 		}
 	}
@@ -81,12 +81,12 @@ func TestKeysCreateInDaysWarnsOfATenantWithoutUsage(t *testing.T) {
 	g := []string{"--clickhouse", dsn}
 	samples := writeTemp(t, "s.csv", "host,gpu_uuid,gpu_model,tenant,workload,start,end,gpu_seconds\n"+
 		"h,G,H100-SXM5-80GB,acme,j,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10\n")
-	if code, _, stderr := cli(t, append(g, "import", "--quiet", samples)...); code != 0 {
+	if code, _, stderr := gpumeter(t, append(g, "import", "--quiet", samples)...); code != 0 {
 		t.Fatalf("import: %d %s", code, stderr)
 	}
 	expires := regexp.MustCompile(`expires (\S+)\)`)
 	before := time.Now()
-	code, token, stderr := cli(t, append(g, "keys", "create", "--scope", "tenant:acme", "--expires", "30d")...)
+	code, token, stderr := gpumeter(t, append(g, "keys", "create", "--scope", "tenant:acme", "--expires", "30d")...)
 	after := time.Now()
 	if code != 0 || !strings.HasPrefix(token, "gmk_") {
 		t.Fatalf("create: %d %q %q", code, token, stderr)
@@ -102,7 +102,7 @@ func TestKeysCreateInDaysWarnsOfATenantWithoutUsage(t *testing.T) {
 	if strings.Contains(stderr, "no usage") {
 		t.Errorf("warned of acme, which has usage: %s", stderr)
 	}
-	code, token, stderr = cli(t, append(g, "keys", "create", "--scope", "tenant:acmee", "--expires", "72h")...)
+	code, token, stderr = gpumeter(t, append(g, "keys", "create", "--scope", "tenant:acmee", "--expires", "72h")...)
 	if code != 0 || !strings.HasPrefix(token, "gmk_") || !strings.Contains(stderr, "no usage yet") || !strings.Contains(stderr, "tenant=acmee") {
 		t.Errorf("a tenant without usage: exit %d, %q; want the key and a warning naming the tenant", code, stderr)
 	}

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/cmd/gpumeter/config"
-	"github.com/gpumeter/gpumeter/internal/fault"
 )
 
 // commandLines are every command and subcommand, as typed; cobra's own
@@ -50,7 +46,7 @@ func TestCommandLinesCoverTheTree(t *testing.T) {
 func TestEveryCommandRefusesABadFlagWithExit2(t *testing.T) {
 	for _, cmd := range commandLines() {
 		t.Run(strings.Join(cmd, " "), func(t *testing.T) {
-			code, stdout, stderr := cli(t, append(cmd, "--no-such-flag")...)
+			code, stdout, stderr := gpumeter(t, append(cmd, "--no-such-flag")...)
 			if code != 2 || !strings.Contains(stderr, "no-such-flag") {
 				t.Fatalf("exit %d, stderr %q; want 2 naming the flag", code, stderr)
 			}
@@ -70,7 +66,7 @@ func TestEveryCommandRefusesAStrayArgumentWithExit2(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			// Before the fix retention ignored its arguments.
-			code, _, stderr := cli(t, append(cmd, "stray")...)
+			code, _, stderr := gpumeter(t, append(cmd, "stray")...)
 			if code != 2 || !strings.Contains(stderr, `stray`) {
 				t.Fatalf("exit %d, stderr %q; want 2 naming the argument", code, stderr)
 			}
@@ -81,7 +77,7 @@ func TestEveryCommandRefusesAStrayArgumentWithExit2(t *testing.T) {
 func TestEveryCommandHelpListsTheGlobalFlags(t *testing.T) {
 	for _, cmd := range append(commandLines(), nil) {
 		t.Run(strings.Join(cmd, " "), func(t *testing.T) {
-			code, stdout, stderr := cli(t, append(cmd, "--help")...)
+			code, stdout, stderr := gpumeter(t, append(cmd, "--help")...)
 			if code != 0 {
 				t.Fatalf("exit %d, stderr %q", code, stderr)
 			}
@@ -117,70 +113,39 @@ func TestEveryCommandHelpListsTheGlobalFlags(t *testing.T) {
 // The root's help lists the commands with their summaries first, and
 // "help COMMAND" is "COMMAND --help".
 func TestHelp(t *testing.T) {
-	code, stdout, _ := cli(t, "--help")
+	code, stdout, _ := gpumeter(t, "--help")
 	lines := strings.Split(stdout, "\n")
 	if code != 0 || len(lines) < 10 || !strings.HasPrefix(lines[4], "Commands:") ||
 		!strings.Contains(strings.Join(lines[:10], "\n"), "chargeback  charge a month's GPU use to departments and tenants") {
 		t.Errorf("exit %d; want the commands with their summaries in the first 10 lines:\n%s", code, stdout)
 	}
-	code, stdout, _ = cli(t, "help", "invoice")
-	_, want, _ := cli(t, "invoice", "--help")
+	code, stdout, _ = gpumeter(t, "help", "invoice")
+	_, want, _ := gpumeter(t, "invoice", "--help")
 	if code != 0 || stdout != want || !strings.Contains(stdout, "run         invoice a month") {
 		t.Errorf("help invoice: exit %d:\n%s\nwant invoice --help:\n%s", code, stdout, want)
 	}
-	if _, stdout, _ = cli(t, "invoice", "run", "--help"); !strings.Contains(stdout, "      --period string") {
+	if _, stdout, _ = gpumeter(t, "invoice", "run", "--help"); !strings.Contains(stdout, "      --period string") {
 		t.Errorf("flags are shown with --:\n%s", stdout)
 	}
 }
 
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}} {
-		code, stdout, stderr := cli(t, args...)
+		code, stdout, stderr := gpumeter(t, args...)
 		if code != 0 || !strings.HasPrefix(stdout, "gpumeter ") || !strings.Contains(stdout, " (commit ") {
 			t.Errorf("%v: exit %d, %q %q", args, code, stdout, stderr)
-		}
-	}
-	info := &debug.BuildInfo{Main: debug.Module{Version: "v0.9.0"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123abc"}}}
-	for _, tc := range []struct {
-		version, commit string
-		info            *debug.BuildInfo
-		want            string
-	}{
-		{"v1.2.0", "deadbeef", info, "v1.2.0 (commit deadbeef)"},
-		{"", "", info, "v0.9.0 (commit 0123abc)"},
-		{"", "", nil, "(devel) (commit unknown)"},
-	} {
-		if got := buildVersion(tc.version, tc.commit, tc.info); got != tc.want {
-			t.Errorf("buildVersion(%q, %q, %v) = %q, want %q", tc.version, tc.commit, tc.info, got, tc.want)
 		}
 	}
 }
 
 func TestCompletion(t *testing.T) {
-	code, stdout, stderr := cli(t, "completion", "bash")
+	code, stdout, stderr := gpumeter(t, "completion", "bash")
 	if code != 0 || !strings.Contains(stdout, "# bash completion V2 for gpumeter") || !strings.Contains(stdout, "__start_gpumeter") {
 		t.Fatalf("exit %d, stderr %q, script:\n%.300s", code, stderr, stdout)
 	}
 	for _, shell := range []string{"zsh", "fish"} {
-		if code, stdout, _ := cli(t, "completion", shell); code != 0 || !strings.Contains(stdout, "gpumeter") {
+		if code, stdout, _ := gpumeter(t, "completion", shell); code != 0 || !strings.Contains(stdout, "gpumeter") {
 			t.Errorf("completion %s: exit %d", shell, code)
-		}
-	}
-}
-
-// Every command's exit status comes from exitCode alone.
-func TestExitCode(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want int
-	}{
-		{nil, 0},
-		{usageErrorf("--period: bad"), 2},
-		{fmt.Errorf("invoice run: %w", usageErrorf("--period: bad")), 2},
-		{errors.New("dial tcp 127.0.0.1:1: connection refused"), 1},
-	} {
-		if got := exitCode(tc.err); got != tc.want {
-			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
 		}
 	}
 }
@@ -208,7 +173,7 @@ func TestClickHouseDownIsARuntimeFailureWithExit1(t *testing.T) {
 		{"insights", "capacity", "--to", "2026-11-01"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			code, _, stderr := cli(t, append(args, "--clickhouse", down)...)
+			code, _, stderr := gpumeter(t, append(args, "--clickhouse", down)...)
 			if code != 1 || !strings.Contains(stderr, "127.0.0.1:1") || !strings.Contains(stderr, "is ClickHouse running?") {
 				t.Fatalf("exit %d, stderr %q; want 1 naming the server, with the hint", code, stderr)
 			}
@@ -263,7 +228,7 @@ func TestGlobalFlagsGoBeforeOrAfterTheCommand(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, stderr := cli(t, tc.args...)
+			code, _, stderr := gpumeter(t, tc.args...)
 			if code != tc.code || !strings.Contains(stderr, tc.msg) {
 				t.Fatalf("exit %d, stderr %q; want %d mentioning %q", code, stderr, tc.code, tc.msg)
 			}
@@ -325,20 +290,10 @@ func TestServeRefusesABadScheduleWithExit2(t *testing.T) {
 	for _, key := range []string{"rollup", "retention"} {
 		t.Run(key, func(t *testing.T) {
 			conf := writeTemp(t, "c.yaml", key+": {schedule: \"every tuesday\"}\n")
-			code, _, stderr := cli(t, "--config", conf, "--clickhouse", "clickhouse://127.0.0.1:1/none", "serve", "--listen", "127.0.0.1:0")
+			code, _, stderr := gpumeter(t, "--config", conf, "--clickhouse", "clickhouse://127.0.0.1:1/none", "serve", "--listen", "127.0.0.1:0")
 			if code != 2 || !strings.Contains(stderr, key+".schedule") || !strings.Contains(stderr, "every tuesday") {
 				t.Fatalf("exit %d, stderr %q; want 2 naming %s.schedule", code, stderr, key)
 			}
 		})
-	}
-}
-
-// A domain config's refusal reads in flag names, and stays what it was.
-func TestFlagNamed(t *testing.T) {
-	cause := fault.Validation(errors.New("simulate.speed: 0 needs a duration.\nbatch_rows: -1 is negative; ship.batch_rows and --duration stay"))
-	got := flagNamed(cause, map[string]string{"simulate.speed": "--speed", "duration": "--duration", "batch_rows": "--batch-rows"})
-	want := "--speed: 0 needs a --duration.\n--batch-rows: -1 is negative; ship.batch_rows and --duration stay"
-	if got.Error() != want || !fault.IsValidation(got) {
-		t.Errorf("got %q (validation %v), want %q", got, fault.IsValidation(got), want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/cobra"
 
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/partition"
 	"github.com/gpumeter/gpumeter/internal/partition/nvmlapply"
 	"github.com/gpumeter/gpumeter/internal/store"
@@ -13,7 +14,7 @@ import (
 )
 
 func newMIGCmd(g *globals, newNVML func(...nvml.LibraryOption) nvml.Interface) *cobra.Command {
-	cmd := &cobra.Command{
+	return cli.Group(&cobra.Command{
 		Use:   "mig",
 		Short: "plan and apply MIG partition layouts",
 		Long: `mig plans MIG layouts that serve the tenants' demand (reserved instances
@@ -23,11 +24,7 @@ applies a plan on a host through NVML. docs/partition.md describes the
 files.`,
 		Example: "  gpumeter mig plan --fleet fleet.yaml --demand demand.yaml --out plan.yaml\n" +
 			"  gpumeter mig apply --plan plan.yaml --yes",
-		Args: subcommandArgs,
-		RunE: wantSubcommand,
-	}
-	cmd.AddCommand(newMIGPlanCmd(g), newMIGApplyCmd(g, newNVML))
-	return cmd
+	}, newMIGPlanCmd(g), newMIGApplyCmd(g, newNVML))
 }
 
 func newMIGPlanCmd(g *globals) *cobra.Command {
@@ -40,7 +37,7 @@ the plan that mig apply reads; --mig-parted writes a mig-parted config.
 SIGINT or SIGTERM stops the search, and nothing is written.`,
 		Example: "  gpumeter mig plan --fleet fleet.yaml --demand demand.yaml --out plan.yaml\n" +
 			"  gpumeter --clickhouse clickhouse://127.0.0.1:9000/gpumeter mig plan --from-clickhouse --demand demand.yaml",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	fleetFile := fs.String("fleet", "", "fleet YAML: GPUs and their current MIG instances")
@@ -52,17 +49,17 @@ SIGINT or SIGTERM stops the search, and nothing is written.`,
 		ctx := cmd.Context()
 		switch {
 		case (*fleetFile == "") == !*fromCH:
-			return usageErrorf("give exactly one of --fleet FILE and --from-clickhouse")
+			return cli.Usagef("give exactly one of --fleet FILE and --from-clickhouse")
 		case *demandFile == "":
-			return usageErrorf("--demand FILE is required")
+			return cli.Usagef("--demand FILE is required")
 		}
 
 		var demand partition.Demand
 		if err := partition.ReadFile(*demandFile, &demand); err != nil {
-			return usageErrorf("--demand: %w", err)
+			return cli.Usagef("--demand: %w", err)
 		}
 		if err := demand.Validate(); err != nil {
-			return usageErrorf("--demand %s: %w", *demandFile, err)
+			return cli.Usagef("--demand %s: %w", *demandFile, err)
 		}
 		var (
 			fleet   partition.Fleet
@@ -86,10 +83,10 @@ SIGINT or SIGTERM stops the search, and nothing is written.`,
 			}
 		} else {
 			if err := partition.ReadFile(*fleetFile, &fleet); err != nil {
-				return usageErrorf("--fleet: %w", err)
+				return cli.Usagef("--fleet: %w", err)
 			}
 			if err := fleet.Validate(); err != nil {
-				return usageErrorf("--fleet %s: %w", *fleetFile, err)
+				return cli.Usagef("--fleet %s: %w", *fleetFile, err)
 			}
 		}
 
@@ -138,7 +135,7 @@ NVML. Without --yes it is a dry run that prints what it would change. It
 refuses, changing nothing, when MIG mode is off, an instance to remove has
 processes, or a device is not the planned model.`,
 		Example: "  gpumeter mig apply --plan plan.yaml\n  gpumeter mig apply --plan plan.yaml --yes",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	planFile := fs.String("plan", "", "plan YAML written by mig plan --out (required)")
@@ -146,14 +143,14 @@ processes, or a device is not the planned model.`,
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		if *planFile == "" {
-			return usageErrorf("--plan FILE is required")
+			return cli.Usagef("--plan FILE is required")
 		}
 		var plan partition.Plan
 		if err := partition.ReadFile(*planFile, &plan); err != nil {
-			return usageErrorf("--plan: %w", err)
+			return cli.Usagef("--plan: %w", err)
 		}
 		if err := plan.Validate(); err != nil {
-			return usageErrorf("--plan %s: %w", *planFile, err)
+			return cli.Usagef("--plan %s: %w", *planFile, err)
 		}
 
 		lib := newNVML()

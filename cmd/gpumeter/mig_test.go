@@ -107,7 +107,7 @@ func TestMIGRejectsBadInvocations(t *testing.T) {
 		{"apply with a plan of unknown fields", []string{"mig", "apply", "--plan", bad("p.yaml", "layouts: []\n")}, "field layouts not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, stderr := cli(t, tc.args...)
+			code, _, stderr := gpumeter(t, tc.args...)
 			if code != 2 || !strings.Contains(stderr, tc.msg) {
 				t.Fatalf("exit %d, stderr %q; want 2 mentioning %q", code, stderr, tc.msg)
 			}
@@ -118,7 +118,7 @@ func TestMIGRejectsBadInvocations(t *testing.T) {
 func TestMIGPlanWritesPlanAndMIGPartedConfig(t *testing.T) {
 	dir := t.TempDir()
 	out, parted := filepath.Join(dir, "plan.yaml"), filepath.Join(dir, "parted.yaml")
-	code, stdout, stderr := cli(t, "mig", "plan", "--fleet", writeTemp(t, "fleet.yaml", migFleetYAML),
+	code, stdout, stderr := gpumeter(t, "mig", "plan", "--fleet", writeTemp(t, "fleet.yaml", migFleetYAML),
 		"--demand", writeTemp(t, "demand.yaml", migDemandYAML), "--out", out, "--mig-parted", parted)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, stderr)
@@ -203,7 +203,7 @@ func TestMIGPlanFromClickHouse(t *testing.T) {
 		t.Fatal(err)
 	}
 	demand := writeTemp(t, "demand.yaml", "tenants:\n  - {tenant: beta, reserved: [{profile: 3g.40gb, count: 1}]}\n")
-	code, stdout, stderr := cli(t, "--clickhouse", dsn, "mig", "plan", "--from-clickhouse", "--demand", demand)
+	code, stdout, stderr := gpumeter(t, "--clickhouse", dsn, "mig", "plan", "--from-clickhouse", "--demand", demand)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, stderr)
 	}
@@ -217,7 +217,7 @@ func TestMIGPlanFromClickHouse(t *testing.T) {
 // GPU host the plan's GPUs are not there, which is also exit 1.
 func TestMIGApplyWithoutNVML(t *testing.T) {
 	plan := writeTemp(t, "plan.yaml", "gpus:\n  - {uuid: GPU-nowhere, model: H100-SXM5-80GB, changed: false}\n")
-	code, _, stderr := cli(t, "mig", "apply", "--plan", plan)
+	code, _, stderr := gpumeter(t, "mig", "apply", "--plan", plan)
 	if code != 1 || !(strings.Contains(stderr, "NVML library (libnvidia-ml.so.1) not found") || strings.Contains(stderr, "is on this host")) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/schemas"
 )
@@ -20,7 +21,7 @@ on older servers. --cluster lays the schema out on a remote_servers cluster
 (docs/operations.md).`,
 		Example: "  gpumeter --clickhouse clickhouse://127.0.0.1:9000/gpumeter migrate\n" +
 			"  gpumeter migrate --cluster gpumeter --create-database=false",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	createDB := fs.Bool("create-database", true, "create the DSN's database if it does not exist")
@@ -30,13 +31,13 @@ on older servers. --cluster lays the schema out on a remote_servers cluster
 		ctx := cmd.Context()
 		if *cluster != "" {
 			if err := (store.ClusterLayout{Cluster: *cluster, Database: "default"}).Validate(); err != nil {
-				return usageErrorf("--cluster: %v", err)
+				return cli.Usagef("--cluster: %v", err)
 			}
 		}
 		if *createDB {
 			cfg, err := store.ParseDSN(g.dsn)
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			if err := store.CreateDatabase(ctx, cfg); err != nil {
 				return fmt.Errorf("%w (is ClickHouse running? scripts/clickhouse.sh start)", err)

@@ -17,7 +17,7 @@ func TestEveryListingCommandPrintsEveryFormat(t *testing.T) {
 	dsn, cfg := invoiceFixture(t)
 	g := []string{"--clickhouse", dsn, "--config", cfg}
 	book := filepath.Join(filepath.Dir(cfg), "book.yaml")
-	if code, _, stderr := cli(t, append(g, "keys", "create", "--scope", "tenant:alpha", "--note", "n")...); code != 0 {
+	if code, _, stderr := gpumeter(t, append(g, "keys", "create", "--scope", "tenant:alpha", "--note", "n")...); code != 0 {
 		t.Fatalf("keys create: %s", stderr)
 	}
 	sacctFile := harness.TempFile(t, "oct.sacct", "Cluster|JobID|Account|Start|End|Elapsed|AllocTRES\n"+
@@ -43,7 +43,7 @@ func TestEveryListingCommandPrintsEveryFormat(t *testing.T) {
 		for _, f := range []string{"table", "wide", "json", "yaml", "csv"} {
 			name := strings.Join(args[:2], " ")
 			t.Run(name+" -o "+f, func(t *testing.T) {
-				code, out, stderr := cli(t, append(append(append([]string{}, g...), args...), "-o", f)...)
+				code, out, stderr := gpumeter(t, append(append(append([]string{}, g...), args...), "-o", f)...)
 				if code != 0 {
 					t.Fatalf("exit %d: %s", code, stderr)
 				}
@@ -80,13 +80,13 @@ func TestEveryListingCommandPrintsEveryFormat(t *testing.T) {
 		}
 	}
 	// --json stays the same as -o json.
-	_, viaFlag, _ := cli(t, append(g, "invoice", "list", "--json")...)
-	_, viaO, _ := cli(t, append(g, "invoice", "list", "-o", "json")...)
+	_, viaFlag, _ := gpumeter(t, append(g, "invoice", "list", "--json")...)
+	_, viaO, _ := gpumeter(t, append(g, "invoice", "list", "-o", "json")...)
 	if viaFlag != viaO || viaFlag == "" {
 		t.Errorf("--json printed\n%s\n-o json\n%s", viaFlag, viaO)
 	}
 	for _, bad := range [][]string{{"keys", "list", "-o", "xml"}, {"keys", "list", "--json", "-o", "csv"}} {
-		if code, _, stderr := cli(t, append(g, bad...)...); code != 2 {
+		if code, _, stderr := gpumeter(t, append(g, bad...)...); code != 2 {
 			t.Errorf("%v: exit %d (%s), want 2", bad, code, stderr)
 		}
 	}

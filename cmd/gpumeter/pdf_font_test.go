@@ -54,12 +54,12 @@ func TestPDFCommandsUseReportsPDFFont(t *testing.T) {
 	if err := harness.OpenStore(t, dsn).InsertSamples(context.Background(), samples); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := cli(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {
+	if code, _, stderr := gpumeter(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {
 		t.Fatalf("rollup: %s", stderr)
 	}
 
 	chargeback := func(cfg, period string) (int, string, string) {
-		return cli(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", period, "--format", "pdf")
+		return gpumeter(t, "--clickhouse", dsn, "--config", cfg, "chargeback", "--period", period, "--format", "pdf")
 	}
 	for _, cfg := range []string{plain, withFont} {
 		if code, out, stderr := chargeback(cfg, "2026-09"); code != 0 || !strings.HasPrefix(out, "%PDF-") {
@@ -77,7 +77,7 @@ func TestPDFCommandsUseReportsPDFFont(t *testing.T) {
 		"chargeback":     {"chargeback", "--period", "2026-09", "--format", "pdf"},
 		"invoice render": {"invoice", "render", "GM-000001", "--format", "pdf", "--out", filepath.Join(dir, "x.pdf")},
 	} {
-		code, _, stderr := cli(t, append([]string{"--clickhouse", dsn, "--config", badFont}, args...)...)
+		code, _, stderr := gpumeter(t, append([]string{"--clickhouse", dsn, "--config", badFont}, args...)...)
 		if code != 2 || !strings.Contains(stderr, "reports.pdf_font") || !strings.Contains(stderr, "bad.ttf") {
 			t.Errorf("%s with a bad font: exit %d: %s", name, code, stderr)
 		}

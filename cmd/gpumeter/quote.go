@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -16,7 +17,7 @@ type quoteArgs struct {
 	book, contract, usage string
 	quantities            []string
 	from, to, tenant      string
-	out                   *outputFlag
+	out                   *cli.OutputFlag
 }
 
 func newQuoteCmd(g *globals) *cobra.Command {
@@ -37,7 +38,7 @@ problem repeated on many rows is reported once, with the lines it is on
 (docs/pricing.md).`,
 		Example: "  gpumeter quote --book pricing/books/gpu-cloud.yaml --quantity H100-SXM5-80GB:gpu_hours=720 --from 2026-11-01\n" +
 			"  gpumeter usage --from 2026-11-01 --to 2026-12-01 --bucket hour --by sku -o json | gpumeter quote --book book.yaml --usage -",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&a.book, "book", "", "price book, YAML (required)")
@@ -47,7 +48,7 @@ problem repeated on many rows is reported once, with the lines it is on
 	fs.StringVar(&a.from, "from", "", "period start, RFC 3339 or YYYY-MM-DD")
 	fs.StringVar(&a.to, "to", "", "period end (exclusive), RFC 3339 or YYYY-MM-DD")
 	fs.StringVar(&a.tenant, "tenant", "", "tenant name (defaults to the contract's)")
-	a.out = addOutputFlag(cmd)
+	a.out = cli.AddOutputFlag(cmd)
 	cmd.RunE = func(*cobra.Command, []string) error { return runQuote(g, a) }
 	return cmd
 }
@@ -66,12 +67,12 @@ func runQuote(g *globals, a quoteArgs) error {
 		} else {
 			err = xerr
 		}
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if a.from == "" && len(a.quantities) > 0 {
 		fmt.Fprintf(g.stderr, "gpumeter quote: priced %s (the current UTC month; pass --from to choose)\n", in.Start.Format("2006-01"))
 	}
-	if err := reports.WriteQuoteAs(g.stdout, a.out.format, res); err != nil {
+	if err := reports.WriteQuoteAs(g.stdout, a.out.Format, res); err != nil {
 		return fmt.Errorf("write result: %w", err)
 	}
 	return nil
@@ -89,35 +90,35 @@ type quoteInput struct {
 func (a *quoteArgs) input(now time.Time) (quoteInput, error) {
 	var in quoteInput
 	if a.book == "" {
-		return in, usageErrorf("--book is required")
+		return in, cli.Usagef("--book is required")
 	}
 	if (a.usage == "") == (len(a.quantities) == 0) {
-		return in, usageErrorf("give either --usage FILE or --quantity SKU:METER=VALUE")
+		return in, cli.Usagef("give either --usage FILE or --quantity SKU:METER=VALUE")
 	}
 	data, err := os.ReadFile(a.book)
 	if err != nil {
-		return in, usageErrorf("read book: %w", err)
+		return in, cli.Usagef("read book: %w", err)
 	}
 	if in.Book, err = pricing.ParseBook(data); err != nil {
-		return in, usageErrorf("%s: %w", a.book, err)
+		return in, cli.Usagef("%s: %w", a.book, err)
 	}
 	if in.Book, err = pricing.WithMIGTable(in.Book); err != nil {
-		return in, usageErrorf("%s: %w", a.book, err)
+		return in, cli.Usagef("%s: %w", a.book, err)
 	}
 	if a.contract != "" {
 		data, err := os.ReadFile(a.contract)
 		if err != nil {
-			return in, usageErrorf("read contract: %w", err)
+			return in, cli.Usagef("read contract: %w", err)
 		}
 		if in.Contract, err = pricing.ParseContract(data); err != nil {
-			return in, usageErrorf("%s: %w", a.contract, err)
+			return in, cli.Usagef("%s: %w", a.contract, err)
 		}
 	}
 	in.Tenant = a.tenant
 
 	if a.usage != "" {
 		if in.Usage, in.origins, err = readUsage(a.usage); err != nil {
-			return in, usageErrorf("%s: %w", a.usage, err)
+			return in, cli.Usagef("%s: %w", a.usage, err)
 		}
 	}
 	if in.Start, in.End, err = a.period(in.Usage, now); err != nil {
@@ -126,7 +127,7 @@ func (a *quoteArgs) input(now time.Time) (quoteInput, error) {
 	for _, q := range a.quantities {
 		rows, err := in.Book.SpreadQuantity(q, in.Start, in.End)
 		if err != nil {
-			return in, usageErrorf("--quantity %s: %w", q, err)
+			return in, cli.Usagef("--quantity %s: %w", q, err)
 		}
 		in.Usage = append(in.Usage, rows...)
 		o := pricing.RowOrigin{Where: "--quantity " + q, N: -1}
@@ -144,15 +145,15 @@ func (a *quoteArgs) period(rows []pricing.Usage, now time.Time) (time.Time, time
 	var err error
 	if a.from != "" {
 		if from, err = pricing.ParseTime(a.from); err != nil {
-			return from, to, usageErrorf("--from: %w", err)
+			return from, to, cli.Usagef("--from: %w", err)
 		}
 	}
 	if a.to != "" {
 		if a.from == "" {
-			return from, to, usageErrorf("--to needs --from")
+			return from, to, cli.Usagef("--to needs --from")
 		}
 		if to, err = pricing.ParseTime(a.to); err != nil {
-			return from, to, usageErrorf("--to: %w", err)
+			return from, to, cli.Usagef("--to: %w", err)
 		}
 	}
 	switch mFrom, mTo, ok := pricing.CalendarMonths(rows); {
@@ -162,13 +163,13 @@ func (a *quoteArgs) period(rows []pricing.Usage, now time.Time) (time.Time, time
 		from, to = mFrom, mTo
 	case a.from == "":
 		if a.usage != "" {
-			return from, to, usageErrorf("%s has no rows: give --from and --to", a.usage)
+			return from, to, cli.Usagef("%s has no rows: give --from and --to", a.usage)
 		}
 		from = pricing.MonthStart(now)
 		to = from.AddDate(0, 1, 0)
 	}
 	if !from.Before(to) {
-		return from, to, usageErrorf("--to %s is not after --from %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
+		return from, to, cli.Usagef("--to %s is not after --from %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
 	}
 	return from, to, nil
 }

@@ -21,11 +21,11 @@ func TestQuoteRejectsBookWeightThatDisagreesWithTable(t *testing.T) {
 	if err := os.WriteFile(book, []byte(wrong), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := cli(t, "quote", "--book", book, "--quantity", "H100-SXM5-80GB:gpu_hours=10")
+	code, _, stderr := gpumeter(t, "quote", "--book", book, "--quantity", "H100-SXM5-80GB:gpu_hours=10")
 	if code != 2 || !strings.Contains(stderr, "weight") {
 		t.Fatalf("exit %d, stderr %q: want 2 naming the weight", code, stderr)
 	}
-	code, out, stderr := cli(t, "quote", "--book", "../../pricing/books/gpu-cloud.yaml", "--quantity", "H100-SXM5-80GB:gpu_hours=10")
+	code, out, stderr := gpumeter(t, "quote", "--book", "../../pricing/books/gpu-cloud.yaml", "--quantity", "H100-SXM5-80GB:gpu_hours=10")
 	if code != 0 || out == "" {
 		t.Fatalf("good book: exit %d, %q %q", code, out, stderr)
 	}
@@ -43,7 +43,7 @@ func TestQuoteRejectsANonCanonicalMIGSKU(t *testing.T) {
 		if err := os.WriteFile(book, []byte(strings.Replace(string(data), "H100-SXM5-80GB/3g.40gb:", bad+":", 1)), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		code, _, stderr := cli(t, "quote", "--book", book, "--quantity", "H100-SXM5-80GB:gpu_hours=10")
+		code, _, stderr := gpumeter(t, "quote", "--book", book, "--quantity", "H100-SXM5-80GB:gpu_hours=10")
 		if code != 2 || !strings.Contains(stderr, bad) {
 			t.Errorf("%s: exit %d, stderr %q: want 2 naming the SKU", bad, code, stderr)
 		}
@@ -61,10 +61,10 @@ func TestUsageJSONPricesWithQuote(t *testing.T) {
 		"h,G,H100-SXM5-80GB,acme,j,2026-11-01T11:00:00Z,2026-11-01T11:30:00Z,900,1000\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, stderr := cli(t, "import", "--quiet", "--clickhouse", dsn, samples); code != 0 {
+	if code, out, stderr := gpumeter(t, "import", "--quiet", "--clickhouse", dsn, samples); code != 0 {
 		t.Fatalf("import: %d %s %s", code, out, stderr)
 	}
-	code, usage, stderr := cli(t, "usage", "--clickhouse", dsn, "--from", "2026-11-01", "--to", "2026-11-02", "--bucket", "hour", "--by", "sku", "--json")
+	code, usage, stderr := gpumeter(t, "usage", "--clickhouse", dsn, "--from", "2026-11-01", "--to", "2026-11-02", "--bucket", "hour", "--by", "sku", "--json")
 	if code != 0 {
 		t.Fatalf("usage: %d %s", code, stderr)
 	}
@@ -72,7 +72,7 @@ func TestUsageJSONPricesWithQuote(t *testing.T) {
 	if err := os.WriteFile(usageFile, []byte(usage), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, fromUsage, stderr := cli(t, "quote", "--book", "../../pricing/books/gpu-cloud.yaml", "--usage", usageFile, "--json")
+	code, fromUsage, stderr := gpumeter(t, "quote", "--book", "../../pricing/books/gpu-cloud.yaml", "--usage", usageFile, "--json")
 	if code != 0 {
 		t.Fatalf("quote --usage usage.json: %d %s\n%s", code, stderr, usage)
 	}
@@ -83,7 +83,7 @@ func TestUsageJSONPricesWithQuote(t *testing.T) {
 		"2026-11-01T11:00:00Z,H100-SXM5-80GB,gpu_hours,0.25\n2026-11-01T11:00:00Z,H100-SXM5-80GB,energy_kwh,0.000277777777777778\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, byHand, stderr := cli(t, "quote", "--book", "../../pricing/books/gpu-cloud.yaml", "--usage", hourly, "--json")
+	code, byHand, stderr := gpumeter(t, "quote", "--book", "../../pricing/books/gpu-cloud.yaml", "--usage", hourly, "--json")
 	if code != 0 || fromUsage != byHand {
 		t.Fatalf("quote of usage --json differs from the same rows by hand (exit %d, %s):\n%s\n%s", code, stderr, fromUsage, byHand)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -20,7 +21,7 @@ rollup.grace and recomputes hours with late samples. Invoices wait for
 closed hours (docs/import.md: import, rollup, invoice). TIME is RFC 3339 or
 YYYY-MM-DD (00:00 UTC).`,
 		Example: "  gpumeter rollup --from 2026-11-01 --to 2026-12-01\n  gpumeter rollup --scheduled",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	from := fs.String("from", "", "start of the range (RFC 3339 or YYYY-MM-DD), rounded down to the hour")
@@ -29,19 +30,19 @@ YYYY-MM-DD (00:00 UTC).`,
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		if *scheduled == (*from != "" || *to != "") {
-			return usageErrorf("give either --from and --to, or --scheduled")
+			return cli.Usagef("give either --from and --to, or --scheduled")
 		}
 		var f, t time.Time
 		if !*scheduled {
 			var err error
 			if f, err = parseTime(*from); err != nil {
-				return usageErrorf("--from: %v", err)
+				return cli.Usagef("--from: %v", err)
 			}
 			if t, err = parseTime(*to); err != nil {
-				return usageErrorf("--to: %v", err)
+				return cli.Usagef("--to: %v", err)
 			}
 			if !t.After(f) {
-				return usageErrorf("--to must be after --from")
+				return cli.Usagef("--to must be after --from")
 			}
 		}
 		s, err := openStore(ctx, g)
@@ -79,18 +80,18 @@ retention window (retention.raw_days of the config, or --raw-days), never a
 month not yet invoiced or rolled up; serve runs it on retention.schedule.
 --dry-run lists the months it would drop and drops nothing.`,
 		Example: "  gpumeter retention --dry-run\n  gpumeter retention --raw-days 180",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	days := fs.Int("raw-days", g.cfg.Retention.RawDays, "keep raw samples this many days")
 	dryRun := fs.Bool("dry-run", false, "list the months (partitions) a run would drop now; drop nothing")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
-		configDefault(fs, "raw-days", days, g.cfg.Retention.RawDays)
+		cli.ConfigDefault(fs, "raw-days", days, g.cfg.Retention.RawDays)
 		cfg := g.cfg.Retention
 		cfg.RawDays = *days
 		if err := cfg.Validate(); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		s, err := openStore(ctx, g)
 		if err != nil {

@@ -56,7 +56,7 @@ func usageCSV(t *testing.T, dir, name string, start time.Time, n int) string {
 // runOK runs the CLI and fails the test unless it exits 0.
 func runOK(t *testing.T, args ...string) string {
 	t.Helper()
-	code, out, stderr := cli(t, args...)
+	code, out, stderr := gpumeter(t, args...)
 	if code != 0 {
 		t.Fatalf("%v: exit %d\n%s%s", args, code, out, stderr)
 	}
@@ -225,7 +225,7 @@ func TestInvoiceFinalizeRefusesADraftMissingImportedHours(t *testing.T) {
 		t.Fatalf("draft: %+v", d)
 	}
 	runOK(t, "--clickhouse", dsn, "import", "--quiet", usageCSV(t, dir, "sep2.csv", time.Date(2026, 9, 20, 0, 0, 0, 0, time.UTC), 2))
-	code, out, stderr := cli(t, append(g, "invoice", "finalize", "--period", "2026-09")...)
+	code, out, stderr := gpumeter(t, append(g, "invoice", "finalize", "--period", "2026-09")...)
 	if code == 0 || !strings.Contains(stderr, "out of date") {
 		t.Fatalf("finalize of a stale draft: exit %d\n%s%s", code, out, stderr)
 	}

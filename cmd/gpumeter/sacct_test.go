@@ -59,7 +59,7 @@ func TestImportFromSacctFixture(t *testing.T) {
 	skus, accounts := harness.TempFile(t, "skus.yaml", harness.SacctSKUMap), harness.TempFile(t, "map", harness.SacctAccounts)
 	fixture := filepath.Join("..", "..", "internal", "sacct", "testdata", "slurm-24.05.txt")
 	args := []string{"--clickhouse", dsn, "import", "--quiet", "--from-sacct", "--sacct-tz", "UTC", "--sku-map", skus, "--map-file", accounts}
-	code, out, stderr := cli(t, append(args, fixture)...)
+	code, out, stderr := gpumeter(t, append(args, fixture)...)
 	if code != 0 || !strings.Contains(out, "222 stored, 0 already stored unchanged") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, stderr)
 	}
@@ -94,7 +94,7 @@ func TestImportFromSacctFixture(t *testing.T) {
 		t.Errorf("by tenant: %v", got)
 	}
 
-	code, out, stderr = cli(t, append(args, fixture)...)
+	code, out, stderr = gpumeter(t, append(args, fixture)...)
 	if code != 0 || !strings.Contains(out, "0 stored, 222 already stored unchanged") {
 		t.Fatalf("second import: exit %d\nstdout %s\nstderr %s", code, out, stderr)
 	}
@@ -102,7 +102,7 @@ func TestImportFromSacctFixture(t *testing.T) {
 
 	moved := harness.TempFile(t, "map", "account physics physics-new\naccount chemistry uni-chem chemistry-dept\n")
 	args2 := []string{"--clickhouse", dsn, "import", "--quiet", "--from-sacct", "--sacct-tz", "UTC", "--sku-map", skus, "--map-file", moved, fixture}
-	code, _, stderr = cli(t, args2...)
+	code, _, stderr = gpumeter(t, args2...)
 	if code != 2 || !strings.Contains(stderr, "slurm-24.05.txt:2: gpu_seconds:") || !strings.Contains(stderr, "nothing was imported") {
 		t.Fatalf("import under a remapped account: exit %d, stderr %s", code, stderr)
 	}
@@ -129,7 +129,7 @@ func TestImportFromSacctRefusesBadInput(t *testing.T) {
 		{"format with --from-sacct", []string{"--from-sacct", "--format", "csv", good}, []string{"pick one"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, stderr := cli(t, append([]string{"import", "--dry-run", "--quiet"}, tc.args...)...)
+			code, _, stderr := gpumeter(t, append([]string{"import", "--dry-run", "--quiet"}, tc.args...)...)
 			if code != 2 {
 				t.Fatalf("exit %d, want 2; stderr %s", code, stderr)
 			}

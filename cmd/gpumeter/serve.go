@@ -14,6 +14,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/admission"
 	"github.com/gpumeter/gpumeter/internal/auditqueue"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/jobs"
 	"github.com/gpumeter/gpumeter/internal/quota"
@@ -37,7 +38,7 @@ monthly invoice run (with a billing section) and anomaly detection (with
 insights.schedule). The flags' defaults are the config's server section.
 SIGINT or SIGTERM stops it after the requests in flight.`,
 		Example: "  gpumeter --config /etc/gpumeter/gpumeter.yaml serve --listen 0.0.0.0:8080 --metrics-listen 127.0.0.1:9402",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	listen := fs.String("listen", g.cfg.Server.Listen, "HTTP listen address of the API and portal")
@@ -45,19 +46,19 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 	metricsListen := fs.String("metrics-listen", g.cfg.Server.MetricsListen, "HTTP listen address of /metrics (apart from the API); empty disables")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
-		configDefault(fs, "listen", listen, g.cfg.Server.Listen)
-		configDefault(fs, "audit-queue", auditQueueDir, g.cfg.Server.AuditQueue.Dir)
-		configDefault(fs, "metrics-listen", metricsListen, g.cfg.Server.MetricsListen)
+		cli.ConfigDefault(fs, "listen", listen, g.cfg.Server.Listen)
+		cli.ConfigDefault(fs, "audit-queue", auditQueueDir, g.cfg.Server.AuditQueue.Dir)
+		cli.ConfigDefault(fs, "metrics-listen", metricsListen, g.cfg.Server.MetricsListen)
 		srvCfg := g.cfg.Server
 		srvCfg.Listen = *listen
 		srvCfg.MetricsListen = *metricsListen
 		srvCfg.AuditQueue.Dir = *auditQueueDir
 		pdf, err := g.cfg.Reports.PDF()
 		if err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		if err := srvCfg.Validate(); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		// The jobs are scheduled before ClickHouse is dialled, so a bad cron
 		// spec in the config file is reported as the input error it is. They
@@ -75,19 +76,19 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 			_, err := hourly.Run(ctx)
 			return err
 		}); err != nil {
-			return usageErrorf("rollup.schedule: %w", err)
+			return cli.Usagef("rollup.schedule: %w", err)
 		}
 		if err := sched.Add(ctx, "retention", g.cfg.Retention.Schedule, time.Hour, func(ctx context.Context) error {
 			_, err := retention.Run(ctx)
 			return err
 		}); err != nil {
-			return usageErrorf("retention.schedule: %w", err)
+			return cli.Usagef("retention.schedule: %w", err)
 		}
 		// The scheduled anomaly detection checks the hours the rollup closed.
 		var insightsRun func(ctx context.Context) error
 		if spec := g.cfg.Insights.Schedule; spec != "" {
 			if err := sched.Add(ctx, "insights", spec, 30*time.Minute, func(ctx context.Context) error { return insightsRun(ctx) }); err != nil {
-				return usageErrorf("insights.schedule: %w", err)
+				return cli.Usagef("insights.schedule: %w", err)
 			}
 		}
 		var invoices *billing.Runner
@@ -107,7 +108,7 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 				}
 				return nil
 			}); err != nil {
-				return usageErrorf("billing.schedule: %w", err)
+				return cli.Usagef("billing.schedule: %w", err)
 			}
 		}
 
@@ -186,7 +187,7 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 		quotas, err := quota.NewService(use, s, g.cfg.Billing, g.cfg.Quotas, time.Now, g.logger)
 		if err != nil {
 			stopAPI()
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		reg.MustRegister(quotas)
 		quotasDone := make(chan struct{})

@@ -6,21 +6,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/sacct"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
 func newSlurmCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
+	return cli.Group(&cobra.Command{
 		Use:     "slurm",
 		Short:   "compare Slurm's allocated GPU-hours (sacct) with measured usage",
 		Long:    "slurm holds the commands that read Slurm's accounting beside gpumeter's measurements (docs/slurm.md).",
 		Example: "  gpumeter slurm compare --period 2026-11 --sacct november.sacct",
-		Args:    subcommandArgs,
-		RunE:    wantSubcommand,
-	}
-	cmd.AddCommand(newSlurmCompareCmd(g))
-	return cmd
+	}, newSlurmCompareCmd(g))
 }
 
 func newSlurmCompareCmd(g *globals) *cobra.Command {
@@ -37,7 +34,7 @@ measured jobs the export lacks. The period is a UTC month; export sacct
 for the same range (docs/slurm.md).`,
 		Example: "  gpumeter slurm compare --period 2026-11 --sacct november.sacct -o json\n" +
 			"  sacct ... | gpumeter slurm compare --period 2026-11 --sacct - --sacct-tz Europe/Berlin",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	period := fs.String("period", "", "the UTC month, YYYY-MM (required)")
@@ -45,28 +42,28 @@ for the same range (docs/slurm.md).`,
 	tz := fs.String("sacct-tz", "", "the time zone sacct printed its times in; needed unless they carry offsets")
 	cluster := fs.String("cluster", "", "the cluster, for output without a Cluster column")
 	tolerance := fs.Float64("tolerance", 0.05, "share of a job's allocation the two counts may differ by unlisted")
-	out := addOutputFlag(cmd)
+	out := cli.AddOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		if *period == "" || *file == "" {
-			return usageErrorf("--period and --sacct are required")
+			return cli.Usagef("--period and --sacct are required")
 		}
 		p, err := billing.MonthlyPeriod(*period, time.UTC)
 		if err != nil {
-			return usageErrorf("--period: %v", err)
+			return cli.Usagef("--period: %v", err)
 		}
 		if *tolerance < 0 || *tolerance >= 1 {
-			return usageErrorf("--tolerance %v: want a share in [0, 1)", *tolerance)
+			return cli.Usagef("--tolerance %v: want a share in [0, 1)", *tolerance)
 		}
 		opts := sacct.Options{Cluster: *cluster}
 		if *tz != "" {
 			if opts.Location, err = time.LoadLocation(*tz); err != nil {
-				return usageErrorf("--sacct-tz %q: %v", *tz, err)
+				return cli.Usagef("--sacct-tz %q: %v", *tz, err)
 			}
 		}
 		jobs, err := sacct.ParseFile(*file, opts)
 		if err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		s, err := openStore(ctx, g)
 		if err != nil {
@@ -85,7 +82,7 @@ for the same range (docs/slurm.md).`,
 		if err != nil {
 			return err
 		}
-		return reports.WriteSlurm(g.stdout, out.format, cmp, *tolerance)
+		return reports.WriteSlurm(g.stdout, out.Format, cmp, *tolerance)
 	}
 	return cmd
 }

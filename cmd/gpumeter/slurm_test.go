@@ -23,7 +23,7 @@ func TestSlurmCompare(t *testing.T) {
 	dsn := testDSN(t)
 	fixture := filepath.Join("..", "..", "internal", "sacct", "testdata", "slurm-24.05.txt")
 	skus := harness.TempFile(t, "skus.yaml", harness.SacctSKUMap)
-	if code, _, stderr := cli(t, "--clickhouse", dsn, "import", "--quiet", "--from-sacct", "--sacct-tz", "UTC", "--sku-map", skus, fixture); code != 0 {
+	if code, _, stderr := gpumeter(t, "--clickhouse", dsn, "import", "--quiet", "--from-sacct", "--sacct-tz", "UTC", "--sku-map", skus, fixture); code != 0 {
 		t.Fatalf("import --from-sacct: %s", stderr)
 	}
 	measure := func(job, gpu, tenant string, start time.Time, d time.Duration) collectors.Sample {
@@ -45,7 +45,7 @@ func TestSlurmCompare(t *testing.T) {
 	if err := harness.OpenStore(t, dsn).InsertSamples(context.Background(), samples); err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr := cli(t, "--clickhouse", dsn, "slurm", "compare", "--period", "2026-11", "--sacct", fixture, "--sacct-tz", "UTC", "--json")
+	code, out, stderr := gpumeter(t, "--clickhouse", dsn, "slurm", "compare", "--period", "2026-11", "--sacct", fixture, "--sacct-tz", "UTC", "--json")
 	if code != 0 {
 		t.Fatalf("slurm compare: exit %d\n%s", code, stderr)
 	}
@@ -88,7 +88,7 @@ func TestSlurmCompare(t *testing.T) {
 	}
 
 	// The text report names the same.
-	code, out, _ = cli(t, "--clickhouse", dsn, "slurm", "compare", "--period", "2026-11", "--sacct", fixture, "--sacct-tz", "UTC")
+	code, out, _ = gpumeter(t, "--clickhouse", dsn, "slurm", "compare", "--period", "2026-11", "--sacct", fixture, "--sacct-tz", "UTC")
 	if code != 0 || !strings.Contains(out, "(not in sacct)") || !strings.Contains(out, "4114") {
 		t.Errorf("text report: exit %d\n%s", code, out)
 	}
@@ -115,7 +115,7 @@ func TestSlurmCompareRefusesBadInput(t *testing.T) {
 			if tc.args == nil {
 				args = []string{"slurm"}
 			}
-			code, _, stderr := cli(t, args...)
+			code, _, stderr := gpumeter(t, args...)
 			if code != 2 || !strings.Contains(stderr, tc.want) {
 				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tc.want)
 			}
@@ -151,13 +151,13 @@ func TestChargebackBySlurmAccountHierarchy(t *testing.T) {
 	if err := harness.OpenStore(t, dsn).InsertSamples(context.Background(), samples); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := cli(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {
+	if code, _, stderr := gpumeter(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {
 		t.Fatalf("rollup: %s", stderr)
 	}
 	g := []string{"--clickhouse", dsn, "--config", cfg, "chargeback", "--period", "2026-11", "--format", "json"}
 	departments := func(args ...string) map[string]string {
 		t.Helper()
-		code, out, stderr := cli(t, append(g, args...)...)
+		code, out, stderr := gpumeter(t, append(g, args...)...)
 		if code != 0 {
 			t.Fatalf("chargeback %v: exit %d\n%s", args, code, stderr)
 		}
@@ -189,7 +189,7 @@ func TestChargebackBySlurmAccountHierarchy(t *testing.T) {
 		}
 	}
 	// The efficiency section groups the same way.
-	code, out, stderr := cli(t, append(g, "--slurm-accounts", assoc, "--efficiency")...)
+	code, out, stderr := gpumeter(t, append(g, "--slurm-accounts", assoc, "--efficiency")...)
 	if code != 0 {
 		t.Fatalf("chargeback --efficiency: exit %d\n%s", code, stderr)
 	}
@@ -212,7 +212,7 @@ func TestChargebackBySlurmAccountHierarchy(t *testing.T) {
 		t.Errorf("efficiency section has %d tenant rows, want 4: %+v", tenantRows, eff.Efficiency)
 	}
 	for _, bad := range [][]string{{"--slurm-level", "0"}, {"--slurm-accounts", harness.TempFile(t, "bad.txt", "Account|User\nx|\n")}} {
-		if code, _, stderr := cli(t, append(g, bad...)...); code != 2 {
+		if code, _, stderr := gpumeter(t, append(g, bad...)...); code != 2 {
 			t.Errorf("%v: exit %d, want 2\n%s", bad, code, stderr)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/store"
 )
 
@@ -11,7 +12,7 @@ import (
 func openStore(ctx context.Context, g *globals) (*store.Store, error) {
 	cfg, err := store.ParseDSN(g.dsn)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, cli.Usage(err)
 	}
 	s, err := store.Open(ctx, cfg, g.logger)
 	if err != nil {

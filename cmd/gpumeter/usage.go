@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/reports"
@@ -26,7 +27,7 @@ text: the input of gpumeter quote --usage; -o table, wide and csv round each
 meter to its places.`,
 		Example: "  gpumeter usage --from 2026-11-01 --to 2026-12-01 --by tenant,department\n" +
 			"  gpumeter usage --from 2026-11-01 --bucket hour --by sku -o json > usage.json",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	from := fs.String("from", "", "start of the range, RFC 3339 or YYYY-MM-DD (required)")
@@ -36,18 +37,18 @@ meter to its places.`,
 	tenant := fs.String("tenant", "", "only this tenant")
 	department := fs.String("department", "", "only this department")
 	source := fs.String("source", "raw", "raw (deduplicated samples) or hourly (rollups)")
-	out := addOutputFlag(cmd)
+	out := cli.AddOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		q := usage.Query{Bucket: usage.Bucket(*bucket), Tenant: *tenant, Department: *department, Source: usage.Source(*source)}
 		var err error
 		if q.From, err = parseTime(*from); err != nil {
-			return usageErrorf("--from: %v", err)
+			return cli.Usagef("--from: %v", err)
 		}
 		if *to == "" {
 			q.To = time.Now().UTC()
 		} else if q.To, err = parseTime(*to); err != nil {
-			return usageErrorf("--to: %v", err)
+			return cli.Usagef("--to: %v", err)
 		}
 		if *by != "" {
 			for _, d := range strings.Split(*by, ",") {
@@ -55,7 +56,7 @@ meter to its places.`,
 			}
 		}
 		if err := q.Validate(); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		s, err := openStore(ctx, g)
 		if err != nil {
@@ -64,12 +65,12 @@ meter to its places.`,
 		defer s.Close()
 		rows, err := s.Usage(ctx, q)
 		if errors.Is(err, store.ErrTimeOutOfRange) {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		if err != nil {
 			return err
 		}
-		return reports.WriteUsage(g.stdout, out.format, reports.UsageTableOf(rows, q))
+		return reports.WriteUsage(g.stdout, out.Format, reports.UsageTableOf(rows, q))
 	}
 	return cmd
 }

@@ -85,12 +85,12 @@ func TestUsageByEveryDimension(t *testing.T) {
 		"node-a,GA,H100-SXM5-80GB,,,H100-SXM5-80GB,acme,research,train-1,2026-11-01T10:00:10Z,2026-11-01T10:00:20Z,10\n"+
 		"node-b,GC,H100-SXM5-80GB,,,H100-SXM5-80GB,acme,research,train-1,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10\n"+
 		"node-b,GB,H100-SXM5-80GB,MIG-1,3g.40gb,H100-SXM5-80GB/3g.40gb,beta,ops,infer-7,2026-11-01T10:00:00Z,2026-11-01T10:00:14Z,6\n"), 0o600)
-	if code, out, stderr := cli(t, "--clickhouse", dsn, "import", "--quiet", csv); code != 0 {
+	if code, out, stderr := gpumeter(t, "--clickhouse", dsn, "import", "--quiet", csv); code != 0 {
 		t.Fatalf("import: %d %s %s", code, out, stderr)
 	}
 	runUsage := func(t *testing.T, args ...string) string {
 		t.Helper()
-		code, out, stderr := cli(t, append([]string{"--clickhouse", dsn, "usage", "--from", "2026-11-01", "--to", "2026-11-02"}, args...)...)
+		code, out, stderr := gpumeter(t, append([]string{"--clickhouse", dsn, "usage", "--from", "2026-11-01", "--to", "2026-11-02"}, args...)...)
 		if code != 0 {
 			t.Fatalf("usage %v: exit %d: %s", args, code, stderr)
 		}

@@ -21,14 +21,14 @@ import (
 func TestFleetCommandsAcceptEverySKUKind(t *testing.T) {
 	dsn := testDSN(t)
 	d := 10 * time.Minute
-	code, _, stderr := cli(t, "--clickhouse", dsn, "collect", "--simulate", "--vgpu", "--hosts", "1", "--seed", "3",
+	code, _, stderr := gpumeter(t, "--clickhouse", dsn, "collect", "--simulate", "--vgpu", "--hosts", "1", "--seed", "3",
 		"--spool", t.TempDir(), "--start", collectStart.Format(time.RFC3339), "--duration", d.String(), "--listen", "")
 	if code != 0 {
 		t.Fatalf("collect exit %d\n%s", code, stderr)
 	}
 
 	demand := writeTemp(t, "demand.yaml", "tenants:\n  - {tenant: beta, pending: [{profile: 1g.10gb, count: 1}]}\n")
-	code, stdout, stderr := cli(t, "--clickhouse", dsn, "mig", "plan", "--from-clickhouse", "--demand", demand)
+	code, stdout, stderr := gpumeter(t, "--clickhouse", dsn, "mig", "plan", "--from-clickhouse", "--demand", demand)
 	if code != 0 {
 		t.Fatalf("mig plan: exit %d\n%s", code, stderr)
 	}
@@ -37,7 +37,7 @@ func TestFleetCommandsAcceptEverySKUKind(t *testing.T) {
 	}
 
 	from, to := collectStart.Format(time.RFC3339), collectStart.Add(time.Hour).Format(time.RFC3339)
-	code, stdout, stderr = cli(t, "--clickhouse", dsn, "insights", "rightsize", "--from", from, "--to", to, "--json")
+	code, stdout, stderr = gpumeter(t, "--clickhouse", dsn, "insights", "rightsize", "--from", from, "--to", to, "--json")
 	if code != 0 {
 		t.Fatalf("insights rightsize: exit %d\n%s", code, stderr)
 	}

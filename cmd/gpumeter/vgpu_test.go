@@ -23,7 +23,7 @@ func TestCollectSimulatedVGPUHostStoresWhatEachVMRan(t *testing.T) {
 	const seed = 3
 	d := 30 * time.Minute
 	dsn := testDSN(t)
-	code, _, stderr := cli(t, "--clickhouse", dsn, "collect", "--simulate", "--vgpu", "--hosts", "1", "--seed", "3",
+	code, _, stderr := gpumeter(t, "--clickhouse", dsn, "collect", "--simulate", "--vgpu", "--hosts", "1", "--seed", "3",
 		"--spool", t.TempDir(), "--start", collectStart.Format(time.RFC3339), "--duration", d.String(), "--listen", "")
 	if code != 0 {
 		t.Fatalf("collect exit %d\n%s", code, stderr)

@@ -6,12 +6,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/reports"
 )
 
 func newWebhooksCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
+	return cli.Group(&cobra.Command{
 		Use:   "webhooks",
 		Short: "list the webhook outbox and replay events",
 		Long: `webhooks shows the outbox of outbound webhook events (finalized invoices,
@@ -20,11 +21,7 @@ events by itself, signed and retried, every attempt recorded;
 docs/webhooks.md has the signature format and how to verify it.`,
 		Example: "  gpumeter --config gpumeter.yaml webhooks list --days 30\n" +
 			"  gpumeter --config gpumeter.yaml webhooks replay EVENT_ID --endpoint billing",
-		Args: subcommandArgs,
-		RunE: wantSubcommand,
-	}
-	cmd.AddCommand(newWebhooksListCmd(g), newWebhooksReplayCmd(g))
-	return cmd
+	}, newWebhooksListCmd(g), newWebhooksReplayCmd(g))
 }
 
 func newWebhooksListCmd(g *globals) *cobra.Command {
@@ -34,14 +31,14 @@ func newWebhooksListCmd(g *globals) *cobra.Command {
 		Long: `list shows the outbox: each event and, per configured endpoint that wants
 its type, whether it was delivered and in how many attempts.`,
 		Example: "  gpumeter --config gpumeter.yaml webhooks list --days 30",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}
 	days := cmd.Flags().Int("days", 7, "events of the last N days")
-	out := addOutputFlag(cmd)
+	out := cli.AddOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		if *days < 1 || *days > 3660 {
-			return usageErrorf("want --days from 1 to 3660")
+			return cli.Usagef("want --days from 1 to 3660")
 		}
 		s, err := openStore(ctx, g)
 		if err != nil {
@@ -52,7 +49,7 @@ its type, whether it was delivered and in how many attempts.`,
 		if err != nil {
 			return err
 		}
-		return reports.WriteEvents(g.stdout, out.format, evs, g.cfg.Webhooks)
+		return reports.WriteEvents(g.stdout, out.Format, evs, g.cfg.Webhooks)
 	}
 	return cmd
 }
@@ -64,14 +61,14 @@ func newWebhooksReplayCmd(g *globals) *cobra.Command {
 		Long: `replay sends an event of the last year's outbox again now, to every
 endpoint that wants its type (or only --endpoint), recording each attempt.`,
 		Example: "  gpumeter --config gpumeter.yaml webhooks replay EVENT_ID --endpoint billing",
-		Args:    oneArg("event id"),
+		Args:    cli.OneArg("event id"),
 	}
 	only := cmd.Flags().String("endpoint", "", "only this endpoint")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
 		id := args[0]
 		if len(g.cfg.Webhooks.Endpoints) == 0 {
-			return usageErrorf("no webhook endpoints in the config (webhooks.endpoints)")
+			return cli.Usagef("no webhook endpoints in the config (webhooks.endpoints)")
 		}
 		s, err := openStore(ctx, g)
 		if err != nil {

@@ -38,11 +38,11 @@ func TestWebhooksKeepURLCredentialsOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := []string{"--clickhouse", dsn, "--config", cfg}
-	code, out, stderr := cli(t, append(g, "webhooks", "replay", ev.ID)...)
+	code, out, stderr := gpumeter(t, append(g, "webhooks", "replay", ev.ID)...)
 	if code == 0 {
 		t.Fatalf("replay to an unreachable receiver succeeded: %s", out)
 	}
-	code2, list, stderr2 := cli(t, append(g, "webhooks", "list")...)
+	code2, list, stderr2 := gpumeter(t, append(g, "webhooks", "list")...)
 	if code2 != 0 || !strings.Contains(list, "erp: failed after 2 attempts") {
 		t.Fatalf("list: exit %d\n%s%s", code2, list, stderr2)
 	}
@@ -65,7 +65,7 @@ func TestWebhooksKeepURLCredentialsOut(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("webhooks:\n  endpoints:\n    - {name: erp, url: \"ftp://alice:"+password+"@host/x?api_key="+apiKey+"\", secret: receiver-shared-secret-123}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code3, out3, stderr3 := cli(t, "--clickhouse", dsn, "--config", bad, "webhooks", "list")
+	code3, out3, stderr3 := gpumeter(t, "--clickhouse", dsn, "--config", bad, "webhooks", "list")
 	if code3 != 2 || !strings.Contains(stderr3, "webhooks.endpoints[0].url") {
 		t.Errorf("bad URL: exit %d, %s; want 2 naming webhooks.endpoints[0].url", code3, stderr3)
 	}

@@ -51,10 +51,10 @@ func TestWebhooksDeliverFinalizedInvoices(t *testing.T) {
 		"    - {name: erp, url: " + recv.URL + ", secret: " + secret + ", events: [invoice.finalized]}\n")
 	f.Close()
 	g := []string{"--clickhouse", dsn, "--config", cfg}
-	if code, out, stderr := cli(t, append(g, "invoice", "run", "--period", "2026-10", "--quiet")...); code != 0 {
+	if code, out, stderr := gpumeter(t, append(g, "invoice", "run", "--period", "2026-10", "--quiet")...); code != 0 {
 		t.Fatalf("invoice run: %s %s", out, stderr)
 	}
-	code, out, _ := cli(t, append(g, "webhooks", "list")...)
+	code, out, _ := gpumeter(t, append(g, "webhooks", "list")...)
 	if code != 0 || strings.Count(out, "erp: pending (0 attempts)") != 3 {
 		t.Fatalf("before serve: %s", out)
 	}
@@ -91,12 +91,12 @@ func TestWebhooksDeliverFinalizedInvoices(t *testing.T) {
 	if len(numbers) != 3 {
 		t.Errorf("numbers %v, want three distinct", numbers)
 	}
-	code, out, _ = cli(t, append(g, "webhooks", "list")...)
+	code, out, _ = gpumeter(t, append(g, "webhooks", "list")...)
 	if code != 0 || strings.Count(out, "erp: delivered") != 3 || !strings.Contains(out, "delivered (3 attempts)") {
 		t.Fatalf("after serve: %s", out)
 	}
 	id := strings.Fields(strings.Split(out, "\n")[1])[0]
-	code, out, stderr := cli(t, append(g, "webhooks", "replay", id)...)
+	code, out, stderr := gpumeter(t, append(g, "webhooks", "replay", id)...)
 	if code != 0 || !strings.Contains(out, "delivered "+id+" to erp") {
 		t.Fatalf("replay: %d %s %s", code, out, stderr)
 	}
@@ -105,7 +105,7 @@ func TestWebhooksDeliverFinalizedInvoices(t *testing.T) {
 		t.Errorf("after replay the receiver has %d events", len(got))
 	}
 	mu.Unlock()
-	if code, _, _ := cli(t, append(g, "webhooks", "replay", "evt_nosuch")...); code != 2 {
+	if code, _, _ := gpumeter(t, append(g, "webhooks", "replay", "evt_nosuch")...); code != 2 {
 		t.Errorf("replaying an unknown event: exit %d, want 2", code)
 	}
 }

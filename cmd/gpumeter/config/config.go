@@ -14,13 +14,13 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpumeter/gpumeter/collectors/agent"
 	"github.com/gpumeter/gpumeter/internal/admission"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/spool"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
@@ -31,7 +31,7 @@ type Config struct {
 	Server     server.Config            `yaml:"server"`
 	Rollup     rollup.Config            `yaml:"rollup"`
 	Retention  rollup.RetentionConfig   `yaml:"retention"`
-	Collector  Collector                `yaml:"collector"`
+	Collector  agent.Settings           `yaml:"collector"`
 	Billing    billing.Customers        `yaml:"billing"`
 	Chargeback billing.ChargebackConfig `yaml:"chargeback"`
 	Quotas     quota.Config             `yaml:"quotas"`
@@ -39,28 +39,6 @@ type Config struct {
 	Kubernetes admission.Config         `yaml:"kubernetes"`
 	Insights   insights.Config          `yaml:"insights"`
 	Reports    Reports                  `yaml:"reports"`
-}
-
-// Collector configures delivery and attribution on GPU hosts; collect's
-// flags override it.
-type Collector struct {
-	Spool   spool.Config        `yaml:"spool"`
-	Shipper spool.ShipperConfig `yaml:"shipper"`
-	// LibvirtDir holds the libvirt domain XML files (e.g. /etc/libvirt/qemu)
-	// whose gpumeter metadata maps VMs to tenants; empty: off.
-	LibvirtDir string `yaml:"libvirt_dir"`
-}
-
-// Validate names the field path of every problem in the section.
-func (c Collector) Validate() error {
-	errs := []error{prefixed("collector.spool", c.Spool.Validate()), prefixed("collector.shipper", c.Shipper.Validate())}
-	// The collector's working directory is whatever its service manager
-	// gives it, so a relative path would mean nothing reliable; whether the
-	// directory exists is checked where it is used.
-	if c.LibvirtDir != "" && !filepath.IsAbs(c.LibvirtDir) {
-		errs = append(errs, fmt.Errorf("collector.libvirt_dir: %q is not an absolute path", c.LibvirtDir))
-	}
-	return errors.Join(errs...)
 }
 
 // ClickHouse says where usage is stored.
@@ -87,10 +65,7 @@ func Default() Config {
 		Webhooks:   webhook.DefaultConfig(),
 		Kubernetes: admission.DefaultConfig(),
 		Insights:   insights.DefaultConfig(),
-		Collector: Collector{
-			Spool:   spool.DefaultConfig("/var/lib/gpumeter/spool"),
-			Shipper: spool.DefaultShipperConfig(),
-		},
+		Collector:  agent.DefaultSettings(),
 	}
 }
 
@@ -146,12 +121,4 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// prefixed names the config section of a package's validation error.
-func prefixed(section string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", section, err)
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"github.com/spf13/cobra"
@@ -6,17 +6,18 @@ import (
 	"github.com/gpumeter/gpumeter/reports/output"
 )
 
-// outputFlag is -o/--output of a listing command, with --json kept as a
-// hidden alias of -o json. Its format is read before the command runs: a
+// OutputFlag is -o/--output of a listing command, with --json kept as a
+// hidden alias of -o json. Its Format is read before the command runs: a
 // bad name is a validation error (exit 2), found before anything is done.
-type outputFlag struct {
+type OutputFlag struct {
 	name   string
 	asJSON bool
-	format output.Format
+	Format output.Format
 }
 
-func addOutputFlag(cmd *cobra.Command) *outputFlag {
-	o := &outputFlag{}
+// AddOutputFlag defines -o (and the hidden --json) on cmd.
+func AddOutputFlag(cmd *cobra.Command) *OutputFlag {
+	o := &OutputFlag{}
 	fs := cmd.Flags()
 	fs.StringVarP(&o.name, "output", "o", string(output.Table), "output format: table, wide, json, yaml or csv")
 	fs.BoolVar(&o.asJSON, "json", false, "same as -o json")
@@ -28,11 +29,11 @@ func addOutputFlag(cmd *cobra.Command) *outputFlag {
 		}
 		if o.asJSON {
 			if cmd.Flags().Changed("output") && f != output.JSON {
-				return usageErrorf("--json and -o %s: give one", f)
+				return Usagef("--json and -o %s: give one", f)
 			}
 			f = output.JSON
 		}
-		o.format = f
+		o.Format = f
 		return nil
 	}
 	return o

@@ -34,9 +34,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Store, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.conn.Ping(ctx); err != nil {
+	if err := s.Ping(ctx); err != nil {
 		s.conn.Close()
-		return nil, fmt.Errorf("ping clickhouse %s/%s: %w", strings.Join(cfg.Addrs, ","), cfg.Database, err)
+		return nil, err
 	}
 	return s, nil
 }
@@ -145,7 +145,7 @@ func (s *Store) Database() string { return s.cfg.Database }
 // Ping checks the server answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.conn.Ping(ctx); err != nil {
-		return fmt.Errorf("ping clickhouse: %w", err)
+		return fmt.Errorf("ping clickhouse %s/%s: %w", strings.Join(s.cfg.Addrs, ","), s.cfg.Database, err)
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -45,43 +47,34 @@ them and enqueues each new one once as an insight.anomaly webhook.`),
 
 // periodFlags are the period and pricing flags of the period subcommands.
 type periodFlags struct {
-	period, from, to, tenant, book string
+	period, tenant, book string
+	from, to             *time.Time
 }
 
 func (p *periodFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&p.period, "period", "", "a UTC month, YYYY-MM (or --from and --to)")
-	fs.StringVar(&p.from, "from", "", "start, RFC 3339 or YYYY-MM-DD, a whole UTC hour")
-	fs.StringVar(&p.to, "to", "", "end, exclusive, RFC 3339 or YYYY-MM-DD, a whole UTC hour")
+	p.from = cli.Time(fs, "from", "start, RFC 3339 or YYYY-MM-DD, a whole UTC hour")
+	p.to = cli.Time(fs, "to", "end, exclusive, RFC 3339 or YYYY-MM-DD, a whole UTC hour")
 	fs.StringVar(&p.tenant, "tenant", "", "only this tenant")
 	fs.StringVar(&p.book, "book", "", "price book for tenants that are not billing customers")
 }
 
 // request reads the period flags into a validated request.
 func (p *periodFlags) request() (insights.Request, error) {
-	var r insights.Request
-	switch {
-	case p.period != "" && (p.from != "" || p.to != ""):
-		return r, cli.Usagef("give --period or --from and --to, not both")
-	case p.period != "":
+	r := insights.Request{From: *p.from, To: *p.to, Tenant: p.tenant}
+	if p.period != "" {
+		if !r.From.IsZero() || !r.To.IsZero() {
+			return r, cli.Usagef("give --period or --from and --to, not both")
+		}
 		m, err := billing.MonthlyPeriod(p.period, time.UTC)
 		if err != nil {
 			return r, cli.Usagef("--period: %v", err)
 		}
 		r.From, r.To = m.Start, m.End
-	default:
-		var err error
-		if r.From, err = parseTime(p.from); err != nil {
-			return r, cli.Usagef("--from: %v (or give --period YYYY-MM)", err)
-		}
-		if r.To, err = parseTime(p.to); err != nil {
-			return r, cli.Usagef("--to: %v", err)
-		}
+	} else if err := errors.Join(cli.Required("from", r.From), cli.Required("to", r.To)); err != nil {
+		return r, err
 	}
-	r.Tenant = p.tenant
-	if err := r.Validate(); err != nil {
-		return r, cli.Usage(err)
-	}
-	return r, nil
+	return r, cli.Usage(r.Validate())
 }
 
 func newInsightsPeriodCmd(g *globals, sub, short, long string) *cobra.Command {
@@ -158,26 +151,16 @@ GPUs.`,
 		Args:    cli.NoArgs,
 	}
 	fs := cmd.Flags()
-	to := fs.String("to", "", "end of the history, a whole UTC hour (default: the current hour)")
-	until := fs.String("until", "", "project up to here (default: 90 days after --to)")
+	to := cli.Time(fs, "to", "end of the history, a whole UTC hour (default: the current hour)")
+	until := cli.Time(fs, "until", "project up to here (default: 90 days after --to)")
 	weeks := fs.Int("weeks", insights.DefaultCapacityWeeks, "weeks of history to fit (2 to 52)")
 	target := fs.String("target", insights.DefaultCapacityTarget, "share of the GPUs that counts as full, within (0, 1]")
 	out := cli.AddOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
-		req := insights.CapacityRequest{To: time.Now().UTC().Truncate(time.Hour), Weeks: *weeks}
+		req := insights.CapacityRequest{To: cmp.Or(*to, time.Now().UTC().Truncate(time.Hour)), Weeks: *weeks}
+		req.Until = cmp.Or(*until, req.To.Add(insights.DefaultCapacityHorizon))
 		var err error
-		if *to != "" {
-			if req.To, err = parseTime(*to); err != nil {
-				return cli.Usagef("--to: %v", err)
-			}
-		}
-		req.Until = req.To.Add(insights.DefaultCapacityHorizon)
-		if *until != "" {
-			if req.Until, err = parseTime(*until); err != nil {
-				return cli.Usagef("--until: %v", err)
-			}
-		}
 		if req.Target, err = decimal.NewFromString(*target); err != nil {
 			return cli.Usagef("--target: %q is not a number", *target)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,26 +25,20 @@ YYYY-MM-DD (00:00 UTC).`,
 		Args:    cli.NoArgs,
 	}
 	fs := cmd.Flags()
-	from := fs.String("from", "", "start of the range (RFC 3339 or YYYY-MM-DD), rounded down to the hour")
-	to := fs.String("to", "", "end of the range, exclusive, rounded up to the hour")
+	from := cli.Time(fs, "from", "start of the range (RFC 3339 or YYYY-MM-DD), rounded down to the hour")
+	to := cli.Time(fs, "to", "end of the range, exclusive, rounded up to the hour")
 	scheduled := fs.Bool("scheduled", false, "run the scheduled job once: closed hours and late samples")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
-		if *scheduled == (*from != "" || *to != "") {
+		f, t := *from, *to
+		switch {
+		case *scheduled == (!f.IsZero() || !t.IsZero()):
 			return cli.Usagef("give either --from and --to, or --scheduled")
-		}
-		var f, t time.Time
-		if !*scheduled {
-			var err error
-			if f, err = parseTime(*from); err != nil {
-				return cli.Usagef("--from: %v", err)
-			}
-			if t, err = parseTime(*to); err != nil {
-				return cli.Usagef("--to: %v", err)
-			}
-			if !t.After(f) {
-				return cli.Usagef("--to must be after --from")
-			}
+		case *scheduled:
+		case f.IsZero() || t.IsZero():
+			return errors.Join(cli.Required("from", f), cli.Required("to", t))
+		case !t.After(f):
+			return cli.Usagef("--to must be after --from")
 		}
 		s, err := openStore(ctx, g)
 		if err != nil {

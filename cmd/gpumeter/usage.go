@@ -1,8 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -30,8 +30,8 @@ meter to its places.`,
 		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
-	from := fs.String("from", "", "start of the range, RFC 3339 or YYYY-MM-DD (required)")
-	to := fs.String("to", "", "end of the range, exclusive (default: now)")
+	from := cli.Time(fs, "from", "start of the range, RFC 3339 or YYYY-MM-DD (required)")
+	to := cli.Time(fs, "to", "end of the range, exclusive (default: now)")
 	by := fs.String("by", "tenant", "comma-separated grouping: tenant, department, sku, host, workload (host and workload: raw source only)")
 	bucket := fs.String("bucket", "", "time bucket: hour, day or month (default: whole range)")
 	tenant := fs.String("tenant", "", "only this tenant")
@@ -40,16 +40,11 @@ meter to its places.`,
 	out := cli.AddOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
-		q := usage.Query{Bucket: usage.Bucket(*bucket), Tenant: *tenant, Department: *department, Source: usage.Source(*source)}
-		var err error
-		if q.From, err = parseTime(*from); err != nil {
-			return cli.Usagef("--from: %v", err)
+		if err := cli.Required("from", *from); err != nil {
+			return err
 		}
-		if *to == "" {
-			q.To = time.Now().UTC()
-		} else if q.To, err = parseTime(*to); err != nil {
-			return cli.Usagef("--to: %v", err)
-		}
+		q := usage.Query{From: *from, To: cmp.Or(*to, time.Now().UTC()), Bucket: usage.Bucket(*bucket), Tenant: *tenant,
+			Department: *department, Source: usage.Source(*source)}
 		if *by != "" {
 			for _, d := range strings.Split(*by, ",") {
 				q.GroupBy = append(q.GroupBy, usage.Dimension(strings.TrimSpace(d)))
@@ -73,18 +68,4 @@ meter to its places.`,
 		return reports.WriteUsage(g.stdout, out.Format, reports.UsageTableOf(rows, q))
 	}
 	return cmd
-}
-
-func parseTime(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, fmt.Errorf("required")
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t.UTC(), nil
-	}
-	t, err := time.Parse(time.DateOnly, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q: want RFC 3339 or YYYY-MM-DD", s)
-	}
-	return t, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -95,30 +94,20 @@ func (a *quoteArgs) input(now time.Time) (quoteInput, error) {
 	if (a.usage == "") == (len(a.quantities) == 0) {
 		return in, cli.Usagef("give either --usage FILE or --quantity SKU:METER=VALUE")
 	}
-	data, err := os.ReadFile(a.book)
-	if err != nil {
-		return in, cli.Usagef("read book: %w", err)
-	}
-	if in.Book, err = pricing.ParseBook(data); err != nil {
-		return in, cli.Usagef("%s: %w", a.book, err)
-	}
-	if in.Book, err = pricing.WithMIGTable(in.Book); err != nil {
-		return in, cli.Usagef("%s: %w", a.book, err)
+	var err error
+	if in.Book, err = pricing.ReadBookFile(a.book); err != nil {
+		return in, cli.Usage(err)
 	}
 	if a.contract != "" {
-		data, err := os.ReadFile(a.contract)
-		if err != nil {
-			return in, cli.Usagef("read contract: %w", err)
-		}
-		if in.Contract, err = pricing.ParseContract(data); err != nil {
-			return in, cli.Usagef("%s: %w", a.contract, err)
+		if in.Contract, err = pricing.ReadContractFile(a.contract); err != nil {
+			return in, cli.Usage(err)
 		}
 	}
 	in.Tenant = a.tenant
 
 	if a.usage != "" {
-		if in.Usage, in.origins, err = readUsage(a.usage); err != nil {
-			return in, cli.Usagef("%s: %w", a.usage, err)
+		if in.Usage, in.origins, err = pricing.ReadUsageFile(a.usage, os.Stdin); err != nil {
+			return in, cli.Usage(err)
 		}
 	}
 	if in.Start, in.End, err = a.period(in.Usage, now); err != nil {
@@ -172,20 +161,4 @@ func (a *quoteArgs) period(rows []pricing.Usage, now time.Time) (time.Time, time
 		return from, to, cli.Usagef("--to %s is not after --from %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
 	}
 	return from, to, nil
-}
-
-// readUsage reads a usage file ("-": standard input) and parses it into
-// hourly rows and where each came from (pricing.ParseUsageFile).
-func readUsage(name string) ([]pricing.Usage, []pricing.RowOrigin, error) {
-	var data []byte
-	var err error
-	if name == "-" {
-		data, err = io.ReadAll(os.Stdin)
-	} else {
-		data, err = os.ReadFile(name)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	return pricing.ParseUsageFile(name, data)
 }

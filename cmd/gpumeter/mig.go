@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -55,41 +56,13 @@ SIGINT or SIGTERM stops the search, and nothing is written.`,
 		}
 
 		var demand partition.Demand
-		if err := partition.ReadFile(*demandFile, &demand); err != nil {
+		if err := partition.ReadChecked(*demandFile, &demand); err != nil {
 			return cli.Usagef("--demand: %w", err)
 		}
-		if err := demand.Validate(); err != nil {
-			return cli.Usagef("--demand %s: %w", *demandFile, err)
+		fleet, skipped, err := migFleet(ctx, g, *fleetFile)
+		if err != nil {
+			return err
 		}
-		var (
-			fleet   partition.Fleet
-			skipped []partition.Skipped
-		)
-		if *fromCH {
-			st, err := openStore(ctx, g)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			rows, err := st.FleetSamples(ctx, store.FleetQuery{Window: partition.FleetWindow})
-			if err != nil {
-				return err
-			}
-			// vGPU hosts and models without MIG tables are left out; the plan
-			// lists them with the reason.
-			fleet, skipped = partition.FleetFromSamples(rows)
-			if err := fleet.Validate(); err != nil {
-				return fmt.Errorf("fleet from clickhouse: %w", err)
-			}
-		} else {
-			if err := partition.ReadFile(*fleetFile, &fleet); err != nil {
-				return cli.Usagef("--fleet: %w", err)
-			}
-			if err := fleet.Validate(); err != nil {
-				return cli.Usagef("--fleet %s: %w", *fleetFile, err)
-			}
-		}
-
 		// ctx is main's signal.NotifyContext: SIGINT or SIGTERM stops the search.
 		plan, err := partition.SolveContext(ctx, fleet, demand)
 		if err != nil {
@@ -98,30 +71,10 @@ SIGINT or SIGTERM stops the search, and nothing is written.`,
 		plan.Skipped = skipped
 		// Write the files before printing, so a failed write is not hidden
 		// behind a screenful of plan.
-		if *out != "" {
-			if err := partition.WriteFile(*out, plan); err != nil {
-				return err
-			}
+		if err := plan.WriteFiles(*out, *migParted); err != nil {
+			return err
 		}
-		if *migParted != "" {
-			cfg, err := plan.MIGParted()
-			if err != nil {
-				return err
-			}
-			if err := partition.WriteFile(*migParted, cfg); err != nil {
-				return err
-			}
-		}
-		if err := reports.WritePlan(g.stdout, plan); err != nil {
-			return fmt.Errorf("write plan: %w", err)
-		}
-		if *out != "" {
-			fmt.Fprintf(g.stdout, "\nwrote plan to %s (apply it on each host: gpumeter mig apply --plan %s)\n", *out, *out)
-		}
-		if *migParted != "" {
-			fmt.Fprintf(g.stdout, "wrote mig-parted config to %s\n", *migParted)
-		}
-		return nil
+		return reports.WritePlanWithFiles(g.stdout, plan, *out, *migParted)
 	}
 	return cmd
 }
@@ -146,11 +99,8 @@ processes, or a device is not the planned model.`,
 			return cli.Usagef("--plan FILE is required")
 		}
 		var plan partition.Plan
-		if err := partition.ReadFile(*planFile, &plan); err != nil {
+		if err := partition.ReadChecked(*planFile, &plan); err != nil {
 			return cli.Usagef("--plan: %w", err)
-		}
-		if err := plan.Validate(); err != nil {
-			return cli.Usagef("--plan %s: %w", *planFile, err)
 		}
 
 		lib := newNVML()
@@ -167,4 +117,31 @@ processes, or a device is not the planned model.`,
 		return err
 	}
 	return cmd
+}
+
+// migFleet is the fleet of a plan: the --fleet file, or else (no file
+// given) the newest samples in ClickHouse, without the GPUs that cannot be
+// planned (vGPU hosts, models without MIG tables), which it lists.
+func migFleet(ctx context.Context, g *globals, file string) (partition.Fleet, []partition.Skipped, error) {
+	var fleet partition.Fleet
+	if file != "" {
+		if err := partition.ReadChecked(file, &fleet); err != nil {
+			return fleet, nil, cli.Usagef("--fleet: %w", err)
+		}
+		return fleet, nil, nil
+	}
+	st, err := openStore(ctx, g)
+	if err != nil {
+		return fleet, nil, err
+	}
+	defer st.Close()
+	rows, err := st.FleetSamples(ctx, store.FleetQuery{Window: partition.FleetWindow})
+	if err != nil {
+		return fleet, nil, err
+	}
+	fleet, skipped := partition.FleetFromSamples(rows)
+	if err := fleet.Validate(); err != nil {
+		return fleet, nil, fmt.Errorf("fleet from clickhouse: %w", err)
+	}
+	return fleet, skipped, nil
 }

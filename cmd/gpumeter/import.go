@@ -5,9 +5,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
-	"github.com/gpumeter/gpumeter/collectors/attribution"
 	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/importer"
 	"github.com/gpumeter/gpumeter/internal/sacct"
@@ -36,7 +34,7 @@ sacct --parsable2 output instead (docs/slurm.md).`,
 	replace := fs.Bool("replace", false, "overwrite stored rows that have a row's sample id but other data (default: refuse them)")
 	var sf sacctFlags
 	fs.BoolVar(&sf.on, "from-sacct", false, "the files are sacct --parsable2 output (- reads stdin): jobs' allocated GPUs become hourly samples (docs/slurm.md)")
-	fs.StringVar(&sf.tz, "sacct-tz", "", "with --from-sacct: the time zone sacct printed its times in (e.g. UTC, Europe/Berlin, Local); needed unless the times carry offsets")
+	sf.tz = cli.Zone(fs, "sacct-tz", "with --from-sacct: the time zone sacct printed its times in (e.g. UTC, Europe/Berlin, Local); needed unless the times carry offsets")
 	fs.StringVar(&sf.skuMap, "sku-map", "", "with --from-sacct: YAML file mapping GRES types to SKUs (gres: {a100: A100-SXM4-80GB}, untyped: SKU)")
 	fs.StringVar(&sf.mapFile, "map-file", "", "with --from-sacct: the collector's map file; its account lines map Slurm accounts to tenants and departments")
 	fs.BoolVar(&sf.accountIsTenant, "account-is-tenant", true, "with --from-sacct: an unmapped Slurm account is its own tenant")
@@ -58,7 +56,7 @@ sacct --parsable2 output instead (docs/slurm.md).`,
 			if files, err = sacctFiles(g, sf, args); err != nil {
 				return err
 			}
-		case sf.set(fs):
+		case cli.AnyChanged(fs, "sacct-tz", "sku-map", "map-file", "account-is-tenant", "cluster"):
 			return cli.Usagef("--sacct-tz, --sku-map, --map-file, --account-is-tenant and --cluster go with --from-sacct")
 		case *format != "" && *format != string(importer.FormatCSV) && *format != string(importer.FormatJSONL):
 			return cli.Usagef("--format %q: want csv or jsonl", *format)
@@ -98,47 +96,21 @@ sacct --parsable2 output instead (docs/slurm.md).`,
 }
 
 type sacctFlags struct {
-	on                           bool
-	tz, skuMap, mapFile, cluster string
-	accountIsTenant              bool
-}
-
-func (sf sacctFlags) set(fs *pflag.FlagSet) bool {
-	for _, name := range []string{"sacct-tz", "sku-map", "map-file", "account-is-tenant", "cluster"} {
-		if fs.Changed(name) {
-			return true
-		}
-	}
-	return false
+	on                       bool
+	tz                       **time.Location
+	skuMap, mapFile, cluster string
+	accountIsTenant          bool
 }
 
 // sacctFiles reads sacct output files ("-": stdin) and turns their jobs
 // into importer files of parsed rows; every problem of every file is
 // reported before anything is imported.
 func sacctFiles(g *globals, sf sacctFlags, paths []string) ([]importer.File, error) {
-	opts := sacct.Options{Cluster: sf.cluster}
-	if sf.tz != "" {
-		loc, err := time.LoadLocation(sf.tz)
-		if err != nil {
-			return nil, cli.Usagef("--sacct-tz %q: %v", sf.tz, err)
-		}
-		opts.Location = loc
+	cfg, err := sacct.LoadConfig(sf.skuMap, sf.mapFile, sf.accountIsTenant)
+	if err != nil {
+		return nil, cli.Usage(err)
 	}
-	cfg := sacct.Config{Tenancy: attribution.Tenancy{AccountIsTenant: sf.accountIsTenant}}
-	if sf.skuMap != "" {
-		m, err := sacct.LoadSKUMap(sf.skuMap)
-		if err != nil {
-			return nil, cli.Usage(err)
-		}
-		cfg.SKUs = m
-	}
-	if sf.mapFile != "" {
-		m, err := attribution.LoadMapping(sf.mapFile)
-		if err != nil {
-			return nil, cli.Usage(err)
-		}
-		cfg.Tenancy.Mapping = m
-	}
+	opts := sacct.Options{Cluster: sf.cluster, Location: *sf.tz}
 	files, err := sacct.ReadFiles(paths, opts, cfg, reports.SacctFileSummary(g.stderr))
 	var ve *importer.ValidationError
 	switch {

@@ -41,7 +41,7 @@ tenant, say).`,
 	}
 	fs := cmd.Flags()
 	scope := fs.String("scope", "", "admin, department:NAME or tenant:NAME (required)")
-	var expires lifetime
+	var expires auth.Lifetime
 	fs.Var(&expires, "expires", "lifetime, in days (30d) or as a Go duration (720h) (default: never; required with --portal)")
 	portal := fs.Bool("portal", false, "a portal token: must expire, may travel as ?access_token=")
 	note := fs.String("note", "", "what the key is for")
@@ -76,17 +76,6 @@ tenant, say).`,
 		return nil
 	}
 	return cmd
-}
-
-// lifetime is a --expires value: whole days (30d) or a Go duration.
-type lifetime time.Duration
-
-func (l *lifetime) String() string { return time.Duration(*l).String() }
-func (l *lifetime) Type() string   { return "duration" }
-func (l *lifetime) Set(v string) error {
-	d, err := auth.ParseLifetime(v)
-	*l = lifetime(d)
-	return err
 }
 
 // warnUnseenTenant warns when a key is made for a tenant that has no

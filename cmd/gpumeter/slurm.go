@@ -39,7 +39,7 @@ for the same range (docs/slurm.md).`,
 	fs := cmd.Flags()
 	period := fs.String("period", "", "the UTC month, YYYY-MM (required)")
 	file := fs.String("sacct", "", "sacct --parsable2 output for the period, or - for stdin (required)")
-	tz := fs.String("sacct-tz", "", "the time zone sacct printed its times in; needed unless they carry offsets")
+	tz := cli.Zone(fs, "sacct-tz", "the time zone sacct printed its times in; needed unless they carry offsets")
 	cluster := fs.String("cluster", "", "the cluster, for output without a Cluster column")
 	tolerance := fs.Float64("tolerance", 0.05, "share of a job's allocation the two counts may differ by unlisted")
 	out := cli.AddOutputFlag(cmd)
@@ -55,13 +55,7 @@ for the same range (docs/slurm.md).`,
 		if *tolerance < 0 || *tolerance >= 1 {
 			return cli.Usagef("--tolerance %v: want a share in [0, 1)", *tolerance)
 		}
-		opts := sacct.Options{Cluster: *cluster}
-		if *tz != "" {
-			if opts.Location, err = time.LoadLocation(*tz); err != nil {
-				return cli.Usagef("--sacct-tz %q: %v", *tz, err)
-			}
-		}
-		jobs, err := sacct.ParseFile(*file, opts)
+		jobs, err := sacct.ParseFile(*file, sacct.Options{Cluster: *cluster, Location: *tz})
 		if err != nil {
 			return cli.Usage(err)
 		}

@@ -104,3 +104,13 @@ func ConfigDefault[T any](fs *pflag.FlagSet, name string, p *T, v T) {
 		*p = v
 	}
 }
+
+// AnyChanged says whether any of the named flags was given.
+func AnyChanged(fs *pflag.FlagSet, names ...string) bool {
+	for _, name := range names {
+		if fs.Changed(name) {
+			return true
+		}
+	}
+	return false
+}

@@ -47,3 +47,27 @@ func Required(name string, t time.Time) error {
 	}
 	return nil
 }
+
+// Zone defines a flag of a time zone name (UTC, Europe/Berlin, Local); a
+// flag not given is nil.
+func Zone(fs *pflag.FlagSet, name, usage string) **time.Location {
+	v := new(zoneValue)
+	fs.Var(v, name, usage)
+	return &v.loc
+}
+
+type zoneValue struct{ loc *time.Location }
+
+func (v *zoneValue) Type() string { return "zone" }
+
+func (v *zoneValue) String() string {
+	if v.loc == nil {
+		return ""
+	}
+	return v.loc.String()
+}
+
+func (v *zoneValue) Set(s string) (err error) {
+	v.loc, err = time.LoadLocation(s)
+	return err
+}

@@ -2,6 +2,8 @@ package chargeback
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -529,11 +531,7 @@ func (a *acc) totals(carbon bool) Totals {
 	if carbon {
 		t.Energy.KgCO2e = decimal.NullDecimal{Decimal: kgCO2e(a.gramMillijoules), Valid: true}
 	}
-	skus := make([]string, 0, len(a.skus))
-	for s := range a.skus {
-		skus = append(skus, s)
-	}
-	sort.Strings(skus)
+	skus := slices.Sorted(maps.Keys(a.skus))
 	for _, s := range skus {
 		t.SKUs = append(t.SKUs, SKUHours{SKU: s, GPUMicroseconds: a.skus[s], GPUHours: ratio(a.skus[s], microsecondsPerHour)})
 	}

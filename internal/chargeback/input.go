@@ -38,7 +38,9 @@ package chargeback
 
 import (
 	"fmt"
+	"maps"
 	"math/bits"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -304,11 +306,7 @@ func validateWeights(ps *problems, weights map[string]decimal.Decimal, departmen
 		ps.add("weights", "required for idle mode %s: a weight per department", IdleByWeight)
 		return
 	}
-	names := make([]string, 0, len(weights))
-	for name := range weights {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(weights))
 	positive := false
 	for _, name := range names {
 		at := "weights[" + strconv.Quote(name) + "]"

@@ -3,6 +3,8 @@ package insights
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -34,11 +36,7 @@ func (tp TenantPricing) Validate() error {
 }
 
 func validatePricing(tps map[string]TenantPricing) error {
-	names := make([]string, 0, len(tps))
-	for n := range tps {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(tps))
 	var errs []error
 	for _, n := range names {
 		if err := tps[n].Validate(); err != nil {

@@ -3,8 +3,10 @@ package insights
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,11 +82,7 @@ func (in RightSizeInput) Validate() error {
 	}
 	errs = append(errs, validateHoldings("holdings", in.Holdings), validatePricing(in.Pricing),
 		intervalsInside("holdings", in.Holdings, in.From, in.To))
-	models := make([]string, 0, len(in.VGPUTypes))
-	for m := range in.VGPUTypes {
-		models = append(models, m)
-	}
-	sort.Strings(models)
+	models := slices.Sorted(maps.Keys(in.VGPUTypes))
 	for _, m := range models {
 		for _, name := range in.VGPUTypes[m] {
 			if t, ok := gpucatalog.LookupVGPU(m, name); !ok || t.MIGProfile != "" {
@@ -559,11 +557,7 @@ func mulDiv(v, num, den int64) int64 {
 }
 
 func buildDemand(d map[string]map[[2]string]int) partition.Demand {
-	tenants := make([]string, 0, len(d))
-	for t := range d {
-		tenants = append(tenants, t)
-	}
-	sort.Strings(tenants)
+	tenants := slices.Sorted(maps.Keys(d))
 	var out partition.Demand
 	for _, t := range tenants {
 		td := partition.TenantDemand{Tenant: t}

@@ -2,6 +2,8 @@ package billing
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -167,10 +169,7 @@ func Correct(orig *Invoice, billed Billed, repriced pricing.Result) []Line {
 	for k := range billed.Minor {
 		keys[k] = true
 	}
-	sorted := make([]LineKey, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
+	sorted := slices.Collect(maps.Keys(keys))
 	sort.Slice(sorted, func(i, j int) bool {
 		a, b := sorted[i], sorted[j]
 		if a.SKU != b.SKU {

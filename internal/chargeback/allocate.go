@@ -381,11 +381,7 @@ func (f *fleet) days(in Input, minor int32) ([]DayCost, error) {
 	}
 	chart := map[key]decimal.Decimal{}
 	spread := func(dept string, total decimal.Decimal, byDay map[int64]decimal.Decimal) error {
-		days := make([]int64, 0, len(byDay))
-		for d := range byDay {
-			days = append(days, d)
-		}
-		sort.Slice(days, func(i, j int) bool { return days[i] < days[j] })
+		days := slices.Sorted(maps.Keys(byDay))
 		w := make([]decimal.Decimal, len(days))
 		for i, d := range days {
 			w[i] = byDay[d]

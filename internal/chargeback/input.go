@@ -41,7 +41,6 @@ import (
 	"maps"
 	"math/bits"
 	"slices"
-	"sort"
 	"strconv"
 	"time"
 
@@ -287,7 +286,7 @@ func (in Input) validateRow(ps *problems, at string, r Row) bool {
 		ps.add(at+".energy_source", "unknown %q (want %s, %s or %s)", r.EnergySource, EnergyMeasured, EnergySplitBySlices, EnergySplitByGPM)
 	}
 	ok := true
-	for _, m := range sortedMeters(r.Cost) {
+	for _, m := range slices.Sorted(maps.Keys(r.Cost)) {
 		if _, err := pricing.ParseMeter(string(m)); err != nil {
 			ps.add(at+".cost["+strconv.Quote(string(m))+"]", "%v", err)
 			ok = false
@@ -323,15 +322,6 @@ func validateWeights(ps *problems, weights map[string]decimal.Decimal, departmen
 	if !positive {
 		ps.add("weights", "all zero: at least one department needs a positive weight")
 	}
-}
-
-func sortedMeters(m map[pricing.Meter]decimal.Decimal) []pricing.Meter {
-	out := make([]pricing.Meter, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 // checkDecimal says what is wrong with d as a cost, weight or intensity, or

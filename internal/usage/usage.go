@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -278,10 +280,7 @@ func points(rows []Row, q Request) []Point {
 		acc.samples += r.Samples
 		acc.m = acc.m.Add(r.Totals)
 	}
-	keys := make([]pointKey, 0, len(sums))
-	for k := range sums {
-		keys = append(keys, k)
-	}
+	keys := slices.Collect(maps.Keys(sums))
 	sort.Slice(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]
 		if a.bucket != b.bucket {

@@ -2,8 +2,6 @@ package billing
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"sort"
 	"time"
 
@@ -169,7 +167,10 @@ func Correct(orig *Invoice, billed Billed, repriced pricing.Result) []Line {
 	for k := range billed.Minor {
 		keys[k] = true
 	}
-	sorted := slices.Collect(maps.Keys(keys))
+	sorted := make([]LineKey, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
 	sort.Slice(sorted, func(i, j int) bool {
 		a, b := sorted[i], sorted[j]
 		if a.SKU != b.SKU {

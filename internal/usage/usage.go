@@ -8,8 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sort"
 	"time"
 
@@ -280,7 +278,10 @@ func points(rows []Row, q Request) []Point {
 		acc.samples += r.Samples
 		acc.m = acc.m.Add(r.Totals)
 	}
-	keys := slices.Collect(maps.Keys(sums))
+	keys := make([]pointKey, 0, len(sums))
+	for k := range sums {
+		keys = append(keys, k)
+	}
 	sort.Slice(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]
 		if a.bucket != b.bucket {

@@ -3,7 +3,8 @@ package pricing
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -308,11 +309,7 @@ func (d *bookDoc) compile(lines lineIndex) (*Book, error) {
 	if len(d.SKUs) == 0 {
 		ps.add("skus", "at least one SKU is required")
 	}
-	names := make([]string, 0, len(d.SKUs))
-	for name := range d.SKUs {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(d.SKUs))
 	for _, name := range names {
 		e := compileSKU(&ps, name, d.SKUs[name], &b.slots)
 		b.index[name] = len(b.entries)
@@ -336,11 +333,7 @@ func compileSKU(ps *problems, name string, d skuDoc, slots *int) skuEntry {
 		}
 		e.weight = d.Weight
 	}
-	meterNames := make([]string, 0, len(d.Meters))
-	for m := range d.Meters {
-		meterNames = append(meterNames, m)
-	}
-	sort.Strings(meterNames)
+	meterNames := slices.Sorted(maps.Keys(d.Meters))
 	for _, mn := range meterNames {
 		mp := p.key("meters").key(mn)
 		m := Meter(mn)

@@ -34,17 +34,50 @@ skus:
           multiplier: "1.5"
 `
 
+// placeCase breaks one thing in a valid document (a book, a contract) and
+// names the problem validation must report for it.
+type placeCase struct {
+	name     string
+	old, new string // replace old with new in the valid document
+	wantPath string
+	wantLine int
+	wantMsg  string
+}
+
+// apply is valid with the case's replacement made.
+func (c placeCase) apply(t *testing.T, valid string) string {
+	t.Helper()
+	src := strings.Replace(valid, c.old, c.new, 1)
+	if src == valid {
+		t.Fatalf("case does not change the document: %q not found", c.old)
+	}
+	return src
+}
+
+// wantProblem wants err to be a *ValidationError with the case's problem,
+// on the case's line.
+func (c placeCase) wantProblem(t *testing.T, err error) {
+	t.Helper()
+	var ve *pricing.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("want a *ValidationError, got %v", err)
+	}
+	for _, p := range ve.Problems {
+		if p.Path == c.wantPath && strings.Contains(p.Message, c.wantMsg) {
+			if p.Line != c.wantLine {
+				t.Errorf("%s: line %d, want %d", p.Path, p.Line, c.wantLine)
+			}
+			return
+		}
+	}
+	t.Errorf("got %v\nwant a problem at %s saying %q", err, c.wantPath, c.wantMsg)
+}
+
 func TestBookValidationNamesThePlace(t *testing.T) {
 	if _, err := pricing.ParseBook([]byte(validBook)); err != nil {
 		t.Fatalf("the base book must be valid: %v", err)
 	}
-	cases := []struct {
-		name     string
-		old, new string // replace old with new in validBook
-		wantPath string
-		wantLine int
-		wantMsg  string
-	}{
+	cases := []placeCase{
 		{"overlapping tiers: up_to not above the previous tier's", "up_to: 10", "up_to: 5", "skus.H100.meters.gpu_hours.tiers[1].up_to", 16, "not above the previous tier's up_to 5"},
 		{"unordered tiers: up_to going down", "          - unit_price: \"6\"", "          - up_to: 8\n            unit_price: \"5.5\"\n          - unit_price: \"6\"", "skus.H100.meters.gpu_hours.tiers[2].up_to", 18, "not above the previous tier's up_to 10"},
 		{"last tier must be open", "          - unit_price: \"6\"", "          - up_to: 20\n            unit_price: \"6\"", "skus.H100.meters.gpu_hours.tiers[2].up_to", 18, "last tier must be open"},
@@ -77,27 +110,12 @@ func TestBookValidationNamesThePlace(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			src := strings.Replace(validBook, tc.old, tc.new, 1)
-			if src == validBook {
-				t.Fatalf("case does not change the book: %q not found", tc.old)
-			}
+			src := tc.apply(t, validBook)
 			if tc.name == "SKU names with dashes are quoted in the path" {
 				src = strings.Replace(src, `unit_price: "6.50"`, `unit_price: "-6.50"`, 1)
 			}
 			_, err := pricing.ParseBook([]byte(src))
-			var ve *pricing.ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("want a *ValidationError, got %v", err)
-			}
-			for _, p := range ve.Problems {
-				if p.Path == tc.wantPath && strings.Contains(p.Message, tc.wantMsg) {
-					if p.Line != tc.wantLine {
-						t.Errorf("%s: line %d, want %d", p.Path, p.Line, tc.wantLine)
-					}
-					return
-				}
-			}
-			t.Errorf("got %v\nwant a problem at %s saying %q", err, tc.wantPath, tc.wantMsg)
+			tc.wantProblem(t, err)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package pricing_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -30,13 +29,7 @@ func TestContractValidationNamesThePlace(t *testing.T) {
 	if _, err := pricing.ParseContract([]byte(validContract)); err != nil {
 		t.Fatalf("the base contract must be valid: %v", err)
 	}
-	cases := []struct {
-		name     string
-		old, new string
-		wantPath string
-		wantLine int
-		wantMsg  string
-	}{
+	cases := []placeCase{
 		{"contract dates out of order", "end: 2027-01-01T00:00:00Z", "end: 2025-01-01T00:00:00Z", "end", 4, "is not after start"},
 		{"reservation dates out of order", "end: 2026-08-01", "end: 2026-01-15", "reservations[0].end", 12, "is not after start"},
 		{"reservation starting before the contract", "start: 2026-02-01", "start: 2025-12-01", "reservations[0].start", 11, "before the contract start"},
@@ -56,24 +49,8 @@ func TestContractValidationNamesThePlace(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			src := strings.Replace(validContract, tc.old, tc.new, 1)
-			if src == validContract {
-				t.Fatalf("case does not change the contract: %q not found", tc.old)
-			}
-			_, err := pricing.ParseContract([]byte(src))
-			var ve *pricing.ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("want a *ValidationError, got %v", err)
-			}
-			for _, p := range ve.Problems {
-				if p.Path == tc.wantPath && strings.Contains(p.Message, tc.wantMsg) {
-					if p.Line != tc.wantLine {
-						t.Errorf("%s: line %d, want %d", p.Path, p.Line, tc.wantLine)
-					}
-					return
-				}
-			}
-			t.Errorf("got %v\nwant a problem at %s saying %q", err, tc.wantPath, tc.wantMsg)
+			_, err := pricing.ParseContract([]byte(tc.apply(t, validContract)))
+			tc.wantProblem(t, err)
 		})
 	}
 }

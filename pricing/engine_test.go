@@ -19,36 +19,74 @@ func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
 func hourAt(h int) time.Time { return march.Add(time.Duration(h) * time.Hour) }
 
+// mustParse is src parsed by parse (a book, a contract), what naming it in
+// the failure.
+func mustParse[T any](t testing.TB, what string, parse func([]byte) (T, error), src string) T {
+	t.Helper()
+	v, err := parse([]byte(src))
+	if err != nil {
+		t.Fatalf("parse %s: %v", what, err)
+	}
+	return v
+}
+
 func mustBook(t testing.TB, src string) *pricing.Book {
 	t.Helper()
-	b, err := pricing.ParseBook([]byte(src))
-	if err != nil {
-		t.Fatalf("parse book: %v", err)
-	}
-	return b
+	return mustParse(t, "book", pricing.ParseBook, src)
 }
 
 func mustContract(t testing.TB, src string) *pricing.Contract {
 	t.Helper()
-	c, err := pricing.ParseContract([]byte(src))
-	if err != nil {
-		t.Fatalf("parse contract: %v", err)
-	}
-	return c
+	return mustParse(t, "contract", pricing.ParseContract, src)
 }
 
-// bookWith wraps one gpu_hours price of SKU "H100" into a book.
-func bookWith(t testing.TB, gpuHours string) *pricing.Book {
-	t.Helper()
-	return mustBook(t, `
+// h100Head is a USD book up to the meters of SKU "H100" (weight 1).
+const h100Head = `
 version: test
 currency: {code: USD, rounding: {minor_units: 2}}
 skus:
   H100:
     weight: 1
     meters:
-      gpu_hours:
-`+indent(gpuHours, "        "))
+`
+
+// bookWith wraps one gpu_hours price of SKU "H100" into a book.
+func bookWith(t testing.TB, gpuHours string) *pricing.Book {
+	t.Helper()
+	return mustBook(t, h100Head+"      gpu_hours:\n"+indent(gpuHours, "        "))
+}
+
+// tieredBooks are two books pricing H100 gpu_hours by tiers, one in volume
+// mode and one graduated.
+func tieredBooks(t testing.TB, tiers string) (volume, graduated *pricing.Book) {
+	t.Helper()
+	return bookWith(t, "mode: volume"+tiers), bookWith(t, "mode: graduated"+tiers)
+}
+
+// energyBook prices H100 energy_kwh at 1 in currency, a YAML currency body
+// such as "USD, rounding: {minor_units: 2}".
+func energyBook(t testing.TB, currency string) *pricing.Book {
+	t.Helper()
+	return mustBook(t, `
+version: test
+currency: {code: `+currency+`}
+skus:
+  H100: {meters: {energy_kwh: {unit_price: "1"}}}
+`)
+}
+
+// priceEnergy prices H100 energy_kwh of the given quantities, one an hour
+// from march, in March.
+func priceEnergy(t testing.TB, b *pricing.Book, quantities ...string) pricing.Result {
+	t.Helper()
+	return mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.Meter("energy_kwh"), quantities...)})
+}
+
+// priceH100 prices H100 gpu_hours of the given quantities, one an hour
+// from march, in March.
+func priceH100(t testing.TB, b *pricing.Book, quantities ...string) pricing.Result {
+	t.Helper()
+	return mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.GPUHours, quantities...)})
 }
 
 func indent(s, by string) string {
@@ -130,38 +168,47 @@ tiers:
   - {unit_price: "6"}
 `
 
+// Whole units as in Stripe's example, and fractional quantities at the
+// tier edges; amount is the line's full precision, total its rounding.
 func TestTiersStripeExample(t *testing.T) {
-	volume := bookWith(t, "mode: volume"+stripeTiers)
-	graduated := bookWith(t, "mode: graduated"+stripeTiers)
+	volume, graduated := tieredBooks(t, stripeTiers)
 	cases := []struct {
-		name  string
-		book  *pricing.Book
-		units string
-		want  string
+		name          string
+		book          *pricing.Book
+		units         string
+		amount, total string
 	}{
-		{"volume, 1 unit = 7", volume, "1", "7.00"},
-		{"volume, 5 units = 35 (up_to is inclusive)", volume, "5", "35.00"},
-		{"volume, 6 units = 39 (all at tier 2)", volume, "6", "39.00"},
-		{"volume, 20 units = 120", volume, "20", "120.00"},
-		{"volume, 25 units = 150", volume, "25", "150.00"},
-		{"graduated, 5 units = 35", graduated, "5", "35.00"},
-		{"graduated, 6 units = 41.50", graduated, "6", "41.50"},
-		{"graduated, 20 units = 127.50", graduated, "20", "127.50"},
-		{"graduated, 25 units = 157.50", graduated, "25", "157.50"},
+		{"volume, 1 unit = 7", volume, "1", "7", "7.00"},
+		{"volume, 5 units = 35 (up_to is inclusive)", volume, "5", "35", "35.00"},
+		{"volume, 6 units = 39 (all at tier 2)", volume, "6", "39", "39.00"},
+		{"volume, 20 units = 120", volume, "20", "120", "120.00"},
+		{"volume, 25 units = 150", volume, "25", "150", "150.00"},
+		{"graduated, 5 units = 35", graduated, "5", "35", "35.00"},
+		{"graduated, 6 units = 41.50", graduated, "6", "41.5", "41.50"},
+		{"graduated, 20 units = 127.50", graduated, "20", "127.5", "127.50"},
+		{"graduated, 25 units = 157.50", graduated, "25", "157.5", "157.50"},
+		{"volume, 4.999 stays in tier 1", volume, "4.999", "34.993", "34.99"},
+		{"volume, 5.0 is still tier 1 (inclusive edge)", volume, "5.0", "35", "35.00"},
+		{"volume, 5.001 moves every unit to tier 2", volume, "5.001", "32.5065", "32.51"},
+		{"volume, 10.5 moves every unit to tier 3", volume, "10.5", "63", "63.00"},
+		{"graduated, 5.5 prices 0.5 in tier 2", graduated, "5.5", "38.25", "38.25"},
+		{"graduated, 10.000000001 prices a billionth in tier 3", graduated, "10.000000001", "67.500000006", "67.50"},
+		{"graduated, 0.25 prices a quarter unit in tier 1", graduated, "0.25", "1.75", "1.75"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := mustPrice(t, pricing.Input{Book: tc.book, Usage: usageOf("H100", pricing.GPUHours, tc.units)})
-			wantDec(t, "total", r.Total, tc.want)
+			r := priceH100(t, tc.book, tc.units)
 			if len(r.Lines) != 1 || r.Lines[0].Kind != pricing.KindOnDemand {
 				t.Fatalf("want one on_demand line, got %+v", r.Lines)
 			}
+			wantDec(t, "amount", r.Lines[0].Amount, tc.amount)
+			wantDec(t, "total", r.Total, tc.total)
 		})
 	}
 }
 
 func TestTiersGraduatedBreakdown(t *testing.T) {
-	r := mustPrice(t, pricing.Input{Book: bookWith(t, "mode: graduated"+stripeTiers), Usage: usageOf("H100", pricing.GPUHours, "20")})
+	r := priceH100(t, bookWith(t, "mode: graduated"+stripeTiers), "20")
 	tiers := r.Lines[0].Tiers
 	want := []struct {
 		idx              int
@@ -177,31 +224,6 @@ func TestTiersGraduatedBreakdown(t *testing.T) {
 	}
 }
 
-func TestTiersFractionalQuantitiesAtEdges(t *testing.T) {
-	volume := bookWith(t, "mode: volume"+stripeTiers)
-	graduated := bookWith(t, "mode: graduated"+stripeTiers)
-	cases := []struct {
-		name   string
-		book   *pricing.Book
-		units  string
-		amount string // full precision
-	}{
-		{"volume, 4.999 stays in tier 1", volume, "4.999", "34.993"},
-		{"volume, 5.0 is still tier 1 (inclusive edge)", volume, "5.0", "35"},
-		{"volume, 5.001 moves every unit to tier 2", volume, "5.001", "32.5065"},
-		{"volume, 10.5 moves every unit to tier 3", volume, "10.5", "63"},
-		{"graduated, 5.5 prices 0.5 in tier 2", graduated, "5.5", "38.25"},
-		{"graduated, 10.000000001 prices a billionth in tier 3", graduated, "10.000000001", "67.500000006"},
-		{"graduated, 0.25 prices a quarter unit in tier 1", graduated, "0.25", "1.75"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := mustPrice(t, pricing.Input{Book: tc.book, Usage: usageOf("H100", pricing.GPUHours, tc.units)})
-			wantDec(t, "amount", r.Lines[0].Amount, tc.amount)
-		})
-	}
-}
-
 func TestTiersFlatFees(t *testing.T) {
 	const flatTiers = `
 tiers:
@@ -209,8 +231,7 @@ tiers:
   - {up_to: 100, unit_price: "0.5", flat_fee: "20"}
   - {flat_fee: "100"}
 `
-	volume := bookWith(t, "mode: volume"+flatTiers)
-	graduated := bookWith(t, "mode: graduated"+flatTiers)
+	volume, graduated := tieredBooks(t, flatTiers)
 	cases := []struct {
 		name  string
 		book  *pricing.Book
@@ -228,7 +249,7 @@ tiers:
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := mustPrice(t, pricing.Input{Book: tc.book, Usage: usageOf("H100", pricing.GPUHours, tc.usage...)})
+			r := priceH100(t, tc.book, tc.usage...)
 			want := decimal.Zero
 			for _, part := range strings.Split(tc.want, "+") {
 				want = want.Add(dec(part))
@@ -263,7 +284,7 @@ func TestUnitPriceSumsHoursExactly(t *testing.T) {
 	// priced at 2.69: 3 × 2.69 = 8.07, not 8.0699999.
 	b := bookWith(t, `unit_price: "2.69"`)
 	q := "0.428571428571428571"
-	r := mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.GPUHours, q, q, q, q, q, q, q)})
+	r := priceH100(t, b, q, q, q, q, q, q, q)
 	wantDec(t, "quantity", r.Lines[0].Quantity, "2.999999999999999997")
 	wantDec(t, "amount (9 places)", r.Lines[0].Amount, "8.070000000")
 	wantDec(t, "total", r.Total, "8.07")
@@ -288,13 +309,7 @@ func TestRoundingModes(t *testing.T) {
 			if tc.mode != "" {
 				mode = ", mode: " + tc.mode
 			}
-			b := mustBook(t, `
-version: test
-currency: {code: USD, rounding: {minor_units: 2`+mode+`}}
-skus:
-  H100: {meters: {energy_kwh: {unit_price: "1"}}}
-`)
-			r := mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.Meter("energy_kwh"), tc.quantity)})
+			r := priceEnergy(t, energyBook(t, "USD, rounding: {minor_units: 2"+mode+"}"), tc.quantity)
 			wantDec(t, "total", r.Total, tc.want)
 		})
 	}
@@ -321,13 +336,7 @@ func TestLineIsRoundedOnceFromItsStoredAmount(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b := mustBook(t, `
-version: test
-currency: {code: `+tc.currency+`}
-skus:
-  H100: {meters: {energy_kwh: {unit_price: "1"}}}
-`)
-			r := mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.Meter("energy_kwh"), tc.quantity)})
+			r := priceEnergy(t, energyBook(t, tc.currency), tc.quantity)
 			if len(r.Lines) != 1 {
 				t.Fatalf("want one line, got %+v", r.Lines)
 			}
@@ -362,6 +371,14 @@ skus:
 
 func TestPriceChangeMidPeriod(t *testing.T) {
 	change := time.Date(2026, 3, 15, 0, 0, 0, 0, time.UTC)
+	// aroundChange is H100 gpu_hours in the hour before the change and the
+	// hour it takes effect.
+	aroundChange := func(before, after string) []pricing.Usage {
+		return []pricing.Usage{
+			{Hour: change.Add(-time.Hour), SKU: "H100", Meter: pricing.GPUHours, Quantity: dec(before)},
+			{Hour: change, SKU: "H100", Meter: pricing.GPUHours, Quantity: dec(after)},
+		}
+	}
 	t.Run("unit price change prices each part at its own price", func(t *testing.T) {
 		b := bookWith(t, `
 unit_price: "2.00"
@@ -369,10 +386,7 @@ changes:
   - from: 2026-03-15T00:00:00Z
     unit_price: "1.50"
 `)
-		usage := []pricing.Usage{
-			{Hour: change.Add(-time.Hour), SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("10")},
-			{Hour: change, SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("10")},
-		}
+		usage := aroundChange("10", "10")
 		r := mustPrice(t, pricing.Input{Book: b, Usage: usage})
 		od := linesOf(r, pricing.KindOnDemand)
 		if len(od) != 2 {
@@ -385,44 +399,50 @@ changes:
 		}
 		wantDec(t, "total", r.Total, "35")
 	})
-	t.Run("graduated tiers keep counting from the period's first unit across a change", func(t *testing.T) {
-		b := bookWith(t, `
+	// Tiers across a change: the mode and tiers of the change's own version
+	// price each part, with the quantity counted over the whole period.
+	tierCases := []struct {
+		name, book, before, after string
+		wantBefore, wantAfter     string
+		whyBefore, whyAfter       string
+	}{
+		{
+			name: "graduated tiers keep counting from the period's first unit across a change",
+			book: `
 mode: graduated
 tiers: [{up_to: 10, unit_price: "2"}, {unit_price: "1.5"}]
 changes:
   - from: 2026-03-15T00:00:00Z
     mode: graduated
     tiers: [{up_to: 10, unit_price: "1.8"}, {unit_price: "1.2"}]
-`)
-		usage := []pricing.Usage{
-			{Hour: change.Add(-time.Hour), SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("8")},
-			{Hour: change, SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("8")},
-		}
-		r := mustPrice(t, pricing.Input{Book: b, Usage: usage})
-		od := linesOf(r, pricing.KindOnDemand)
-		wantDec(t, "units 1–8 at the old tier 1", od[0].Amount, "16")
-		wantDec(t, "units 9–10 at the new tier 1, 11–16 at the new tier 2", od[1].Amount, "10.8")
-	})
-	t.Run("volume tier is chosen by the period total and priced per part", func(t *testing.T) {
-		b := bookWith(t, `
+`,
+			before: "8", after: "8", wantBefore: "16", wantAfter: "10.8",
+			whyBefore: "units 1–8 at the old tier 1", whyAfter: "units 9–10 at the new tier 1, 11–16 at the new tier 2",
+		},
+		{
+			// 12 units reach tier 2 in both versions; each part pays its units
+			// and its quantity share of that version's flat fee.
+			name: "volume tier is chosen by the period total and priced per part",
+			book: `
 mode: volume
 tiers: [{up_to: 10, unit_price: "2"}, {unit_price: "1.5", flat_fee: "3"}]
 changes:
   - from: 2026-03-15T00:00:00Z
     mode: volume
     tiers: [{up_to: 10, unit_price: "1.8"}, {unit_price: "1.2", flat_fee: "6"}]
-`)
-		usage := []pricing.Usage{
-			{Hour: change.Add(-time.Hour), SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("4")},
-			{Hour: change, SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("8")},
-		}
-		r := mustPrice(t, pricing.Input{Book: b, Usage: usage})
-		od := linesOf(r, pricing.KindOnDemand)
-		// 12 units reach tier 2 in both versions; each part pays its units
-		// and its quantity share of that version's flat fee.
-		wantDec(t, "4 units at 1.5 plus 4/12 of 3", od[0].Amount, "7")
-		wantDec(t, "8 units at 1.2 plus 8/12 of 6", od[1].Amount, "13.6")
-	})
+`,
+			before: "4", after: "8", wantBefore: "7", wantAfter: "13.6",
+			whyBefore: "4 units at 1.5 plus 4/12 of 3", whyAfter: "8 units at 1.2 plus 8/12 of 6",
+		},
+	}
+	for _, tc := range tierCases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustPrice(t, pricing.Input{Book: bookWith(t, tc.book), Usage: aroundChange(tc.before, tc.after)})
+			od := linesOf(r, pricing.KindOnDemand)
+			wantDec(t, tc.whyBefore, od[0].Amount, tc.wantBefore)
+			wantDec(t, tc.whyAfter, od[1].Amount, tc.wantAfter)
+		})
+	}
 	t.Run("a change to the same price leaves the total unchanged", func(t *testing.T) {
 		tiers := `
 mode: graduated
@@ -430,10 +450,7 @@ tiers: [{up_to: 10, unit_price: "2", flat_fee: "1"}, {up_to: 20, unit_price: "1.
 `
 		same := bookWith(t, tiers+"changes:\n  - from: 2026-03-15T00:00:00Z\n"+indent(tiers, "    "))
 		plain := bookWith(t, tiers)
-		usage := []pricing.Usage{
-			{Hour: change.Add(-time.Hour), SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("9.5")},
-			{Hour: change, SKU: "H100", Meter: pricing.GPUHours, Quantity: dec("13.25")},
-		}
+		usage := aroundChange("9.5", "13.25")
 		a := mustPrice(t, pricing.Input{Book: same, Usage: usage})
 		b := mustPrice(t, pricing.Input{Book: plain, Usage: usage})
 		if len(linesOf(a, pricing.KindOnDemand)) != 2 {
@@ -535,7 +552,7 @@ func TestPriceSharesBookAndContractAcrossGoroutines(t *testing.T) {
 }
 
 func TestResultJSONKeepsAllPlaces(t *testing.T) {
-	r := mustPrice(t, pricing.Input{Book: bookWith(t, "mode: graduated"+stripeTiers), Usage: usageOf("H100", pricing.GPUHours, "6")})
+	r := priceH100(t, bookWith(t, "mode: graduated"+stripeTiers), "6")
 	out, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -585,5 +602,5 @@ func TestAmountBeyondStorageIsRefused(t *testing.T) {
 	}
 	// The largest storable amounts still price.
 	b = bookWith(t, `unit_price: "99999999999999"`)
-	mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.GPUHours, "999999999999999")})
+	priceH100(t, b, "999999999999999")
 }

@@ -11,14 +11,7 @@ import (
 
 // reservedBook prices H100 gpu_hours at 2.00 on demand and 1.5× that in
 // burst; a 3g MIG profile has weight 3/7 and a burst price of its own.
-const reservedBook = `
-version: test
-currency: {code: USD, rounding: {minor_units: 2}}
-skus:
-  H100:
-    weight: 1
-    meters:
-      gpu_hours: {unit_price: "2.00", burst: {multiplier: "1.5"}}
+const reservedBook = h100Head + `      gpu_hours: {unit_price: "2.00", burst: {multiplier: "1.5"}}
   H100-SXM5-80GB/3g.40gb:
     weight: 3/7
     meters:

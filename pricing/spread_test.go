@@ -11,6 +11,22 @@ import (
 	"github.com/shopspring/decimal"
 )
 
+// wantsErr reports whether a case wants an error (want not empty), and
+// fails the test when err is not that error or is one nobody wanted.
+func wantsErr(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %v, want one containing %q", err, want)
+		}
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return false
+}
+
 func TestParsePeriodQuantity(t *testing.T) {
 	cases := []struct {
 		name, in string
@@ -36,14 +52,8 @@ func TestParsePeriodQuantity(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := pricing.ParsePeriodQuantity(tc.in)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one containing %q", err, tc.err)
-				}
+			if wantsErr(t, err, tc.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got.SKU != tc.want.SKU || got.Meter != tc.want.Meter || !got.Quantity.Equal(tc.want.Quantity) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
@@ -88,14 +98,8 @@ func TestSpread(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rows, err := tc.q.Spread(tc.from, tc.to)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one containing %q", err, tc.err)
-				}
+			if wantsErr(t, err, tc.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(rows) != tc.hours {
 				t.Fatalf("%d rows, want %d", len(rows), tc.hours)

@@ -106,17 +106,11 @@ func TestParseUsageFile(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rows, origins, err := pricing.ParseUsageFile(tc.file, []byte(tc.data))
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one containing %q", err, tc.err)
-				}
+			if wantsErr(t, err, tc.err) {
 				if rows != nil || origins != nil {
 					t.Errorf("rows %v and origins %v with an error", rows, origins)
 				}
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(rows) != len(tc.rows) || len(origins) != len(tc.origins) {
 				t.Fatalf("rows %+v origins %+v, want %+v %+v", rows, origins, tc.rows, tc.origins)

@@ -174,6 +174,21 @@ func yamlTypeError(n *yaml.Node, format string, args ...any) error {
 	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: ", n.Line) + fmt.Sprintf(format, args...)}}
 }
 
+// decodeScalar sets *dst to the YAML scalar n read by parse; anything but
+// a scalar is refused as not what it wants, and either error names the
+// node's line. On error *dst is left as it was.
+func decodeScalar[T any](n *yaml.Node, dst *T, want string, parse func(string) (T, error)) error {
+	if n.Kind != yaml.ScalarNode {
+		return yamlTypeError(n, "want %s", want)
+	}
+	v, err := parse(n.Value)
+	if err != nil {
+		return yamlTypeError(n, "%v", err)
+	}
+	*dst = v
+	return nil
+}
+
 // dec is an optional decimal field; set tells "0" from absent.
 type dec struct {
 	v   decimal.Decimal
@@ -181,15 +196,10 @@ type dec struct {
 }
 
 func (x *dec) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return yamlTypeError(n, "want a decimal number")
-	}
-	d, err := parseDecimal(n.Value)
-	if err != nil {
-		return yamlTypeError(n, "%v", err)
-	}
-	*x = dec{v: d, set: true}
-	return nil
+	return decodeScalar(n, x, "a decimal number", func(s string) (dec, error) {
+		d, err := parseDecimal(s)
+		return dec{v: d, set: true}, err
+	})
 }
 
 // fraction is a decimal that may also be written as "a/b" (a MIG weight such
@@ -202,15 +212,7 @@ type fraction struct {
 }
 
 func (x *fraction) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return yamlTypeError(n, "want a number or a fraction such as 3/7")
-	}
-	f, err := parseFraction(n.Value)
-	if err != nil {
-		return yamlTypeError(n, "%v", err)
-	}
-	*x = f
-	return nil
+	return decodeScalar(n, x, "a number or a fraction such as 3/7", parseFraction)
 }
 
 func parseFraction(s string) (fraction, error) {
@@ -242,15 +244,10 @@ type stamp struct {
 }
 
 func (x *stamp) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return yamlTypeError(n, "want a time (RFC 3339 or YYYY-MM-DD)")
-	}
-	t, err := ParseTime(n.Value)
-	if err != nil {
-		return yamlTypeError(n, "%v", err)
-	}
-	*x = stamp{t: t, set: true}
-	return nil
+	return decodeScalar(n, x, "a time (RFC 3339 or YYYY-MM-DD)", func(s string) (stamp, error) {
+		t, err := ParseTime(s)
+		return stamp{t: t, set: true}, err
+	})
 }
 
 // ParseTime reads an RFC 3339 time, or a date YYYY-MM-DD meaning 00:00 UTC.
@@ -274,17 +271,13 @@ type upTo struct {
 }
 
 func (x *upTo) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return yamlTypeError(n, "want a number or inf")
+	return decodeScalar(n, x, "a number or inf", parseUpTo)
+}
+
+func parseUpTo(s string) (upTo, error) {
+	if v := strings.ToLower(strings.TrimSpace(s)); v == "inf" || v == ".inf" || v == "+inf" {
+		return upTo{set: true, open: true}, nil
 	}
-	if v := strings.ToLower(strings.TrimSpace(n.Value)); v == "inf" || v == ".inf" || v == "+inf" {
-		*x = upTo{set: true, open: true}
-		return nil
-	}
-	d, err := parseDecimal(n.Value)
-	if err != nil {
-		return yamlTypeError(n, "%v", err)
-	}
-	*x = upTo{v: d, set: true}
-	return nil
+	d, err := parseDecimal(s)
+	return upTo{v: d, set: true}, err
 }

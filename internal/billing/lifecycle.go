@@ -30,6 +30,35 @@ func (st *ledger) find(ref string) (*StoredInvoice, error) {
 	return nil, fmt.Errorf("invoice %q: %w (give an id such as acme/2026-11/1 or a number)", ref, ErrNotFound)
 }
 
+// lockLedger takes the issuer's lease and loads the ledger under it; the
+// caller releases the lease. On error nothing is held.
+func (r *Runner) lockLedger(ctx context.Context) (*heldLease, *ledger, error) {
+	hold, err := r.acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := r.loadState(hold.ctx)
+	if err != nil {
+		hold.release()
+		return nil, nil, err
+	}
+	return hold, st, nil
+}
+
+// nextRevision is inv stored as the revision after s, refused when the
+// ledger forbids that change.
+func (st *ledger) nextRevision(s *StoredInvoice, inv *Invoice) (StoredInvoice, error) {
+	doc, err := inv.Document()
+	if err != nil {
+		return StoredInvoice{}, err
+	}
+	ns := StoredInvoice{Invoice: inv, Revision: s.Revision + 1, Document: doc}
+	if err := st.checkWrite(ns); err != nil {
+		return StoredInvoice{}, err
+	}
+	return ns, nil
+}
+
 // Invoices lists the issuer's invoices (latest revision), optionally of
 // one period and tenant, by period, tenant and id.
 func (r *Runner) Invoices(ctx context.Context, period, tenant string) ([]StoredInvoice, error) {
@@ -80,16 +109,12 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 			return nil, fault.Validationf("%v", err)
 		}
 	}
-	hold, err := r.acquire(ctx)
+	hold, st, err := r.lockLedger(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer hold.release()
 	ctx = hold.ctx
-	st, err := r.loadState(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var targets []*StoredInvoice
 	for _, ref := range refs {
 		s, err := st.find(ref)
@@ -150,12 +175,8 @@ func (r *Runner) Finalize(ctx context.Context, refs []string, period string) ([]
 		if err := r.finalize(st, &inv, now); err != nil {
 			return nil, err
 		}
-		doc, err := inv.Document()
+		ns, err := st.nextRevision(s, &inv)
 		if err != nil {
-			return nil, err
-		}
-		ns := StoredInvoice{Invoice: &inv, Revision: s.Revision + 1, Document: doc}
-		if err := st.checkWrite(ns); err != nil {
 			return nil, err
 		}
 		save = append(save, ns)
@@ -241,16 +262,12 @@ func (r *Runner) Void(ctx context.Context, ref, reason string) (*Invoice, error)
 	if strings.TrimSpace(reason) == "" {
 		return nil, fault.Validationf("reason: required (it is printed on the void invoice)")
 	}
-	hold, err := r.acquire(ctx)
+	hold, st, err := r.lockLedger(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer hold.release()
 	ctx = hold.ctx
-	st, err := r.loadState(ctx)
-	if err != nil {
-		return nil, err
-	}
 	s, err := st.find(ref)
 	if err != nil {
 		return nil, err
@@ -285,12 +302,8 @@ func (r *Runner) Void(ctx context.Context, ref, reason string) (*Invoice, error)
 	if err := inv.Validate(); err != nil {
 		return nil, err
 	}
-	doc, err := inv.Document()
+	ns, err := st.nextRevision(s, &inv)
 	if err != nil {
-		return nil, err
-	}
-	ns := StoredInvoice{Invoice: &inv, Revision: s.Revision + 1, Document: doc}
-	if err := st.checkWrite(ns); err != nil {
 		return nil, err
 	}
 	if err := hold.check(); err != nil {

@@ -625,25 +625,24 @@ type runFiles struct {
 }
 
 func (f *runFiles) book(path string) (loadedBook, error) {
-	if b, ok := f.books[path]; ok {
-		return b, nil
-	}
-	b, err := f.loadBook(path)
-	if err == nil {
-		f.books[path] = b
-	}
-	return b, err
+	return loadOnce(f.books, path, f.loadBook)
 }
 
 func (f *runFiles) contract(path string) (loadedContract, error) {
-	if c, ok := f.contracts[path]; ok {
-		return c, nil
+	return loadOnce(f.contracts, path, f.loadContract)
+}
+
+// loadOnce is loaded[path], loaded by load on first use; a failed load is
+// not kept, so it fails again for the next customer naming the file.
+func loadOnce[T any](loaded map[string]T, path string, load func(string) (T, error)) (T, error) {
+	if v, ok := loaded[path]; ok {
+		return v, nil
 	}
-	c, err := f.loadContract(path)
+	v, err := load(path)
 	if err == nil {
-		f.contracts[path] = c
+		loaded[path] = v
 	}
-	return c, err
+	return v, err
 }
 
 func (f *runFiles) loadBook(path string) (loadedBook, error) {

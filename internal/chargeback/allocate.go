@@ -2,6 +2,8 @@ package chargeback
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -379,11 +381,7 @@ func (f *fleet) days(in Input, minor int32) ([]DayCost, error) {
 	}
 	chart := map[key]decimal.Decimal{}
 	spread := func(dept string, total decimal.Decimal, byDay map[int64]decimal.Decimal) error {
-		days := make([]int64, 0, len(byDay))
-		for d := range byDay {
-			days = append(days, d)
-		}
-		sort.Slice(days, func(i, j int) bool { return days[i] < days[j] })
+		days := slices.Sorted(maps.Keys(byDay))
 		w := make([]decimal.Decimal, len(days))
 		for i, d := range days {
 			w[i] = byDay[d]
@@ -529,11 +527,7 @@ func (a *acc) totals(carbon bool) Totals {
 	if carbon {
 		t.Energy.KgCO2e = decimal.NullDecimal{Decimal: kgCO2e(a.gramMillijoules), Valid: true}
 	}
-	skus := make([]string, 0, len(a.skus))
-	for s := range a.skus {
-		skus = append(skus, s)
-	}
-	sort.Strings(skus)
+	skus := slices.Sorted(maps.Keys(a.skus))
 	for _, s := range skus {
 		t.SKUs = append(t.SKUs, SKUHours{SKU: s, GPUMicroseconds: a.skus[s], GPUHours: ratio(a.skus[s], microsecondsPerHour)})
 	}

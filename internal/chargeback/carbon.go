@@ -4,7 +4,8 @@ import (
 	"encoding/csv"
 	"errors"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,11 +46,7 @@ func (c *CarbonSource) validate(ps *problems, at string) {
 	case !fixed && len(c.Hours) == 0:
 		ps.add(at, "no intensities: set sites and default, or hours, or leave carbon out")
 	}
-	sites := make([]string, 0, len(c.Sites))
-	for s := range c.Sites {
-		sites = append(sites, s)
-	}
-	sort.Strings(sites)
+	sites := slices.Sorted(maps.Keys(c.Sites))
 	for _, s := range sites {
 		p := at + ".sites[" + strconv.Quote(s) + "]"
 		if s == "" {

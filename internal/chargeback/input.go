@@ -38,8 +38,9 @@ package chargeback
 
 import (
 	"fmt"
+	"maps"
 	"math/bits"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -285,7 +286,7 @@ func (in Input) validateRow(ps *problems, at string, r Row) bool {
 		ps.add(at+".energy_source", "unknown %q (want %s, %s or %s)", r.EnergySource, EnergyMeasured, EnergySplitBySlices, EnergySplitByGPM)
 	}
 	ok := true
-	for _, m := range sortedMeters(r.Cost) {
+	for _, m := range slices.Sorted(maps.Keys(r.Cost)) {
 		if _, err := pricing.ParseMeter(string(m)); err != nil {
 			ps.add(at+".cost["+strconv.Quote(string(m))+"]", "%v", err)
 			ok = false
@@ -304,11 +305,7 @@ func validateWeights(ps *problems, weights map[string]decimal.Decimal, departmen
 		ps.add("weights", "required for idle mode %s: a weight per department", IdleByWeight)
 		return
 	}
-	names := make([]string, 0, len(weights))
-	for name := range weights {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(weights))
 	positive := false
 	for _, name := range names {
 		at := "weights[" + strconv.Quote(name) + "]"
@@ -325,15 +322,6 @@ func validateWeights(ps *problems, weights map[string]decimal.Decimal, departmen
 	if !positive {
 		ps.add("weights", "all zero: at least one department needs a positive weight")
 	}
-}
-
-func sortedMeters(m map[pricing.Meter]decimal.Decimal) []pricing.Meter {
-	out := make([]pricing.Meter, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 // checkDecimal says what is wrong with d as a cost, weight or intensity, or

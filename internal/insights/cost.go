@@ -3,6 +3,8 @@ package insights
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -34,11 +36,7 @@ func (tp TenantPricing) Validate() error {
 }
 
 func validatePricing(tps map[string]TenantPricing) error {
-	names := make([]string, 0, len(tps))
-	for n := range tps {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(tps))
 	var errs []error
 	for _, n := range names {
 		if err := tps[n].Validate(); err != nil {
@@ -102,11 +100,7 @@ func (g gpuHours) usage(b *pricing.Book) (rows []pricing.Usage, unpriced []strin
 		}
 		rows = append(rows, pricing.Usage{Hour: time.Unix(k.hour, 0).UTC(), SKU: k.sku, Meter: pricing.GPUHours, Quantity: GPUHours(g[k])})
 	}
-	for s := range skip {
-		unpriced = append(unpriced, s)
-	}
-	sort.Strings(unpriced)
-	return rows, unpriced
+	return rows, slices.Sorted(maps.Keys(skip))
 }
 
 // exactTotal prices rows and returns the sum of the lines' exact amounts
@@ -195,12 +189,7 @@ func DailySpend(tenant string, tp TenantPricing, from, to time.Time, usage []pri
 		i, _ := s.index(s.dayStart(u.Hour))
 		days[i] = append(days[i], u)
 	}
-	idx := make([]int, 0, len(days))
-	for i := range days {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
-	for _, i := range idx {
+	for _, i := range slices.Sorted(maps.Keys(days)) {
 		res, err := pricing.Price(pricing.Input{Tenant: tenant, Start: s.at(i), End: s.at(i + 1), Usage: days[i], Contract: tp.Contract, Book: tp.Book})
 		if err != nil {
 			return Series{}, fmt.Errorf("daily spend of %s on %s: %w", tenant, s.at(i).Format(time.DateOnly), err)
@@ -234,12 +223,7 @@ func DailyUsage(tenant string, meter pricing.Meter, from, to time.Time, usage []
 		i, _ := s.index(s.dayStart(u.Hour))
 		days[i] = days[i].Add(u.Quantity)
 	}
-	idx := make([]int, 0, len(days))
-	for i := range days {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
-	for _, i := range idx {
+	for _, i := range slices.Sorted(maps.Keys(days)) {
 		s.Points = append(s.Points, Point{At: s.at(i), Value: days[i]})
 	}
 	return s, nil
@@ -546,10 +530,7 @@ func (in CostForecastInput) project(out *CostForecast) ([]projection, error) {
 		i := int(u.Hour.Sub(from) / time.Hour)
 		sums[k][i] = sums[k][i].Add(u.Quantity)
 	}
-	keys := make([]usageKey, 0, len(sums))
-	for k := range sums {
-		keys = append(keys, k)
-	}
+	keys := slices.Collect(maps.Keys(sums))
 	sort.Slice(keys, func(i, j int) bool {
 		if keys[i].sku != keys[j].sku {
 			return keys[i].sku < keys[j].sku

@@ -251,19 +251,24 @@ func TestForecastCostRunRateBeforeTwoWeeks(t *testing.T) {
 	checkPath(t, fc)
 }
 
-// TestForecastCostBandUnderNoise: noisy history gives a band around the
-// forecast that widens along the path.
-func TestForecastCostBandUnderNoise(t *testing.T) {
+// noisyNovember is acme's cost forecast asked on 17 November 2026 at noon,
+// with six weeks of history whose hours vary at random (seeded).
+func noisyNovember(tb testing.TB) CostForecastInput {
+	tb.Helper()
 	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	end := start.AddDate(0, 1, 0)
 	asOf := time.Date(2026, 11, 17, 12, 0, 0, 0, time.UTC)
-	tp := costPricing(t, "1000")
 	r := rand.New(rand.NewPCG(3, 31))
 	noisy := func(h time.Time) []pricing.Usage {
 		return weekUsage(h, decimal.NewFromInt(int64(50+r.IntN(100))).Div(decimal.NewFromInt(100)))
 	}
-	fc, err := ForecastCost(CostForecastInput{Tenant: "acme", Pricing: tp, PeriodStart: start, PeriodEnd: end, AsOf: asOf,
-		Usage: usageBetween(start.AddDate(0, 0, -42), asOf, noisy), Weeks: DefaultForecastWeeks})
+	return CostForecastInput{Tenant: "acme", Pricing: costPricing(tb, "1000"), PeriodStart: start, PeriodEnd: start.AddDate(0, 1, 0), AsOf: asOf,
+		Usage: usageBetween(start.AddDate(0, 0, -42), asOf, noisy), Weeks: DefaultForecastWeeks}
+}
+
+// TestForecastCostBandUnderNoise: noisy history gives a band around the
+// forecast that widens along the path.
+func TestForecastCostBandUnderNoise(t *testing.T) {
+	fc, err := ForecastCost(noisyNovember(t))
 	if err != nil {
 		t.Fatal(err)
 	}

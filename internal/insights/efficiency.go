@@ -3,7 +3,9 @@ package insights
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -196,11 +198,7 @@ func Efficiency(in EfficiencyInput) (EfficiencyReport, error) {
 			a.held.add(iv.Start, h.SKU, iv.GPUMicros)
 		}
 	}
-	names := make([]string, 0, len(tenants))
-	for n := range tenants {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(tenants))
 	rep := EfficiencyReport{From: in.From, To: in.To, Params: in.Params}
 	for _, n := range names {
 		a := tenants[n]
@@ -249,11 +247,7 @@ func departmentsOf(tenants []TenantEfficiency) []DepartmentEfficiency {
 			d.IdleCost = addMoney(d.IdleCost, *row.IdleCost)
 		}
 	}
-	dnames := make([]string, 0, len(depts))
-	for n := range depts {
-		dnames = append(dnames, n)
-	}
-	sort.Strings(dnames)
+	dnames := slices.Sorted(maps.Keys(depts))
 	out := make([]DepartmentEfficiency, 0, len(dnames))
 	for _, n := range dnames {
 		out = append(out, *depts[n])

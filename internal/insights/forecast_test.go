@@ -13,6 +13,28 @@ import (
 // weekdayShape is a daily season: weekends are quiet.
 var weekdayShape = [7]float64{0, 5, 10, 5, 0, -30, -40} // by step mod 7
 
+// The spend scenario the forecast tests share: daily history from
+// 6 October 2026, a forecast of December asked on 15 December.
+var (
+	historyFrom = time.Date(2026, 10, 6, 0, 0, 0, 0, time.UTC)
+	december    = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	midDecember = time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC)
+	january     = time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// spendTrend is that scenario's true spend on day i: 100 rising by 0.5 a
+// day, on the weekday shape.
+func spendTrend(i int) float64 { return 100 + 0.5*float64(i) + weekdayShape[i%7] }
+
+// The capacity scenario: demand from 7 September 2026 in GPUs, 60 rising
+// by 0.5 a day on a fifth of the weekday shape, asked 8 weeks later.
+var (
+	demandFrom = time.Date(2026, 9, 7, 0, 0, 0, 0, time.UTC)
+	demandNow  = demandFrom.AddDate(0, 0, 56)
+)
+
+func gpuDemand(i int) float64 { return 60 + 0.5*float64(i) + weekdayShape[i%7]/5 }
+
 // dailySeries is f(i) for days [from, to).
 func dailySeries(meter string, from, to time.Time, f func(i int) float64) Series {
 	s := Series{Tenant: "acme", Meter: meter, Step: Daily, From: from, To: to}
@@ -23,11 +45,7 @@ func dailySeries(meter string, from, to time.Time, f func(i int) float64) Series
 }
 
 func TestForecastRecoversTrendAndSeasonExactly(t *testing.T) {
-	from := time.Date(2026, 10, 6, 0, 0, 0, 0, time.UTC)
-	monthStart := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	now := time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC)
-	monthEnd := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
-	truth := func(i int) float64 { return 100 + 0.5*float64(i) + weekdayShape[i%7] }
+	from, monthStart, now, monthEnd, truth := historyFrom, december, midDecember, january, spendTrend
 	s := dailySeries("spend", from, now, truth)
 	fc, err := ForecastPeriod(ForecastInput{Series: s, PeriodStart: monthStart, PeriodEnd: monthEnd, Weeks: DefaultForecastWeeks})
 	if err != nil {
@@ -79,11 +97,7 @@ func TestForecastHourlyExactly(t *testing.T) {
 // history, over 50 seeds, the slope is recovered within ±0.15 per day
 // (of 0.5) and the month total within ±3 % (measured: 0.108 and 2.35 %).
 func TestForecastToleranceUnderNoise(t *testing.T) {
-	from := time.Date(2026, 10, 6, 0, 0, 0, 0, time.UTC)
-	monthStart := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	now := time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC)
-	monthEnd := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
-	truth := func(i int) float64 { return 100 + 0.5*float64(i) + weekdayShape[i%7] }
+	from, monthStart, now, monthEnd, truth := historyFrom, december, midDecember, january, spendTrend
 	var worstSlope, worstTotal float64
 	covered := 0
 	for seed := uint64(1); seed <= 50; seed++ {
@@ -125,9 +139,7 @@ func TestForecastToleranceUnderNoise(t *testing.T) {
 }
 
 func TestCapacityDate(t *testing.T) {
-	from := time.Date(2026, 9, 7, 0, 0, 0, 0, time.UTC)
-	now := from.AddDate(0, 0, 56)
-	demand := func(i int) float64 { return 60 + 0.5*float64(i) + weekdayShape[i%7]/5 }
+	from, now, demand := demandFrom, demandNow, gpuDemand
 	// First day ≥ 56 with demand above 100.
 	wantDay := -1
 	for i := 56; i < 56+365; i++ {
@@ -171,9 +183,7 @@ func TestCapacityDate(t *testing.T) {
 // shape and uniform noise of ±3 GPUs, capacity 100: over 50 seeds the
 // date found is within ±10 days of the noise-free one.
 func TestCapacityDateToleranceUnderNoise(t *testing.T) {
-	from := time.Date(2026, 9, 7, 0, 0, 0, 0, time.UTC)
-	now := from.AddDate(0, 0, 56)
-	demand := func(i int) float64 { return 60 + 0.5*float64(i) + weekdayShape[i%7]/5 }
+	from, now, demand := demandFrom, demandNow, gpuDemand
 	want := firstAbove(from, demand, 100)
 	worst := 0.0
 	for seed := uint64(1); seed <= 50; seed++ {
@@ -246,10 +256,7 @@ func TestForecastAndCapacityValidate(t *testing.T) {
 // band widening step by step on projected ones, its low never under what
 // was actually spent; the last point is Total, Low and High exactly.
 func TestForecastPath(t *testing.T) {
-	from := time.Date(2026, 10, 6, 0, 0, 0, 0, time.UTC)
-	dec1 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	jan1 := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
-	truth := func(i int) float64 { return 100 + 0.5*float64(i) + weekdayShape[i%7] }
+	from, dec1, jan1, truth := historyFrom, december, january, spendTrend
 	noisy := func(seed uint64, level, amp float64) func(int) float64 {
 		r := rand.New(rand.NewPCG(seed, 3))
 		return func(i int) float64 { return max(0, level/100*truth(i)+(r.Float64()*2-1)*amp) }
@@ -263,8 +270,8 @@ func TestForecastPath(t *testing.T) {
 		exact           bool // noise-free: every point is the truth's running sum
 		clamped         bool // some low is held at the actual
 	}{
-		{"known trend, mid-month", truth, time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC), dec1, jan1, 14, 17, true, false},
-		{"noise, mid-month", noisy(1, 100, 10), time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC), dec1, jan1, 14, 17, false, false},
+		{"known trend, mid-month", truth, midDecember, dec1, jan1, 14, 17, true, false},
+		{"noise, mid-month", noisy(1, 100, 10), midDecember, dec1, jan1, 14, 17, false, false},
 		{"noise, first day: nothing actual yet", noisy(2, 100, 10), dec1, dec1, jan1, 0, 31, false, false},
 		{"noise, month over: nothing projected", noisy(3, 100, 10), jan1, dec1, jan1, 31, 0, false, false},
 		{"noise over a small level: the low stops at the actual", noisy(4, 10, 50), time.Date(2026, 12, 30, 0, 0, 0, 0, time.UTC), dec1, jan1, 29, 2, false, true},

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -125,11 +127,7 @@ func series(samples []collectors.Sample, from, to time.Time) (hourly, daily []in
 		}
 		hours[s.Tenant][s.Start.Truncate(time.Hour)] += int64(s.GPUMicroseconds)
 	}
-	tenants := make([]string, 0, len(hours))
-	for t := range hours {
-		tenants = append(tenants, t)
-	}
-	sort.Strings(tenants)
+	tenants := slices.Sorted(maps.Keys(hours))
 	for _, tenant := range tenants {
 		h := insights.Series{Tenant: tenant, Meter: "gpu_hours", Step: insights.Hourly, From: from, To: to}
 		d := insights.Series{Tenant: tenant, Meter: "spend", Step: insights.Daily, From: from, To: to}

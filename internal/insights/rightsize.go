@@ -1,10 +1,13 @@
 package insights
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,11 +83,7 @@ func (in RightSizeInput) Validate() error {
 	}
 	errs = append(errs, validateHoldings("holdings", in.Holdings), validatePricing(in.Pricing),
 		intervalsInside("holdings", in.Holdings, in.From, in.To))
-	models := make([]string, 0, len(in.VGPUTypes))
-	for m := range in.VGPUTypes {
-		models = append(models, m)
-	}
-	sort.Strings(models)
+	models := slices.Sorted(maps.Keys(in.VGPUTypes))
 	for _, m := range models {
 		for _, name := range in.VGPUTypes[m] {
 			if t, ok := gpucatalog.LookupVGPU(m, name); !ok || t.MIGProfile != "" {
@@ -230,16 +229,7 @@ func RightSize(in RightSizeInput) (RightSizeReport, error) {
 			th.add(iv.Start, h.SKU, iv.GPUMicros)
 		}
 	}
-	keys := make([][2]string, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i][0] != keys[j][0] {
-			return keys[i][0] < keys[j][0]
-		}
-		return keys[i][1] < keys[j][1]
-	})
+	keys := sortedPairs(groups)
 	rep := RightSizeReport{From: in.From, To: in.To, Params: in.Params}
 	demand := map[string]map[[2]string]int{} // tenant → (model, profile) → count
 	partitioned := map[string]bool{}         // whole GPUs the demand would partition
@@ -558,26 +548,19 @@ func mulDiv(v, num, den int64) int64 {
 	return q.Int64()
 }
 
+// sortedPairs is m's keys, pairs such as (model, profile), in order.
+func sortedPairs[V any](m map[[2]string]V) [][2]string {
+	return slices.SortedFunc(maps.Keys(m), func(a, b [2]string) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	})
+}
+
 func buildDemand(d map[string]map[[2]string]int) partition.Demand {
-	tenants := make([]string, 0, len(d))
-	for t := range d {
-		tenants = append(tenants, t)
-	}
-	sort.Strings(tenants)
+	tenants := slices.Sorted(maps.Keys(d))
 	var out partition.Demand
 	for _, t := range tenants {
 		td := partition.TenantDemand{Tenant: t}
-		keys := make([][2]string, 0, len(d[t]))
-		for k := range d[t] {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			if keys[i][0] != keys[j][0] {
-				return keys[i][0] < keys[j][0]
-			}
-			return keys[i][1] < keys[j][1]
-		})
-		for _, k := range keys {
+		for _, k := range sortedPairs(d[t]) {
 			td.Pending = append(td.Pending, partition.Request{Model: k[0], Profile: k[1], Count: min(d[t][k], partition.MaxCount)})
 		}
 		out.Tenants = append(out.Tenants, td)

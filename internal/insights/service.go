@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -319,11 +321,7 @@ func (s *Service) Detect(ctx context.Context, r Request, save bool) (found, fres
 	if err != nil {
 		return nil, nil, err
 	}
-	tenants := make([]string, 0, len(usage))
-	for t := range usage {
-		tenants = append(tenants, t)
-	}
-	sort.Strings(tenants)
+	tenants := slices.Sorted(maps.Keys(usage))
 	for _, t := range tenants {
 		pr, ok := s.prices.For(t)
 		if !ok {
@@ -511,11 +509,7 @@ func (s *Service) Capacity(ctx context.Context, r CapacityRequest) ([]CapacityFo
 	for _, d := range demand {
 		byModel[d.SKU] = d
 	}
-	models := make([]string, 0, len(gpus))
-	for m := range gpus {
-		models = append(models, m)
-	}
-	sort.Strings(models)
+	models := slices.Sorted(maps.Keys(gpus))
 	var in []CapacityInput
 	for _, m := range models {
 		d, ok := byModel[m]

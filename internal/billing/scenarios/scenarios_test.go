@@ -6,11 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/big"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -354,12 +355,7 @@ func checkOutcome(t *testing.T, where string, o billing.Outcome, want expect) {
 		for k := range exp {
 			keys[k] = true
 		}
-		var sorted []string
-		for k := range keys {
-			sorted = append(sorted, k)
-		}
-		sort.Strings(sorted)
-		for _, k := range sorted {
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
 			if got[k] != exp[k] {
 				t.Errorf("%s: line %s = %d cents, want %d", where, k, got[k], exp[k])
 			}

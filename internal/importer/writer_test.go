@@ -14,8 +14,8 @@ import (
 // sample by sample.
 func checkReadsBack(t *testing.T, format Format, text string, want []collectors.Sample) {
 	t.Helper()
-	var got []collectors.Sample
-	if err := Read(strings.NewReader(text), format, func(s collectors.Sample) error { got = append(got, s); return nil }); err != nil {
+	got, err := readAll(t, format, text)
+	if err != nil {
 		t.Fatalf("%s: read back: %v\n%s", format, err, text)
 	}
 	if len(got) != len(want) {

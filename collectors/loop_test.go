@@ -166,22 +166,29 @@ func TestPollReturnsAppendError(t *testing.T) {
 	}
 }
 
-func TestRunPollsAlignedIntervalsUntilTheEnd(t *testing.T) {
+// runUntil runs a 10 s loop over one GPU on clock until until, and returns
+// its source and what it appended, each sample's interval as "mm:ss-mm:ss".
+func runUntil(t *testing.T, clock *manualClock, until time.Time) (*fakeSource, []Sample, []string) {
+	t.Helper()
 	src := &fakeSource{gpus: []GPUReading{{GPU: GPU{UUID: "GPU-a"}}}}
 	hosts := []Host{{Name: "h", Sources: []NamedSource{{"nvml", src}}}}
 	out := &collect{}
-	clock := &manualClock{now: t0.Add(3 * time.Second)}
-	loop, err := NewLoop(LoopConfig{Interval: 10 * time.Second, Until: t0.Add(35 * time.Second)}, hosts, oneRow, out, clock, nil, nil)
+	loop, err := NewLoop(LoopConfig{Interval: 10 * time.Second, Until: until}, hosts, oneRow, out, clock, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := loop.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
+	var intervals []string
 	for _, s := range out.samples {
-		got = append(got, fmt.Sprintf("%s-%s", s.Start.Format("04:05"), s.End.Format("04:05")))
+		intervals = append(intervals, fmt.Sprintf("%s-%s", s.Start.Format("04:05"), s.End.Format("04:05")))
 	}
+	return src, out.samples, intervals
+}
+
+func TestRunPollsAlignedIntervalsUntilTheEnd(t *testing.T) {
+	src, _, got := runUntil(t, &manualClock{now: t0.Add(3 * time.Second)}, t0.Add(35*time.Second))
 	// Primed at :03; the first interval ends at the next boundary; the last
 	// one is cut at Until.
 	want := []string{"00:03-00:10", "00:10-00:20", "00:20-00:30", "00:30-00:35"}
@@ -194,22 +201,10 @@ func TestRunPollsAlignedIntervalsUntilTheEnd(t *testing.T) {
 }
 
 func TestRunCoversALateWakeUpWithOneLongerInterval(t *testing.T) {
-	src := &fakeSource{gpus: []GPUReading{{GPU: GPU{UUID: "GPU-a"}}}}
-	hosts := []Host{{Name: "h", Sources: []NamedSource{{"nvml", src}}}}
-	out := &collect{}
 	// The second wait wakes 25 s late (a suspended host).
-	clock := &manualClock{now: t0, late: map[int]time.Duration{2: 25 * time.Second}}
-	loop, err := NewLoop(LoopConfig{Interval: 10 * time.Second, Until: t0.Add(60 * time.Second)}, hosts, oneRow, out, clock, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := loop.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
+	_, samples, got := runUntil(t, &manualClock{now: t0, late: map[int]time.Duration{2: 25 * time.Second}}, t0.Add(60*time.Second))
 	var total uint64
-	for _, s := range out.samples {
-		got = append(got, fmt.Sprintf("%s-%s", s.Start.Format("04:05"), s.End.Format("04:05")))
+	for _, s := range samples {
 		total += s.GPUMicroseconds
 	}
 	want := []string{"00:00-00:10", "00:10-00:40", "00:40-00:50", "00:50-01:00"}

@@ -2,6 +2,7 @@ package attribution
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -287,12 +288,12 @@ func TestApportion(t *testing.T) {
 				rows[dev+" "+s.Tenant+" "+s.Workload] = s
 			}
 			if len(rows) != len(tc.want) {
-				t.Errorf("rows %v, want %d rows", keys(rows), len(tc.want))
+				t.Errorf("rows %v, want %d rows", slices.Sorted(maps.Keys(rows)), len(tc.want))
 			}
 			for key, w := range tc.want {
 				s, ok := rows[key]
 				if !ok {
-					t.Errorf("row %q missing; have %v", key, keys(rows))
+					t.Errorf("row %q missing; have %v", key, slices.Sorted(maps.Keys(rows)))
 					continue
 				}
 				if _, ok := w.f["gpu"]; !ok {
@@ -373,15 +374,6 @@ func shuffled(g *collectors.GPUReading, rng *rand.Rand) collectors.GPUReading {
 	rng.Shuffle(len(s.Instances), func(i, j int) { s.Instances[i], s.Instances[j] = s.Instances[j], s.Instances[i] })
 	rng.Shuffle(len(s.Claims), func(i, j int) { s.Claims[i], s.Claims[j] = s.Claims[j], s.Claims[i] })
 	return s
-}
-
-func keys(m map[string]collectors.Sample) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func TestApportionSampleIDsAreStableAndDistinct(t *testing.T) {

@@ -86,6 +86,23 @@ var fixtureTenancy = Tenancy{
 	AccountIsTenant:   true,
 }
 
+// checkCgroupOwner checks the owner a fresh cgroup attributor with cfg and
+// tenancy gives process pid.
+func checkCgroupOwner(t *testing.T, cfg CgroupConfig, tenancy Tenancy, pid uint32, want collectors.Owner) {
+	t.Helper()
+	c, err := NewCgroup(cfg, tenancy, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus := gpuWith(pid)
+	if err := c.Attribute(context.Background(), gpus); err != nil {
+		t.Fatal(err)
+	}
+	if got := gpus[0].Processes[0].Owner; got != want {
+		t.Fatalf("owner = %+v, want %+v", got, want)
+	}
+}
+
 func gpuWith(pids ...uint32) []collectors.GPUReading {
 	g := collectors.GPUReading{GPU: collectors.GPU{UUID: "GPU-1"}}
 	for _, pid := range pids {
@@ -113,17 +130,7 @@ func TestCgroupAttribution(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := NewCgroup(CgroupConfig{ProcRoot: "testdata/proc", PodLogDir: "testdata/pods"}, tc.tenancy, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gpus := gpuWith(tc.pid)
-			if err := c.Attribute(context.Background(), gpus); err != nil {
-				t.Fatal(err)
-			}
-			if got := gpus[0].Processes[0].Owner; got != tc.want {
-				t.Fatalf("owner = %+v, want %+v", got, tc.want)
-			}
+			checkCgroupOwner(t, CgroupConfig{ProcRoot: "testdata/proc", PodLogDir: "testdata/pods"}, tc.tenancy, tc.pid, tc.want)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package attribution
 
 import (
-	"context"
 	"testing"
 
 	"github.com/gpumeter/gpumeter/collectors"
@@ -57,17 +56,7 @@ func TestCgroupSlurmFromEnvironment(t *testing.T) {
 		{"cgroup job without its own environment: workload only", true, 210, collectors.Owner{Workload: "slurm/7004"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := NewCgroup(CgroupConfig{ProcRoot: "testdata/proc", SlurmEnvironment: tc.fromEnv}, fixtureTenancy, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gpus := gpuWith(tc.pid)
-			if err := c.Attribute(context.Background(), gpus); err != nil {
-				t.Fatal(err)
-			}
-			if got := gpus[0].Processes[0].Owner; got != tc.want {
-				t.Fatalf("owner = %+v, want %+v", got, tc.want)
-			}
+			checkCgroupOwner(t, CgroupConfig{ProcRoot: "testdata/proc", SlurmEnvironment: tc.fromEnv}, fixtureTenancy, tc.pid, tc.want)
 		})
 	}
 }

@@ -56,11 +56,17 @@ type Tenancy struct {
 
 // Namespace resolves a Kubernetes namespace.
 func (t Tenancy) Namespace(ns string) (Tenant, bool) {
-	if v, ok := t.Mapping.Namespaces[ns]; ok {
+	return resolve(t.Mapping.Namespaces, ns, t.NamespaceIsTenant)
+}
+
+// resolve looks name up in mapped; an unmapped name is a tenant of its own
+// when nameIsTenant, else nobody's.
+func resolve(mapped map[string]Tenant, name string, nameIsTenant bool) (Tenant, bool) {
+	if v, ok := mapped[name]; ok {
 		return v, true
 	}
-	if t.NamespaceIsTenant && ns != "" {
-		return Tenant{Name: ns}, true
+	if nameIsTenant && name != "" {
+		return Tenant{Name: name}, true
 	}
 	return Tenant{}, false
 }
@@ -87,13 +93,7 @@ func (t Tenancy) Pod(namespace, name string) (Tenant, bool) {
 
 // Account resolves a Slurm account.
 func (t Tenancy) Account(account string) (Tenant, bool) {
-	if v, ok := t.Mapping.Accounts[account]; ok {
-		return v, true
-	}
-	if t.AccountIsTenant && account != "" {
-		return Tenant{Name: account}, true
-	}
-	return Tenant{}, false
+	return resolve(t.Mapping.Accounts, account, t.AccountIsTenant)
 }
 
 func (t Tenant) owner(workload string) collectors.Owner {

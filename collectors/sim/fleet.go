@@ -118,18 +118,8 @@ func New(cfg Config) (*Fleet, error) {
 		if i%2 == 1 {
 			layout = SlurmV1
 		}
-		hc := HostConfig{
-			Name:   fmt.Sprintf("sim-%s-%02d", strings.ToLower(strings.SplitN(models[i%len(models)], "-", 2)[0]), i+1),
-			Model:  models[i%len(models)],
-			GPUs:   cfg.GPUsPerHost,
-			Seed:   cfg.Seed*1_000_003 + int64(i),
-			Start:  start,
-			Step:   cfg.Step,
-			Cgroup: layout,
-		}
-		if cfg.Root != "" {
-			hc.Root = filepath.Join(cfg.Root, hc.Name)
-		}
+		hc := cfg.hostConfig("sim-", models[i%len(models)], i, cfg.Seed*1_000_003+int64(i), start)
+		hc.Cgroup = layout
 		h, err := NewHost(hc)
 		if err != nil {
 			return nil, fmt.Errorf("sim fleet: %w", err)
@@ -138,11 +128,7 @@ func New(cfg Config) (*Fleet, error) {
 		if i == 0 && cfg.Plants.any() {
 			s.plants = cfg.Plants
 		}
-		if err := s.layout(); err != nil {
-			return nil, fmt.Errorf("sim fleet: %w", err)
-		}
-		h.onBoundary = s.boundary
-		if err := s.boundary(start); err != nil {
+		if err := startScheduling(h, s, start); err != nil {
 			return nil, fmt.Errorf("sim fleet: %w", err)
 		}
 		f.hosts = append(f.hosts, h)
@@ -155,34 +141,54 @@ func New(cfg Config) (*Fleet, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sim fleet: %w", err)
 		}
-		hc := HostConfig{
-			Name:  fmt.Sprintf("sim-vgpu-%s-%02d", strings.ToLower(strings.SplitN(model, "-", 2)[0]), i+1),
-			Model: model,
-			GPUs:  cfg.GPUsPerHost,
-			Seed:  cfg.Seed*1_000_003 + 500_000 + int64(i),
-			Start: start,
-			Step:  cfg.Step,
-			VGPU:  vc,
-		}
-		if cfg.Root != "" {
-			hc.Root = filepath.Join(cfg.Root, hc.Name)
-		}
+		hc := cfg.hostConfig("sim-vgpu-", model, i, cfg.Seed*1_000_003+500_000+int64(i), start)
+		hc.VGPU = vc
 		h, err := NewHost(hc)
 		if err != nil {
 			return nil, fmt.Errorf("sim fleet: %w", err)
 		}
 		s := newVGPUScheduler(h, i, uint64(hc.Seed))
-		if err := s.layout(); err != nil {
-			return nil, fmt.Errorf("sim fleet: %w", err)
-		}
-		h.onBoundary = s.boundary
-		if err := s.boundary(start); err != nil {
+		if err := startScheduling(h, s, start); err != nil {
 			return nil, fmt.Errorf("sim fleet: %w", err)
 		}
 		f.hosts = append(f.hosts, h)
 		f.vscheds = append(f.vscheds, s)
 	}
 	return f, nil
+}
+
+// hostConfig is the config of host i of a kind of the fleet (named for
+// prefix and model), under cfg.Root when that is set.
+func (c Config) hostConfig(prefix, model string, i int, seed int64, start time.Time) HostConfig {
+	hc := HostConfig{
+		Name:  fmt.Sprintf("%s%s-%02d", prefix, strings.ToLower(strings.SplitN(model, "-", 2)[0]), i+1),
+		Model: model,
+		GPUs:  c.GPUsPerHost,
+		Seed:  seed,
+		Start: start,
+		Step:  c.Step,
+	}
+	if c.Root != "" {
+		hc.Root = filepath.Join(c.Root, hc.Name)
+	}
+	return hc
+}
+
+// hostScheduler runs the workloads of one host: it lays out the GPUs, then
+// starts and stops work at every step boundary.
+type hostScheduler interface {
+	layout() error
+	boundary(t time.Time) error
+}
+
+// startScheduling lays out h with s, hooks s to h's step boundaries and
+// runs the first one, at start.
+func startScheduling(h *Host, s hostScheduler, start time.Time) error {
+	if err := s.layout(); err != nil {
+		return err
+	}
+	h.onBoundary = s.boundary
+	return s.boundary(start)
 }
 
 // Hosts returns the hosts.

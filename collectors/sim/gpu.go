@@ -156,20 +156,14 @@ func (g *GPU) EnableMIG(profiles ...string) ([]*Instance, error) {
 	}
 	var created []*Instance
 	for k, p := range want {
-		g.usedMask |= at[k].Mask()
 		gi := uint32(len(g.instances) + 1)
 		in := &Instance{
-			gpu:     g,
-			uuid:    "MIG-" + uuidFrom(g.uuid, "gi", fmt.Sprint(gi)),
-			profile: p,
-			gi:      gi,
+			gpu:      g,
+			uuid:     "MIG-" + uuidFrom(g.uuid, "gi", fmt.Sprint(gi)),
+			profile:  p,
+			gi:       gi,
+			giHandle: g.placeGPUInstance(gi, p, at[k]),
 		}
-		in.giHandle = server.NewGpuInstanceFromInfo(nvml.GpuInstanceInfo{
-			Device:    g.dev,
-			Id:        gi,
-			ProfileId: uint32(p.NVMLProfile),
-			Placement: nvml.GpuInstancePlacement{Start: uint32(at[k].Start), Size: uint32(at[k].Size)},
-		}, g.dev.Config.MIGProfiles)
 		in.dev = in.newDevice()
 		g.instances = append(g.instances, in)
 		created = append(created, in)
@@ -177,6 +171,18 @@ func (g *GPU) EnableMIG(profiles ...string) ([]*Instance, error) {
 	g.mig = true
 	g.dev.MigMode = nvml.DEVICE_MIG_ENABLE
 	return created, nil
+}
+
+// placeGPUInstance takes the memory slots of placement at on g and returns
+// the NVML handle of GPU instance id of profile p there.
+func (g *GPU) placeGPUInstance(id uint32, p gpucatalog.Profile, at gpucatalog.Placement) *server.GpuInstance {
+	g.usedMask |= at.Mask()
+	return server.NewGpuInstanceFromInfo(nvml.GpuInstanceInfo{
+		Device:    g.dev,
+		Id:        id,
+		ProfileId: uint32(p.NVMLProfile),
+		Placement: nvml.GpuInstancePlacement{Start: uint32(at.Start), Size: uint32(at.Size)},
+	}, g.dev.Config.MIGProfiles)
 }
 
 // place finds placements for all profiles on the free memory slots, by
@@ -288,33 +294,29 @@ func (g *GPU) advance(stepUs uint64, end time.Time) {
 // with the lost state.
 func (g *GPU) install() {
 	h, d := g.host, g.dev
-	read := func() func() {
-		h.mu.RLock()
-		return h.mu.RUnlock
-	}
 	d.GetUUIDFunc = func() (string, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return "", nvml.ERROR_GPU_IS_LOST
 		}
 		return g.uuid, nvml.SUCCESS
 	}
 	d.GetNameFunc = func() (string, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return "", nvml.ERROR_GPU_IS_LOST
 		}
 		return h.model.nvmlName, nvml.SUCCESS
 	}
 	d.GetSerialFunc = func() (string, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return "", nvml.ERROR_GPU_IS_LOST
 		}
 		return g.serial, nvml.SUCCESS
 	}
 	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return nvml.PciInfo{}, nvml.ERROR_GPU_IS_LOST
 		}
@@ -325,7 +327,7 @@ func (g *GPU) install() {
 		return p, nvml.SUCCESS
 	}
 	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST
 		}
@@ -342,7 +344,7 @@ func (g *GPU) install() {
 		return nvml.Memory{Total: g.memTotal, Used: used, Free: g.memTotal - used}, nvml.SUCCESS
 	}
 	d.GetMigModeFunc = func() (int, int, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return 0, 0, nvml.ERROR_GPU_IS_LOST
 		}
@@ -353,7 +355,7 @@ func (g *GPU) install() {
 		return mode, mode, nvml.SUCCESS
 	}
 	d.GetGpuInstanceProfileInfoFunc = func(idx int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return nvml.GpuInstanceProfileInfo{}, nvml.ERROR_GPU_IS_LOST
 		}
@@ -374,7 +376,7 @@ func (g *GPU) install() {
 		return nvml.GpuInstanceProfileInfo{}, nvml.ERROR_NOT_SUPPORTED
 	}
 	d.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return nil, nvml.ERROR_GPU_IS_LOST
 		}
@@ -391,7 +393,7 @@ func (g *GPU) install() {
 		return nil, nvml.ERROR_NOT_FOUND
 	}
 	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return 0, nvml.ERROR_GPU_IS_LOST
 		}
@@ -401,7 +403,7 @@ func (g *GPU) install() {
 		return gpucatalog.ComputeSlices, nvml.SUCCESS
 	}
 	d.GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return nil, nvml.ERROR_GPU_IS_LOST
 		}
@@ -414,7 +416,7 @@ func (g *GPU) install() {
 		return g.instances[i].dev, nvml.SUCCESS
 	}
 	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return nil, nvml.ERROR_GPU_IS_LOST
 		}
@@ -429,7 +431,7 @@ func (g *GPU) install() {
 		return out, nvml.SUCCESS
 	}
 	d.GetProcessUtilizationFunc = func(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return nil, nvml.ERROR_GPU_IS_LOST
 		}
@@ -448,7 +450,7 @@ func (g *GPU) install() {
 		return out, nvml.SUCCESS
 	}
 	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return nvml.Utilization{}, nvml.ERROR_GPU_IS_LOST
 		}
@@ -458,14 +460,14 @@ func (g *GPU) install() {
 		return nvml.Utilization{Gpu: g.lastUtil, Memory: g.lastUtil / 2}, nvml.SUCCESS
 	}
 	d.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return 0, nvml.ERROR_GPU_IS_LOST
 		}
 		return g.energy, nvml.SUCCESS
 	}
 	d.GetFieldValuesFunc = func(values []nvml.FieldValue) nvml.Return {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return nvml.ERROR_GPU_IS_LOST
 		}
@@ -504,42 +506,38 @@ func (g *GPU) install() {
 func (in *Instance) newDevice() *mock.Device {
 	g := in.gpu
 	h := g.host
-	read := func() func() {
-		h.mu.RLock()
-		return h.mu.RUnlock
-	}
 	memTotal := uint64(in.profile.MemoryGB) << 30
 	return &mock.Device{
 		GetUUIDFunc: func() (string, nvml.Return) {
-			defer read()()
+			defer h.readLock()()
 			if g.lost {
 				return "", nvml.ERROR_GPU_IS_LOST
 			}
 			return in.uuid, nvml.SUCCESS
 		},
 		GetNameFunc: func() (string, nvml.Return) {
-			defer read()()
+			defer h.readLock()()
 			if g.lost {
 				return "", nvml.ERROR_GPU_IS_LOST
 			}
 			return h.model.nvmlName + " MIG " + in.profile.Name, nvml.SUCCESS
 		},
 		GetGpuInstanceIdFunc: func() (int, nvml.Return) {
-			defer read()()
+			defer h.readLock()()
 			if g.lost {
 				return 0, nvml.ERROR_GPU_IS_LOST
 			}
 			return int(in.gi), nvml.SUCCESS
 		},
 		GetComputeInstanceIdFunc: func() (int, nvml.Return) {
-			defer read()()
+			defer h.readLock()()
 			if g.lost {
 				return 0, nvml.ERROR_GPU_IS_LOST
 			}
 			return 0, nvml.SUCCESS
 		},
 		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
-			defer read()()
+			defer h.readLock()()
 			if g.lost {
 				return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST
 			}
@@ -553,7 +551,7 @@ func (in *Instance) newDevice() *mock.Device {
 			return nvml.Memory{Total: memTotal, Used: used, Free: memTotal - used}, nvml.SUCCESS
 		},
 		GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
-			defer read()()
+			defer h.readLock()()
 			if g.lost {
 				return nvml.DeviceAttributes{}, nvml.ERROR_GPU_IS_LOST
 			}

@@ -177,6 +177,13 @@ func (h *Host) GPU(i int) *GPU { return h.gpus[i] }
 // GPUs returns the host's GPUs.
 func (h *Host) GPUs() []*GPU { return slices.Clone(h.gpus) }
 
+// readLock read-locks the host's state for an NVML call and returns the
+// unlock: `defer h.readLock()()`.
+func (h *Host) readLock() func() {
+	h.mu.RLock()
+	return h.mu.RUnlock
+}
+
 // Now is the host's simulated time.
 func (h *Host) Now() time.Time {
 	h.mu.RLock()

@@ -61,17 +61,22 @@ func TestFleetIsDeterministicFromItsSeed(t *testing.T) {
 	}
 }
 
+// ledgerTotal is the GPU time of all tenants and idle in l.
+func ledgerTotal(l sim.Ledger) uint64 {
+	var total uint64
+	for _, us := range l.GPUMicroseconds {
+		total += us
+	}
+	return total
+}
+
 func TestFleetLedgerAccountsForEveryGPUSecond(t *testing.T) {
 	f := newFleet(t, 11)
 	if err := f.AdvanceTo(fleetStart.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	l := f.Ledger()
-	var total uint64
-	for _, us := range l.GPUMicroseconds {
-		total += us
-	}
-	if want := uint64(4 * 8 * 3600 * 1e6); total != want {
+	if total, want := ledgerTotal(l), uint64(4*8*3600*1e6); total != want {
 		t.Fatalf("ledger holds %d µs, want 4 hosts × 8 GPUs × 1 h = %d", total, want)
 	}
 	if l.GPUSteps != 4*8*360 {

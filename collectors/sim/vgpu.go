@@ -498,16 +498,8 @@ func (g *GPU) setupVGPU(c VGPUGPUConfig) error {
 	}
 	at, _ := place(want, 0)
 	for k, p := range want {
-		g.usedMask |= at[k].Mask()
 		id := uint32(k + 1)
-		gi := &vgpuGI{id: id, profile: p}
-		gi.handle = server.NewGpuInstanceFromInfo(nvml.GpuInstanceInfo{
-			Device:    g.dev,
-			Id:        id,
-			ProfileId: uint32(p.NVMLProfile),
-			Placement: nvml.GpuInstancePlacement{Start: uint32(at[k].Start), Size: uint32(at[k].Size)},
-		}, g.dev.Config.MIGProfiles)
-		g.vgis = append(g.vgis, gi)
+		g.vgis = append(g.vgis, &vgpuGI{id: id, profile: p, handle: g.placeGPUInstance(id, p, at[k])})
 	}
 	g.mig = true
 	g.dev.MigMode = nvml.DEVICE_MIG_ENABLE
@@ -626,20 +618,16 @@ func (g *GPU) vgpuBusy(stepUs uint64) (num, den uint64) {
 // have no processes the host could see.
 func (g *GPU) installVGPU() {
 	h, d := g.host, g.dev
-	read := func() func() {
-		h.mu.RLock()
-		return h.mu.RUnlock
-	}
 	isHost := func() bool { return g.virt == nvml.GPU_VIRTUALIZATION_MODE_HOST_VGPU }
 	d.GetVirtualizationModeFunc = func() (nvml.GpuVirtualizationMode, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return 0, nvml.ERROR_GPU_IS_LOST
 		}
 		return g.virt, nvml.SUCCESS
 	}
 	d.GetHostVgpuModeFunc = func() (nvml.HostVgpuMode, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		switch {
 		case g.lost:
 			return 0, nvml.ERROR_GPU_IS_LOST
@@ -651,7 +639,7 @@ func (g *GPU) installVGPU() {
 		return nvml.HOST_VGPU_MODE_NON_SRIOV, nvml.SUCCESS
 	}
 	d.GetVgpuSchedulerStateFunc = func() (nvml.VgpuSchedulerGetState, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		switch {
 		case g.lost:
 			return nvml.VgpuSchedulerGetState{}, nvml.ERROR_GPU_IS_LOST
@@ -661,7 +649,7 @@ func (g *GPU) installVGPU() {
 		return schedulerState(g.vcfg), nvml.SUCCESS
 	}
 	d.GetActiveVgpusFunc = func() ([]nvml.VgpuInstance, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		switch {
 		case g.lost:
 			return nil, nvml.ERROR_GPU_IS_LOST
@@ -677,7 +665,7 @@ func (g *GPU) installVGPU() {
 		return out, nvml.SUCCESS
 	}
 	d.GetVgpuUtilizationFunc = func(lastSeen uint64) (nvml.ValueType, []nvml.VgpuInstanceUtilizationSample, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		switch {
 		case g.lost:
 			return 0, nil, nvml.ERROR_GPU_IS_LOST
@@ -693,7 +681,7 @@ func (g *GPU) installVGPU() {
 		return nvml.VALUE_TYPE_UNSIGNED_INT, out, nvml.SUCCESS
 	}
 	d.GetVgpuProcessUtilizationFunc = func(uint64) ([]nvml.VgpuProcessUtilizationSample, nvml.Return) {
-		defer read()()
+		defer h.readLock()()
 		if g.lost {
 			return nil, nvml.ERROR_GPU_IS_LOST
 		}

@@ -790,11 +790,7 @@ func TestVGPUFleetStartsAndStopsVMsInsideSteps(t *testing.T) {
 		t.Errorf("in 2 h: %d instances, %d started and %d stopped inside a step, %d replaced within a step", len(seen), midStart, midStop, replaced)
 	}
 	l := f.Ledger()
-	var total uint64
-	for _, us := range l.GPUMicroseconds {
-		total += us
-	}
-	if want := uint64(2 * 8 * 7200 * 1e6); total != want {
+	if total, want := ledgerTotal(l), uint64(2*8*7200*1e6); total != want {
 		t.Errorf("ledger holds %d µs, want %d", total, want)
 	}
 	for _, vm := range h.VMs() {

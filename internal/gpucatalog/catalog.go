@@ -149,16 +149,15 @@ func geometry(name string, memGB int, n [7]string, gb [7]int) Model {
 //   - Table 7 "GPU Instance Profiles on H100" (H100 80GB, PCIe and SXM5).
 //   - Table 8 "GPU Instance Profiles on H200" (H200 141GB).
 func tables() []Model {
+	// The 80 GB A100 and the H100 name and size their profiles alike.
+	names80 := [7]string{"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}
+	memory80 := [7]int{10, 10, 20, 20, 40, 40, 80}
 	return []Model{
 		geometry(A100SXM4_40GB, 40,
 			[7]string{"1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"},
 			[7]int{5, 5, 10, 10, 20, 20, 40}),
-		geometry(A100SXM4_80GB, 80,
-			[7]string{"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"},
-			[7]int{10, 10, 20, 20, 40, 40, 80}),
-		geometry(H100SXM5_80GB, 80,
-			[7]string{"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"},
-			[7]int{10, 10, 20, 20, 40, 40, 80}),
+		geometry(A100SXM4_80GB, 80, names80, memory80),
+		geometry(H100SXM5_80GB, 80, names80, memory80),
 		geometry(H200SXM5_141GB, 141,
 			[7]string{"1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"},
 			[7]int{18, 18, 35, 35, 71, 71, 141}),

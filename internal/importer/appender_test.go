@@ -35,18 +35,7 @@ func TestAppenderFlushesEveryBatch(t *testing.T) {
 			t.Fatalf("after batch %d: %d lines on the writer", i+1, lines)
 		}
 	}
-	var got []collectors.Sample
-	if err := Read(strings.NewReader(buf.String()), FormatJSONL, func(s collectors.Sample) error { got = append(got, s); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(samples) {
-		t.Fatalf("%d samples back, want %d", len(got), len(samples))
-	}
-	for i := range samples {
-		if got[i] != samples[i] {
-			t.Errorf("sample %d\n got %+v\nwant %+v", i, got[i], samples[i])
-		}
-	}
+	checkReadsBack(t, FormatJSONL, buf.String(), samples)
 	if _, err := NewAppender(&buf, "xml"); err == nil {
 		t.Error("an unknown format was taken")
 	}

@@ -3,8 +3,6 @@ package importer_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,10 +31,7 @@ func BenchmarkImportCheck(b *testing.B) {
 		fmt.Fprintf(&sb, "dgx-1,GPU-%d,H100-SXM5-80GB,%s,%s,%s,%s,%s,1750.125,123456789\n", gpu, tenant, workload,
 			st.Format(time.RFC3339), st.Add(10*time.Second).Format(time.RFC3339), shares[k])
 	}
-	path := filepath.Join(b.TempDir(), "usage.csv")
-	if err := os.WriteFile(path, []byte(sb.String()), 0o600); err != nil {
-		b.Fatal(err)
-	}
+	path := file(b, "usage.csv", sb.String())
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		res, err := importer.Import(context.Background(), []importer.File{{Path: path, Format: importer.FormatCSV}}, importer.Options{DryRun: true}, nil)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"fmt"
+	"maps"
 	"math/big"
 	"slices"
 	"strings"
@@ -128,12 +129,7 @@ type overload struct {
 func (c *capacityCheck) check(limit int) []overload {
 	var out []overload
 	run := func(devs map[string]*deviceClaims, instance bool) {
-		keys := make([]string, 0, len(devs))
-		for k := range devs {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(devs)) {
 			d := devs[k]
 			for m := range meter.Count {
 				if len(d.jobs[m]) == 0 {

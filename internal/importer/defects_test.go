@@ -19,7 +19,8 @@ import (
 
 const csvHeader = "host,gpu_uuid,gpu_model,mig_uuid,mig_profile,tenant,workload,start,end,gpu_seconds,energy_joules\n"
 
-func file(t *testing.T, name, body string) string {
+// file writes body to a new file called name and returns its path.
+func file(t testing.TB, name, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sync/atomic"
@@ -155,7 +156,7 @@ func Import(ctx context.Context, files []File, opts Options, st Store) (Result, 
 
 	if st != nil && len(gpus) > 0 {
 		conflicts := map[uint64]collectors.Sample{}
-		err := st.ScanSamples(ctx, sortedKeys(gpus), from, to, func(s collectors.Sample) error {
+		err := st.ScanSamples(ctx, slices.Sorted(maps.Keys(gpus)), from, to, func(s collectors.Sample) error {
 			prev, ok := seen[s.ID]
 			switch {
 			case !ok:
@@ -332,15 +333,6 @@ func readRows(ctx context.Context, f File, phase string, progress func(Progress)
 	}
 	report(len(f.Rows))
 	return nil
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 type countingReader struct {

@@ -3,8 +3,6 @@ package importer_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,11 +30,7 @@ func writeCSV(t *testing.T, rows int, badLine int) string {
 		fmt.Fprintf(&b, "h1,GPU-%d,H100-SXM5-80GB,%s,d-%s,job,%s,%s,10,%s\n", i%4, tenant, tenant,
 			st.Format(time.RFC3339), st.Add(10*time.Second).Format(time.RFC3339), energy)
 	}
-	p := filepath.Join(t.TempDir(), "usage.csv")
-	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return file(t, "usage.csv", b.String())
 }
 
 func totals(t *testing.T, s *store.Store) map[string]usage.Row {
@@ -52,6 +46,18 @@ func totals(t *testing.T, s *store.Store) map[string]usage.Row {
 		out[r.Tenant] = r
 	}
 	return out
+}
+
+// wantRefusedStoringNothing checks that an import failed with an error
+// saying want and left s without usage.
+func wantRefusedStoringNothing(t *testing.T, s *store.Store, err error, want string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error = %v, want it to say %q", err, want)
+	}
+	if got := totals(t, s); len(got) != 0 {
+		t.Fatalf("a refused import stored %+v", got)
+	}
 }
 
 func TestImportTwiceKeepsTotals(t *testing.T) {
@@ -93,34 +99,21 @@ func TestImportWithBadRowStoresNothing(t *testing.T) {
 	// The bad row comes after more than one batch's worth of good rows.
 	path := writeCSV(t, 5_000, 4_321)
 	_, err := importer.ImportFile(ctx, path, importer.Options{Format: importer.FormatCSV, BatchSize: 1_000}, s)
-	if err == nil || !strings.Contains(err.Error(), "usage.csv:4321: energy_joules") {
-		t.Fatalf("error = %v, want it to name line 4321 and energy_joules", err)
-	}
-	if got := totals(t, s); len(got) != 0 {
-		t.Fatalf("rows stored from a bad file: %+v", got)
-	}
+	wantRefusedStoringNothing(t, s, err, "usage.csv:4321: energy_joules")
 }
 
 func TestImportRefusesRowsThatWouldCollapseIntoOne(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.New(t)
-	path := filepath.Join(t.TempDir(), "jobs.csv")
 	// No workload column: two jobs of one tenant on one GPU in one interval
 	// would get the same derived id. A verbatim repeat is a replay: fine.
-	body := "host,gpu_uuid,gpu_model,tenant,start,end,gpu_seconds\n" +
-		"h,G,H100-SXM5-80GB,acme,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10\n" +
-		"h,G,H100-SXM5-80GB,acme,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10\n" +
-		"h,G,H100-SXM5-80GB,acme,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,5\n"
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := file(t, "jobs.csv", "host,gpu_uuid,gpu_model,tenant,start,end,gpu_seconds\n"+
+		"h,G,H100-SXM5-80GB,acme,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10\n"+
+		"h,G,H100-SXM5-80GB,acme,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,10\n"+
+		"h,G,H100-SXM5-80GB,acme,2026-11-01T10:00:00Z,2026-11-01T10:00:10Z,5\n")
 	_, err := importer.ImportFile(ctx, path, importer.Options{Format: importer.FormatCSV}, s)
-	if err == nil || !strings.Contains(err.Error(), "jobs.csv:4: sample_id: same id as "+path+":2") {
-		t.Fatalf("error = %v, want line 4 named as colliding with line 2", err)
-	}
-	if got := totals(t, s); len(got) != 0 {
-		t.Fatalf("stored %+v from a refused file", got)
-	}
+	// Line 4 is named as colliding with line 2.
+	wantRefusedStoringNothing(t, s, err, "jobs.csv:4: sample_id: same id as "+path+":2")
 }
 
 // Rows another parser made (internal/sacct) go through the same checks as
@@ -136,12 +129,7 @@ func TestImportParsedRows(t *testing.T) {
 	}
 	bad := importer.File{Path: "jobs.sacct", Format: importer.FormatParsed, Rows: []importer.Row{row(2, "SLURM-hpc1-1-0", 3600), row(3, "SLURM-hpc1-1-1", 3601)}}
 	_, err := importer.Import(ctx, []importer.File{bad}, importer.Options{}, s)
-	if err == nil || !strings.Contains(err.Error(), "jobs.sacct:3: gpu_seconds: more than the interval") {
-		t.Fatalf("over-long row: %v", err)
-	}
-	if got := totals(t, s); len(got) != 0 {
-		t.Fatalf("a refused import stored %v", got)
-	}
+	wantRefusedStoringNothing(t, s, err, "jobs.sacct:3: gpu_seconds: more than the interval")
 	good := importer.File{Path: "jobs.sacct", Format: importer.FormatParsed, Rows: []importer.Row{row(2, "SLURM-hpc1-1-0", 3600), row(3, "SLURM-hpc1-1-1", 1800)}}
 	for i, want := range []importer.Result{{Rows: 2, Stored: 2, Batches: 1}, {Rows: 2, Unchanged: 2}} {
 		res, err := importer.Import(ctx, []importer.File{good}, importer.Options{}, s)

@@ -10,6 +10,24 @@ import (
 	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
+// checkReadsBack reads text in format and checks that it holds want,
+// sample by sample.
+func checkReadsBack(t *testing.T, format Format, text string, want []collectors.Sample) {
+	t.Helper()
+	got, err := readAll(t, format, text)
+	if err != nil {
+		t.Fatalf("%s: read back: %v\n%s", format, err, text)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d samples back, want %d", format, len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("%s: sample %d\n got %+v\nwant %+v", format, i, got[i], want[i])
+		}
+	}
+}
+
 // What the writer writes, the reader reads back unchanged, in both formats.
 func TestWriterRoundTrip(t *testing.T) {
 	start := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
@@ -42,18 +60,7 @@ func TestWriterRoundTrip(t *testing.T) {
 		if err := w.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		var got []collectors.Sample
-		if err := Read(strings.NewReader(buf.String()), format, func(s collectors.Sample) error { got = append(got, s); return nil }); err != nil {
-			t.Fatalf("%s: read back: %v\n%s", format, err, buf.String())
-		}
-		if len(got) != len(samples) {
-			t.Fatalf("%s: %d samples back, want %d", format, len(got), len(samples))
-		}
-		for i := range samples {
-			if got[i] != samples[i] {
-				t.Errorf("%s: sample %d\n got %+v\nwant %+v", format, i, got[i], samples[i])
-			}
-		}
+		checkReadsBack(t, format, buf.String(), samples)
 	}
 	// An empty CSV still names its columns, and reads as no rows.
 	var buf bytes.Buffer

@@ -10,6 +10,32 @@ import (
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
+// checkValidation fails t unless err is what a Validate test case wants:
+// nil for "", else a validation error saying want.
+func checkValidation(t *testing.T, err error, want string) {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+		return
+	}
+	if !fault.IsValidation(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Validate error %v, want a validation error saying %q", err, want)
+	}
+}
+
+// decodeAndValidate decodes the YAML doc into v as ReadFile does, unknown
+// keys refused, and then validates it.
+func decodeAndValidate(doc string, v interface{ Validate() error }) error {
+	dec := yaml.NewDecoder(strings.NewReader(doc))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	return v.Validate()
+}
+
 // Counts are bounded per demand line and in total, so that no sum of the
 // planner can wrap and no count asks it for unbounded work.
 func TestDemandValidateBoundsCounts(t *testing.T) {
@@ -39,15 +65,7 @@ func TestDemandValidateBoundsCounts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Demand{Tenants: []TenantDemand{{Tenant: "a", Reserved: tc.reqs}}}.Validate()
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
-				return
-			}
-			if !fault.IsValidation(err) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Validate error %v, want a validation error saying %q", err, tc.want)
-			}
+			checkValidation(t, err, tc.want)
 		})
 	}
 }
@@ -74,12 +92,7 @@ func TestDemandRefusesCountsThatAreNotIntegers(t *testing.T) {
 			doc := "tenants:\n  - tenant: a\n    pending:\n      - {profile: 3g.40gb, count: 1}\n" +
 				"      - {model: H100-SXM5-80GB, profile: 1g.10gb, count: " + tc.count + "}\n"
 			var d Demand
-			dec := yaml.NewDecoder(strings.NewReader(doc))
-			dec.KnownFields(true)
-			err := dec.Decode(&d)
-			if err == nil {
-				err = d.Validate()
-			}
+			err := decodeAndValidate(doc, &d)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("count %s: %v", tc.count, err)
@@ -95,10 +108,7 @@ func TestDemandRefusesCountsThatAreNotIntegers(t *testing.T) {
 		})
 	}
 	// The strict decoding of the rest of the line is unchanged.
-	var d Demand
-	dec := yaml.NewDecoder(strings.NewReader("tenants:\n  - {tenant: a, pending: [{profile: 3g.40gb, cuont: 1}]}\n"))
-	dec.KnownFields(true)
-	if err := dec.Decode(&d); err == nil || !strings.Contains(err.Error(), "field cuont not found") {
+	if err := decodeAndValidate("tenants:\n  - {tenant: a, pending: [{profile: 3g.40gb, cuont: 1}]}\n", &Demand{}); err == nil || !strings.Contains(err.Error(), "field cuont not found") {
 		t.Errorf("misspelt key: %v", err)
 	}
 }
@@ -139,15 +149,7 @@ func TestFleetValidateRefusesRepeatedIndexesAndMIGUUIDs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Fleet{GPUs: tc.gpus}.Validate()
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
-				return
-			}
-			if !fault.IsValidation(err) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Validate error %v, want a validation error saying %q", err, tc.want)
-			}
+			checkValidation(t, err, tc.want)
 		})
 	}
 }
@@ -167,13 +169,7 @@ func TestFleetIndexAndStartMustBeIntegers(t *testing.T) {
 		t.Run(tc.index+"/"+tc.start, func(t *testing.T) {
 			doc := "gpus:\n  - host: h\n    uuid: GPU-a\n    model: H100-SXM5-80GB\n    index: " + tc.index +
 				"\n    instances:\n      - {profile: 3g.40gb, start: " + tc.start + "}\n"
-			var f Fleet
-			dec := yaml.NewDecoder(strings.NewReader(doc))
-			dec.KnownFields(true)
-			err := dec.Decode(&f)
-			if err == nil {
-				err = f.Validate()
-			}
+			err := decodeAndValidate(doc, &Fleet{})
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("%v", err)

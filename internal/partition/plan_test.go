@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 )
 
@@ -37,16 +36,7 @@ func TestPlanValidate(t *testing.T) {
 			g.Instances = append([]PlannedInstance(nil), ok.Instances...)
 			g.Remove = append([]PlannedInstance(nil), ok.Remove...)
 			tc.gpu(&g)
-			err := Plan{GPUs: []GPUPlan{g}}.Validate()
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
-				return
-			}
-			if !fault.IsValidation(err) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Validate error %v, want a validation error saying %q", err, tc.want)
-			}
+			checkValidation(t, Plan{GPUs: []GPUPlan{g}}.Validate(), tc.want)
 		})
 	}
 	err := Plan{GPUs: []GPUPlan{{UUID: "g", Model: h100}, {UUID: "g", Model: h100}, {Model: h100}}}.Validate()

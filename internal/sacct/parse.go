@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -376,7 +377,7 @@ func parseGPUTRES(v string) ([]GRES, error) {
 		return nil, fmt.Errorf("typed GPUs (%d) exceed gres/gpu=%d", sum, total)
 	}
 	var out []GRES
-	for _, typ := range sortedKeys(typed) {
+	for _, typ := range slices.Sorted(maps.Keys(typed)) {
 		if typed[typ] > 0 {
 			out = append(out, GRES{Type: typ, Count: typed[typ]})
 		}
@@ -385,15 +386,6 @@ func parseGPUTRES(v string) ([]GRES, error) {
 		out = append(out, GRES{Type: "", Count: total - sum})
 	}
 	return out, nil
-}
-
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // problems collects importer.Problems (without a file name: the caller

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/sacct"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // The cluster's fixed names (scripts/slurm.sh).
@@ -56,9 +57,10 @@ var (
 // Start returns the running cluster, starting it once per test binary.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
+	root := harness.RepoRoot(t)
 	once.Do(func() {
 		began := time.Now()
-		shared, startErr = start()
+		shared, startErr = start(root)
 		startTaken = time.Since(began)
 	})
 	if startErr != nil {
@@ -71,13 +73,10 @@ func Start(t testing.TB) *Cluster {
 	return shared
 }
 
-func start() (*Cluster, error) {
+// start runs scripts/slurm.sh of the repository at root.
+func start(root string) (*Cluster, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("scripts/slurm.sh must run as root (it runs slurmd and creates users)")
-	}
-	root, err := repoRoot()
-	if err != nil {
-		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -114,24 +113,6 @@ func start() (*Cluster, error) {
 	}
 	c.env = append(os.Environ(), "SLURM_CONF="+c.Conf, "PATH="+os.Getenv("PATH")+":/usr/sbin", "TZ=UTC")
 	return c, nil
-}
-
-// repoRoot is the directory holding go.mod, above the working directory.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // Env is the environment Slurm's commands need (SLURM_CONF, TZ=UTC).

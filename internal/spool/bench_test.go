@@ -35,18 +35,22 @@ func BenchmarkEncode(b *testing.B) {
 	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "rows/s")
 }
 
+// spoolForReading is a spool holding 200 batches of 1,000 samples for the
+// read benchmarks to go through again and again.
+func spoolForReading(b *testing.B) opened {
+	sp := openSpool(b, DefaultConfig(b.TempDir()))
+	batch := testBatch(0, 1000)
+	for range 200 {
+		mustAppend(b, sp.Spool, batch)
+	}
+	return sp
+}
+
 // BenchmarkRead reads back and decodes batches of 1,000 samples, as the
 // shipper does.
 func BenchmarkRead(b *testing.B) {
-	sp := openSpool(b, DefaultConfig(b.TempDir()))
-	batch := testBatch(0, 1000)
+	sp := spoolForReading(b)
 	ctx := context.Background()
-	const spooled = 200
-	for range spooled {
-		if err := sp.Append(ctx, batch); err != nil {
-			b.Fatal(err)
-		}
-	}
 	rows := 0
 	b.ReportAllocs()
 	for b.Loop() {
@@ -65,15 +69,8 @@ func BenchmarkRead(b *testing.B) {
 // BenchmarkReadColumns is BenchmarkRead the way the shipper reads for a
 // ColumnSink: straight into reused column buffers.
 func BenchmarkReadColumns(b *testing.B) {
-	sp := openSpool(b, DefaultConfig(b.TempDir()))
-	batch := testBatch(0, 1000)
+	sp := spoolForReading(b)
 	ctx := context.Background()
-	const spooled = 200
-	for range spooled {
-		if err := sp.Append(ctx, batch); err != nil {
-			b.Fatal(err)
-		}
-	}
 	var cols Columns
 	rows := 0
 	b.ReportAllocs()

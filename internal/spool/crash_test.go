@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -60,14 +61,7 @@ type idFileSink struct {
 }
 
 func (s *idFileSink) InsertSamples(ctx context.Context, samples []collectors.Sample) error {
-	b := make([]byte, 0, 8*len(samples))
-	for _, x := range samples {
-		b = binary.LittleEndian.AppendUint64(b, x.ID)
-	}
-	if _, err := s.f.Write(b); err != nil {
-		return err
-	}
-	if err := s.f.Sync(); err != nil {
+	if err := appendIDs(s.f, samples); err != nil {
 		return err
 	}
 	s.calls++
@@ -81,6 +75,37 @@ func (s *idFileSink) InsertSamples(ctx context.Context, samples []collectors.Sam
 	return nil
 }
 
+// appendIDs appends the ids of samples to f and fsyncs, so that they
+// outlive a SIGKILL once it returns.
+func appendIDs(f *os.File, samples []collectors.Sample) error {
+	b := make([]byte, 0, 8*len(samples))
+	for _, x := range samples {
+		b = binary.LittleEndian.AppendUint64(b, x.ID)
+	}
+	if _, err := f.Write(b); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// openIDFile opens dir's file of shipped ids for appending.
+func openIDFile(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "shipped.ids"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	// An earlier child killed in the middle of a write left part of an
+	// id, never acknowledged: cut it so that ids stay 8-byte aligned.
+	st, err := f.Stat()
+	if err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	if err := f.Truncate(st.Size() - st.Size()%8); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return f, nil
+}
+
 func runChild(mode string) error {
 	ctx := context.Background()
 	dir := os.Getenv(childDirEnv)
@@ -90,23 +115,16 @@ func runChild(mode string) error {
 	if err != nil {
 		return err
 	}
+	if mode == "inflight" {
+		return runInFlightChild(ctx, sp, dir)
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if mode == "collect" || mode == "ship" {
-		path := filepath.Join(dir, "shipped.ids")
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+		f, err := openIDFile(dir)
 		if err != nil {
-			return err
-		}
-		// An earlier child killed in the middle of a write left part of an
-		// id, never acknowledged: cut it so that ids stay 8-byte aligned.
-		st, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		if err := f.Truncate(st.Size() - st.Size()%8); err != nil {
 			return err
 		}
 		sh, err := NewShipper(sp, &idFileSink{f: f, out: os.Stdout, hangAt: hangAt}, crashShipperConfig(), discardLogger(), nil)
@@ -168,7 +186,18 @@ func runUntilKilled(t *testing.T, mode, dir string, start, hangAt int, stop func
 	return lines
 }
 
-func lastAcked(lines []string) int {
+// killAfterAcks runs a child in mode that appends from batch start, kills
+// it once it has acknowledged n batches, and returns the last batch it
+// acknowledged.
+func killAfterAcks(t *testing.T, mode, dir string, start, n int) int {
+	t.Helper()
+	acks := 0
+	lines := runUntilKilled(t, mode, dir, start, 0, func(l string) bool {
+		if strings.HasPrefix(l, "acked ") {
+			acks++
+		}
+		return acks == n
+	})
 	last := -1
 	for _, l := range lines {
 		if n, ok := strings.CutPrefix(l, "acked "); ok {
@@ -182,14 +211,7 @@ func TestSIGKILLWhileAppendingKeepsEveryAcknowledgedBatch(t *testing.T) {
 	dir := t.TempDir()
 	next := 0
 	for round := range 4 {
-		acks := 0
-		lines := runUntilKilled(t, "append", dir, next, 0, func(l string) bool {
-			if strings.HasPrefix(l, "acked ") {
-				acks++
-			}
-			return acks == 40+round*7 // kill at a different point each round
-		})
-		acked := lastAcked(lines)
+		acked := killAfterAcks(t, "append", dir, next, 40+round*7) // kill at a different point each round
 
 		sp, err := Open(context.Background(), crashConfig(dir), discardLogger(), prometheus.NewRegistry())
 		if err != nil {
@@ -214,9 +236,10 @@ func TestSIGKILLWhileAppendingKeepsEveryAcknowledgedBatch(t *testing.T) {
 	}
 }
 
-func readIDs(t *testing.T, path string) map[uint64]int {
+// readIDs counts the ids in dir's file of shipped ids.
+func readIDs(t *testing.T, dir string) map[uint64]int {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(filepath.Join(dir, "shipped.ids"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,41 +251,52 @@ func readIDs(t *testing.T, path string) map[uint64]int {
 	return ids
 }
 
-func TestSIGKILLBetweenInsertAndCommitResendsThatBatchOnly(t *testing.T) {
-	dir := t.TempDir()
+// The shipping SIGKILL tests spool crashBatches batches of crashRows:
+// 50,000 rows, five inserts of 10,000.
+const crashBatches, crashRows = 100, 500
+
+func fillCrashSpool(t *testing.T, dir string) {
+	t.Helper()
 	sp, err := Open(context.Background(), crashConfig(dir), discardLogger(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const batches, rows = 100, 500 // 50,000 rows: five inserts of 10,000
-	for b := range batches {
-		mustAppend(t, sp, testBatch(b, rows))
+	for b := range crashBatches {
+		mustAppend(t, sp, testBatch(b, crashRows))
 	}
-	sp.Close()
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
 
-	runUntilKilled(t, "ship", dir, 0, 3, func(l string) bool { return l == "inserted 3" })
+// idCountingSink is a test sink that counts what it acknowledged by id.
+type idCountingSink interface {
+	Sink
+	ackedIDs() map[uint64]int
+}
 
-	first := readIDs(t, filepath.Join(dir, "shipped.ids"))
-	if len(first) != 30_000 {
-		t.Fatalf("child inserted %d samples, want 30,000", len(first))
+// resendAfterKill checks what a shipping child killed in dir left: it
+// inserted childSent samples and left backlog rows spooled (why says
+// why). It then ships that backlog to sink and checks that each sample of
+// the crash spool was sent, by the child and then by sink, as often as
+// timesSent says for its batch.
+func resendAfterKill(t *testing.T, dir string, childSent int, backlog int64, why string, sink idCountingSink, timesSent func(batch int) int) {
+	t.Helper()
+	first := readIDs(t, dir)
+	if len(first) != childSent {
+		t.Fatalf("child inserted %d samples, want %d", len(first), childSent)
 	}
 	o := openSpool(t, crashConfig(dir))
-	if rows, _ := o.Backlog(); rows != 30_000 {
-		t.Fatalf("backlog after the kill %d rows, want 30,000 (the third insert was never committed)", rows)
+	if rows, _ := o.Backlog(); rows != backlog {
+		t.Fatalf("backlog after the kill %d rows, want %d: %s", rows, backlog, why)
 	}
-	sink := &fakeSink{}
 	onCommit, drained := commitsUntilDrained(o.Spool)
 	startShipper(t, o.Spool, sink, crashShipperConfig(), newFakeClock(true), nil, onCommit)
 	waitFor(t, drained, "the backlog to drain")
 	second := sink.ackedIDs()
-	for b := range batches {
-		for _, s := range testBatch(b, rows) {
-			// Inserts 1 and 2 were committed: sent once. Insert 3 was
-			// sent before the kill and again after. The rest once.
-			want := 1
-			if n := b * rows; n >= 20_000 && n < 30_000 {
-				want = 2
-			}
+	for b := range crashBatches {
+		want := timesSent(b)
+		for _, s := range testBatch(b, crashRows) {
 			if got := first[s.ID] + second[s.ID]; got != want {
 				t.Fatalf("sample of batch %d sent %d times, want %d", b, got, want)
 			}
@@ -270,22 +304,31 @@ func TestSIGKILLBetweenInsertAndCommitResendsThatBatchOnly(t *testing.T) {
 	}
 }
 
+func TestSIGKILLBetweenInsertAndCommitResendsThatBatchOnly(t *testing.T) {
+	dir := t.TempDir()
+	fillCrashSpool(t, dir)
+
+	runUntilKilled(t, "ship", dir, 0, 3, func(l string) bool { return l == "inserted 3" })
+
+	resendAfterKill(t, dir, 30_000, 30_000, "the third insert was never committed", &fakeSink{}, func(b int) int {
+		// Inserts 1 and 2 were committed: sent once. Insert 3 was
+		// sent before the kill and again after. The rest once.
+		if n := b * crashRows; n >= 20_000 && n < 30_000 {
+			return 2
+		}
+		return 1
+	})
+}
+
 func TestSIGKILLWhileCollectingLosesNothingAcknowledged(t *testing.T) {
 	dir := t.TempDir()
 	next := 0
 	for round := range 3 {
-		acks := 0
-		lines := runUntilKilled(t, "collect", dir, next, 0, func(l string) bool {
-			if strings.HasPrefix(l, "acked ") {
-				acks++
-			}
-			return acks == 120+round*31
-		})
-		acked := lastAcked(lines)
+		acked := killAfterAcks(t, "collect", dir, next, 120+round*31)
 
 		// Every acknowledged sample is in "ClickHouse" or still spooled
 		// after the committed cursor.
-		shipped := readIDs(t, filepath.Join(dir, "shipped.ids"))
+		shipped := readIDs(t, dir)
 		o := openSpool(t, crashConfig(dir))
 		got, corrupt := readAll(t, o.Spool)
 		if corrupt != 0 {

@@ -87,20 +87,15 @@ func TestTornCursorSlotFallsBackToThePreviousCommit(t *testing.T) {
 			sp.Close()
 
 			path := filepath.Join(dir, cursorFile)
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Slot A was written at creation, then commits went B, A, B, A:
-			// the last commit is in slot A.
-			newest, err := decodeCursorSlot(data)
-			if err != nil || !samePosition(newest.st.pos, pos[3]) {
-				t.Fatalf("slot A = %+v, %v; want the last commit %s", newest, err, pos[3])
-			}
-			tc.tear(data[:cursorSlotSpan])
-			if err := os.WriteFile(path, data, 0o640); err != nil {
-				t.Fatal(err)
-			}
+			editFile(t, path, func(data []byte) {
+				// Slot A was written at creation, then commits went B, A, B, A:
+				// the last commit is in slot A.
+				newest, err := decodeCursorSlot(data)
+				if err != nil || !samePosition(newest.st.pos, pos[3]) {
+					t.Fatalf("slot A = %+v, %v; want the last commit %s", newest, err, pos[3])
+				}
+				tc.tear(data[:cursorSlotSpan])
+			})
 			sp = openSpool(t, cfg)
 			if c := sp.Cursor(); !samePosition(c, pos[2]) {
 				t.Fatalf("cursor %s, want the commit before the torn one, %s", c, pos[2])
@@ -111,7 +106,7 @@ func TestTornCursorSlotFallsBackToThePreviousCommit(t *testing.T) {
 			if err := sp.Commit(context.Background(), got[0].Next); err != nil {
 				t.Fatal(err)
 			}
-			data, _ = os.ReadFile(path)
+			data, _ := os.ReadFile(path)
 			if a, err := decodeCursorSlot(data); err != nil || !samePosition(a.st.pos, got[0].Next) {
 				t.Fatalf("slot A after the next commit = %+v, %v", a, err)
 			}

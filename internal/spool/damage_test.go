@@ -186,15 +186,7 @@ func TestFlippedByteInTheLastRecordIsCorruptionNotATornTail(t *testing.T) {
 	src, last := threeBatchSpool(t)
 	for off := last.start; off < last.end; off++ {
 		dir := copyDir(t, src)
-		path := filepath.Join(dir, filepath.Base(last.path))
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data[off] ^= 0x5a
-		if err := os.WriteFile(path, data, 0o640); err != nil {
-			t.Fatal(err)
-		}
+		editFile(t, last.pathIn(dir), func(data []byte) { data[off] ^= 0x5a })
 		// The rows field itself may be what flipped: then the count is
 		// unknown and nothing is added.
 		wantRows := 5
@@ -350,7 +342,7 @@ func TestSegmentsTheSpoolDeletedAreNotReportedMissing(t *testing.T) {
 func TestRottedRecordBeforeATornOneIsStillCorruption(t *testing.T) {
 	src, last := threeBatchSpool(t)
 	dir := copyDir(t, src)
-	path := filepath.Join(dir, filepath.Base(last.path))
+	path := last.pathIn(dir)
 	flipByte(t, path, last.start+recHeaderLen+40)
 	appendFile(t, path, make([]byte, 1500))
 	cfg := testConfig(dir)

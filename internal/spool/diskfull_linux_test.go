@@ -205,16 +205,8 @@ func TestFullDiskRestartDoesNotStick(t *testing.T) {
 		t.Errorf("restart on a full disk reported segments missing (%d Error logs)", n)
 	}
 	shipAllAndCommit(t, o.Spool, appended[1:])
-	mustAppend(t, o.Spool, testBatch(next, 20))
-	if err := o.Close(); err != nil {
-		t.Fatal(err)
-	}
-
 	// The cursor written on the full disk holds across another restart.
-	o = openSpool(t, cfg)
-	got, _ := readAll(t, o.Spool)
-	equalSamples(t, samplesOf(got), testBatch(next, 20))
-	checkCursorFileSize(t, dir, cursorFileLen)
+	appendSurvivesRestart(t, o, cfg, next)
 }
 
 func TestFullDiskWithACursorFileOfAnOlderBuild(t *testing.T) {
@@ -248,6 +240,14 @@ func TestFullDiskWithACursorFileOfAnOlderBuild(t *testing.T) {
 	shipAllAndCommit(t, o.Spool, appended[1:])
 	// No room to grow the old file: it was overwritten in place.
 	checkCursorFileSize(t, dir, cursorV1Len)
+	appendSurvivesRestart(t, o, cfg, next)
+}
+
+// appendSurvivesRestart appends batch next to o, whose backlog is shipped,
+// and checks that after a restart that batch is all there is to read and
+// the cursor file has this build's size.
+func appendSurvivesRestart(t *testing.T, o opened, cfg Config, next int) {
+	t.Helper()
 	mustAppend(t, o.Spool, testBatch(next, 20))
 	if err := o.Close(); err != nil {
 		t.Fatal(err)
@@ -255,5 +255,5 @@ func TestFullDiskWithACursorFileOfAnOlderBuild(t *testing.T) {
 	o = openSpool(t, cfg)
 	got, _ := readAll(t, o.Spool)
 	equalSamples(t, samplesOf(got), testBatch(next, 20))
-	checkCursorFileSize(t, dir, cursorFileLen)
+	checkCursorFileSize(t, cfg.Dir, cursorFileLen)
 }

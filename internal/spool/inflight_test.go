@@ -2,14 +2,10 @@ package spool
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -146,7 +142,7 @@ func newCommitGuard(sp *Spool, ids []uint64, sink *fakeColumnSink) (*commitGuard
 func (g *commitGuard) onCommit(p Position) {
 	backlog, _ := g.sp.Backlog()
 	behind := len(g.ids) - int(backlog)
-	acked := g.sink.ackedCopy()
+	acked := g.sink.ackedIDs()
 	for _, id := range g.ids[:behind] {
 		if acked[id] == 0 {
 			g.mu.Lock()
@@ -193,7 +189,7 @@ func (s *fakeColumnSink) peakRunning() int {
 	return s.peak
 }
 
-func (s *fakeColumnSink) ackedCopy() map[uint64]int {
+func (s *fakeColumnSink) ackedIDs() map[uint64]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[uint64]int, len(s.acked))
@@ -253,7 +249,7 @@ func TestShipperInFlightCommitsOnlyPastAcknowledgedRows(t *testing.T) {
 	}
 	// The second insert returns; wait until the shipper has seen it.
 	deadline := time.Now().Add(10 * time.Second)
-	for len(sink.ackedCopy()) < 10_000 {
+	for len(sink.ackedIDs()) < 10_000 {
 		if time.Now().After(deadline) {
 			t.Fatal("the second insert was never acknowledged")
 		}
@@ -275,7 +271,7 @@ func TestShipperInFlightCommitsOnlyPastAcknowledgedRows(t *testing.T) {
 	if n := sink.peakRunning(); n != 2 {
 		t.Fatalf("%d inserts ran at once, want 2", n)
 	}
-	acked := sink.ackedCopy()
+	acked := sink.ackedIDs()
 	for b := range 20 {
 		for _, x := range testBatch(b, 1000) {
 			if n := acked[x.ID]; n != 1 {
@@ -342,7 +338,7 @@ func TestShipperInFlightUnderFailuresNeverCommitsPastAGap(t *testing.T) {
 	if n := metric(t, reg, "gpumeter_shipper_send_errors_total"); n == 0 {
 		t.Fatal("no insert failed: the test did not exercise retries")
 	}
-	acked := sink.ackedCopy()
+	acked := sink.ackedIDs()
 	for _, id := range order {
 		if acked[id] != 1 {
 			t.Fatalf("sample %x acknowledged %d times, want 1", id, acked[id])
@@ -354,104 +350,42 @@ func TestShipperInFlightUnderFailuresNeverCommitsPastAGap(t *testing.T) {
 // first insert hangs (ClickHouse took it, no acknowledgement yet) while the
 // second is acknowledged, and the child is killed. The cursor must not
 // have moved past the first, so after a restart both are sent again and
-// nothing is lost. The test binary re-runs this test as the child.
+// nothing is lost. The child is runInFlightChild.
 func TestSIGKILLWithInsertsInFlightKeepsTheCursorBehindTheUnacknowledged(t *testing.T) {
-	const childEnv = "GPUMETER_SPOOL_INFLIGHT_CHILD"
-	if dir := os.Getenv(childEnv); dir != "" {
-		if err := runInFlightChild(dir); err != nil {
-			fmt.Fprintln(os.Stderr, "child:", err)
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
 	dir := t.TempDir()
-	sp, err := Open(context.Background(), crashConfig(dir), discardLogger(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const batches, rows = 100, 500 // 50,000 rows: five inserts of 10,000
-	for b := range batches {
-		mustAppend(t, sp, testBatch(b, rows))
-	}
-	sp.Close()
+	fillCrashSpool(t, dir)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSIGKILLWithInsertsInFlightKeepsTheCursorBehindTheUnacknowledged$")
-	cmd.Env = append(os.Environ(), childEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	lines := runUntilKilled(t, "inflight", dir, 0, 0, func(string) bool {
+		// The shipper may be committing if it were wrong: give it the chance.
+		time.Sleep(50 * time.Millisecond)
+		return true
+	})
+	if lines[0] != "acked second" {
+		t.Fatalf("child said %q, want it to acknowledge the second insert", lines[0])
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line := make([]byte, len("acked second\n"))
-	if _, err := io.ReadFull(out, line); err != nil || string(line) != "acked second\n" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("child said %q (%v), want it to acknowledge the second insert", line, err)
-	}
-	// The shipper may be committing if it were wrong: give it the chance.
-	time.Sleep(50 * time.Millisecond)
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
 
-	first := readIDs(t, filepath.Join(dir, "shipped.ids"))
-	if len(first) != 20_000 {
-		t.Fatalf("child inserted %d samples, want 20,000 (two inserts)", len(first))
-	}
-	o := openSpool(t, crashConfig(dir))
-	if rows, _ := o.Backlog(); rows != 50_000 {
-		t.Fatalf("backlog after the kill %d rows, want all 50,000: the first insert was never acknowledged", rows)
-	}
-	sink := &fakeColumnSink{}
-	onCommit, drained := commitsUntilDrained(o.Spool)
-	startShipper(t, o.Spool, sink, crashShipperConfig(), newFakeClock(true), nil, onCommit)
-	waitFor(t, drained, "the backlog to drain")
-	second := sink.ackedCopy()
-	for b := range batches {
-		for _, s := range testBatch(b, rows) {
-			// Inserts 1 and 2 went out before the kill and again after.
-			want := 1
-			if b*rows < 20_000 {
-				want = 2
-			}
-			if got := first[s.ID] + second[s.ID]; got != want {
-				t.Fatalf("sample of batch %d sent %d times, want %d", b, got, want)
-			}
+	resendAfterKill(t, dir, 20_000, 50_000, "the first insert was never acknowledged", &fakeColumnSink{}, func(b int) int {
+		// Inserts 1 and 2 went out before the kill and again after.
+		if b*crashRows < 20_000 {
+			return 2
 		}
-	}
+		return 1
+	})
 }
 
-// runInFlightChild ships dir with two inserts in flight into a file of
+// runInFlightChild ships sp with two inserts in flight into dir's file of
 // ids: the insert holding batch 0 writes its ids and hangs until killed,
 // the other is acknowledged and announced on stdout.
-func runInFlightChild(dir string) error {
-	ctx := context.Background()
-	sp, err := Open(ctx, crashConfig(dir), discardLogger(), nil)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "shipped.ids"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+func runInFlightChild(ctx context.Context, sp *Spool, dir string) error {
+	f, err := openIDFile(dir)
 	if err != nil {
 		return err
 	}
 	var mu sync.Mutex
 	first := testBatch(0, 1)[0].ID
 	sink := &fakeColumnSink{onInsert: func(ctx context.Context, _ int, rows []collectors.Sample) error {
-		b := make([]byte, 0, 8*len(rows))
-		for _, x := range rows {
-			b = binary.LittleEndian.AppendUint64(b, x.ID)
-		}
 		mu.Lock()
-		_, err := f.Write(b)
-		if err == nil {
-			err = f.Sync()
-		}
+		err := appendIDs(f, rows)
 		mu.Unlock()
 		if err != nil {
 			return err

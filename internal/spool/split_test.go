@@ -132,7 +132,7 @@ func TestShipperIdleSlotHelpsTheRunningInsert(t *testing.T) {
 					}
 				}
 			}
-			acked := f.sink.ackedCopy()
+			acked := f.sink.ackedIDs()
 			if len(acked) != len(f.order) {
 				t.Fatalf("%d samples acknowledged, want %d", len(acked), len(f.order))
 			}
@@ -193,7 +193,7 @@ func TestShipperSplitInsertFailingSendsTheBatchAgain(t *testing.T) {
 	for _, x := range firstRows {
 		first[x.ID] = true
 	}
-	acked := f.sink.ackedCopy()
+	acked := f.sink.ackedIDs()
 	for id := range f.order {
 		want := 1
 		if first[id] {
@@ -263,7 +263,7 @@ func TestShipperHelpersUnderFailuresKeepTheBounds(t *testing.T) {
 	if n := metric(t, reg, "gpumeter_shipper_split_inserts_total"); n == 0 {
 		t.Fatal("no insert was split: the test did not exercise helpers")
 	}
-	acked := sink.ackedCopy()
+	acked := sink.ackedIDs()
 	for _, id := range order {
 		if acked[id] == 0 {
 			t.Fatalf("sample %x never acknowledged", id)

@@ -147,6 +147,9 @@ type span struct {
 	start, end int64
 }
 
+// pathIn is the path of s's segment in dir, a copy of the spool s is of.
+func (s span) pathIn(dir string) string { return filepath.Join(dir, filepath.Base(s.path)) }
+
 // recordSpans lists the whole records of a spool directory, in order.
 func recordSpans(t testing.TB, dir string) []span {
 	t.Helper()
@@ -215,10 +218,7 @@ func TestTornTailAtEveryOffsetOfTheLastRecord(t *testing.T) {
 	src, last := threeBatchSpool(t)
 	for cut := last.start; cut < last.end; cut++ {
 		dir := copyDir(t, src)
-		path := filepath.Join(dir, filepath.Base(last.path))
-		if err := os.Truncate(path, cut); err != nil {
-			t.Fatal(err)
-		}
+		truncateFile(t, last.pathIn(dir), cut)
 		checkRecovered(t, dir, cut-last.start)
 		if t.Failed() {
 			t.Fatalf("torn at byte %d of the last record (%d bytes)", cut-last.start, last.end-last.start)
@@ -235,21 +235,15 @@ func TestTornTailKinds(t *testing.T) {
 		{
 			name: "zeros after the last whole record are cut",
 			tear: func(t *testing.T, dir string, last span) {
-				path := filepath.Join(dir, filepath.Base(last.path))
-				if err := os.Truncate(path, last.start); err != nil {
-					t.Fatal(err)
-				}
-				appendFile(t, path, make([]byte, 4096))
+				truncateFile(t, last.pathIn(dir), last.start)
+				appendFile(t, last.pathIn(dir), make([]byte, 4096))
 			},
 			wantTruncated: func(span) int64 { return 4096 },
 		},
 		{
 			name: "a new segment torn inside its header is removed",
 			tear: func(t *testing.T, dir string, last span) {
-				path := filepath.Join(dir, filepath.Base(last.path))
-				if err := os.Truncate(path, last.start); err != nil {
-					t.Fatal(err)
-				}
+				truncateFile(t, last.pathIn(dir), last.start)
 				if err := os.WriteFile(segPath(dir, 2), encodeSegmentHeader(2)[:7], 0o640); err != nil {
 					t.Fatal(err)
 				}
@@ -259,10 +253,7 @@ func TestTornTailKinds(t *testing.T) {
 		{
 			name: "a new segment with a zeroed header is removed",
 			tear: func(t *testing.T, dir string, last span) {
-				path := filepath.Join(dir, filepath.Base(last.path))
-				if err := os.Truncate(path, last.start); err != nil {
-					t.Fatal(err)
-				}
+				truncateFile(t, last.pathIn(dir), last.start)
 				if err := os.WriteFile(segPath(dir, 2), make([]byte, 512), 0o640); err != nil {
 					t.Fatal(err)
 				}
@@ -275,29 +266,18 @@ func TestTornTailKinds(t *testing.T) {
 			// the zeros say torn write, not bit rot.
 			name: "a whole-length last record with an unwritten sector is torn",
 			tear: func(t *testing.T, dir string, last span) {
-				path := filepath.Join(dir, filepath.Base(last.path))
-				data, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatal(err)
-				}
 				from := (last.start + sectorBytes) / sectorBytes * sectorBytes
 				if last.end-from < tornZeroRun {
 					t.Fatalf("setup: the last record [%d, %d) has too little after a sector boundary", last.start, last.end)
 				}
-				clear(data[from:last.end])
-				if err := os.WriteFile(path, data, 0o640); err != nil {
-					t.Fatal(err)
-				}
+				editFile(t, last.pathIn(dir), func(data []byte) { clear(data[from:last.end]) })
 			},
 			wantTruncated: func(last span) int64 { return last.end - last.start },
 		},
 		{
 			name: "a stale cursor.tmp from a crash mid-commit is ignored",
 			tear: func(t *testing.T, dir string, last span) {
-				path := filepath.Join(dir, filepath.Base(last.path))
-				if err := os.Truncate(path, last.start+3); err != nil {
-					t.Fatal(err)
-				}
+				truncateFile(t, last.pathIn(dir), last.start+3)
 				if err := os.WriteFile(filepath.Join(dir, cursorTmpFile), []byte("GMC"), 0o640); err != nil {
 					t.Fatal(err)
 				}
@@ -329,14 +309,27 @@ func appendFile(t *testing.T, path string, b []byte) {
 	}
 }
 
-func flipByte(t *testing.T, path string, off int64) {
+// editFile rewrites the file at path with what edit makes of its bytes.
+func editFile(t *testing.T, path string, edit func(data []byte)) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data[off] ^= 0xff
+	edit(data)
 	if err := os.WriteFile(path, data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flipByte(t *testing.T, path string, off int64) {
+	t.Helper()
+	editFile(t, path, func(data []byte) { data[off] ^= 0xff })
+}
+
+func truncateFile(t *testing.T, path string, size int64) {
+	t.Helper()
+	if err := os.Truncate(path, size); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -415,19 +415,25 @@ func TestApplyStopsAtTheFirstFailedCall(t *testing.T) {
 // them (first valid slot). Apply trusts the device: it matches the kept
 // instance wherever it really is and refuses creates that would collide.
 func TestApplyUsesDevicePlacementsForInferredInstances(t *testing.T) {
-	unknown := func(profile string) partition.Fleet {
-		return partition.Fleet{GPUs: []partition.GPU{{Host: "h", UUID: "GPU-a", Model: gpucatalog.H100SXM5_80GB, Instances: []partition.Instance{
+	// planInferred puts a busy instance of profile at slot start of a GPU,
+	// where the planner will guess slot 0, and plans one instance of want
+	// beside it on a fleet that does not know the start.
+	planInferred := func(t *testing.T, profile string, start int, want string) (*fakeGPU, partition.Plan) {
+		t.Helper()
+		dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", gpucatalog.H100SXM5_80GB)
+		gi := dev.withInstance(profile, start)
+		dev.procs = []nvml.ProcessInfo{{Pid: 1, GpuInstanceId: gi.id}}
+		fleet := partition.Fleet{GPUs: []partition.GPU{{Host: "h", UUID: "GPU-a", Model: gpucatalog.H100SXM5_80GB, Instances: []partition.Instance{
 			{Profile: profile, UUID: "MIG-x", Tenant: "x", Busy: true},
 		}}}}
-	}
-	t.Run("wrong guess, no collision: applied", func(t *testing.T) {
-		dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", gpucatalog.H100SXM5_80GB)
-		gi := dev.withInstance("1g.10gb", 6) // the planner will guess slot 0
-		dev.procs = []nvml.ProcessInfo{{Pid: 1, GpuInstanceId: gi.id}}
-		plan, err := partition.Solve(unknown("1g.10gb"), oneTenant(gpucatalog.H100SXM5_80GB, partition.Request{Profile: "2g.20gb", Count: 1}))
+		plan, err := partition.Solve(fleet, oneTenant(gpucatalog.H100SXM5_80GB, partition.Request{Profile: want, Count: 1}))
 		if err != nil {
 			t.Fatal(err)
 		}
+		return dev, plan
+	}
+	t.Run("wrong guess, no collision: applied", func(t *testing.T) {
+		dev, plan := planInferred(t, "1g.10gb", 6, "2g.20gb")
 		kept := plan.GPUs[0].Instances[0]
 		if !kept.Inferred || kept.Start != 0 {
 			t.Fatalf("test setup: want the 1g guessed at slot 0, got %+v", plan.GPUs[0].Instances)
@@ -440,17 +446,11 @@ func TestApplyUsesDevicePlacementsForInferredInstances(t *testing.T) {
 		}
 	})
 	t.Run("wrong guess, collision: refused", func(t *testing.T) {
-		dev := newFakeGPU("GPU-a", "NVIDIA H100 80GB HBM3", gpucatalog.H100SXM5_80GB)
-		gi := dev.withInstance("3g.40gb", 4) // the planner will guess slot 0
-		dev.procs = []nvml.ProcessInfo{{Pid: 1, GpuInstanceId: gi.id}}
-		plan, err := partition.Solve(unknown("3g.40gb"), oneTenant(gpucatalog.H100SXM5_80GB, partition.Request{Profile: "3g.40gb", Count: 1}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		dev, plan := planInferred(t, "3g.40gb", 4, "3g.40gb")
 		if got := layoutOf(plan.GPUs[0]); !slices.Equal(got, []slot{{"3g.40gb", 0}, {"3g.40gb", 4}}) {
 			t.Fatalf("test setup: plan %v", got)
 		}
-		_, err = Apply(context.Background(), fakeLib(dev), plan, ApplyOptions{Execute: true})
+		_, err := Apply(context.Background(), fakeLib(dev), plan, ApplyOptions{Execute: true})
 		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "3g.40gb at slot 4 would overlap an instance that stays") || len(dev.log) != 0 {
 			t.Errorf("Apply error %v, calls %v", err, dev.log)
 		}

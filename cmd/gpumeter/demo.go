@@ -9,7 +9,6 @@ import (
 	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/demo"
 	"github.com/gpumeter/gpumeter/internal/store"
-	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/reports"
 	"github.com/gpumeter/gpumeter/schemas"
 )
@@ -51,22 +50,13 @@ it, then a simulated collector, an invoice run and the server.`,
 		fmt.Fprintf(g.stdout, "Imported %d samples: 2 DGX hosts, %s to %s (database %s).\n\n",
 			res.Rows, from.Format(time.DateOnly), to.Add(-time.Second).Format(time.DateOnly), s.Database())
 
-		for _, view := range []struct {
-			title string
-			q     usage.Query
-		}{
-			{"Usage by tenant (idle = capacity nobody held)", usage.Query{GroupBy: []usage.Dimension{usage.DimTenant, usage.DimDepartment}}},
-			{"Usage by department", usage.Query{GroupBy: []usage.Dimension{usage.DimDepartment}}},
-			{"Usage by SKU (MIG instances in GPU-equivalents)", usage.Query{GroupBy: []usage.Dimension{usage.DimSKU}}},
-		} {
-			q := view.q
-			q.From, q.To = from, to
-			rows, err := s.Usage(ctx, q)
+		for _, v := range demo.Views() {
+			rows, err := s.Usage(ctx, v.Query)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(g.stdout, view.title)
-			if err := reports.WriteUsageTable(g.stdout, reports.UsageTableOf(rows, q)); err != nil {
+			fmt.Fprintln(g.stdout, v.Title)
+			if err := reports.WriteUsageTable(g.stdout, reports.UsageTableOf(rows, v.Query)); err != nil {
 				return fmt.Errorf("demo: %w", err)
 			}
 			fmt.Fprintln(g.stdout)

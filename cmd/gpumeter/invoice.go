@@ -11,7 +11,6 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/cli"
-	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/webhook"
@@ -87,11 +86,8 @@ and stores nothing. A progress bar is drawn when stderr is a terminal.`,
 		if !*quiet {
 			progress = reports.ProgressBar(g.stderr, "invoicing "+req.Period)
 		}
-		rep, err := runner.Run(ctx, req, progress)
+		rep, err := runner.Run(ctx, req, progress) // a tenant that is no customer: fault.NotFound, exit 2
 		if err != nil {
-			if fault.IsNotFound(err) { // a tenant that is no customer: bad input
-				return cli.Usage(err)
-			}
 			return err
 		}
 		for i := range rep.Outcomes {
@@ -198,11 +194,7 @@ finalized invoice is announced once as a webhook event.`,
 		if err != nil {
 			return err
 		}
-		for _, o := range outs {
-			fmt.Fprintln(g.stdout, o)
-		}
-		fmt.Fprintf(g.stdout, "finalized %d invoice(s)\n", len(outs))
-		return nil
+		return reports.WriteFinalized(g.stdout, outs)
 	}
 	return cmd
 }
@@ -230,17 +222,9 @@ func newInvoiceVoidCmd(g *globals) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(g.stdout, "voided %s (%s): %s\n", inv.ID, orDash(inv.Number), inv.VoidReason)
-		return nil
+		return reports.WriteVoided(g.stdout, inv)
 	}
 	return cmd
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func newInvoiceRenderCmd(g *globals) *cobra.Command {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -96,16 +95,8 @@ func (g *globals) setup(cmd *cobra.Command, _ []string) error {
 	if cli.NeedsNoConfig(cmd) {
 		return nil
 	}
-	// An explicitly empty global flag is a mistake (an unset shell
-	// variable, say), never a silent "use the default".
-	var empty []string
-	for _, name := range []string{"config", "clickhouse", "log-level"} {
-		if f := cmd.Flags().Lookup(name); f != nil && f.Changed && f.Value.String() == "" {
-			empty = append(empty, "--"+name)
-		}
-	}
-	if len(empty) > 0 {
-		return cli.Usagef("%s: empty value (leave the flag out for the default)", strings.Join(empty, ", "))
+	if err := cli.RefuseEmpty(cmd.Flags(), "config", "clickhouse", "log-level"); err != nil {
+		return err
 	}
 	cfg, err := config.Load(g.configPath)
 	if err != nil {

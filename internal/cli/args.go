@@ -114,3 +114,18 @@ func AnyChanged(fs *pflag.FlagSet, names ...string) bool {
 	}
 	return false
 }
+
+// RefuseEmpty refuses the named flags given with an empty value: an unset
+// shell variable, say, never a silent "use the default".
+func RefuseEmpty(fs *pflag.FlagSet, names ...string) error {
+	var empty []string
+	for _, name := range names {
+		if f := fs.Lookup(name); f != nil && f.Changed && f.Value.String() == "" {
+			empty = append(empty, "--"+name)
+		}
+	}
+	if len(empty) > 0 {
+		return Usagef("%s: empty value (leave the flag out for the default)", strings.Join(empty, ", "))
+	}
+	return nil
+}

@@ -44,6 +44,17 @@ func ids(es []auth.AuditEntry) string {
 	return strings.Join(s, ",")
 }
 
+// openQueue opens a queue of cfg, closed when the test ends.
+func openQueue(t *testing.T, cfg Config) *Queue {
+	t.Helper()
+	q, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
 // Batches survive a restart and reach the store in order once it is
 // back; a failed write keeps them queued.
 func TestQueueKeepsBatchesAcrossRestartsUntilWritten(t *testing.T) {
@@ -73,11 +84,7 @@ func TestQueueKeepsBatchesAcrossRestartsUntilWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	q, err = Open(DefaultConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	q = openQueue(t, DefaultConfig(dir))
 	if n, b := q.Pending(); n != 5 || b <= 0 {
 		t.Fatalf("pending after reopening: %d entries, %d bytes; want 5", n, b)
 	}
@@ -106,11 +113,7 @@ func TestQueueKeepsBatchesAcrossRestartsUntilWritten(t *testing.T) {
 func TestQueueRefusesBatchesOverItsBound(t *testing.T) {
 	cfg := DefaultConfig(t.TempDir())
 	cfg.MaxBytes = 600
-	q, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	q := openQueue(t, cfg)
 	if err := q.Put(entries(0, 2)); err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +129,7 @@ func TestQueueRefusesBatchesOverItsBound(t *testing.T) {
 // are still written.
 func TestQueueSetsDamagedBatchesAside(t *testing.T) {
 	dir := t.TempDir()
-	q, err := Open(DefaultConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	q := openQueue(t, DefaultConfig(dir))
 	for i := 0; i < 3; i++ {
 		if err := q.Put(entries(i*2, 2)); err != nil {
 			t.Fatal(err)
@@ -156,11 +155,7 @@ func TestQueueSetsDamagedBatchesAside(t *testing.T) {
 // batches.
 func TestQueueBelongsToOneProcess(t *testing.T) {
 	dir := t.TempDir()
-	q, err := Open(DefaultConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	openQueue(t, DefaultConfig(dir)) // held until the test ends
 	if _, err := Open(DefaultConfig(dir)); err == nil || !strings.Contains(err.Error(), "held by another") {
 		t.Fatalf("second open: %v", err)
 	}

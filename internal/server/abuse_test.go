@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -35,54 +34,6 @@ func (q *countingQuotas) AdmitAll(ctx context.Context, s auth.Scope, rs []quota.
 	q.admits++
 	q.mu.Unlock()
 	return q.allowAll.AdmitAll(ctx, s, rs)
-}
-
-// apiRig is the /v1 API over in-memory keys.
-type apiRig struct {
-	srv  *Server
-	keys *memKeys
-	reg  *prometheus.Registry
-}
-
-func newAPIRig(t *testing.T, cfg Config, api API) *apiRig {
-	t.Helper()
-	r := &apiRig{keys: &memKeys{keys: map[string]auth.Key{}}, reg: prometheus.NewRegistry()}
-	r.srv = New(cfg, r.reg, slog.New(slog.DiscardHandler))
-	api.Keys = r.keys
-	if api.Audit == nil {
-		api.Audit = nopAudit{}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	wait := r.srv.MountAPI(ctx, r.reg, api)
-	t.Cleanup(func() { cancel(); wait() })
-	return r
-}
-
-func (r *apiRig) addKey(t *testing.T, req auth.NewKeyRequest) string {
-	t.Helper()
-	k, token, err := auth.NewKey(req, time.Now().Add(-time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.keys.mu.Lock()
-	r.keys.keys[k.ID] = k
-	r.keys.mu.Unlock()
-	return token
-}
-
-// do sends a request from remote; token goes in the header unless the
-// path carries it.
-func (r *apiRig) do(method, path, token, body, remote string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if remote != "" {
-		req.RemoteAddr = remote
-	}
-	rec := httptest.NewRecorder()
-	r.srv.Handler().ServeHTTP(rec, req)
-	return rec
 }
 
 const admissionJSON = `{"tenant":"acme","gpu_model":"H100-SXM5-80GB","count":3,"expected_duration":"744h"}`

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/quota"
-	"github.com/gpumeter/gpumeter/internal/server"
 )
 
 // podReview is an AdmissionReview of a Pod in team-acme (tenant acme)
@@ -61,10 +60,7 @@ func admitted(t *testing.T, q *quota.Service, model string) decimal.Decimal {
 // A server-side dry run of a Pod and a denied Pod hold nothing; a dry run
 // followed by the real Pod leaves exactly the real one held.
 func TestKubernetesDryRunAndDenialHoldNothing(t *testing.T) {
-	f := newFixture(t, server.DefaultConfig())
-	cfg := quota.DefaultConfig()
-	cfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: lim("6")}} // 2 running: 4 left
-	ts, q, _ := quotaServer(t, f, cfg, true)
+	f, ts, q := quotaFixture(t, quota.Rule{Tenant: "acme", ConcurrentGPUs: lim("6")}) // 2 running: 4 left
 	url, admin := ts.URL+"/v1/admission/k8s", f.tokens["admin"]
 
 	// 3 GPUs fit, 7 x 3g.40gb (3 GPUs) with them do not: the Pod is
@@ -96,10 +92,7 @@ func TestKubernetesDryRunAndDenialHoldNothing(t *testing.T) {
 // The quota service (POST /v1/admission's) holds nothing for a dry run
 // or a denial either.
 func TestQuotaServiceDryRunAndDenialHoldNothing(t *testing.T) {
-	f := newFixture(t, server.DefaultConfig())
-	cfg := quota.DefaultConfig()
-	cfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: lim("6")}}
-	_, q, _ := quotaServer(t, f, cfg, true)
+	_, _, q := quotaFixture(t, quota.Rule{Tenant: "acme", ConcurrentGPUs: lim("6")})
 	ctx, admin := context.Background(), auth.Scope{Kind: auth.KindAdmin}
 	req := quota.Request{Tenant: "acme", GPUModel: "H100-SXM5-80GB", Count: 3, Duration: time.Hour, DryRun: true}
 	if d, err := q.Admit(ctx, admin, req); err != nil || !d.Allowed || d.ID != "" {
@@ -120,10 +113,7 @@ func TestQuotaServiceDryRunAndDenialHoldNothing(t *testing.T) {
 // A model rule is not bypassed by another spelling of the model, an
 // unknown model, the time-slicing resource name or counts that overflow.
 func TestKubernetesModelRuleBypasses(t *testing.T) {
-	f := newFixture(t, server.DefaultConfig())
-	cfg := quota.DefaultConfig()
-	cfg.Rules = []quota.Rule{{Tenant: "acme", GPUModel: "H100-SXM5-80GB", ConcurrentGPUs: lim("4")}} // 2 H100s running
-	ts, q, _ := quotaServer(t, f, cfg, true)
+	f, ts, q := quotaFixture(t, quota.Rule{Tenant: "acme", GPUModel: "H100-SXM5-80GB", ConcurrentGPUs: lim("4")}) // 2 H100s running
 	url, admin := ts.URL+"/v1/admission/k8s", f.tokens["admin"]
 	const model = `"gpumeter.io/gpu-model":`
 	for _, tc := range []struct {
@@ -159,10 +149,7 @@ func TestKubernetesModelRuleBypasses(t *testing.T) {
 
 // The same bypasses through the quota service and POST /v1/admission.
 func TestQuotaServiceModelRuleBypasses(t *testing.T) {
-	f := newFixture(t, server.DefaultConfig())
-	cfg := quota.DefaultConfig()
-	cfg.Rules = []quota.Rule{{Tenant: "acme", GPUModel: "H100-SXM5-80GB", ConcurrentGPUs: lim("4")}}
-	ts, q, _ := quotaServer(t, f, cfg, true)
+	f, ts, q := quotaFixture(t, quota.Rule{Tenant: "acme", GPUModel: "H100-SXM5-80GB", ConcurrentGPUs: lim("4")})
 	ctx, admin := context.Background(), auth.Scope{Kind: auth.KindAdmin}
 	for _, name := range []string{"h100-sxm5-80gb", "NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3"} {
 		d, err := q.Admit(ctx, admin, quota.Request{Tenant: "acme", GPUModel: name, Count: 5, Duration: time.Hour})
@@ -204,10 +191,7 @@ func TestQuotaServiceModelRuleBypasses(t *testing.T) {
 // for two GPU types) decided as one: before, each type was its own
 // request, and a job whose second type was denied kept the first held.
 func TestAPIAdmissionPartsAndDryRunHoldNothingWhenRefused(t *testing.T) {
-	f := newFixture(t, server.DefaultConfig())
-	cfg := quota.DefaultConfig()
-	cfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: lim("6")}, {Tenant: "acme", GPUModel: "A100-SXM4-80GB", ConcurrentGPUs: lim("1")}}
-	ts, q, _ := quotaServer(t, f, cfg, true)
+	f, ts, q := quotaFixture(t, quota.Rule{Tenant: "acme", ConcurrentGPUs: lim("6")}, quota.Rule{Tenant: "acme", GPUModel: "A100-SXM4-80GB", ConcurrentGPUs: lim("1")})
 	url, acme := ts.URL+"/v1/admission", f.tokens["acme"]
 	two := `"parts":[{"gpu_model":"H100-SXM5-80GB","count":2},{"gpu_model":"A100-SXM4-80GB","count":2}],"expected_duration":"1h"`
 	if code, d := post(t, url, acme, `{`+two+`}`); code != 200 || d["allowed"] != false {

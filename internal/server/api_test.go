@@ -60,6 +60,54 @@ func (allowAll) State(context.Context, auth.Scope) ([]quota.RuleState, time.Time
 	return nil, time.Time{}, nil
 }
 
+// apiRig is the /v1 API over in-memory keys.
+type apiRig struct {
+	srv  *Server
+	keys *memKeys
+	reg  *prometheus.Registry
+}
+
+func newAPIRig(t *testing.T, cfg Config, api API) *apiRig {
+	t.Helper()
+	r := &apiRig{keys: &memKeys{keys: map[string]auth.Key{}}, reg: prometheus.NewRegistry()}
+	r.srv = New(cfg, r.reg, slog.New(slog.DiscardHandler))
+	api.Keys = r.keys
+	if api.Audit == nil {
+		api.Audit = nopAudit{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	wait := r.srv.MountAPI(ctx, r.reg, api)
+	t.Cleanup(func() { cancel(); wait() })
+	return r
+}
+
+func (r *apiRig) addKey(t *testing.T, req auth.NewKeyRequest) string {
+	t.Helper()
+	k, token, err := auth.NewKey(req, time.Now().Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.keys.mu.Lock()
+	r.keys.keys[k.ID] = k
+	r.keys.mu.Unlock()
+	return token
+}
+
+// do sends a request from remote; token goes in the header unless the
+// path carries it.
+func (r *apiRig) do(method, path, token, body, remote string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if remote != "" {
+		req.RemoteAddr = remote
+	}
+	rec := httptest.NewRecorder()
+	r.srv.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
 // The key cache serves a key it has seen without waiting on the store:
 // within keyCacheTTL from memory, after it while a background read
 // refreshes it (so a revocation lands one read later), and while the
@@ -73,18 +121,11 @@ func TestKeyCacheRefreshesInTheBackground(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := &memKeys{keys: map[string]auth.Key{k.ID: k}}
-	srv := New(DefaultConfig(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
-	ctx, cancel := context.WithCancel(context.Background())
-	wait := srv.MountAPI(ctx, prometheus.NewRegistry(), API{Keys: keys, Audit: nopAudit{}, Quotas: allowAll{}, Now: clock})
-	defer func() { cancel(); wait() }()
+	r := newAPIRig(t, DefaultConfig(), API{Quotas: allowAll{}, Now: clock})
+	keys := r.keys
+	keys.keys[k.ID] = k
 	admit := func() int {
-		req := httptest.NewRequest(http.MethodPost, "/v1/admission",
-			strings.NewReader(`{"tenant":"acme","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`))
-		req.Header.Set("Authorization", "Bearer "+token)
-		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, req)
-		return rec.Code
+		return r.do(http.MethodPost, "/v1/admission", token, `{"tenant":"acme","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`, "").Code
 	}
 	waitReads := func(n int) {
 		t.Helper()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
@@ -15,8 +14,6 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
-	"github.com/gpumeter/gpumeter/internal/meter"
-	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
@@ -56,15 +53,10 @@ type costBody struct {
 func TestCostTrendAndForecastAreTheInvoicesPricing(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.New(t)
-	logger := slog.New(slog.DiscardHandler)
 	r := rand.New(rand.NewPCG(31, 3))
 	var samples []collectors.Sample
 	add := func(gpu string, h time.Time, share uint64) {
-		x := collectors.Sample{Host: "host-acme", GPUUUID: gpu, GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
-			Tenant: "acme", Department: "research", Workload: "job-" + gpu, Start: h, End: h.Add(time.Hour),
-			Values: meter.Values{GPUMicroseconds: share * 36_000_000}}
-		x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
-		samples = append(samples, x)
+		samples = append(samples, h100Hour("acme", "research", gpu, "job-"+gpu, h, share*36_000_000))
 	}
 	now := time.Date(2026, 11, 18, 12, 0, 0, 0, time.UTC)
 	idleFrom, idleTo := time.Date(2026, 10, 10, 0, 0, 0, 0, time.UTC), time.Date(2026, 10, 25, 0, 0, 0, 0, time.UTC)
@@ -87,15 +79,12 @@ func TestCostTrendAndForecastAreTheInvoicesPricing(t *testing.T) {
 	if err := s.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rollUp(t, s)
 	demo := filepath.Join("..", "demo", "billing")
 	cs := billing.Customers{Issuer: billing.Issuer{ID: "gc", Name: "GPU Cloud", NumberPrefix: "GC-"}, Schedule: billing.DefaultInvoiceSchedule,
 		Customers: []billing.Customer{{Tenant: "acme", Department: "research", Name: "Acme Corp", Currency: "USD", TimeZone: "America/New_York",
 			TaxRate: decimal.RequireFromString("8.875"), Book: filepath.Join(demo, "cloud-book.yaml"), Contract: filepath.Join(demo, "acme-contract.yaml")}}}
-	rep, err := billing.NewRunner(s, cs, billing.LeaseConfig{TTL: 30 * time.Second, Settle: 2 * time.Second, Retry: 200 * time.Millisecond},
-		time.Now, logger).Run(ctx, billing.RunRequest{Period: "2026-10", Tenant: "acme"}, nil)
+	rep, err := invoiceRunner(s, cs).Run(ctx, billing.RunRequest{Period: "2026-10", Tenant: "acme"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,13 +92,7 @@ func TestCostTrendAndForecastAreTheInvoicesPricing(t *testing.T) {
 		t.Fatalf("October's invoice run: %+v", rep.Outcomes)
 	}
 	inv := rep.Outcomes[0].Invoice
-	k, token, err := auth.NewKey(auth.NewKeyRequest{Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"}}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SaveKey(ctx, k); err != nil {
-		t.Fatal(err)
-	}
+	_, token := saveKey(t, s, auth.NewKeyRequest{Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"}}, time.Now())
 	f := &fixture{store: s, customers: cs}
 	f.srv, f.stop = f.serve(t, server.DefaultConfig(), func() time.Time { return now })
 	cost := func(month string) costBody {

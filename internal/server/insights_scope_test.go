@@ -3,18 +3,13 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
+	"maps"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/collectors"
@@ -22,12 +17,8 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/meter"
-	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
-	"github.com/gpumeter/gpumeter/internal/usage"
-	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
 const scopeBook = `version: scope-test
@@ -36,9 +27,9 @@ skus:
   H100-SXM5-80GB: {meters: {gpu_hours: {unit_price: "3.00"}}}
 `
 
-// scopeAPI is the API over a store whose samples put tenants in
-// departments the way attribution does, which need not be the customers'
-// configured departments:
+// scopeAPI is a fixture whose store's samples put tenants in departments
+// the way attribution does, which need not be the customers' configured
+// departments:
 //
 //	acme, globex   research rows            configured research
 //	initech        ops rows                 configured ops
@@ -48,11 +39,10 @@ skus:
 //
 // plus idle capacity (tenant ""). The customers' departments never
 // decide what a department key reads of usage rows; the rows' labels do.
-func scopeAPI(t *testing.T, from, to time.Time) (get func(key, path string) (int, []byte)) {
+func scopeAPI(t *testing.T, from, to time.Time) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	s := storetest.New(t)
-	logger := slog.New(slog.DiscardHandler)
 	var samples []collectors.Sample
 	add := func(tenant, dept, gpu string, us uint64) {
 		for h := from; h.Before(to); h = h.Add(time.Hour) {
@@ -80,23 +70,17 @@ func scopeAPI(t *testing.T, from, to time.Time) (get func(key, path string) (int
 	}
 	// Usage then reads the hourly rollup, insights the raw samples: both
 	// carry the rows' departments.
-	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rollUp(t, s)
 	now := time.Now()
 	if err := s.InsertAnomalies(ctx, []insights.Anomaly{anomaly("acme", from), anomaly("hydra", from)}, now); err != nil {
 		t.Fatal(err)
 	}
 
-	path := filepath.Join(t.TempDir(), "book.yaml")
-	if err := os.WriteFile(path, []byte(scopeBook), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cs := billing.Customers{Issuer: billing.Issuer{ID: "gc", Name: "GPU Cloud", NumberPrefix: "GC-"}, Schedule: billing.DefaultInvoiceSchedule}
-	for _, c := range [][2]string{{"acme", "research"}, {"globex", "research"}, {"initech", "ops"}, {"wayne", "sales"}, {"umbrella", "research"}} {
-		cs.Customers = append(cs.Customers, billing.Customer{Tenant: c[0], Department: c[1], Name: c[0], Currency: "USD", Book: path})
-	}
-	token := map[string]string{}
+	path := writeBook(t, scopeBook)
+	f := &fixture{store: s, tokens: map[string]string{}, keyIDs: map[string]string{},
+		customers: customersOn(path, [2]string{"acme", "research"}, [2]string{"globex", "research"}, [2]string{"initech", "ops"},
+			[2]string{"wayne", "sales"}, [2]string{"umbrella", "research"}),
+		chargeback: billing.ChargebackConfig{Book: path, Idle: "own_row"}}
 	for name, sc := range map[string]auth.Scope{
 		"admin":    {Kind: auth.KindAdmin},
 		"research": {Kind: auth.KindDepartment, Name: "research"}, // configured customers, one of them with rows of another department
@@ -107,42 +91,10 @@ func scopeAPI(t *testing.T, from, to time.Time) (get func(key, path string) (int
 		"acme":     {Kind: auth.KindTenant, Name: "acme"},
 		"hydra":    {Kind: auth.KindTenant, Name: "hydra"},
 	} {
-		k, tok, err := auth.NewKey(auth.NewKeyRequest{Scope: sc}, now.Add(-time.Minute))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.SaveKey(ctx, k); err != nil {
-			t.Fatal(err)
-		}
-		token[name] = tok
+		f.keyIDs[name], f.tokens[name] = saveKey(t, s, auth.NewKeyRequest{Scope: sc}, now.Add(-time.Minute))
 	}
-
-	reg := prometheus.NewRegistry()
-	srv := server.New(server.DefaultConfig(), reg, logger)
-	apiCtx, cancel := context.WithCancel(context.Background())
-	svc := usage.New(s, cs, time.Now)
-	ins := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), insights.Prices{}, time.Now, logger)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, Usage: svc, Invoices: billing.NewInvoiceService(s, cs.Issuer.ID), Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(s, billing.ChargebackConfig{Book: path, Idle: "own_row"}), Insights: ins})
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { hs.Close(); cancel(); wait() })
-	return func(key, path string) (int, []byte) {
-		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, hs.URL+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token[key])
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, body
-	}
+	f.srv, f.stop = f.serve(t, server.DefaultConfig(), time.Now)
+	return f
 }
 
 func anomaly(tenant string, at time.Time) insights.Anomaly {
@@ -156,12 +108,7 @@ func anomaly(tenant string, at time.Time) insights.Anomaly {
 type heldByTenant map[string]int64
 
 func (h heldByTenant) tenants() []string {
-	out := []string{}
-	for t := range h {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(h))
 }
 
 // TestInsightsScopeKeysAsUsageDoes: every key reads of the efficiency and
@@ -175,7 +122,12 @@ func (h heldByTenant) tenants() []string {
 func TestInsightsScopeKeysAsUsageDoes(t *testing.T) {
 	from := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
 	to := from.Add(6 * time.Hour)
-	get := scopeAPI(t, from, to)
+	f := scopeAPI(t, from, to)
+	get := func(key, path string) (int, []byte) {
+		t.Helper()
+		code, body, _ := f.get(t, f.tokens[key], path)
+		return code, body
+	}
 	period := "from=" + from.Format(time.RFC3339) + "&to=" + to.Format(time.RFC3339)
 	readJSON := func(key, path string, v any) {
 		t.Helper()

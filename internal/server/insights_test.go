@@ -3,15 +3,12 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
@@ -57,25 +54,14 @@ func (f *fakeInsights) Capacity(_ context.Context, r insights.CapacityRequest) (
 // department research; get calls it with one of those keys.
 func insightsAPI(t *testing.T, now time.Time, svc InsightsService) (get func(key, path string) (int, string)) {
 	t.Helper()
-	keys := &memKeys{keys: map[string]auth.Key{}}
+	r := newAPIRig(t, DefaultConfig(), API{Insights: svc, Now: func() time.Time { return now }})
 	token := map[string]string{}
 	for name, sc := range map[string]auth.Scope{"admin": {Kind: auth.KindAdmin}, "acme": {Kind: auth.KindTenant, Name: "acme"},
 		"research": {Kind: auth.KindDepartment, Name: "research"}} {
-		k, tok, err := auth.NewKey(auth.NewKeyRequest{Scope: sc}, now.Add(-time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys.keys[k.ID], token[name] = k, tok
+		token[name] = r.addKey(t, auth.NewKeyRequest{Scope: sc})
 	}
-	srv := New(DefaultConfig(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
-	ctx, cancel := context.WithCancel(context.Background())
-	wait := srv.MountAPI(ctx, prometheus.NewRegistry(), API{Keys: keys, Audit: nopAudit{}, Insights: svc, Now: func() time.Time { return now }})
-	t.Cleanup(func() { cancel(); wait() })
 	return func(key, path string) (int, string) {
-		req := httptest.NewRequest(http.MethodGet, path, nil)
-		req.Header.Set("Authorization", "Bearer "+token[key])
-		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, req)
+		rec := r.do(http.MethodGet, path, token[key], "", "")
 		return rec.Code, rec.Body.String()
 	}
 }
@@ -126,19 +112,33 @@ func TestInsightsRoutesScopeAndValidate(t *testing.T) {
 				t.Errorf("service got %+v, want %+v", fake.last, tc.want)
 			}
 			if code != 200 {
-				var e apiError
-				if err := json.Unmarshal([]byte(body), &e); err != nil || e.Code == "" {
-					t.Errorf("error body %q", body)
-				}
+				wantErrorBody(t, body)
 			}
 		})
 	}
-	fake.err = fault.Validation(errTest("params: window is negative"))
-	if code, body := get("admin", "/v1/insights/efficiency?month=2026-11"); code != 400 || !strings.Contains(body, "window is negative") {
+	serviceErrors(t, fake, get, "/v1/insights/efficiency?month=2026-11", "params: window is negative", "window is negative")
+}
+
+// wantErrorBody fails the test unless body is an API error with a code.
+func wantErrorBody(t *testing.T, body string) {
+	t.Helper()
+	var e apiError
+	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Code == "" {
+		t.Errorf("error body %q", body)
+	}
+}
+
+// serviceErrors checks how the admin key's call of path answers when the
+// service fails: an input error (message) is a 400 that shows want, any
+// other failure a generic 500.
+func serviceErrors(t *testing.T, fake *fakeInsights, get func(key, path string) (int, string), path, message, want string) {
+	t.Helper()
+	fake.err = fault.Validation(errTest(message))
+	if code, body := get("admin", path); code != 400 || !strings.Contains(body, want) {
 		t.Errorf("a service input error: %d %s, want 400", code, body)
 	}
 	fake.err = errTest("clickhouse: connection refused")
-	if code, body := get("admin", "/v1/insights/efficiency?month=2026-11"); code != 500 || strings.Contains(body, "clickhouse") {
+	if code, body := get("admin", path); code != 500 || strings.Contains(body, "clickhouse") {
 		t.Errorf("a service failure: %d %s, want a generic 500", code, body)
 	}
 }
@@ -211,10 +211,7 @@ func TestCapacityRouteScopeAndValidate(t *testing.T) {
 				t.Errorf("the service got scope %s, want the admin key's", got.Scope)
 			}
 			if code != 200 {
-				var e apiError
-				if err := json.Unmarshal([]byte(body), &e); err != nil || e.Code == "" {
-					t.Errorf("error body %q", body)
-				}
+				wantErrorBody(t, body)
 			}
 		})
 	}
@@ -223,14 +220,7 @@ func TestCapacityRouteScopeAndValidate(t *testing.T) {
 	if _, body := get("admin", "/v1/insights/capacity"); !strings.Contains(body, `"exceeds":false`) || strings.Contains(body, `"at":`) || strings.Contains(body, `"demand":`) {
 		t.Errorf("a model under its target: %s; want exceeds false without at and demand", body)
 	}
-	fake.err = fault.Validation(errTest("capacity needs two weeks of history before 2026-12-03T12:00:00Z"))
-	if code, body := get("admin", "/v1/insights/capacity"); code != 400 || !strings.Contains(body, "two weeks of history") {
-		t.Errorf("a service input error: %d %s, want 400", code, body)
-	}
-	fake.err = errTest("clickhouse: connection refused")
-	if code, body := get("admin", "/v1/insights/capacity"); code != 500 || strings.Contains(body, "clickhouse") {
-		t.Errorf("a service failure: %d %s, want a generic 500", code, body)
-	}
+	serviceErrors(t, fake, get, "/v1/insights/capacity", "capacity needs two weeks of history before 2026-12-03T12:00:00Z", "two weeks of history")
 	if code, body := insightsAPI(t, now, nil)("admin", "/v1/insights/capacity"); code != 404 || !strings.Contains(body, "not served here") {
 		t.Errorf("without an insights service: %d %s, want 404", code, body)
 	}

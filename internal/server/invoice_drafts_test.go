@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"testing"
@@ -20,8 +19,7 @@ import (
 func TestAPIDraftsAreOperatorsOnly(t *testing.T) {
 	f := newFixture(t, server.DefaultConfig())
 	ctx := context.Background()
-	runner := billing.NewRunner(f.store, f.customers, billing.LeaseConfig{TTL: 30 * time.Second, Settle: 2 * time.Second,
-		Retry: 200 * time.Millisecond}, time.Now, slog.New(slog.DiscardHandler))
+	runner := invoiceRunner(f.store, f.customers)
 	// acme's October invoice is voided and its period drafted again.
 	void, err := runner.Void(ctx, f.invs["acme"].Number, "wrong department")
 	if err != nil {
@@ -41,13 +39,7 @@ func TestAPIDraftsAreOperatorsOnly(t *testing.T) {
 
 	// A portal token of a department is handed to people outside
 	// operations too: a customer's view, no drafts.
-	k, deptPortal, err := auth.NewKey(auth.NewKeyRequest{Scope: auth.Scope{Kind: auth.KindDepartment, Name: "research"}, Portal: true, Expires: time.Hour}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.store.SaveKey(ctx, k); err != nil {
-		t.Fatal(err)
-	}
+	_, deptPortal := saveKey(t, f.store, auth.NewKeyRequest{Scope: auth.Scope{Kind: auth.KindDepartment, Name: "research"}, Portal: true, Expires: time.Hour}, time.Now())
 
 	list := func(token, query string) map[string]string {
 		t.Helper()

@@ -3,8 +3,6 @@ package server_test
 import (
 	"cmp"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,11 +13,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/store"
-	"github.com/gpumeter/gpumeter/internal/webhook"
 )
 
 // isolationRoute is one /v1 route as the isolation test calls it.
@@ -42,7 +37,7 @@ func (f *fixture) fullAPI(t *testing.T) (*httptest.Server, []string) {
 	qcfg := quota.DefaultConfig()
 	qcfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: lim("8")}, {Tenant: "globex", ConcurrentGPUs: lim("8")}, {Tenant: "initech", Spend: lim("100")}}
 	api, q := f.quotaAPI(t, qcfg, true, map[string]string{"team-acme": "acme", "team-globex": "globex"})
-	api.Insights = insights.New(store.NewInsightsReader(f.store), webhook.NewPublisher(f.store, time.Now), f.insightPrices(t), time.Now, slog.New(slog.DiscardHandler))
+	api.Insights = f.insights(t, time.Now)
 	ts, srv, _ := f.mount(t, api, q)
 	var routes []string
 	for _, r := range srv.Handler().(*gin.Engine).Routes() {
@@ -120,33 +115,24 @@ func TestAPIIsolationOnEveryRoute(t *testing.T) {
 	for _, cred := range creds {
 		for _, r := range routes {
 			t.Run(cred+" "+r.method+" "+r.path, func(t *testing.T) {
-				req, err := http.NewRequest(r.method, ts.URL+r.path, strings.NewReader(r.body))
-				if err != nil {
-					t.Fatal(err)
-				}
+				url, token := ts.URL+r.path, f.tokens[cred]
 				if cred == "portal" {
 					sep := "?"
 					if strings.Contains(r.path, "?") {
 						sep = "&"
 					}
-					req.URL, _ = req.URL.Parse(ts.URL + r.path + sep + "access_token=" + f.tokens["portal"])
-				} else {
-					req.Header.Set("Authorization", "Bearer "+f.tokens[cred])
+					url, token = url+sep+"access_token="+token, ""
 				}
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
+				status, data, _ := send(t, r.method, url, token, r.body)
+				body := string(data)
+				if status >= 500 {
+					t.Fatalf("%d %s", status, body)
 				}
-				defer resp.Body.Close()
-				body := readAll(t, resp)
-				if resp.StatusCode >= 500 {
-					t.Fatalf("%d %s", resp.StatusCode, body)
+				if cred == "portal" && r.method != http.MethodGet && status != http.StatusForbidden {
+					t.Fatalf("a portal token's %s: %d, want 403 (read-only)", r.method, status)
 				}
-				if cred == "portal" && r.method != http.MethodGet && resp.StatusCode != http.StatusForbidden {
-					t.Fatalf("a portal token's %s: %d, want 403 (read-only)", r.method, resp.StatusCode)
-				}
-				if want := cmp.Or(r.admin, http.StatusOK); cred == "admin" && r.method == http.MethodGet && resp.StatusCode != want {
-					t.Fatalf("admin: %d %.200s, want %d", resp.StatusCode, body, want)
+				if want := cmp.Or(r.admin, http.StatusOK); cred == "admin" && r.method == http.MethodGet && status != want {
+					t.Fatalf("admin: %d %.200s, want %d", status, body, want)
 				}
 				sees := map[string][]string{"admin": {"acme", "globex", "initech"}, "research": {"acme", "globex"}, "acme": {"acme"}, "portal": {"acme"}}[cred]
 				if r.of != "" && cred != "admin" {
@@ -160,23 +146,23 @@ func TestAPIIsolationOnEveryRoute(t *testing.T) {
 							want = append(want, http.StatusOK)
 						}
 					}
-					if !slices.Contains(want, resp.StatusCode) {
-						t.Fatalf("%s's data: %d %.200s, want one of %v", r.of, resp.StatusCode, body, want)
+					if !slices.Contains(want, status) {
+						t.Fatalf("%s's data: %d %.200s, want one of %v", r.of, status, body, want)
 					}
 				}
 				// A refusal of an admission may echo the tenant the caller
 				// itself named; it decides nothing and shows no data.
-				refused := r.method == http.MethodPost && (resp.StatusCode >= 400 || strings.Contains(body, `"allowed":false`))
+				refused := r.method == http.MethodPost && (status >= 400 || strings.Contains(body, `"allowed":false`))
 				for _, name := range others[cred] {
 					if refused {
 						break
 					}
 					if strings.Contains(body, `"`+name+`"`) || strings.Contains(body, ","+name+",") || strings.Contains(body, "tenant "+name) {
-						t.Fatalf("%d: the %s credential sees %q: %.300s", resp.StatusCode, cred, name, body)
+						t.Fatalf("%d: the %s credential sees %q: %.300s", status, cred, name, body)
 					}
 				}
 				// An admission for another tenant is refused, never decided.
-				if r.method == http.MethodPost && cred != "admin" && resp.StatusCode == http.StatusOK &&
+				if r.method == http.MethodPost && cred != "admin" && status == http.StatusOK &&
 					(strings.Contains(r.body, `"initech"`) || (cred != "research" && strings.Contains(r.body, "globex"))) &&
 					!strings.Contains(body, `"allowed":false`) {
 					t.Fatalf("the %s credential decided another tenant's admission: %.300s", cred, body)
@@ -185,25 +171,10 @@ func TestAPIIsolationOnEveryRoute(t *testing.T) {
 		}
 		// /metrics names every tenant's quota figures: never on the API port.
 		t.Run(cred+" GET /metrics", func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodGet, ts.URL+"/metrics", nil)
-			req.Header.Set("Authorization", "Bearer "+f.tokens[cred])
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			if body := readAll(t, resp); resp.StatusCode != http.StatusNotFound || strings.Contains(body, "gpumeter_quota") {
-				t.Fatalf("/metrics on the API port: %d %.200s", resp.StatusCode, body)
+			status, body, _ := send(t, http.MethodGet, ts.URL+"/metrics", f.tokens[cred], "")
+			if status != http.StatusNotFound || strings.Contains(string(body), "gpumeter_quota") {
+				t.Fatalf("/metrics on the API port: %d %.200s", status, body)
 			}
 		})
 	}
-}
-
-func readAll(t *testing.T, resp *http.Response) string {
-	t.Helper()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

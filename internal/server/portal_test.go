@@ -17,7 +17,6 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/browsertest"
-	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
 )
@@ -134,11 +133,7 @@ func TestPortalDrawsTheForecastBand(t *testing.T) {
 		if _, ok := share[day]; !ok {
 			share[day] = 40 + r.Uint64N(50)
 		}
-		x := collectors.Sample{Host: "host-acme", GPUUUID: "GPU-acme", GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
-			Tenant: "acme", Department: "research", Workload: "job-acme", Start: h, End: h.Add(time.Hour),
-			Values: meter.Values{GPUMicroseconds: share[day] * 36_000_000}}
-		x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
-		samples = append(samples, x)
+		samples = append(samples, h100Hour("acme", "research", "GPU-acme", "job-acme", h, share[day]*36_000_000))
 	}
 	if err := f.store.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)

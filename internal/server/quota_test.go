@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,8 +17,6 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/admission"
-	"github.com/gpumeter/gpumeter/internal/billing"
-	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/usage"
@@ -35,10 +32,8 @@ func quotaServer(t *testing.T, f *fixture, cfg quota.Config, refresh bool) (*htt
 	now := time.Now().UTC()
 	var running []collectors.Sample
 	for g := range 2 {
-		x := collectors.Sample{Host: "host-acme", GPUUUID: fmt.Sprintf("GPU-run-%d", g), GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
-			Tenant: "acme", Department: "research", Workload: "train", Start: now.Add(-10 * time.Second), End: now,
-			Values: meter.Values{GPUMicroseconds: 10_000_000}}
-		x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
+		x := h100Hour("acme", "research", fmt.Sprintf("GPU-run-%d", g), "train", now.Add(-10*time.Second), 10_000_000)
+		x.End = now // ten seconds so far
 		running = append(running, x)
 	}
 	if err := f.store.InsertSamples(ctx, running); err != nil {
@@ -47,6 +42,17 @@ func quotaServer(t *testing.T, f *fixture, cfg quota.Config, refresh bool) (*htt
 	api, q := f.quotaAPI(t, cfg, refresh, map[string]string{"team-acme": "acme"})
 	ts, _, reg := f.mount(t, api, q)
 	return ts, q, reg
+}
+
+// quotaFixture is a fixture whose API decides admissions under rules,
+// refreshed once, and acme running two H100s right now.
+func quotaFixture(t *testing.T, rules ...quota.Rule) (*fixture, *httptest.Server, *quota.Service) {
+	t.Helper()
+	f := newFixture(t, server.DefaultConfig())
+	cfg := quota.DefaultConfig()
+	cfg.Rules = rules
+	ts, q, _ := quotaServer(t, f, cfg, true)
+	return f, ts, q
 }
 
 // quotaAPI is the fixture's API with a quota service of cfg (refreshed
@@ -63,9 +69,10 @@ func (f *fixture) quotaAPI(t *testing.T, cfg quota.Config, refresh bool, namespa
 			t.Fatal(err)
 		}
 	}
-	return server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: billing.NewInvoiceService(f.store, f.customers.Issuer.ID), Cost: svc, Tenants: svc,
-		Chargeback: billing.NewChargebackService(f.store, f.chargeback), Quotas: q, Kubernetes: admission.NewWebhook(q, admission.Config{Namespaces: namespaces,
-			DefaultModel: "H100-SXM5-80GB", DefaultDuration: time.Hour})}, q
+	api := storeAPI(f.store, f.customers, f.chargeback, svc)
+	api.Quotas = q
+	api.Kubernetes = admission.NewWebhook(q, admission.Config{Namespaces: namespaces, DefaultModel: "H100-SXM5-80GB", DefaultDuration: time.Hour})
+	return api, q
 }
 
 // mount serves api, with q's metrics registered, until the test ends.
@@ -73,31 +80,21 @@ func (f *fixture) mount(t *testing.T, api server.API, q *quota.Service) (*httpte
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(q)
-	srv := server.New(server.DefaultConfig(), reg, slog.New(slog.DiscardHandler))
-	apiCtx, cancel := context.WithCancel(context.Background())
-	wait := srv.MountAPI(apiCtx, reg, api)
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { ts.Close(); cancel(); wait() })
+	ts, srv, _ := serveAPI(t, server.DefaultConfig(), reg, api, nil)
 	return ts, srv, reg
 }
 
+// post sends body to url as token's and decodes the JSON answer (the
+// raw body under "raw" when it is not JSON).
 func post(t *testing.T, url, token, body string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	code, data, _ := send(t, http.MethodPost, url, token, body)
 	var out map[string]any
 	_ = json.Unmarshal(data, &out)
 	if out == nil {
 		out = map[string]any{"raw": string(data)}
 	}
-	return resp.StatusCode, out
+	return code, out
 }
 
 func TestAPIAdmission(t *testing.T) {
@@ -156,7 +153,7 @@ func TestAPIAdmission(t *testing.T) {
 
 	// /v1/quotas in each scope.
 	subjects := func(token string) string {
-		_, body, _ := getWith(t, ts.URL+"/v1/quotas", token)
+		_, body, _ := send(t, http.MethodGet, ts.URL+"/v1/quotas", token, "")
 		var qs struct {
 			Quotas []struct{ Subject, Metric string }
 		}
@@ -207,10 +204,7 @@ func TestAPIAdmissionWithStaleData(t *testing.T) {
 
 // Concurrent admissions through HTTP never exceed the quota together.
 func TestAPIAdmissionUnderConcurrency(t *testing.T) {
-	f := newFixture(t, server.DefaultConfig())
-	cfg := quota.DefaultConfig()
-	cfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: lim("12")}}
-	ts, _, _ := quotaServer(t, f, cfg, true)
+	f, ts, _ := quotaFixture(t, quota.Rule{Tenant: "acme", ConcurrentGPUs: lim("12")})
 	var mu sync.Mutex
 	allowed := 0
 	var wg sync.WaitGroup
@@ -230,24 +224,6 @@ func TestAPIAdmissionUnderConcurrency(t *testing.T) {
 	if allowed != 10 { // 12 minus the 2 running
 		t.Fatalf("%d admitted, want 10", allowed)
 	}
-}
-
-func getWith(t *testing.T, url, token string) (int, []byte, http.Header) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, body, resp.Header
 }
 
 // A threshold crossed by measured use is reported once, through the
@@ -272,10 +248,7 @@ func TestQuotaRefreshReportsCrossingsOnce(t *testing.T) {
 // would break acme's hard limit is denied with the reason, malformed
 // reviews are 400s.
 func TestAPIKubernetesAdmission(t *testing.T) {
-	f := newFixture(t, server.DefaultConfig())
-	cfg := quota.DefaultConfig()
-	cfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: lim("4")}}
-	ts, _, _ := quotaServer(t, f, cfg, true)
+	f, ts, _ := quotaFixture(t, quota.Rule{Tenant: "acme", ConcurrentGPUs: lim("4")})
 	pod := func(gpus string) string {
 		return `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1","kind":{"group":"","version":"v1","kind":"Pod"},` +
 			`"namespace":"team-acme","operation":"CREATE","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"team-acme"},` +

@@ -4,183 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
+	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
-	"github.com/gpumeter/gpumeter/internal/billing"
-	"github.com/gpumeter/gpumeter/internal/insights"
-	"github.com/gpumeter/gpumeter/internal/meter"
-	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
-	"github.com/gpumeter/gpumeter/internal/store"
-	"github.com/gpumeter/gpumeter/internal/store/storetest"
-	"github.com/gpumeter/gpumeter/internal/usage"
-	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/pricing"
 )
-
-const book = `version: api-1
-currency: {code: USD, rounding: {minor_units: 2, mode: half_away_from_zero}}
-skus:
-  H100-SXM5-80GB: {meters: {gpu_hours: {unit_price: "3.00"}}}
-  A100-SXM4-80GB/3g.40gb: {meters: {gpu_hours: {unit_price: "1.75"}}}
-`
-
-// fixture: three tenants in two departments over 2-4 October 2026
-// (rolled up and invoiced for October) and a sample in the current hour
-// (raw only); keys of every scope; the API on an httptest server.
-type fixture struct {
-	store  *store.Store
-	srv    *httptest.Server
-	tokens map[string]string // name → token
-	keyIDs map[string]string
-	invs   map[string]*billing.Invoice // tenant → October invoice
-	stop   func()
-	// customers and chargeback are the fixture's config, for tests that
-	// build a server of their own.
-	customers  billing.Customers
-	chargeback billing.ChargebackConfig
-}
-
-func newFixture(t *testing.T, cfg server.Config) *fixture {
-	t.Helper()
-	ctx := context.Background()
-	s := storetest.New(t)
-	logger := slog.New(slog.DiscardHandler)
-	var samples []collectors.Sample
-	add := func(tenant, dept, sku string, h time.Time, us uint64) {
-		model, profile, _ := strings.Cut(sku, "/")
-		x := collectors.Sample{Host: "host-" + tenant, GPUUUID: "GPU-" + tenant, GPUModel: model, MIGProfile: profile, SKU: sku,
-			Tenant: tenant, Department: dept, Workload: "job-" + tenant, Start: h, End: h.Add(time.Hour),
-			Values: meter.Values{GPUMicroseconds: us}}
-		if profile != "" {
-			x.MIGUUID = "MIG-" + tenant
-		}
-		x.ID = collectors.SampleID(x.Host, x.GPUUUID+x.MIGUUID, x.Tenant, x.Workload, x.Start)
-		samples = append(samples, x)
-	}
-	for h := time.Date(2026, 10, 2, 0, 0, 0, 0, time.UTC); h.Before(time.Date(2026, 10, 5, 0, 0, 0, 0, time.UTC)); h = h.Add(time.Hour) {
-		add("acme", "research", "H100-SXM5-80GB", h, 3_600_000_000)
-		add("acme", "research", "A100-SXM4-80GB/3g.40gb", h, 3_600_000_000*3/7)
-		add("globex", "research", "H100-SXM5-80GB", h, 1_800_000_000)
-		add("initech", "ops", "H100-SXM5-80GB", h, 900_000_000)
-	}
-	if err := s.InsertSamples(ctx, samples); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// After the rollup: a sample of this hour, in raw samples only.
-	samples = samples[:0]
-	add("acme", "research", "H100-SXM5-80GB", time.Now().UTC().Truncate(time.Hour), 60_000_000)
-	if err := s.InsertSamples(ctx, samples); err != nil {
-		t.Fatal(err)
-	}
-
-	dir := t.TempDir()
-	path := filepath.Join(dir, "book.yaml")
-	if err := os.WriteFile(path, []byte(book), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cs := billing.Customers{Issuer: billing.Issuer{ID: "gc", Name: "GPU Cloud", NumberPrefix: "GC-"}, Schedule: billing.DefaultInvoiceSchedule}
-	for _, c := range [][2]string{{"acme", "research"}, {"globex", "research"}, {"initech", "ops"}} {
-		cs.Customers = append(cs.Customers, billing.Customer{Tenant: c[0], Department: c[1], Name: c[0], Currency: "USD", Book: path})
-	}
-	rep, err := billing.NewRunner(s, cs, billing.LeaseConfig{TTL: 30 * time.Second, Settle: 2 * time.Second, Retry: 200 * time.Millisecond},
-		time.Now, logger).Run(ctx, billing.RunRequest{Period: "2026-10"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{store: s, tokens: map[string]string{}, keyIDs: map[string]string{}, invs: map[string]*billing.Invoice{},
-		customers: cs, chargeback: billing.ChargebackConfig{Book: path, Idle: "own_row"}}
-	for _, o := range rep.Outcomes {
-		if o.Action != billing.ActionFinalized {
-			t.Fatalf("%s", o)
-		}
-		f.invs[o.Tenant] = o.Invoice
-	}
-
-	now := time.Now()
-	for name, r := range map[string]auth.NewKeyRequest{
-		"admin":    {Scope: auth.Scope{Kind: auth.KindAdmin}},
-		"acme":     {Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"}},
-		"globex":   {Scope: auth.Scope{Kind: auth.KindTenant, Name: "globex"}},
-		"research": {Scope: auth.Scope{Kind: auth.KindDepartment, Name: "research"}},
-		"portal":   {Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"}, Portal: true, Expires: time.Hour},
-		"expired":  {Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"}, Expires: time.Second},
-		"revoked":  {Scope: auth.Scope{Kind: auth.KindAdmin}},
-	} {
-		created := now
-		if name == "expired" {
-			created = now.Add(-time.Hour)
-		}
-		k, token, err := auth.NewKey(r, created)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.SaveKey(ctx, k); err != nil {
-			t.Fatal(err)
-		}
-		f.tokens[name], f.keyIDs[name] = token, k.ID
-	}
-	if _, err := s.RevokeKey(ctx, f.keyIDs["revoked"], now.Add(-time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-
-	f.srv, f.stop = f.serve(t, cfg, time.Now)
-	return f
-}
-
-// serve mounts the API over the fixture's store, customers and chargeback
-// on an httptest server, closed when the test ends; now is the services'
-// clock (month to date, the trend).
-func (f *fixture) serve(t *testing.T, cfg server.Config, now func() time.Time) (*httptest.Server, func()) {
-	t.Helper()
-	logger := slog.New(slog.DiscardHandler)
-	reg := prometheus.NewRegistry()
-	srv := server.New(cfg, reg, logger)
-	apiCtx, cancel := context.WithCancel(context.Background())
-	svc := usage.New(f.store, f.customers, now)
-	ins := insights.New(store.NewInsightsReader(f.store), webhook.NewPublisher(f.store, time.Now), f.insightPrices(t), now, logger)
-	wait := srv.MountAPI(apiCtx, reg, server.API{Keys: f.store, Audit: f.store, Usage: svc, Invoices: billing.NewInvoiceService(f.store, f.customers.Issuer.ID), Cost: svc, Tenants: svc, Chargeback: billing.NewChargebackService(f.store, f.chargeback), Insights: ins})
-	hs := httptest.NewServer(srv.Handler())
-	stop := func() { hs.Close(); cancel(); wait() }
-	t.Cleanup(stop)
-	return hs, stop
-}
-
-// insightPrices prices every customer of the fixture for the insights.
-func (f *fixture) insightPrices(t *testing.T) insights.Prices {
-	t.Helper()
-	prices := insights.Prices{ByTenant: map[string]insights.Priced{}}
-	for _, c := range f.customers.Customers {
-		b, k, err := billing.LoadPricing(c, os.ReadFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		prices.ByTenant[c.Tenant] = insights.Priced{TenantPricing: insights.TenantPricing{Book: b, Contract: k}, Location: time.UTC}
-	}
-	return prices
-}
-
-func (f *fixture) get(t *testing.T, token, path string) (int, []byte, http.Header) {
-	t.Helper()
-	return getWith(t, f.srv.URL+path, token)
-}
 
 type usageBody struct {
 	Scope           string              `json:"scope"`
@@ -207,12 +46,7 @@ func tenantsOf(u usageBody) []string {
 	for _, p := range u.Points {
 		seen[fmt.Sprint(p["tenant"])] = true
 	}
-	var out []string
-	for k := range seen {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
 func TestAPIScopes(t *testing.T) {
@@ -572,21 +406,14 @@ func TestAPIUsageCacheFollowsRollups(t *testing.T) {
 	f := newFixture(t, server.DefaultConfig())
 	q := "from=2026-10-01&to=2026-11-01&step=month&meters=gpu_hours"
 	before := f.usage(t, f.tokens["globex"], q)
-	late := collectors.Sample{Host: "host-globex", GPUUUID: "GPU-late", GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
-		Tenant: "globex", Department: "research", Workload: "late", Start: time.Date(2026, 10, 20, 0, 0, 0, 0, time.UTC),
-		Values: meter.Values{GPUMicroseconds: 3_600_000_000}}
-	late.End = late.Start.Add(time.Hour)
-	late.ID = collectors.SampleID(late.Host, late.GPUUUID, late.Tenant, late.Workload, late.Start)
-	ctx := context.Background()
-	if err := f.store.InsertSamples(ctx, []collectors.Sample{late}); err != nil {
+	late := h100Hour("globex", "research", "GPU-late", "late", time.Date(2026, 10, 20, 0, 0, 0, 0, time.UTC), 3_600_000_000)
+	if err := f.store.InsertSamples(context.Background(), []collectors.Sample{late}); err != nil {
 		t.Fatal(err)
 	}
 	if again := f.usage(t, f.tokens["globex"], q); fmt.Sprint(again.Points) != fmt.Sprint(before.Points) {
 		t.Fatalf("usage changed before the rollup ran: %v -> %v", before.Points, again.Points)
 	}
-	if _, err := rollup.New(f.store, rollup.DefaultConfig(), time.Now, slog.New(slog.DiscardHandler)).Run(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rollUp(t, f.store)
 	time.Sleep(1100 * time.Millisecond) // the rollup state is read at most once a second
 	after := f.usage(t, f.tokens["globex"], q)
 	was := decimal.RequireFromString(fmt.Sprint(before.Points[0]["gpu_hours"]))

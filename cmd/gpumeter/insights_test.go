@@ -103,7 +103,7 @@ func TestInsightsEndToEndFindThePlants(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "2 anomalies, 0 new") {
 		t.Errorf("second save: exit %d, %s", code, stderr)
 	}
-	s := openTestStore(t, dsn)
+	s := harness.OpenStore(t, dsn)
 	evs, err := s.Events(context.Background(), time.Now().Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -248,26 +248,11 @@ func TestInsightsEndToEndFindThePlants(t *testing.T) {
 	}
 }
 
-// openTestStore opens the test database.
-func openTestStore(t *testing.T, dsn string) *store.Store {
-	t.Helper()
-	cfg, err := store.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := store.Open(context.Background(), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
 // flatBook writes a book pricing every SKU stored in [from, to), and the
 // right-sizing targets, at 2 USD per GPU-hour.
 func flatBook(t *testing.T, dsn string, from, to time.Time) string {
 	t.Helper()
-	rows, err := openTestStore(t, dsn).Usage(context.Background(), usage.Query{From: from, To: to, GroupBy: []usage.Dimension{usage.DimSKU}, Source: usage.SourceHourly})
+	rows, err := harness.OpenStore(t, dsn).Usage(context.Background(), usage.Query{From: from, To: to, GroupBy: []usage.Dimension{usage.DimSKU}, Source: usage.SourceHourly})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package reports_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -347,10 +348,7 @@ func TestWriteChargebackHTML(t *testing.T) {
 			heights := map[string]decimal.Decimal{}
 			for i, b := range bars {
 				dc := r.Days[i]
-				series := dc.Department
-				if series == "" {
-					series = "Idle capacity"
-				}
+				series := cmp.Or(dc.Department, "Idle capacity")
 				if b[3] != html.EscapeString(series) || b[4] != dc.Day.Format(time.DateOnly) {
 					t.Errorf("bar %d is %s %s, want %s %s", i, b[3], b[4], series, dc.Day.Format(time.DateOnly))
 				}

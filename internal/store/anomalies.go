@@ -25,21 +25,17 @@ func (s *Store) StoredAnomalyIDs(ctx context.Context, from, to time.Time) (map[s
 	if err := s.checkTimes(ctx, "stored anomalies", to); err != nil {
 		return nil, err
 	}
-	rows, err := s.conn.Query(ctx, storedAnomalyIDsSQL, from.UTC(), to.UTC())
-	if err != nil {
-		return nil, fmt.Errorf("stored anomaly ids: %w", err)
-	}
-	defer rows.Close()
 	stored := map[string]bool{}
-	for rows.Next() {
+	err := s.eachRow(ctx, "stored anomaly ids", storedAnomalyIDsSQL, []any{from.UTC(), to.UTC()}, func(scan scanFunc) error {
 		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("stored anomaly ids: scan: %w", err)
+		if err := scan(&id); err != nil {
+			return err
 		}
 		stored[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("stored anomaly ids: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return stored, nil
 }
@@ -135,30 +131,22 @@ func (s *Store) Anomalies(ctx context.Context, q AnomalyQuery) ([]insights.Store
 		return nil, err
 	}
 	sql, args := q.toSQL()
-	rows, err := s.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("anomalies query: %w", err)
-	}
-	defer rows.Close()
-	out := []insights.StoredAnomaly{}
-	for rows.Next() {
+	out, err := queryAll(ctx, s, "anomalies query", sql, args, func(scan scanFunc) (insights.StoredAnomaly, error) {
 		var (
 			a                          insights.StoredAnomaly
 			step, history              uint32
 			dir                        string
 			observed, expected, spread decimal.Decimal
 		)
-		if err := rows.Scan(&a.ID, &a.Tenant, &a.Meter, &a.SKU, &step, &a.Start, &a.End, &dir, &observed, &expected, &spread,
-			&a.Score, &history, &a.DetectedAt); err != nil {
-			return nil, fmt.Errorf("anomalies query: scan: %w", err)
-		}
+		err := scan(&a.ID, &a.Tenant, &a.Meter, &a.SKU, &step, &a.Start, &a.End, &dir, &observed, &expected, &spread,
+			&a.Score, &history, &a.DetectedAt)
 		a.Direction, a.History = insights.Direction(dir), int(history)
 		a.Observed, a.Expected, a.Spread = observed, expected, spread
 		a.Start, a.End, a.DetectedAt = a.Start.UTC(), a.End.UTC(), a.DetectedAt.UTC()
-		out = append(out, a)
+		return a, err
+	})
+	if out == nil && err == nil {
+		out = []insights.StoredAnomaly{} // an empty list, not none
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("anomalies query: %w", err)
-	}
-	return out, nil
+	return out, err
 }

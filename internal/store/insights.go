@@ -114,21 +114,16 @@ func (s *Store) ScanHoldings(ctx context.Context, q InsightsQuery, fn func(insig
 		return err
 	}
 	sql, args := q.holdingsSQL()
-	rows, err := s.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return fmt.Errorf("holdings query: %w", err)
-	}
-	defer rows.Close()
 	var cur insights.Holding
-	for rows.Next() {
+	err := s.eachRow(ctx, "holdings query", sql, args, func(scan scanFunc) error {
 		var (
 			gpu, mig, tenant, host, dept, sku string
 			start                             time.Time
 			secs, gpuUS, smUS, peak           uint64
 			unmeasured                        uint8
 		)
-		if err := rows.Scan(&gpu, &mig, &tenant, &start, &secs, &host, &dept, &sku, &gpuUS, &smUS, &peak, &unmeasured); err != nil {
-			return fmt.Errorf("holdings query: scan: %w", err)
+		if err := scan(&gpu, &mig, &tenant, &start, &secs, &host, &dept, &sku, &gpuUS, &smUS, &peak, &unmeasured); err != nil {
+			return err
 		}
 		if gpu != cur.GPUUUID || mig != cur.InstanceUUID || tenant != cur.Tenant {
 			if len(cur.Intervals) > 0 {
@@ -146,9 +141,10 @@ func (s *Store) ScanHoldings(ctx context.Context, q InsightsQuery, fn func(insig
 			iv.SMActiveMicros = 0
 		}
 		cur.Intervals = append(cur.Intervals, iv)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("holdings query: %w", err)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(cur.Intervals) > 0 {
 		return fn(cur)
@@ -233,26 +229,18 @@ func (s *Store) scanSeries(ctx context.Context, what, sql string, args []any, fn
 	if err := s.checkTimes(ctx, what, args[0].(time.Time), args[1].(time.Time).Add(-time.Second)); err != nil {
 		return err
 	}
-	rows, err := s.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	return s.eachRow(ctx, what, sql, args, func(scan scanFunc) error {
 		var (
 			key string
 			at  time.Time
 			us  uint64
 		)
-		if err := rows.Scan(&key, &at, &us); err != nil {
-			return fmt.Errorf("%s: scan: %w", what, err)
+		if err := scan(&key, &at, &us); err != nil {
+			return err
 		}
 		fn(key, at.UTC(), us)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // gpusByModelSQL counts the GPUs that reported in [since, until), by model:
@@ -267,21 +255,17 @@ func (s *Store) GPUsByModel(ctx context.Context, since, until time.Time) (map[st
 	if !until.After(since) {
 		return nil, errors.New("gpus by model: until must be after since")
 	}
-	rows, err := s.conn.Query(ctx, gpusByModelSQL, since.UTC(), until.UTC())
-	if err != nil {
-		return nil, fmt.Errorf("gpus by model: %w", err)
-	}
-	defer rows.Close()
 	out := map[string]int{}
-	for rows.Next() {
+	err := s.eachRow(ctx, "gpus by model", gpusByModelSQL, []any{since.UTC(), until.UTC()}, func(scan scanFunc) error {
 		var model string
 		var n uint64
-		if err := rows.Scan(&model, &n); err != nil {
-			return nil, fmt.Errorf("gpus by model: scan: %w", err)
+		if err := scan(&model, &n); err != nil {
+			return err
 		}
 		out[model] = int(n)
-	}
-	return out, rows.Err()
+		return nil
+	})
+	return out, err
 }
 
 // firstHourSQL is the oldest hour of the rollup (tombstones too: a key

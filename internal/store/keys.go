@@ -82,29 +82,23 @@ func (s *Store) Key(ctx context.Context, id string) (auth.Key, error) {
 }
 
 func (s *Store) queryKeys(ctx context.Context, q string, args ...any) ([]auth.Key, error) {
-	rows, err := s.conn.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read keys: %w", err)
-	}
-	defer rows.Close()
-	var out []auth.Key
-	for rows.Next() {
+	return queryAll(ctx, s, "read keys", q, args, func(scan scanFunc) (auth.Key, error) {
 		var (
 			k      auth.Key
 			scope  string
 			portal uint8
+			err    error
 		)
-		if err := rows.Scan(&k.ID, &k.SecretSHA256, &scope, &portal, &k.Note, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt); err != nil {
-			return nil, fmt.Errorf("read keys: scan: %w", err)
+		if err = scan(&k.ID, &k.SecretSHA256, &scope, &portal, &k.Note, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt); err != nil {
+			return k, err
 		}
 		if k.Scope, err = auth.ParseScope(scope); err != nil {
-			return nil, fmt.Errorf("read key %s: %w", k.ID, err)
+			return k, fmt.Errorf("read key %s: %w", k.ID, err)
 		}
 		k.Portal = portal == 1
 		k.CreatedAt, k.ExpiresAt, k.RevokedAt = k.CreatedAt.UTC(), fromEpoch(k.ExpiresAt), fromEpoch(k.RevokedAt)
-		out = append(out, k)
-	}
-	return out, rows.Err()
+		return k, nil
+	})
 }
 
 // RevokeKey marks the key revoked from at on. Revoking twice keeps the
@@ -152,21 +146,12 @@ func auditRow(e auth.AuditEntry) []any {
 
 // Audit lists the key's uses, oldest first (keys audit, tests).
 func (s *Store) Audit(ctx context.Context, keyID string) ([]auth.AuditEntry, error) {
-	rows, err := s.conn.Query(ctx, auditSQL, keyID)
-	if err != nil {
-		return nil, fmt.Errorf("read audit: %w", err)
-	}
-	defer rows.Close()
-	var out []auth.AuditEntry
-	for rows.Next() {
+	return queryAll(ctx, s, "read audit", auditSQL, []any{keyID}, func(scan scanFunc) (auth.AuditEntry, error) {
 		var e auth.AuditEntry
 		var status uint16
-		if err := rows.Scan(&e.At, &e.KeyID, &e.Scope, &e.Method, &e.Route, &e.Path, &status, &e.Remote, &e.RequestID); err != nil {
-			return nil, fmt.Errorf("read audit: scan: %w", err)
-		}
+		err := scan(&e.At, &e.KeyID, &e.Scope, &e.Method, &e.Route, &e.Path, &status, &e.Remote, &e.RequestID)
 		e.Status = int(status)
 		e.At = e.At.UTC()
-		out = append(out, e)
-	}
-	return out, rows.Err()
+		return e, err
+	})
 }

@@ -218,21 +218,17 @@ func (s *Store) Migrated(ctx context.Context, fsys fs.FS) error {
 
 // appliedMigrations reads the versions recorded in schema_migrations.
 func (s *Store) appliedMigrations(ctx context.Context) (map[uint32]bool, error) {
-	rows, err := s.conn.Query(ctx, "SELECT DISTINCT version FROM schema_migrations")
-	if err != nil {
-		return nil, fmt.Errorf("read schema_migrations: %w", err)
-	}
-	defer rows.Close()
 	applied := map[uint32]bool{}
-	for rows.Next() {
+	err := s.eachRow(ctx, "read schema_migrations", "SELECT DISTINCT version FROM schema_migrations", nil, func(scan scanFunc) error {
 		var v uint32
-		if err := rows.Scan(&v); err != nil {
-			return nil, fmt.Errorf("read schema_migrations: %w", err)
+		if err := scan(&v); err != nil {
+			return err
 		}
 		applied[v] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read schema_migrations: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return applied, nil
 }

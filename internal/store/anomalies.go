@@ -109,17 +109,9 @@ func (q AnomalyQuery) Validate() error {
 
 // toSQL is the list's statement and arguments.
 func (q AnomalyQuery) toSQL() (string, []any) {
-	sql := "SELECT " + anomalyColumns + " FROM insight_anomalies FINAL WHERE start >= ? AND start < ?"
-	args := []any{q.From.UTC(), q.To.UTC()}
-	if q.Tenant != "" {
-		sql += " AND tenant = ?"
-		args = append(args, q.Tenant)
-	}
-	conds, scopeArgs := scopeWhere(q.Scope)
-	for _, c := range conds {
-		sql += " AND " + c
-	}
-	return sql + " ORDER BY start, tenant, meter, sku, anomaly_id", append(args, scopeArgs...)
+	f, fargs := tenantFilter(q.Tenant, q.Scope)
+	return "SELECT " + anomalyColumns + " FROM insight_anomalies FINAL WHERE start >= ? AND start < ?" + f +
+		" ORDER BY start, tenant, meter, sku, anomaly_id", append([]any{q.From.UTC(), q.To.UTC()}, fargs...)
 }
 
 // Anomalies lists the stored anomalies of the query, by start.

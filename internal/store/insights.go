@@ -71,16 +71,19 @@ func (q InsightsQuery) ValidateHoldings() error { return q.validate(MaxHoldingsR
 // ValidateSeries checks the query for the series reads.
 func (q InsightsQuery) ValidateSeries() error { return q.validate(MaxSeriesRange) }
 
-// filter is the query's tenant and scope predicates, each starting with
-// " AND ", and their arguments.
-func (q InsightsQuery) filter() (string, []any) {
+// filter is the query's tenant and scope predicates (tenantFilter).
+func (q InsightsQuery) filter() (string, []any) { return tenantFilter(q.Tenant, q.Scope) }
+
+// tenantFilter is the predicates of an optional tenant and a scope, each
+// starting with " AND ", and their arguments.
+func tenantFilter(tenant string, scope auth.Scope) (string, []any) {
 	var sql string
 	var args []any
-	if q.Tenant != "" {
+	if tenant != "" {
 		sql += " AND tenant = ?"
-		args = append(args, q.Tenant)
+		args = append(args, tenant)
 	}
-	conds, scopeArgs := scopeWhere(q.Scope)
+	conds, scopeArgs := scopeWhere(scope)
 	for _, c := range conds {
 		sql += " AND " + c
 	}
@@ -179,11 +182,7 @@ func (s *Store) HourlyGPUTime(ctx context.Context, q InsightsQuery) ([]insights.
 		return nil, fmt.Errorf("hourly series query: %w", err)
 	}
 	sql, args := q.hourlyGPUSQL()
-	var out []insights.HourTotal
-	err := s.scanSeries(ctx, "hourly series query", sql, args, func(key string, at time.Time, us uint64) {
-		out = append(out, insights.HourTotal{Key: key, Hour: at, GPUMicroseconds: us})
-	})
-	return out, err
+	return s.hourTotals(ctx, "hourly series query", sql, args)
 }
 
 // demandSQL is each GPU model's GPU time in use per UTC hour: the SKU's
@@ -217,29 +216,19 @@ func (s *Store) ModelGPUTime(ctx context.Context, q InsightsQuery) ([]insights.H
 		return nil, fmt.Errorf("demand query: %w", err)
 	}
 	sql, args := q.demandSQL()
-	var out []insights.HourTotal
-	err := s.scanSeries(ctx, "demand query", sql, args, func(key string, at time.Time, us uint64) {
-		out = append(out, insights.HourTotal{Key: key, Hour: at, GPUMicroseconds: us})
-	})
-	return out, err
+	return s.hourTotals(ctx, "demand query", sql, args)
 }
 
-// scanSeries streams (key, hour, GPU-microseconds) rows.
-func (s *Store) scanSeries(ctx context.Context, what, sql string, args []any, fn func(key string, at time.Time, us uint64)) error {
+// hourTotals reads (key, hour, GPU-microseconds) rows.
+func (s *Store) hourTotals(ctx context.Context, what, sql string, args []any) ([]insights.HourTotal, error) {
 	if err := s.checkTimes(ctx, what, args[0].(time.Time), args[1].(time.Time).Add(-time.Second)); err != nil {
-		return err
+		return nil, err
 	}
-	return s.eachRow(ctx, what, sql, args, func(scan scanFunc) error {
-		var (
-			key string
-			at  time.Time
-			us  uint64
-		)
-		if err := scan(&key, &at, &us); err != nil {
-			return err
-		}
-		fn(key, at.UTC(), us)
-		return nil
+	return queryAll(ctx, s, what, sql, args, func(scan scanFunc) (insights.HourTotal, error) {
+		var h insights.HourTotal
+		err := scan(&h.Key, &h.Hour, &h.GPUMicroseconds)
+		h.Hour = h.Hour.UTC()
+		return h, err
 	})
 }
 

@@ -56,22 +56,14 @@ func (s *Store) InsertAnomalies(ctx context.Context, as []insights.Anomaly, dete
 	if err := s.checkTimes(ctx, "save anomalies", starts...); err != nil {
 		return err
 	}
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO insight_anomalies ("+anomalyColumns+")")
-	if err != nil {
-		return fmt.Errorf("save anomalies: %w", err)
-	}
-	for _, a := range as {
-		if err := batch.Append(a.ID, a.Tenant, a.Meter, a.SKU, uint32(a.End.Sub(a.Start)/time.Second), a.Start.UTC(), a.End.UTC(),
+	rows := make([][]any, len(as))
+	for i, a := range as {
+		rows[i] = []any{a.ID, a.Tenant, a.Meter, a.SKU, uint32(a.End.Sub(a.Start) / time.Second), a.Start.UTC(), a.End.UTC(),
 			string(a.Direction), storageDecimal(a.Observed), storageDecimal(a.Expected), storageDecimal(a.Spread),
-			a.Score, uint32(max(a.History, 0)), detectedAt.UTC()); err != nil {
-			batch.Abort()
-			return fmt.Errorf("save anomaly %s: %w", a.ID, err)
-		}
+			a.Score, uint32(max(a.History, 0)), detectedAt.UTC()}
 	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("save anomalies: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "save anomalies", "INSERT INTO insight_anomalies ("+anomalyColumns+")", rows,
+		func(i int) string { return "save anomaly " + as[i].ID })
 }
 
 // AnomalyQuery lists stored anomalies starting in [From, To), optionally

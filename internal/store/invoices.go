@@ -82,36 +82,21 @@ func (s *Store) SaveInvoices(ctx context.Context, invs []billing.StoredInvoice) 
 	if len(invs) == 0 {
 		return nil
 	}
-	lines, err := s.conn.PrepareBatch(ctx, insertInvoiceLinesSQL)
-	if err != nil {
-		return fmt.Errorf("save invoice lines: %w", err)
-	}
+	var lines [][]any
 	for _, si := range invs {
-		for i, row := range invoiceLineRows(si) {
-			if err := lines.Append(row...); err != nil {
-				lines.Abort()
-				return fmt.Errorf("save invoice %s line %d: %w", si.Invoice.ID, si.Invoice.Lines[i].No, err)
-			}
-		}
+		lines = append(lines, invoiceLineRows(si)...)
 	}
-	if err := lines.Send(); err != nil {
-		return fmt.Errorf("save invoice lines: %w", err)
-	}
-	batch, err := s.conn.PrepareBatch(ctx, insertInvoicesSQL)
-	if err != nil {
-		return fmt.Errorf("save invoices: %w", err)
+	// A line row holds its invoice's id second and its number fourth.
+	lineName := func(i int) string { return fmt.Sprintf("save invoice %s line %d", lines[i][1], lines[i][3]) }
+	if err := s.insert(ctx, "save invoice lines", insertInvoiceLinesSQL, lines, lineName); err != nil {
+		return err
 	}
 	now := time.Now().UTC()
-	for _, si := range invs {
-		if err := batch.Append(invoiceRow(si, now)...); err != nil {
-			batch.Abort()
-			return fmt.Errorf("save invoice %s: %w", si.Invoice.ID, err)
-		}
+	rows := make([][]any, len(invs))
+	for i, si := range invs {
+		rows[i] = invoiceRow(si, now)
 	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("save invoices: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "save invoices", insertInvoicesSQL, rows, func(i int) string { return "save invoice " + invs[i].Invoice.ID })
 }
 
 // The statements that write invoices (internal/chdbcheck runs them on chDB

@@ -26,18 +26,7 @@ func (s *Store) SaveKey(ctx context.Context, k auth.Key) error {
 }
 
 func (s *Store) writeKey(ctx context.Context, k auth.Key, version uint64) error {
-	batch, err := s.conn.PrepareBatch(ctx, insertKeySQL)
-	if err != nil {
-		return fmt.Errorf("save key %s: %w", k.ID, err)
-	}
-	if err := batch.Append(keyRow(k, version)...); err != nil {
-		batch.Abort()
-		return fmt.Errorf("save key %s: %w", k.ID, err)
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("save key %s: %w", k.ID, err)
-	}
-	return nil
+	return s.insert(ctx, "save key "+k.ID, insertKeySQL, [][]any{keyRow(k, version)}, nil)
 }
 
 // keyRow is k's row of insertKeySQL at version.
@@ -123,20 +112,11 @@ func (s *Store) RecordAudit(ctx context.Context, entries []auth.AuditEntry) erro
 	if len(entries) == 0 {
 		return nil
 	}
-	batch, err := s.conn.PrepareBatch(ctx, insertAuditSQL)
-	if err != nil {
-		return fmt.Errorf("record audit: %w", err)
+	rows := make([][]any, len(entries))
+	for i, e := range entries {
+		rows[i] = auditRow(e)
 	}
-	for _, e := range entries {
-		if err := batch.Append(auditRow(e)...); err != nil {
-			batch.Abort()
-			return fmt.Errorf("record audit: %w", err)
-		}
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("record audit: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "record audit", insertAuditSQL, rows, nil)
 }
 
 // auditRow is e's row of insertAuditSQL.

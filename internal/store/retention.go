@@ -116,18 +116,7 @@ func (s *Store) ClosedPeriods(ctx context.Context) ([]time.Time, error) {
 
 // MarkPeriodClosed records that a billing month has been invoiced.
 func (s *Store) MarkPeriodClosed(ctx context.Context, periodStart, closedAt time.Time) error {
-	batch, err := s.conn.PrepareBatch(ctx, insertClosedPeriodSQL)
-	if err != nil {
-		return fmt.Errorf("mark period closed: %w", err)
-	}
-	if err := batch.Append(closedPeriodRow(periodStart, closedAt)...); err != nil {
-		batch.Abort()
-		return fmt.Errorf("mark period closed: %w", err)
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("mark period closed: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "mark period closed", insertClosedPeriodSQL, [][]any{closedPeriodRow(periodStart, closedAt)}, nil)
 }
 
 // RawDroppedMonths lists the months (first day, UTC) whose raw samples
@@ -144,18 +133,7 @@ func (s *Store) RawDroppedMonths(ctx context.Context) ([]time.Time, error) {
 // dropped. Recording it twice changes nothing.
 func (s *Store) MarkRawMonthDropped(ctx context.Context, month, at time.Time) error {
 	m := time.Date(month.UTC().Year(), month.UTC().Month(), 1, 0, 0, 0, 0, time.UTC)
-	batch, err := s.conn.PrepareBatch(ctx, insertRawDroppedSQL)
-	if err != nil {
-		return fmt.Errorf("record dropped raw month %s: %w", m.Format("2006-01"), err)
-	}
-	if err := batch.Append(rawDroppedRow(month, at)...); err != nil {
-		batch.Abort()
-		return fmt.Errorf("record dropped raw month %s: %w", m.Format("2006-01"), err)
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("record dropped raw month %s: %w", m.Format("2006-01"), err)
-	}
-	return nil
+	return s.insert(ctx, "record dropped raw month "+m.Format("2006-01"), insertRawDroppedSQL, [][]any{rawDroppedRow(month, at)}, nil)
 }
 
 // RawDroppedBefore is the end of the newest month retention dropped, zero
@@ -173,16 +151,5 @@ func (s *Store) RawDroppedBefore(ctx context.Context) (time.Time, error) {
 // SetRawDroppedBefore records the retention floor (see RawDroppedBefore);
 // version must grow.
 func (s *Store) SetRawDroppedBefore(ctx context.Context, t time.Time, version uint64) error {
-	batch, err := s.conn.PrepareBatch(ctx, insertRawDroppedBefore)
-	if err != nil {
-		return fmt.Errorf("record retention floor: %w", err)
-	}
-	if err := batch.Append(rawDroppedBeforeRow(t, version)...); err != nil {
-		batch.Abort()
-		return fmt.Errorf("record retention floor: %w", err)
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("record retention floor: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "record retention floor", insertRawDroppedBefore, [][]any{rawDroppedBeforeRow(t, version)}, nil)
 }

@@ -161,18 +161,8 @@ func (s *Store) LoadRollupState(ctx context.Context, job string) (st rollup.Stat
 
 // SaveRollupState records the job's state with a version that must grow.
 func (s *Store) SaveRollupState(ctx context.Context, job string, st rollup.State, version uint64) error {
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO rollup_state (job, closed_through, watermark, completed_version, version)")
-	if err != nil {
-		return fmt.Errorf("save rollup state %s: %w", job, err)
-	}
-	if err := batch.Append(job, st.ClosedThrough.UTC(), st.Watermark.UTC(), st.CompletedVersion, version); err != nil {
-		batch.Abort()
-		return fmt.Errorf("save rollup state %s: %w", job, err)
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("save rollup state %s: %w", job, err)
-	}
-	return nil
+	return s.insert(ctx, "save rollup state "+job, "INSERT INTO rollup_state (job, closed_through, watermark, completed_version, version)",
+		[][]any{{job, st.ClosedThrough.UTC(), st.Watermark.UTC(), st.CompletedVersion, version}}, nil)
 }
 
 // MaxRollupVersion is the highest version in usage_hourly (0 when empty).

@@ -97,6 +97,29 @@ func (s *Store) utcTimes(ctx context.Context, what, sql string, args ...any) ([]
 	})
 }
 
+// insert sends rows in one batch insert of sql (every INSERT names its
+// columns). Errors come back wrapped with what; a row that does not fit
+// the columns is named by rowName(i) when rowName is not nil.
+func (s *Store) insert(ctx context.Context, what, sql string, rows [][]any, rowName func(i int) string) error {
+	batch, err := s.conn.PrepareBatch(ctx, sql)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	for i, row := range rows {
+		if err := batch.Append(row...); err != nil {
+			batch.Abort()
+			if rowName != nil {
+				return fmt.Errorf("%s: %w", rowName(i), err)
+			}
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
 // Connect sets up the connection pool without talking to the server, for
 // callers (the collector's shipper) that must start while ClickHouse is
 // down; connections are made on first use.

@@ -40,41 +40,20 @@ func (s *Store) SaveEvents(ctx context.Context, evs []webhook.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	batch, err := s.conn.PrepareBatch(ctx, insertEventSQL)
-	if err != nil {
-		return fmt.Errorf("save events: %w", err)
-	}
-	for _, ev := range evs {
+	rows := make([][]any, len(evs))
+	for i, ev := range evs {
 		row, err := eventRow(ev)
 		if err != nil {
-			batch.Abort()
 			return err
 		}
-		if err := batch.Append(row...); err != nil {
-			batch.Abort()
-			return fmt.Errorf("save event %s: %w", ev.ID, err)
-		}
+		rows[i] = row
 	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("save events: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "save events", insertEventSQL, rows, func(i int) string { return "save event " + evs[i].ID })
 }
 
 // RecordAttempt records one delivery attempt.
 func (s *Store) RecordAttempt(ctx context.Context, a webhook.Attempt) error {
-	batch, err := s.conn.PrepareBatch(ctx, insertAttemptSQL)
-	if err != nil {
-		return fmt.Errorf("record attempt: %w", err)
-	}
-	if err := batch.Append(attemptRow(a)...); err != nil {
-		batch.Abort()
-		return fmt.Errorf("record attempt: %w", err)
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("record attempt: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "record attempt", insertAttemptSQL, [][]any{attemptRow(a)}, nil)
 }
 
 // EventsOfType lists the outbox's events of one type created since a

@@ -25,19 +25,7 @@ func (s *Store) StoredAnomalyIDs(ctx context.Context, from, to time.Time) (map[s
 	if err := s.checkTimes(ctx, "stored anomalies", to); err != nil {
 		return nil, err
 	}
-	stored := map[string]bool{}
-	err := s.eachRow(ctx, "stored anomaly ids", storedAnomalyIDsSQL, []any{from.UTC(), to.UTC()}, func(scan scanFunc) error {
-		var id string
-		if err := scan(&id); err != nil {
-			return err
-		}
-		stored[id] = true
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return stored, nil
+	return querySet[string](ctx, s, "stored anomaly ids", storedAnomalyIDsSQL, from.UTC(), to.UTC())
 }
 
 // InsertAnomalies stores anomalies found at detectedAt. Rows are keyed by

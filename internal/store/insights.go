@@ -244,17 +244,15 @@ func (s *Store) GPUsByModel(ctx context.Context, since, until time.Time) (map[st
 	if !until.After(since) {
 		return nil, errors.New("gpus by model: until must be after since")
 	}
-	out := map[string]int{}
-	err := s.eachRow(ctx, "gpus by model", gpusByModelSQL, []any{since.UTC(), until.UTC()}, func(scan scanFunc) error {
-		var model string
-		var n uint64
-		if err := scan(&model, &n); err != nil {
-			return err
-		}
+	counts, err := queryMap[string, uint64](ctx, s, "gpus by model", gpusByModelSQL, since.UTC(), until.UTC())
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(counts))
+	for model, n := range counts {
 		out[model] = int(n)
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 // firstHourSQL is the oldest hour of the rollup (tombstones too: a key

@@ -52,17 +52,7 @@ var chargebackUsageSQL = "SELECT hour, tenant, department, sku, " + meterColumns
 // [from, to): the highest version of a key is the one FINAL keeps, so no
 // FINAL is needed to find it.
 func (s *Store) RollupVersions(ctx context.Context, from, to time.Time) (map[string]uint64, error) {
-	out := map[string]uint64{}
-	err := s.eachRow(ctx, "rollup versions", rollupVersionsSQL, []any{from.UTC(), to.UTC()}, func(scan scanFunc) error {
-		var t string
-		var v uint64
-		if err := scan(&t, &v); err != nil {
-			return err
-		}
-		out[t] = v
-		return nil
-	})
-	return out, err
+	return queryMap[string, uint64](ctx, s, "rollup versions", rollupVersionsSQL, from.UTC(), to.UTC())
 }
 
 // invoicesSQL reads every invoice of an issuer, its argument.

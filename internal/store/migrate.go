@@ -211,17 +211,5 @@ func (s *Store) Migrated(ctx context.Context, fsys fs.FS) error {
 
 // appliedMigrations reads the versions recorded in schema_migrations.
 func (s *Store) appliedMigrations(ctx context.Context) (map[uint32]bool, error) {
-	applied := map[uint32]bool{}
-	err := s.eachRow(ctx, "read schema_migrations", "SELECT DISTINCT version FROM schema_migrations", nil, func(scan scanFunc) error {
-		var v uint32
-		if err := scan(&v); err != nil {
-			return err
-		}
-		applied[v] = true
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return applied, nil
+	return querySet[uint32](ctx, s, "read schema_migrations", "SELECT DISTINCT version FROM schema_migrations")
 }

@@ -88,6 +88,38 @@ func queryAll[T any](ctx context.Context, s *Store, what, sql string, args []any
 	return out, nil
 }
 
+// querySet reads a query's one column as a set.
+func querySet[K comparable](ctx context.Context, s *Store, what, sql string, args ...any) (map[K]bool, error) {
+	set := map[K]bool{}
+	err := s.eachRow(ctx, what, sql, args, func(scan scanFunc) error {
+		var k K
+		err := scan(&k)
+		set[k] = true
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return set, nil
+}
+
+// queryMap reads a query's two columns as a map from the first to the
+// second (the last row wins).
+func queryMap[K comparable, V any](ctx context.Context, s *Store, what, sql string, args ...any) (map[K]V, error) {
+	m := map[K]V{}
+	err := s.eachRow(ctx, what, sql, args, func(scan scanFunc) error {
+		var k K
+		var v V
+		err := scan(&k, &v)
+		m[k] = v
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // utcTimes reads a query's one date or time column, in UTC.
 func (s *Store) utcTimes(ctx context.Context, what, sql string, args ...any) ([]time.Time, error) {
 	return queryAll(ctx, s, what, sql, args, func(scan scanFunc) (time.Time, error) {

@@ -188,14 +188,7 @@ kill9() {
 	log "killed (pid $pid)"
 }
 
-status() {
-	if pid=$(running_pid) && ping; then
-		echo "running on 127.0.0.1:$tcp_port (pid $pid)"
-		return 0
-	fi
-	echo "not running on 127.0.0.1:$tcp_port"
-	return 1
-}
+status() { status_of "$pidfile" ping "127.0.0.1:$tcp_port"; }
 
 case "${1:-}" in
 start) start ;;

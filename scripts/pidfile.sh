@@ -62,3 +62,15 @@ stop_pidfile() {
 	kill -9 "$pid" 2>/dev/null || true
 	rm -f "$pidfile"
 }
+
+# status_of PIDFILE PROBE WHERE: says whether the daemon runs and answers
+# PROBE on WHERE (host:port), and exits 0 only when it does.
+status_of() {
+	local pid
+	if pid=$(pid_in "$1") && "$2"; then
+		echo "running on $3 (pid $pid)"
+		return 0
+	fi
+	echo "not running on $3"
+	return 1
+}

@@ -74,14 +74,7 @@ CFG
 
 stop() { stop_pidfile "$pidfile" "port $port"; }
 
-status() {
-	if pid=$(running_pid) && ruok; then
-		echo "running on 127.0.0.1:$port (pid $pid)"
-		return 0
-	fi
-	echo "not running on 127.0.0.1:$port"
-	return 1
-}
+status() { status_of "$pidfile" ruok "127.0.0.1:$port"; }
 
 case "${1:-}" in
 install) install ;;

@@ -106,11 +106,7 @@ func TestRetentionDropsOnlyInvoicedRolledUpMonths(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	oct := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
 	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	for _, m := range []time.Time{oct, nov} {
-		if err := s.InsertSamples(ctx, testSamples(m, 8*36, "acme")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertAcmeSamples(t, s, oct, nov)
 	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
 		t.Fatal(err)
 	}

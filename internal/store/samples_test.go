@@ -15,6 +15,17 @@ import (
 	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
+// insertAcmeSamples stores 8*36 of acme's samples (six minutes of 8 GPUs)
+// from the start of each month.
+func insertAcmeSamples(t *testing.T, s *store.Store, months ...time.Time) {
+	t.Helper()
+	for _, m := range months {
+		if err := s.InsertSamples(context.Background(), testSamples(m, 8*36, "acme")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // testSamples builds n samples of 10 s each for the given tenants, spread
 // over whole GPUs, starting at start.
 func testSamples(start time.Time, n int, tenants ...string) []collectors.Sample {

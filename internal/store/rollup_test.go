@@ -104,8 +104,7 @@ func TestRetentionDropsOnlyInvoicedRolledUpMonths(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.New(t)
 	logger := slog.New(slog.DiscardHandler)
-	oct := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
-	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	oct, nov := monthStart(2026, 10), monthStart(2026, 11)
 	insertAcmeSamples(t, s, oct, nov)
 	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
 		t.Fatal(err)

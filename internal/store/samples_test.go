@@ -16,7 +16,9 @@ import (
 )
 
 // monthStart is the first instant of a UTC month.
-func monthStart(year int, month time.Month) time.Time { return time.Date(year, month, 1, 0, 0, 0, 0, time.UTC) }
+func monthStart(year int, month time.Month) time.Time {
+	return time.Date(year, month, 1, 0, 0, 0, 0, time.UTC)
+}
 
 // insertAcmeSamples stores 8*36 of acme's samples (six minutes of 8 GPUs)
 // from the start of each month.

@@ -96,41 +96,27 @@ type pdfChargeback struct {
 
 func (c *pdfChargeback) setup(r chargeback.Report) {
 	pdf := c.pdf
-	pdf.SetCreationDate(r.Period.End.UTC())
-	pdf.SetModificationDate(r.Period.End.UTC())
-	pdf.SetCatalogSort(true) // resources in a fixed order: the same report, the same bytes
-	pdf.SetCompression(true)
-	pdf.SetTitle("Chargeback "+c.v.Label, true)
-	pdf.SetCreator("gpumeter", true)
-	pdf.SetMargins(cbMargin, cbMargin, cbMargin)
-	pdf.SetAutoPageBreak(true, cbBottomMargin)
-	pdf.AliasNbPages("{nb}")
-	pdf.SetHeaderFunc(func() {
-		if pdf.PageNo() == 1 {
-			return
-		}
-		c.font("", 8, 85)
-		pdf.CellFormat(0, cbLineHeight, c.tr("Chargeback "+c.v.Label+" (continued)"), "", 1, "R", false, 0, "")
-		pdf.Ln(1)
-		if c.table != nil {
-			c.header(c.table)
-		}
-	})
-	pdf.SetFooterFunc(func() {
-		pdf.SetY(-cbBottomMargin + 5)
-		c.font("", 7, 85)
-		foot := fmt.Sprintf("Chargeback %s · %s to %s (UTC) · idle mode %s", c.v.Label, c.v.Start, c.v.End, c.v.Mode)
-		pdf.CellFormat(cbWidth-30, 3.5, c.tr(foot), "T", 0, "L", false, 0, "")
-		pdf.CellFormat(0, 3.5, fmt.Sprintf("Page %d/{nb}", pdf.PageNo()), "T", 1, "R", false, 0, "")
+	c.doc.setup(pageSetup{
+		title:   "Chargeback " + c.v.Label,
+		created: r.Period.End, modified: r.Period.End,
+		margin: cbMargin, bottom: cbBottomMargin,
+		lineHeight: cbLineHeight, gap: 1,
+		continued: func() {
+			if c.table != nil {
+				c.header(c.table)
+			}
+		},
+		footer: func() {
+			foot := fmt.Sprintf("Chargeback %s · %s to %s (UTC) · idle mode %s", c.v.Label, c.v.Start, c.v.End, c.v.Mode)
+			pdf.CellFormat(cbWidth-30, 3.5, c.tr(foot), "T", 0, "L", false, 0, "")
+			pdf.CellFormat(0, 3.5, fmt.Sprintf("Page %d/{nb}", pdf.PageNo()), "T", 1, "R", false, 0, "")
+		},
 	})
 }
 
 // font sets the font (style "", "B" or "I"), size in points, and grey
 // level of the text (0 black).
-func (c *pdfChargeback) font(style string, size float64, grey int) {
-	c.doc.setFont(style, size)
-	c.pdf.SetTextColor(grey, grey, grey)
-}
+func (c *pdfChargeback) font(style string, size float64, grey int) { c.doc.setStyle(style, size, grey) }
 
 func (c *pdfChargeback) render() {
 	pdf, v := c.pdf, c.v

@@ -2,11 +2,13 @@ package reports_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -347,10 +349,7 @@ func TestWriteChargebackHTML(t *testing.T) {
 			heights := map[string]decimal.Decimal{}
 			for i, b := range bars {
 				dc := r.Days[i]
-				series := dc.Department
-				if series == "" {
-					series = "Idle capacity"
-				}
+				series := cmp.Or(dc.Department, "Idle capacity")
 				if b[3] != html.EscapeString(series) || b[4] != dc.Day.Format(time.DateOnly) {
 					t.Errorf("bar %d is %s %s, want %s %s", i, b[3], b[4], series, dc.Day.Format(time.DateOnly))
 				}
@@ -468,14 +467,7 @@ func TestWriteChargebackPDFBreaksPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := reports.WriteChargebackPDF(&buf, r); err != nil {
-		t.Fatal(err)
-	}
-	pages := strings.Split(strings.TrimSuffix(pdfText(t, buf.Bytes()), "\f"), "\f")
-	if len(pages) < 3 {
-		t.Fatalf("%d pages for 72 tenants", len(pages))
-	}
+	pages := pdfPages(t, func(w io.Writer) error { return reports.WriteChargebackPDF(w, r) }, 3)
 	text := strings.Join(pages, "\f")
 	for d := 0; d < 12; d++ {
 		for tn := 0; tn < 6; tn++ {

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -100,10 +101,7 @@ func WriteInvoiceFiles(w io.Writer, dir, format, period string, invs []billing.S
 		if inv.Status == billing.StatusVoid {
 			continue
 		}
-		name := inv.Number
-		if name == "" {
-			name = "draft-" + strings.ReplaceAll(inv.ID, "/", "-")
-		}
+		name := cmp.Or(inv.Number, "draft-"+strings.ReplaceAll(inv.ID, "/", "-"))
 		path := filepath.Join(dir, name+"."+format)
 		if err := WriteFileAtomic(path, func(f io.Writer) error { return render(f, si) }); err != nil {
 			return err

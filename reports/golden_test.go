@@ -1,7 +1,9 @@
 package reports_test
 
 import (
+	"bytes"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,6 +28,18 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	if string(got) != string(want) {
 		t.Errorf("output differs from %s (go test -update to rewrite it):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// assertWrites checks that write puts exactly want on its writer.
+func assertWrites(t *testing.T, write func(io.Writer) error, want string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if buf.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
 	}
 }
 

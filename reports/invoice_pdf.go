@@ -80,54 +80,40 @@ func (r *pdfInvoice) setup(inv *billing.Invoice) {
 			modified = *t
 		}
 	}
-	pdf.SetCreationDate(created.UTC())
-	pdf.SetModificationDate(modified.UTC())
-	pdf.SetCatalogSort(true) // resources in a fixed order: the same invoice, the same bytes
-	pdf.SetCompression(true)
-	pdf.SetTitle("Invoice "+r.v.Number, true)
-	pdf.SetAuthor(r.v.Issuer.Name, true)
-	pdf.SetCreator("gpumeter", true)
-	pdf.SetMargins(pdfMargin, pdfMargin, pdfMargin)
-	pdf.SetAutoPageBreak(true, pdfBottomMargin)
-	pdf.AliasNbPages("{nb}")
-	pdf.SetHeaderFunc(func() {
-		if pdf.PageNo() == 1 {
-			return
-		}
-		r.font("", 8, 85)
-		pdf.CellFormat(0, pdfLineHeight, r.tr("Invoice "+r.v.Number+" (continued)"), "", 1, "R", false, 0, "")
-		pdf.Ln(2)
-		if r.inTable {
-			r.tableHeader()
-		}
-		if r.inTable && r.group != "" {
-			r.font("B", 9.5, 0)
-			pdf.CellFormat(0, pdfLineHeight+1, r.tr(r.group+" (continued)"), "", 1, "L", false, 0, "")
-		}
-	})
-	pdf.SetFooterFunc(func() {
-		pdf.SetY(-pdfBottomMargin + 5)
-		r.font("", 7, 85)
-		pdf.CellFormat(0, 3.5, r.tr(roundingNote), "T", 1, "L", false, 0, "")
-		foot := r.tr(fmt.Sprintf("Invoice %s · price book %s · inputs %s", r.v.ID, r.v.BookVersion, r.v.InputsHash))
-		page := fmt.Sprintf("Page %d/{nb}", pdf.PageNo())
-		if pdf.GetStringWidth(foot) > 150 {
-			// A long ID or hash gets the line to itself.
-			pdf.CellFormat(0, 3.5, foot, "", 1, "L", false, 0, "")
+	r.doc.setup(pageSetup{
+		title:   "Invoice " + r.v.Number,
+		created: created, modified: modified,
+		margin: pdfMargin, bottom: pdfBottomMargin,
+		lineHeight: pdfLineHeight, gap: 2,
+		continued: func() {
+			if r.inTable {
+				r.tableHeader()
+			}
+			if r.inTable && r.group != "" {
+				r.font("B", 9.5, 0)
+				pdf.CellFormat(0, pdfLineHeight+1, r.tr(r.group+" (continued)"), "", 1, "L", false, 0, "")
+			}
+		},
+		footer: func() {
+			pdf.CellFormat(0, 3.5, r.tr(roundingNote), "T", 1, "L", false, 0, "")
+			foot := r.tr(fmt.Sprintf("Invoice %s · price book %s · inputs %s", r.v.ID, r.v.BookVersion, r.v.InputsHash))
+			page := fmt.Sprintf("Page %d/{nb}", pdf.PageNo())
+			if pdf.GetStringWidth(foot) > 150 {
+				// A long ID or hash gets the line to itself.
+				pdf.CellFormat(0, 3.5, foot, "", 1, "L", false, 0, "")
+				pdf.CellFormat(0, 3.5, page, "", 1, "R", false, 0, "")
+				return
+			}
+			pdf.CellFormat(150, 3.5, foot, "", 0, "L", false, 0, "")
 			pdf.CellFormat(0, 3.5, page, "", 1, "R", false, 0, "")
-			return
-		}
-		pdf.CellFormat(150, 3.5, foot, "", 0, "L", false, 0, "")
-		pdf.CellFormat(0, 3.5, page, "", 1, "R", false, 0, "")
+		},
 	})
+	pdf.SetAuthor(r.v.Issuer.Name, true)
 }
 
 // font sets the font (style "", "B" or "I"), size in points, and grey
 // level of the text (0 black).
-func (r *pdfInvoice) font(style string, size float64, grey int) {
-	r.doc.setFont(style, size)
-	r.pdf.SetTextColor(grey, grey, grey)
-}
+func (r *pdfInvoice) font(style string, size float64, grey int) { r.doc.setStyle(style, size, grey) }
 
 func (r *pdfInvoice) render() {
 	pdf, v := r.pdf, r.v

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -448,14 +449,7 @@ func TestWriteInvoicePDFBreaksPages(t *testing.T) {
 	if err := inv.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := reports.WriteInvoicePDF(&buf, inv); err != nil {
-		t.Fatal(err)
-	}
-	pages := strings.Split(strings.TrimSuffix(pdfText(t, buf.Bytes()), "\f"), "\f")
-	if len(pages) < 3 {
-		t.Fatalf("%d pages for 150 lines", len(pages))
-	}
+	pages := pdfPages(t, func(w io.Writer) error { return reports.WriteInvoicePDF(w, inv) }, 3)
 	text := strings.Join(pages, "\f")
 	for i := 1; i <= 150; i++ {
 		if n := strings.Count(text, fmt.Sprintf("line-%03d", i)); n != 1 {
@@ -482,6 +476,21 @@ func TestWriteInvoicePDFBreaksPages(t *testing.T) {
 }
 
 // pdfText is pdftotext's text of pdf, pages separated by form feeds.
+// pdfPages renders a PDF with write and returns its text page by page,
+// failing unless it has at least atLeast pages.
+func pdfPages(t *testing.T, write func(io.Writer) error, atLeast int) []string {
+	t.Helper()
+	var pdf bytes.Buffer
+	if err := write(&pdf); err != nil {
+		t.Fatal(err)
+	}
+	pages := strings.Split(strings.TrimSuffix(pdfText(t, pdf.Bytes()), "\f"), "\f")
+	if len(pages) < atLeast {
+		t.Fatalf("%d pages, want at least %d", len(pages), atLeast)
+	}
+	return pages
+}
+
 func pdfText(t *testing.T, pdf []byte) string {
 	t.Helper()
 	bin := pdftotext(t)

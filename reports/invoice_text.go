@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -19,10 +20,7 @@ func WriteInvoiceText(w io.Writer, inv *billing.Invoice) error {
 	if err != nil {
 		loc = time.UTC
 	}
-	number := inv.Number
-	if number == "" {
-		number = "(draft, no number yet)"
-	}
+	number := cmp.Or(inv.Number, "(draft, no number yet)")
 	fmt.Fprintf(ew, "invoice %s  %s  [%s]\n", number, inv.ID, inv.Status)
 	if inv.Status == billing.StatusVoid {
 		fmt.Fprintf(ew, "void: %s\n", inv.VoidReason)

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -34,10 +35,7 @@ func WriteSimLedger(w io.Writer, l SimLedger) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "tenant\tgpu-seconds\tenergy-kWh\t")
 	for _, t := range l.Tenants {
-		name := t.Tenant
-		if name == "" {
-			name = "(idle)"
-		}
+		name := cmp.Or(t.Tenant, "(idle)")
 		fmt.Fprintf(tw, "%s\t%d.%06d\t%.3f\t\n", name, t.GPUMicroseconds/1e6, t.GPUMicroseconds%1e6, t.EnergyMillijoules/3.6e9)
 	}
 	return tw.Flush()

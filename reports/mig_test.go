@@ -3,6 +3,7 @@ package reports_test
 import (
 	"bytes"
 	"errors"
+	"io"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -30,17 +31,24 @@ func TestWritePlan(t *testing.T) {
 }
 
 func TestWritePlanWithoutDemandOrChanges(t *testing.T) {
-	var buf bytes.Buffer
 	plan := partition.Plan{Summary: partition.Summary{GPUs: 2, Kept: 3, ReservedSlices: 3, ReservedMetSlices: 1},
 		GPUs: []partition.GPUPlan{{Host: "n", UUID: "GPU-1", Instances: []partition.PlannedInstance{{Profile: "7g.80gb", Action: partition.Keep}}}}}
-	if err := reports.WritePlan(&buf, plan); err != nil {
-		t.Fatal(err)
-	}
-	want := "plan: 2 GPUs, 0 to change: 0 instances to create, 0 to destroy, 3 kept (0 change tenant)\n" +
-		"demand met (compute slices, 7 = one GPU): reserved 1 of 3 (33.3%), pending 0 of 0 (-)\n"
-	if buf.String() != want {
-		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
-	}
+	assertWrites(t, func(w io.Writer) error { return reports.WritePlan(w, plan) },
+		"plan: 2 GPUs, 0 to change: 0 instances to create, 0 to destroy, 3 kept (0 change tenant)\n"+
+			"demand met (compute slices, 7 = one GPU): reserved 1 of 3 (33.3%), pending 0 of 0 (-)\n")
+}
+
+// A plan of a fleet read from usage samples names the GPUs it did not
+// plan (vGPU hosts, models without MIG tables) and why.
+func TestWritePlanListsSkippedGPUs(t *testing.T) {
+	plan := partition.Plan{Summary: partition.Summary{GPUs: 1}, Skipped: []partition.Skipped{
+		{Host: "hv", UUID: "GPU-ts", Model: "A100-SXM4-40GB", Reason: "runs vGPU instances (vgpu:A100-8C): the hypervisor's vGPU manager owns its layout, not MIG-plannable"},
+	}}
+	assertWrites(t, func(w io.Writer) error { return reports.WritePlan(w, plan) },
+		"plan: 1 GPUs, 0 to change: 0 instances to create, 0 to destroy, 0 kept (0 change tenant)\n"+
+			"demand met (compute slices, 7 = one GPU): reserved 0 of 0 (-), pending 0 of 0 (-)\n"+
+			"\nnot planned (1 GPUs):\n"+
+			"  hv GPU-ts (A100-SXM4-40GB): runs vGPU instances (vgpu:A100-8C): the hypervisor's vGPU manager owns its layout, not MIG-plannable\n")
 }
 
 func TestWriteApply(t *testing.T) {
@@ -74,13 +82,7 @@ func TestWriteApply(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			if err := reports.WriteApply(&buf, tc.rep, tc.ok); err != nil {
-				t.Fatal(err)
-			}
-			if buf.String() != tc.want {
-				t.Errorf("got\n%s\nwant\n%s", buf.String(), tc.want)
-			}
+			assertWrites(t, func(w io.Writer) error { return reports.WriteApply(w, tc.rep, tc.ok) }, tc.want)
 		})
 	}
 	if err := reports.WriteApply(&failingWriter{n: 3}, cases[0].rep, true); !errors.Is(err, errFull) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -199,6 +200,61 @@ const pdfFamily = "text"
 
 func newPDFDoc(pdf *fpdf.Fpdf, font *PDFFont) *pdfDoc {
 	return &pdfDoc{pdf: pdf, font: font, added: map[string]bool{}}
+}
+
+// pageSetup is what a report's PDF sets before its first page.
+type pageSetup struct {
+	// title names the document; pages after the first start with
+	// "title (continued)".
+	title string
+	// created and modified come from the report, never the clock: the
+	// same report, the same bytes.
+	created, modified time.Time
+	// margin is every side's margin in mm; bottom, the bottom one, leaves
+	// room for the footer.
+	margin, bottom float64
+	// lineHeight and gap are the "(continued)" line's height and the
+	// space below it.
+	lineHeight, gap float64
+	// continued draws what else a page after the first starts with.
+	continued func()
+	// footer draws each page's footer, in the footer's font.
+	footer func()
+}
+
+// setup sets the document's metadata, margins, header and footer.
+func (d *pdfDoc) setup(s pageSetup) {
+	pdf := d.pdf
+	pdf.SetCreationDate(s.created.UTC())
+	pdf.SetModificationDate(s.modified.UTC())
+	pdf.SetCatalogSort(true) // resources in a fixed order: the same report, the same bytes
+	pdf.SetCompression(true)
+	pdf.SetTitle(s.title, true)
+	pdf.SetCreator("gpumeter", true)
+	pdf.SetMargins(s.margin, s.margin, s.margin)
+	pdf.SetAutoPageBreak(true, s.bottom)
+	pdf.AliasNbPages("{nb}")
+	pdf.SetHeaderFunc(func() {
+		if pdf.PageNo() == 1 {
+			return
+		}
+		d.setStyle("", 8, 85)
+		pdf.CellFormat(0, s.lineHeight, d.text(s.title+" (continued)"), "", 1, "R", false, 0, "")
+		pdf.Ln(s.gap)
+		s.continued()
+	})
+	pdf.SetFooterFunc(func() {
+		pdf.SetY(-s.bottom + 5)
+		d.setStyle("", 7, 85)
+		s.footer()
+	})
+}
+
+// setStyle sets the font (style "", "B" or "I"), size in points, and grey
+// level of the text (0 black).
+func (d *pdfDoc) setStyle(style string, size float64, grey int) {
+	d.setFont(style, size)
+	d.pdf.SetTextColor(grey, grey, grey)
 }
 
 // setFont selects style ("", "B" or "I") at size points; a font with one

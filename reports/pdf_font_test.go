@@ -3,6 +3,7 @@ package reports_test
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,15 +74,7 @@ func TestPDFPrintsLatinGreekAndCyrillic(t *testing.T) {
 			in.Rows[i].Tenant = "Łucja-Ярослава"
 		}
 	}
-	r, err := chargeback.Allocate(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pdf.Reset()
-	if err := reports.WriteChargebackPDF(&pdf, r); err != nil {
-		t.Fatal(err)
-	}
-	text = pdfText(t, pdf.Bytes())
+	text = chargebackPDFText(t, in, reports.WriteChargebackPDF)
 	for _, want := range []string{"Φυσική", "Łucja-Ярослава", "Subtotal Φυσική"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("chargeback: no %q in\n%s", want, text)
@@ -190,15 +183,7 @@ func TestPDFConfiguredFontPrintsCJK(t *testing.T) {
 
 	in := chargebackInput(chargeback.IdleByUse)
 	in.Rows[0].Tenant = "東京ラボ"
-	r, err := chargeback.Allocate(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pdf.Reset()
-	if err := p.WriteChargeback(&pdf, r); err != nil {
-		t.Fatal(err)
-	}
-	if text := pdfText(t, pdf.Bytes()); !strings.Contains(text, "東京ラボ") {
+	if text := chargebackPDFText(t, in, p.WriteChargeback); !strings.Contains(text, "東京ラボ") {
 		t.Errorf("chargeback: no 東京ラボ in\n%s", text)
 	}
 }
@@ -284,4 +269,19 @@ func TestPDFComposesAndRefusesRightToLeft(t *testing.T) {
 			t.Errorf("%s: error %v, %d bytes written; want a right-to-left refusal", name, err, pdf.Len())
 		}
 	}
+}
+
+// chargebackPDFText allocates in, renders the report with write and
+// returns the PDF's text.
+func chargebackPDFText(t *testing.T, in chargeback.Input, write func(io.Writer, chargeback.Report) error) string {
+	t.Helper()
+	r, err := chargeback.Allocate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pdf bytes.Buffer
+	if err := write(&pdf, r); err != nil {
+		t.Fatal(err)
+	}
+	return pdfText(t, pdf.Bytes())
 }

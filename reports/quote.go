@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -15,10 +16,7 @@ import (
 // fees and true-ups. Times are shown in the location of r.Start.
 func WriteQuote(w io.Writer, r pricing.Result) error {
 	ew := &errWriter{w: w}
-	tenant := r.Tenant
-	if tenant == "" {
-		tenant = "(none)"
-	}
+	tenant := cmp.Or(r.Tenant, "(none)")
 	fmt.Fprintf(ew, "tenant %s, book %s, %s, %s to %s\n\n", tenant, r.BookVersion, r.Currency.Code,
 		r.Start.Format(time.RFC3339), r.End.Format(time.RFC3339))
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)

@@ -3,6 +3,7 @@ package reports_test
 import (
 	"bytes"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -67,13 +68,7 @@ func TestWriteUsageTable(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			if err := reports.WriteUsageTable(&buf, tc.table); err != nil {
-				t.Fatal(err)
-			}
-			if buf.String() != tc.want {
-				t.Errorf("got\n%s\nwant\n%s", buf.String(), tc.want)
-			}
+			assertWrites(t, func(w io.Writer) error { return reports.WriteUsageTable(w, tc.table) }, tc.want)
 		})
 	}
 	if err := reports.WriteUsageTable(&failingWriter{}, cases[0].table); !errors.Is(err, errFull) {
@@ -138,13 +133,7 @@ func TestWriteUsageJSON(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			if err := reports.WriteUsageJSON(&buf, tc.rows); err != nil {
-				t.Fatal(err)
-			}
-			if buf.String() != tc.want {
-				t.Errorf("got\n%s\nwant\n%s", buf.String(), tc.want)
-			}
+			assertWrites(t, func(w io.Writer) error { return reports.WriteUsageJSON(w, tc.rows) }, tc.want)
 		})
 	}
 }

@@ -24,6 +24,7 @@ dir=$data_root/tcp-$tcp_port
 pidfile=$dir/clickhouse.pid
 
 log() { printf 'clickhouse.sh: %s\n' "$*" >&2; }
+. "$repo/scripts/pidfile.sh"
 
 # find_server sets server_cmd (an array) to a runnable server command.
 find_server() {
@@ -51,11 +52,7 @@ find_server() {
 
 install_debian() {
 	log "no ClickHouse server found; installing Debian's clickhouse-server with apt-get"
-	local sudo=""
-	[ "$(id -u)" -eq 0 ] || sudo="sudo"
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-		clickhouse-server clickhouse-client >/dev/null
+	apt_install clickhouse-server clickhouse-client
 }
 
 # client runs a query against this instance with whatever client exists.
@@ -70,13 +67,7 @@ client() {
 	fi
 }
 
-running_pid() {
-	[ -f "$pidfile" ] || return 1
-	local pid
-	pid=$(cat "$pidfile" 2>/dev/null) || return 1
-	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && { echo "$pid"; return 0; }
-	return 1
-}
+running_pid() { pid_in "$pidfile"; }
 
 ping() {
 	# The HTTP /ping answers "Ok." once the server accepts queries; the native
@@ -176,44 +167,12 @@ start() {
 	(cd "$dir" && exec "${runas[@]}" "${server_cmd[@]}" --config-file="$dir/config.xml") \
 		>"$dir/log/stdout.log" 2>&1 </dev/null &
 	echo $! >"$pidfile"
-	local i pid
-	pid=$(cat "$pidfile")
-	for i in $(seq 1 120); do
-		# Our own process must be the one answering: a server of another
-		# data directory on the same port would answer the ping too.
-		if ! kill -0 "$pid" 2>/dev/null; then
-			log "server exited during start (port $tcp_port taken?); last log lines:"
-			tail -n 20 "$dir/log/clickhouse-server.err.log" "$dir/log/stdout.log" >&2 2>/dev/null || true
-			rm -f "$pidfile"
-			return 1
-		fi
-		if ping; then
-			log "ready on 127.0.0.1:$tcp_port"
-			return 0
-		fi
-		sleep 0.5
-	done
-	log "server did not answer within 60 s; last log lines:"
-	tail -n 20 "$dir/log/clickhouse-server.err.log" "$dir/log/stdout.log" >&2 2>/dev/null || true
-	return 1
+	await_start "server on port $tcp_port (taken?)" "$pidfile" 60 ping \
+		"$dir/log/clickhouse-server.err.log" "$dir/log/stdout.log" || return 1
+	log "ready on 127.0.0.1:$tcp_port"
 }
 
-stop() {
-	local pid
-	if ! pid=$(running_pid); then
-		log "not running on port $tcp_port"
-		return 0
-	fi
-	kill "$pid"
-	local i
-	for i in $(seq 1 60); do
-		kill -0 "$pid" 2>/dev/null || { log "stopped (pid $pid)"; rm -f "$pidfile"; return 0; }
-		sleep 0.5
-	done
-	log "pid $pid did not stop in 30 s; killing"
-	kill -9 "$pid" 2>/dev/null || true
-	rm -f "$pidfile"
-}
+stop() { stop_pidfile "$pidfile" "port $tcp_port"; }
 
 # kill9 ends the server with SIGKILL (fault tests: no clean shutdown, no
 # flushed parts) and waits until the process is gone.
@@ -229,14 +188,7 @@ kill9() {
 	log "killed (pid $pid)"
 }
 
-status() {
-	if pid=$(running_pid) && ping; then
-		echo "running on 127.0.0.1:$tcp_port (pid $pid)"
-		return 0
-	fi
-	echo "not running on 127.0.0.1:$tcp_port"
-	return 1
-}
+status() { status_of "$pidfile" ping "127.0.0.1:$tcp_port"; }
 
 case "${1:-}" in
 start) start ;;

@@ -43,6 +43,7 @@ node=gpunode1
 daemons=(slurmd slurmctld slurmdbd mariadbd munged) # in stop order
 
 log() { printf 'slurm.sh: %s\n' "$*" >&2; }
+. "$repo/scripts/pidfile.sh"
 
 export SLURM_CONF=$dir/etc/slurm.conf
 
@@ -57,23 +58,11 @@ install() {
 	export PATH=$PATH:/usr/sbin
 	have_all && return 0
 	log "installing Debian's slurm-wlm (slurmctld, slurmd, slurmdbd, client), munge and mariadb-server with apt-get"
-	local sudo=""
-	[ "$(id -u)" -eq 0 ] || sudo="sudo"
-	$sudo apt-get update -qq
-	# policy-rc.d (or the absence of systemd) keeps the packages' own
-	# services from starting; this harness runs its own.
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-		slurmctld slurmd slurmdbd slurm-client munge mariadb-server >/dev/null
+	apt_install slurmctld slurmd slurmdbd slurm-client munge mariadb-server
 	have_all || { log "Slurm or MariaDB still missing after apt-get install"; return 1; }
 }
 
-pid_of() { # daemon: its pid when it runs
-	local f=$dir/run/$1.pid pid
-	[ -f "$f" ] || return 1
-	pid=$(cat "$f" 2>/dev/null) || return 1
-	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && { echo "$pid"; return 0; }
-	return 1
-}
+pid_of() { pid_in "$dir/run/$1.pid"; } # daemon: its pid when it runs
 
 # launch NAME CMD...: runs CMD in the foreground of a background subshell
 # that execs it, so $! is the daemon's pid; the lock's descriptor is not

@@ -21,26 +21,18 @@ pidfile=$dir/zookeeper.pid
 jar=/usr/share/java/zookeeper.jar
 
 log() { printf 'zookeeper.sh: %s\n' "$*" >&2; }
+. "$repo/scripts/pidfile.sh"
 
 install() {
 	if [ -f "$jar" ] && command -v java >/dev/null 2>&1; then
 		return 0
 	fi
 	log "ZooKeeper not found; installing Debian's zookeeper with apt-get"
-	local sudo=""
-	[ "$(id -u)" -eq 0 ] || sudo="sudo"
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends zookeeper >/dev/null
+	apt_install zookeeper
 	[ -f "$jar" ] || { log "$jar still missing after install"; exit 1; }
 }
 
-running_pid() {
-	[ -f "$pidfile" ] || return 1
-	local pid
-	pid=$(cat "$pidfile" 2>/dev/null) || return 1
-	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && { echo "$pid"; return 0; }
-	return 1
-}
+running_pid() { pid_in "$pidfile"; }
 
 # ruok asks the four-letter-word "ruok"; a serving ZooKeeper says "imok".
 ruok() {
@@ -76,51 +68,13 @@ CFG
 	(cd "$dir" && exec java -Xmx256m -cp "$jar" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg") \
 		>"$dir/log/stdout.log" 2>&1 </dev/null &
 	echo $! >"$pidfile"
-	local i pid
-	pid=$(cat "$pidfile")
-	for i in $(seq 1 240); do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			log "ZooKeeper exited during start; last log lines:"
-			tail -n 20 "$dir/log/stdout.log" >&2 || true
-			rm -f "$pidfile"
-			return 1
-		fi
-		if ruok; then
-			log "ready on 127.0.0.1:$port"
-			return 0
-		fi
-		sleep 0.25
-	done
-	log "ZooKeeper did not answer within 60 s; last log lines:"
-	tail -n 20 "$dir/log/stdout.log" >&2 || true
-	return 1
+	await_start ZooKeeper "$pidfile" 60 ruok "$dir/log/stdout.log" || return 1
+	log "ready on 127.0.0.1:$port"
 }
 
-stop() {
-	local pid
-	if ! pid=$(running_pid); then
-		log "not running on port $port"
-		return 0
-	fi
-	kill "$pid"
-	local i
-	for i in $(seq 1 60); do
-		kill -0 "$pid" 2>/dev/null || { log "stopped (pid $pid)"; rm -f "$pidfile"; return 0; }
-		sleep 0.5
-	done
-	log "pid $pid did not stop in 30 s; killing"
-	kill -9 "$pid" 2>/dev/null || true
-	rm -f "$pidfile"
-}
+stop() { stop_pidfile "$pidfile" "port $port"; }
 
-status() {
-	if pid=$(running_pid) && ruok; then
-		echo "running on 127.0.0.1:$port (pid $pid)"
-		return 0
-	fi
-	echo "not running on 127.0.0.1:$port"
-	return 1
-}
+status() { status_of "$pidfile" ruok "127.0.0.1:$port"; }
 
 case "${1:-}" in
 install) install ;;

@@ -25,23 +25,7 @@ func (s *Store) StoredAnomalyIDs(ctx context.Context, from, to time.Time) (map[s
 	if err := s.checkTimes(ctx, "stored anomalies", to); err != nil {
 		return nil, err
 	}
-	rows, err := s.conn.Query(ctx, storedAnomalyIDsSQL, from.UTC(), to.UTC())
-	if err != nil {
-		return nil, fmt.Errorf("stored anomaly ids: %w", err)
-	}
-	defer rows.Close()
-	stored := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("stored anomaly ids: scan: %w", err)
-		}
-		stored[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("stored anomaly ids: %w", err)
-	}
-	return stored, nil
+	return querySet[string](ctx, s, "stored anomaly ids", storedAnomalyIDsSQL, from.UTC(), to.UTC())
 }
 
 // InsertAnomalies stores anomalies found at detectedAt. Rows are keyed by
@@ -60,22 +44,14 @@ func (s *Store) InsertAnomalies(ctx context.Context, as []insights.Anomaly, dete
 	if err := s.checkTimes(ctx, "save anomalies", starts...); err != nil {
 		return err
 	}
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO insight_anomalies ("+anomalyColumns+")")
-	if err != nil {
-		return fmt.Errorf("save anomalies: %w", err)
-	}
-	for _, a := range as {
-		if err := batch.Append(a.ID, a.Tenant, a.Meter, a.SKU, uint32(a.End.Sub(a.Start)/time.Second), a.Start.UTC(), a.End.UTC(),
+	rows := make([][]any, len(as))
+	for i, a := range as {
+		rows[i] = []any{a.ID, a.Tenant, a.Meter, a.SKU, uint32(a.End.Sub(a.Start) / time.Second), a.Start.UTC(), a.End.UTC(),
 			string(a.Direction), storageDecimal(a.Observed), storageDecimal(a.Expected), storageDecimal(a.Spread),
-			a.Score, uint32(max(a.History, 0)), detectedAt.UTC()); err != nil {
-			batch.Abort()
-			return fmt.Errorf("save anomaly %s: %w", a.ID, err)
-		}
+			a.Score, uint32(max(a.History, 0)), detectedAt.UTC()}
 	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("save anomalies: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "save anomalies", "INSERT INTO insight_anomalies ("+anomalyColumns+")", rows,
+		func(i int) string { return "save anomaly " + as[i].ID })
 }
 
 // AnomalyQuery lists stored anomalies starting in [From, To), optionally
@@ -113,17 +89,9 @@ func (q AnomalyQuery) Validate() error {
 
 // toSQL is the list's statement and arguments.
 func (q AnomalyQuery) toSQL() (string, []any) {
-	sql := "SELECT " + anomalyColumns + " FROM insight_anomalies FINAL WHERE start >= ? AND start < ?"
-	args := []any{q.From.UTC(), q.To.UTC()}
-	if q.Tenant != "" {
-		sql += " AND tenant = ?"
-		args = append(args, q.Tenant)
-	}
-	conds, scopeArgs := scopeWhere(q.Scope)
-	for _, c := range conds {
-		sql += " AND " + c
-	}
-	return sql + " ORDER BY start, tenant, meter, sku, anomaly_id", append(args, scopeArgs...)
+	f, fargs := tenantFilter(q.Tenant, q.Scope)
+	return "SELECT " + anomalyColumns + " FROM insight_anomalies FINAL WHERE start >= ? AND start < ?" + f +
+		" ORDER BY start, tenant, meter, sku, anomaly_id", append([]any{q.From.UTC(), q.To.UTC()}, fargs...)
 }
 
 // Anomalies lists the stored anomalies of the query, by start.
@@ -135,30 +103,22 @@ func (s *Store) Anomalies(ctx context.Context, q AnomalyQuery) ([]insights.Store
 		return nil, err
 	}
 	sql, args := q.toSQL()
-	rows, err := s.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("anomalies query: %w", err)
-	}
-	defer rows.Close()
-	out := []insights.StoredAnomaly{}
-	for rows.Next() {
+	out, err := queryAll(ctx, s, "anomalies query", sql, args, func(scan scanFunc) (insights.StoredAnomaly, error) {
 		var (
 			a                          insights.StoredAnomaly
 			step, history              uint32
 			dir                        string
 			observed, expected, spread decimal.Decimal
 		)
-		if err := rows.Scan(&a.ID, &a.Tenant, &a.Meter, &a.SKU, &step, &a.Start, &a.End, &dir, &observed, &expected, &spread,
-			&a.Score, &history, &a.DetectedAt); err != nil {
-			return nil, fmt.Errorf("anomalies query: scan: %w", err)
-		}
+		err := scan(&a.ID, &a.Tenant, &a.Meter, &a.SKU, &step, &a.Start, &a.End, &dir, &observed, &expected, &spread,
+			&a.Score, &history, &a.DetectedAt)
 		a.Direction, a.History = insights.Direction(dir), int(history)
 		a.Observed, a.Expected, a.Spread = observed, expected, spread
 		a.Start, a.End, a.DetectedAt = a.Start.UTC(), a.End.UTC(), a.DetectedAt.UTC()
-		out = append(out, a)
+		return a, err
+	})
+	if out == nil && err == nil {
+		out = []insights.StoredAnomaly{} // an empty list, not none
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("anomalies query: %w", err)
-	}
-	return out, nil
+	return out, err
 }

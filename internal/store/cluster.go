@@ -177,23 +177,15 @@ func (n ClusterNode) Addr() string { return fmt.Sprintf("%s:%d", n.Host, n.Port)
 // ClusterNodes lists the servers of a remote_servers cluster as the
 // connected server knows it.
 func (s *Store) ClusterNodes(ctx context.Context, cluster string) ([]ClusterNode, error) {
-	rows, err := s.conn.Query(ctx,
+	out, err := queryAll(ctx, s, "read cluster "+cluster+" from system.clusters",
 		"SELECT shard_num, replica_num, host_name, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num",
-		cluster)
+		[]any{cluster}, func(scan scanFunc) (ClusterNode, error) {
+			var n ClusterNode
+			err := scan(&n.Shard, &n.Replica, &n.Host, &n.Port)
+			return n, err
+		})
 	if err != nil {
-		return nil, fmt.Errorf("read cluster %s from system.clusters: %w", cluster, err)
-	}
-	defer rows.Close()
-	var out []ClusterNode
-	for rows.Next() {
-		var n ClusterNode
-		if err := rows.Scan(&n.Shard, &n.Replica, &n.Host, &n.Port); err != nil {
-			return nil, fmt.Errorf("read cluster %s from system.clusters: %w", cluster, err)
-		}
-		out = append(out, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read cluster %s from system.clusters: %w", cluster, err)
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("cluster %s: not in the server's remote_servers (system.clusters)", cluster)
@@ -217,20 +209,12 @@ var distributedRe = regexp.MustCompile(`^Distributed\(\s*'?(\w+)'?\s*,`)
 // tableEngine reads a table's engine ("" when there is no such table) and,
 // for a Distributed table, its cluster.
 func (s *Store) tableEngine(ctx context.Context, table string) (engine, cluster string, err error) {
-	rows, err := s.conn.Query(ctx,
-		"SELECT engine, engine_full FROM system.tables WHERE database = ? AND name = ?", s.cfg.Database, table)
-	if err != nil {
-		return "", "", fmt.Errorf("read engine of %s.%s: %w", s.cfg.Database, table, err)
-	}
-	defer rows.Close()
 	var full string
-	if rows.Next() {
-		if err := rows.Scan(&engine, &full); err != nil {
-			return "", "", fmt.Errorf("read engine of %s.%s: %w", s.cfg.Database, table, err)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return "", "", fmt.Errorf("read engine of %s.%s: %w", s.cfg.Database, table, err)
+	err = s.eachRow(ctx, fmt.Sprintf("read engine of %s.%s", s.cfg.Database, table),
+		"SELECT engine, engine_full FROM system.tables WHERE database = ? AND name = ?", []any{s.cfg.Database, table},
+		func(scan scanFunc) error { return scan(&engine, &full) })
+	if err != nil {
+		return "", "", err
 	}
 	if engine != "Distributed" {
 		return engine, "", nil

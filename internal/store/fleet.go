@@ -54,21 +54,9 @@ func (s *Store) FleetSamples(ctx context.Context, q FleetQuery) ([]partition.Dev
 		return nil, fmt.Errorf("fleet query: newest sample: %w", err)
 	}
 	sql, args := q.toSQL(newest.Add(-q.Window))
-	rows, err := s.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("fleet query: %w", err)
-	}
-	defer rows.Close()
-	var out []partition.DeviceSample
-	for rows.Next() {
+	return queryAll(ctx, s, "fleet query", sql, args, func(scan scanFunc) (partition.DeviceSample, error) {
 		var r partition.DeviceSample
-		if err := rows.Scan(&r.Host, &r.GPUUUID, &r.GPUModel, &r.MIGUUID, &r.MIGProfile, &r.Tenant); err != nil {
-			return nil, fmt.Errorf("fleet query: scan: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("fleet query: %w", err)
-	}
-	return out, nil
+		err := scan(&r.Host, &r.GPUUUID, &r.GPUModel, &r.MIGUUID, &r.MIGProfile, &r.Tenant)
+		return r, err
+	})
 }

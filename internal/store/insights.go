@@ -71,16 +71,19 @@ func (q InsightsQuery) ValidateHoldings() error { return q.validate(MaxHoldingsR
 // ValidateSeries checks the query for the series reads.
 func (q InsightsQuery) ValidateSeries() error { return q.validate(MaxSeriesRange) }
 
-// filter is the query's tenant and scope predicates, each starting with
-// " AND ", and their arguments.
-func (q InsightsQuery) filter() (string, []any) {
+// filter is the query's tenant and scope predicates (tenantFilter).
+func (q InsightsQuery) filter() (string, []any) { return tenantFilter(q.Tenant, q.Scope) }
+
+// tenantFilter is the predicates of an optional tenant and a scope, each
+// starting with " AND ", and their arguments.
+func tenantFilter(tenant string, scope auth.Scope) (string, []any) {
 	var sql string
 	var args []any
-	if q.Tenant != "" {
+	if tenant != "" {
 		sql += " AND tenant = ?"
-		args = append(args, q.Tenant)
+		args = append(args, tenant)
 	}
-	conds, scopeArgs := scopeWhere(q.Scope)
+	conds, scopeArgs := scopeWhere(scope)
 	for _, c := range conds {
 		sql += " AND " + c
 	}
@@ -114,21 +117,16 @@ func (s *Store) ScanHoldings(ctx context.Context, q InsightsQuery, fn func(insig
 		return err
 	}
 	sql, args := q.holdingsSQL()
-	rows, err := s.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return fmt.Errorf("holdings query: %w", err)
-	}
-	defer rows.Close()
 	var cur insights.Holding
-	for rows.Next() {
+	err := s.eachRow(ctx, "holdings query", sql, args, func(scan scanFunc) error {
 		var (
 			gpu, mig, tenant, host, dept, sku string
 			start                             time.Time
 			secs, gpuUS, smUS, peak           uint64
 			unmeasured                        uint8
 		)
-		if err := rows.Scan(&gpu, &mig, &tenant, &start, &secs, &host, &dept, &sku, &gpuUS, &smUS, &peak, &unmeasured); err != nil {
-			return fmt.Errorf("holdings query: scan: %w", err)
+		if err := scan(&gpu, &mig, &tenant, &start, &secs, &host, &dept, &sku, &gpuUS, &smUS, &peak, &unmeasured); err != nil {
+			return err
 		}
 		if gpu != cur.GPUUUID || mig != cur.InstanceUUID || tenant != cur.Tenant {
 			if len(cur.Intervals) > 0 {
@@ -146,9 +144,10 @@ func (s *Store) ScanHoldings(ctx context.Context, q InsightsQuery, fn func(insig
 			iv.SMActiveMicros = 0
 		}
 		cur.Intervals = append(cur.Intervals, iv)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("holdings query: %w", err)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(cur.Intervals) > 0 {
 		return fn(cur)
@@ -183,11 +182,7 @@ func (s *Store) HourlyGPUTime(ctx context.Context, q InsightsQuery) ([]insights.
 		return nil, fmt.Errorf("hourly series query: %w", err)
 	}
 	sql, args := q.hourlyGPUSQL()
-	var out []insights.HourTotal
-	err := s.scanSeries(ctx, "hourly series query", sql, args, func(key string, at time.Time, us uint64) {
-		out = append(out, insights.HourTotal{Key: key, Hour: at, GPUMicroseconds: us})
-	})
-	return out, err
+	return s.hourTotals(ctx, "hourly series query", sql, args)
 }
 
 // demandSQL is each GPU model's GPU time in use per UTC hour: the SKU's
@@ -221,38 +216,20 @@ func (s *Store) ModelGPUTime(ctx context.Context, q InsightsQuery) ([]insights.H
 		return nil, fmt.Errorf("demand query: %w", err)
 	}
 	sql, args := q.demandSQL()
-	var out []insights.HourTotal
-	err := s.scanSeries(ctx, "demand query", sql, args, func(key string, at time.Time, us uint64) {
-		out = append(out, insights.HourTotal{Key: key, Hour: at, GPUMicroseconds: us})
-	})
-	return out, err
+	return s.hourTotals(ctx, "demand query", sql, args)
 }
 
-// scanSeries streams (key, hour, GPU-microseconds) rows.
-func (s *Store) scanSeries(ctx context.Context, what, sql string, args []any, fn func(key string, at time.Time, us uint64)) error {
+// hourTotals reads (key, hour, GPU-microseconds) rows.
+func (s *Store) hourTotals(ctx context.Context, what, sql string, args []any) ([]insights.HourTotal, error) {
 	if err := s.checkTimes(ctx, what, args[0].(time.Time), args[1].(time.Time).Add(-time.Second)); err != nil {
-		return err
+		return nil, err
 	}
-	rows, err := s.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			key string
-			at  time.Time
-			us  uint64
-		)
-		if err := rows.Scan(&key, &at, &us); err != nil {
-			return fmt.Errorf("%s: scan: %w", what, err)
-		}
-		fn(key, at.UTC(), us)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return nil
+	return queryAll(ctx, s, what, sql, args, func(scan scanFunc) (insights.HourTotal, error) {
+		var h insights.HourTotal
+		err := scan(&h.Key, &h.Hour, &h.GPUMicroseconds)
+		h.Hour = h.Hour.UTC()
+		return h, err
+	})
 }
 
 // gpusByModelSQL counts the GPUs that reported in [since, until), by model:
@@ -267,21 +244,15 @@ func (s *Store) GPUsByModel(ctx context.Context, since, until time.Time) (map[st
 	if !until.After(since) {
 		return nil, errors.New("gpus by model: until must be after since")
 	}
-	rows, err := s.conn.Query(ctx, gpusByModelSQL, since.UTC(), until.UTC())
+	counts, err := queryMap[string, uint64](ctx, s, "gpus by model", gpusByModelSQL, since.UTC(), until.UTC())
 	if err != nil {
-		return nil, fmt.Errorf("gpus by model: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var model string
-		var n uint64
-		if err := rows.Scan(&model, &n); err != nil {
-			return nil, fmt.Errorf("gpus by model: scan: %w", err)
-		}
+	out := make(map[string]int, len(counts))
+	for model, n := range counts {
 		out[model] = int(n)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // firstHourSQL is the oldest hour of the rollup (tombstones too: a key

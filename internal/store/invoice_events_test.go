@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -14,7 +12,6 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/meter"
-	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/internal/webhook"
@@ -32,18 +29,11 @@ func TestInvoiceEventsSurviveARunCutShort(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.New(t)
 	logger := slog.New(slog.DiscardHandler)
-	book := filepath.Join(t.TempDir(), "book.yaml")
-	if err := os.WriteFile(book, []byte(invoiceTestBook), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	customers := billing.Customers{
-		Issuer:   billing.Issuer{ID: "gpucloud", Name: "GPU Cloud GmbH", NumberPrefix: "GC-"},
-		Schedule: billing.DefaultInvoiceSchedule,
-		Customers: []billing.Customer{
-			{Tenant: "acme", Department: "research", Name: "Acme", Currency: "USD", TimeZone: "UTC", Book: book},
-			{Tenant: "globex", Department: "research", Name: "Globex", Currency: "USD", TimeZone: "UTC", Book: book},
-		},
-	}
+	book := writeTestBook(t, t.TempDir())
+	customers := gpucloudCustomers(
+		billing.Customer{Tenant: "acme", Department: "research", Name: "Acme", Currency: "USD", TimeZone: "UTC", Book: book},
+		billing.Customer{Tenant: "globex", Department: "research", Name: "Globex", Currency: "USD", TimeZone: "UTC", Book: book},
+	)
 	from, to := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 9, 3, 0, 0, 0, 0, time.UTC)
 	var samples []collectors.Sample
 	for _, tenant := range []string{"acme", "globex"} {
@@ -52,14 +42,8 @@ func TestInvoiceEventsSurviveARunCutShort(t *testing.T) {
 		samples = append(samples, usageHours(from.AddDate(0, 1, 0), to.AddDate(0, 1, 0), tenant, "research", "H100-SXM5-80GB",
 			"H100-SXM5-80GB", "", 1, meter.Values{GPUMicroseconds: 3_600_000_000})...)
 	}
-	if err := s.InsertSamples(ctx, samples); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	runner := billing.NewRunner(s, customers, billing.LeaseConfig{TTL: 30 * time.Second, Settle: 2 * time.Second,
-		Retry: 200 * time.Millisecond}, time.Now, logger)
+	insertRolledUp(t, s, samples)
+	runner := billing.NewRunner(s, customers, testLease, time.Now, logger)
 	killed := true
 	runner.Announce = killable{pub: webhook.NewPublisher(s, time.Now), killed: &killed}
 	run := func(period string) billing.Report {

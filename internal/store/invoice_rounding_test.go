@@ -8,7 +8,6 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/meter"
-	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 )
 
@@ -19,24 +18,13 @@ import (
 func TestInvoiceRunLineOnAHalfCent(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.New(t)
-	logger := slog.New(slog.DiscardHandler)
 	from := time.Date(2026, 11, 3, 0, 0, 0, 0, time.UTC)
 	samples := usageHours(from, from.Add(24*time.Hour), "halfcent", "research", "H100-SXM5-80GB", "H100-SXM5-80GB", "", 1,
 		meter.Values{GPUMicroseconds: 1_825_000_000})
-	if err := s.InsertSamples(ctx, samples); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	customers := billing.Customers{
-		Issuer:   billing.Issuer{ID: "gpucloud", Name: "GPU Cloud GmbH", NumberPrefix: "GC-"},
-		Schedule: billing.DefaultInvoiceSchedule,
-		Customers: []billing.Customer{{Tenant: "halfcent", Department: "research", Name: "Half Cent", Currency: "USD",
-			TimeZone: "UTC", Book: "../demo/billing/cloud-book.yaml"}},
-	}
-	runner := billing.NewRunner(s, customers, billing.LeaseConfig{TTL: 30 * time.Second, Settle: 2 * time.Second,
-		Retry: 200 * time.Millisecond}, time.Now, logger)
+	insertRolledUp(t, s, samples)
+	customers := gpucloudCustomers(billing.Customer{Tenant: "halfcent", Department: "research", Name: "Half Cent", Currency: "USD",
+		TimeZone: "UTC", Book: "../demo/billing/cloud-book.yaml"})
+	runner := billing.NewRunner(s, customers, testLease, time.Now, slog.New(slog.DiscardHandler))
 	for _, req := range []billing.RunRequest{{Period: "2026-11", DryRun: true}, {Period: "2026-11"}} {
 		rep, err := runner.Run(ctx, req, nil)
 		if err != nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
-	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -19,28 +18,13 @@ import (
 // SKU; tenant "" reads every tenant.
 func (s *Store) HourlyUsage(ctx context.Context, from, to time.Time, tenant string) ([]billing.HourlyMeters, error) {
 	sql, args := billingUsageSQL(from, to, tenant)
-	rows, err := s.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("hourly usage %s..%s: %w", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
-	}
-	defer rows.Close()
-	var out []billing.HourlyMeters
-	for rows.Next() {
+	what := fmt.Sprintf("hourly usage %s..%s", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+	return queryAll(ctx, s, what, sql, args, func(scan scanFunc) (billing.HourlyMeters, error) {
 		var h billing.HourlyMeters
-		dest := []any{&h.Tenant, &h.Hour, &h.SKU}
-		for i := range meter.Count {
-			dest = append(dest, h.Ptr(i))
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("hourly usage: scan: %w", err)
-		}
+		err := scan(meterDest([]any{&h.Tenant, &h.Hour, &h.SKU}, &h.Values)...)
 		h.Hour = h.Hour.UTC()
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("hourly usage: %w", err)
-	}
-	return out, nil
+		return h, err
+	})
 }
 
 // billingUsageSQL is HourlyUsage's statement and arguments.
@@ -68,21 +52,7 @@ var chargebackUsageSQL = "SELECT hour, tenant, department, sku, " + meterColumns
 // [from, to): the highest version of a key is the one FINAL keeps, so no
 // FINAL is needed to find it.
 func (s *Store) RollupVersions(ctx context.Context, from, to time.Time) (map[string]uint64, error) {
-	rows, err := s.conn.Query(ctx, rollupVersionsSQL, from.UTC(), to.UTC())
-	if err != nil {
-		return nil, fmt.Errorf("rollup versions: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]uint64{}
-	for rows.Next() {
-		var t string
-		var v uint64
-		if err := rows.Scan(&t, &v); err != nil {
-			return nil, fmt.Errorf("rollup versions: scan: %w", err)
-		}
-		out[t] = v
-	}
-	return out, rows.Err()
+	return queryMap[string, uint64](ctx, s, "rollup versions", rollupVersionsSQL, from.UTC(), to.UTC())
 }
 
 // invoicesSQL reads every invoice of an issuer, its argument.
@@ -102,36 +72,21 @@ func (s *Store) SaveInvoices(ctx context.Context, invs []billing.StoredInvoice) 
 	if len(invs) == 0 {
 		return nil
 	}
-	lines, err := s.conn.PrepareBatch(ctx, insertInvoiceLinesSQL)
-	if err != nil {
-		return fmt.Errorf("save invoice lines: %w", err)
-	}
+	var lines [][]any
 	for _, si := range invs {
-		for i, row := range invoiceLineRows(si) {
-			if err := lines.Append(row...); err != nil {
-				lines.Abort()
-				return fmt.Errorf("save invoice %s line %d: %w", si.Invoice.ID, si.Invoice.Lines[i].No, err)
-			}
-		}
+		lines = append(lines, invoiceLineRows(si)...)
 	}
-	if err := lines.Send(); err != nil {
-		return fmt.Errorf("save invoice lines: %w", err)
-	}
-	batch, err := s.conn.PrepareBatch(ctx, insertInvoicesSQL)
-	if err != nil {
-		return fmt.Errorf("save invoices: %w", err)
+	// A line row holds its invoice's id second and its number fourth.
+	lineName := func(i int) string { return fmt.Sprintf("save invoice %s line %d", lines[i][1], lines[i][3]) }
+	if err := s.insert(ctx, "save invoice lines", insertInvoiceLinesSQL, lines, lineName); err != nil {
+		return err
 	}
 	now := time.Now().UTC()
-	for _, si := range invs {
-		if err := batch.Append(invoiceRow(si, now)...); err != nil {
-			batch.Abort()
-			return fmt.Errorf("save invoice %s: %w", si.Invoice.ID, err)
-		}
+	rows := make([][]any, len(invs))
+	for i, si := range invs {
+		rows[i] = invoiceRow(si, now)
 	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("save invoices: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "save invoices", insertInvoicesSQL, rows, func(i int) string { return "save invoice " + invs[i].Invoice.ID })
 }
 
 // The statements that write invoices (internal/chdbcheck runs them on chDB
@@ -173,31 +128,13 @@ func storageDecimal(d decimal.Decimal) decimal.Decimal { return d.Round(pricing.
 // tenant, department and SKU, idle capacity (tenant "") included, with
 // the GPU time each meter group left unmeasured.
 func (s *Store) ChargebackHours(ctx context.Context, from, to time.Time) ([]billing.HourlyMeters, error) {
-	rows, err := s.conn.Query(ctx, chargebackUsageSQL, from.UTC(), to.UTC())
-	if err != nil {
-		return nil, fmt.Errorf("chargeback usage: %w", err)
-	}
-	defer rows.Close()
-	var out []billing.HourlyMeters
-	for rows.Next() {
-		var h billing.HourlyMeters
-		dest := []any{&h.Hour, &h.Tenant, &h.Department, &h.SKU}
-		for i := range meter.Count {
-			dest = append(dest, h.Ptr(i))
-		}
-		for i := range h.Unmeasured {
-			dest = append(dest, &h.Unmeasured[i])
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("chargeback usage: scan: %w", err)
-		}
-		h.Hour = h.Hour.UTC()
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("chargeback usage: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s, "chargeback usage", chargebackUsageSQL, []any{from.UTC(), to.UTC()},
+		func(scan scanFunc) (billing.HourlyMeters, error) {
+			var h billing.HourlyMeters
+			err := scan(totalsDest([]any{&h.Hour, &h.Tenant, &h.Department, &h.SKU}, &h.Totals)...)
+			h.Hour = h.Hour.UTC()
+			return h, err
+		})
 }
 
 var (
@@ -284,26 +221,16 @@ func invoiceForSQL(issuer string, scope auth.Scope, ref string, drafts bool) (st
 }
 
 func (s *Store) scanInvoices(ctx context.Context, what, sql string, args ...any) ([]billing.StoredInvoice, error) {
-	rows, err := s.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	var out []billing.StoredInvoice
-	for rows.Next() {
+	return queryAll(ctx, s, what, sql, args, func(scan scanFunc) (billing.StoredInvoice, error) {
 		var rev uint64
 		var doc string
-		if err := rows.Scan(&rev, &doc); err != nil {
-			return nil, fmt.Errorf("%s: scan: %w", what, err)
+		if err := scan(&rev, &doc); err != nil {
+			return billing.StoredInvoice{}, err
 		}
 		inv, err := billing.ParseDocument([]byte(doc))
 		if err != nil {
-			return nil, fmt.Errorf("%s: revision %d: %w", what, rev, err)
+			return billing.StoredInvoice{}, fmt.Errorf("%s: revision %d: %w", what, rev, err)
 		}
-		out = append(out, billing.StoredInvoice{Invoice: inv, Revision: rev, Document: []byte(doc)})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return out, nil
+		return billing.StoredInvoice{Invoice: inv, Revision: rev, Document: []byte(doc)}, nil
+	})
 }

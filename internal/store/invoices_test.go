@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +66,60 @@ func usageHours(from, to time.Time, tenant, dept, sku, model, mig string, gpus i
 	return out
 }
 
+// testLease is the billing lease of the invoice tests: short, so a test
+// never waits long on one it left behind.
+var testLease = billing.LeaseConfig{TTL: 30 * time.Second, Settle: 2 * time.Second, Retry: 200 * time.Millisecond}
+
+// gpucloudCustomers bills customers as the issuer GPU Cloud (numbers GC-…)
+// on the default schedule.
+func gpucloudCustomers(customers ...billing.Customer) billing.Customers {
+	return billing.Customers{
+		Issuer:    billing.Issuer{ID: "gpucloud", Name: "GPU Cloud GmbH", NumberPrefix: "GC-"},
+		Schedule:  billing.DefaultInvoiceSchedule,
+		Customers: customers,
+	}
+}
+
+// writeTestBook writes invoiceTestBook into dir and returns its path.
+func writeTestBook(tb testing.TB, dir string) string {
+	tb.Helper()
+	book := filepath.Join(dir, "book.yaml")
+	if err := os.WriteFile(book, []byte(invoiceTestBook), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return book
+}
+
+// insertRolledUp stores samples and runs the scheduled rollup over them.
+func insertRolledUp(tb testing.TB, s *store.Store, samples []collectors.Sample) {
+	tb.Helper()
+	ctx := context.Background()
+	if err := s.InsertSamples(ctx, samples); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, slog.New(slog.DiscardHandler)).Run(ctx); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// finalizedRun runs period and returns its invoices by tenant; every
+// outcome must be a finalized invoice.
+func finalizedRun(t *testing.T, runner *billing.Runner, period string) map[string]*billing.Invoice {
+	t.Helper()
+	rep, err := runner.Run(context.Background(), billing.RunRequest{Period: period}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*billing.Invoice{}
+	for _, o := range rep.Outcomes {
+		if o.Action != billing.ActionFinalized {
+			t.Fatalf("%s: %s", o.Tenant, o)
+		}
+		out[o.Tenant] = o.Invoice
+	}
+	return out
+}
+
 func hoursIn(p billing.Period) int64 { return int64(p.End.Sub(p.Start) / time.Hour) }
 
 func cents(s string) int64 { return decimal.RequireFromString(s).Shift(2).IntPart() }
@@ -105,24 +160,18 @@ func TestInvoiceRunEndToEnd(t *testing.T) {
 	s := storetest.New(t)
 	logger := slog.New(slog.DiscardHandler)
 	dir := t.TempDir()
-	book := filepath.Join(dir, "book.yaml")
+	book := writeTestBook(t, dir)
 	contract := filepath.Join(dir, "acme.yaml")
-	for path, body := range map[string]string{book: invoiceTestBook, contract: invoiceTestContract} {
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(contract, []byte(invoiceTestContract), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	customers := billing.Customers{
-		Issuer:   billing.Issuer{ID: "gpucloud", Name: "GPU Cloud GmbH", NumberPrefix: "GC-"},
-		Schedule: billing.DefaultInvoiceSchedule,
-		Customers: []billing.Customer{
-			{Tenant: "acme", Department: "research", Name: "Acme Corp", Currency: "USD", TimeZone: "UTC",
-				TaxRate: decimal.NewFromInt(10), Book: book, Contract: contract},
-			{Tenant: "globex", Department: "research", Name: "Globex", Currency: "USD", TimeZone: "America/New_York", Book: book},
-			{Tenant: "initech", Department: "ops", Name: "Initech", Currency: "USD", TimeZone: "Europe/Berlin",
-				TaxRate: decimal.NewFromInt(19), Book: book},
-		},
-	}
+	customers := gpucloudCustomers(
+		billing.Customer{Tenant: "acme", Department: "research", Name: "Acme Corp", Currency: "USD", TimeZone: "UTC",
+			TaxRate: decimal.NewFromInt(10), Book: book, Contract: contract},
+		billing.Customer{Tenant: "globex", Department: "research", Name: "Globex", Currency: "USD", TimeZone: "America/New_York", Book: book},
+		billing.Customer{Tenant: "initech", Department: "ops", Name: "Initech", Currency: "USD", TimeZone: "Europe/Berlin",
+			TaxRate: decimal.NewFromInt(19), Book: book},
+	)
 	if err := customers.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -139,27 +188,9 @@ func TestInvoiceRunEndToEnd(t *testing.T) {
 		meter.Values{GPUMicroseconds: 3_600_000_000})...)
 	samples = append(samples, usageHours(from, to, "initech", "ops", "A100-SXM4-80GB/3g.40gb", "A100-SXM4-80GB", "3g.40gb", 2,
 		meter.Values{GPUMicroseconds: migUS})...)
-	if err := s.InsertSamples(ctx, samples); err != nil {
-		t.Fatal(err)
-	}
-	rollup := rollup.New(s, rollup.DefaultConfig(), time.Now, logger)
-	if _, err := rollup.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	lease := billing.LeaseConfig{TTL: 30 * time.Second, Settle: 2 * time.Second, Retry: 200 * time.Millisecond}
-	runner := billing.NewRunner(s, customers, lease, time.Now, logger)
-
-	rep, err := runner.Run(ctx, billing.RunRequest{Period: "2026-10"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	oct := map[string]*billing.Invoice{}
-	for _, o := range rep.Outcomes {
-		if o.Action != billing.ActionFinalized {
-			t.Fatalf("%s: %s", o.Tenant, o)
-		}
-		oct[o.Tenant] = o.Invoice
-	}
+	insertRolledUp(t, s, samples)
+	runner := billing.NewRunner(s, customers, testLease, time.Now, logger)
+	oct := finalizedRun(t, runner, "2026-10")
 
 	// The expected amounts, from the inputs above.
 	period := func(zone string) billing.Period {
@@ -211,7 +242,7 @@ func TestInvoiceRunEndToEnd(t *testing.T) {
 	docs := storedDocs(t, s)
 
 	// A re-run: the same invoices, the same numbers, nothing written.
-	rep, err = runner.Run(ctx, billing.RunRequest{Period: "2026-10"}, nil)
+	rep, err := runner.Run(ctx, billing.RunRequest{Period: "2026-10"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,24 +269,8 @@ func TestInvoiceRunEndToEnd(t *testing.T) {
 	}
 	fixed := usageHours(time.Date(2026, 10, 12, 0, 0, 0, 0, time.UTC), time.Date(2026, 10, 12, 1, 0, 0, 0, time.UTC),
 		"initech", "ops", "A100-SXM4-80GB/3g.40gb", "A100-SXM4-80GB", "3g.40gb", 2, meter.Values{GPUMicroseconds: migUS / 3})
-	if err := s.InsertSamples(ctx, fixed); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rollup.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	rep, err = runner.Run(ctx, billing.RunRequest{Period: "2026-11"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nov := map[string]*billing.Invoice{}
-	for _, o := range rep.Outcomes {
-		if o.Action != billing.ActionFinalized {
-			t.Fatalf("%s: %s", o.Tenant, o)
-		}
-		nov[o.Tenant] = o.Invoice
-	}
+	insertRolledUp(t, s, fixed)
+	nov := finalizedRun(t, runner, "2026-11")
 	adjust := func(inv *billing.Invoice) []billing.Line {
 		var out []billing.Line
 		for _, l := range inv.Lines {
@@ -342,4 +357,81 @@ func assertClosed(t *testing.T, s *store.Store, want ...time.Time) {
 	if fmt.Sprint(closed) != fmt.Sprint(want) {
 		t.Errorf("closed periods %v, want %v", closed, want)
 	}
+}
+
+// BenchmarkInvoiceRun1000Tenants invoices a month of hourly rollups for
+// 1,000 customers (two SKUs each, half in Europe/Berlin, every tenth
+// with a reservation contract): read, price, build, number and store
+// every invoice under the lease. Each iteration bills for an issuer of
+// its own, so every run does the whole work. Reports seconds per run.
+func BenchmarkInvoiceRun1000Tenants(b *testing.B) {
+	const tenants = 1000
+	ctx := context.Background()
+	s := storetest.New(b)
+	logger := slog.New(slog.DiscardHandler)
+	dir := b.TempDir()
+	book := writeTestBook(b, dir)
+	from := time.Date(2026, 9, 30, 22, 0, 0, 0, time.UTC)
+	to := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	chunk := make([]collectors.Sample, 0, 100_000)
+	for h := from; h.Before(to); h = h.Add(time.Hour) {
+		for i := range tenants {
+			tenant := fmt.Sprintf("tenant-%04d", i)
+			for k, sku := range []string{"H100-SXM5-80GB", "A100-SXM4-80GB"} {
+				x := collectors.Sample{Host: "h", GPUUUID: fmt.Sprintf("GPU-%04d-%d", i, k), GPUModel: sku, SKU: sku,
+					Tenant: tenant, Department: fmt.Sprintf("dept-%d", i%7), Workload: "w", Start: h, End: h.Add(time.Hour),
+					Values: meter.Values{GPUMicroseconds: uint64(1+i%3) * 1_200_000_000, EnergyMillijoules: 2_000_000_000}}
+				x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
+				chunk = append(chunk, x)
+			}
+		}
+		if len(chunk) >= 98_000 {
+			if err := s.InsertSamples(ctx, chunk); err != nil {
+				b.Fatal(err)
+			}
+			chunk = chunk[:0]
+		}
+	}
+	if err := s.InsertSamples(ctx, chunk); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.RollupRange(ctx, from, to, 1); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var customers []billing.Customer
+	for i := range tenants {
+		c := billing.Customer{Tenant: fmt.Sprintf("tenant-%04d", i), Department: fmt.Sprintf("dept-%d", i%7), Name: fmt.Sprintf("Tenant %d", i),
+			Currency: "USD", TimeZone: "UTC", TaxRate: decimal.NewFromInt(int64(i % 20)), Book: book}
+		if i%2 == 1 {
+			c.TimeZone = "Europe/Berlin"
+		}
+		if i%10 == 0 {
+			c.Contract = filepath.Join(dir, c.Tenant+".yaml")
+			body := strings.Replace(invoiceTestContract, "tenant: acme", "tenant: "+c.Tenant, 1)
+			if err := os.WriteFile(c.Contract, []byte(body), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		customers = append(customers, c)
+	}
+	lease := billing.LeaseConfig{TTL: time.Minute, Settle: 2 * time.Second, Retry: 200 * time.Millisecond}
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		cs := billing.Customers{Issuer: billing.Issuer{ID: fmt.Sprintf("bench-%d", n), Name: "Bench"},
+			Schedule: billing.DefaultInvoiceSchedule, Customers: customers}
+		rep, err := billing.NewRunner(s, cs, lease, time.Now, logger).Run(ctx, billing.RunRequest{Period: "2026-10"}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, o := range rep.Outcomes {
+			if o.Action != billing.ActionFinalized {
+				b.Fatalf("%s", o)
+			}
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/run")
 }

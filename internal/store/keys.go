@@ -26,18 +26,7 @@ func (s *Store) SaveKey(ctx context.Context, k auth.Key) error {
 }
 
 func (s *Store) writeKey(ctx context.Context, k auth.Key, version uint64) error {
-	batch, err := s.conn.PrepareBatch(ctx, insertKeySQL)
-	if err != nil {
-		return fmt.Errorf("save key %s: %w", k.ID, err)
-	}
-	if err := batch.Append(keyRow(k, version)...); err != nil {
-		batch.Abort()
-		return fmt.Errorf("save key %s: %w", k.ID, err)
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("save key %s: %w", k.ID, err)
-	}
-	return nil
+	return s.insert(ctx, "save key "+k.ID, insertKeySQL, [][]any{keyRow(k, version)}, nil)
 }
 
 // keyRow is k's row of insertKeySQL at version.
@@ -82,29 +71,23 @@ func (s *Store) Key(ctx context.Context, id string) (auth.Key, error) {
 }
 
 func (s *Store) queryKeys(ctx context.Context, q string, args ...any) ([]auth.Key, error) {
-	rows, err := s.conn.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read keys: %w", err)
-	}
-	defer rows.Close()
-	var out []auth.Key
-	for rows.Next() {
+	return queryAll(ctx, s, "read keys", q, args, func(scan scanFunc) (auth.Key, error) {
 		var (
 			k      auth.Key
 			scope  string
 			portal uint8
+			err    error
 		)
-		if err := rows.Scan(&k.ID, &k.SecretSHA256, &scope, &portal, &k.Note, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt); err != nil {
-			return nil, fmt.Errorf("read keys: scan: %w", err)
+		if err = scan(&k.ID, &k.SecretSHA256, &scope, &portal, &k.Note, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt); err != nil {
+			return k, err
 		}
 		if k.Scope, err = auth.ParseScope(scope); err != nil {
-			return nil, fmt.Errorf("read key %s: %w", k.ID, err)
+			return k, fmt.Errorf("read key %s: %w", k.ID, err)
 		}
 		k.Portal = portal == 1
 		k.CreatedAt, k.ExpiresAt, k.RevokedAt = k.CreatedAt.UTC(), fromEpoch(k.ExpiresAt), fromEpoch(k.RevokedAt)
-		out = append(out, k)
-	}
-	return out, rows.Err()
+		return k, nil
+	})
 }
 
 // RevokeKey marks the key revoked from at on. Revoking twice keeps the
@@ -129,20 +112,11 @@ func (s *Store) RecordAudit(ctx context.Context, entries []auth.AuditEntry) erro
 	if len(entries) == 0 {
 		return nil
 	}
-	batch, err := s.conn.PrepareBatch(ctx, insertAuditSQL)
-	if err != nil {
-		return fmt.Errorf("record audit: %w", err)
+	rows := make([][]any, len(entries))
+	for i, e := range entries {
+		rows[i] = auditRow(e)
 	}
-	for _, e := range entries {
-		if err := batch.Append(auditRow(e)...); err != nil {
-			batch.Abort()
-			return fmt.Errorf("record audit: %w", err)
-		}
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("record audit: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "record audit", insertAuditSQL, rows, nil)
 }
 
 // auditRow is e's row of insertAuditSQL.
@@ -152,21 +126,12 @@ func auditRow(e auth.AuditEntry) []any {
 
 // Audit lists the key's uses, oldest first (keys audit, tests).
 func (s *Store) Audit(ctx context.Context, keyID string) ([]auth.AuditEntry, error) {
-	rows, err := s.conn.Query(ctx, auditSQL, keyID)
-	if err != nil {
-		return nil, fmt.Errorf("read audit: %w", err)
-	}
-	defer rows.Close()
-	var out []auth.AuditEntry
-	for rows.Next() {
+	return queryAll(ctx, s, "read audit", auditSQL, []any{keyID}, func(scan scanFunc) (auth.AuditEntry, error) {
 		var e auth.AuditEntry
 		var status uint16
-		if err := rows.Scan(&e.At, &e.KeyID, &e.Scope, &e.Method, &e.Route, &e.Path, &status, &e.Remote, &e.RequestID); err != nil {
-			return nil, fmt.Errorf("read audit: scan: %w", err)
-		}
+		err := scan(&e.At, &e.KeyID, &e.Scope, &e.Method, &e.Route, &e.Path, &status, &e.Remote, &e.RequestID)
 		e.Status = int(status)
 		e.At = e.At.UTC()
-		out = append(out, e)
-	}
-	return out, rows.Err()
+		return e, err
+	})
 }

@@ -58,20 +58,12 @@ func (s *Store) LeaseClaims(ctx context.Context, name string) ([]billing.Claim, 
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("read lease %s: %w", name, err)
 	}
-	rows, err := s.conn.Query(ctx, leaseClaimsSQL, name)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("read lease %s: %w", name, err)
-	}
-	defer rows.Close()
-	var out []billing.Claim
-	for rows.Next() {
+	claims, err := queryAll(ctx, s, "read lease "+name, leaseClaimsSQL, []any{name}, func(scan scanFunc) (billing.Claim, error) {
 		var c billing.Claim
 		var released uint8
-		if err := rows.Scan(&c.Holder, &c.ClaimedAt, &c.RenewedAt, &released); err != nil {
-			return nil, time.Time{}, fmt.Errorf("read lease %s: %w", name, err)
-		}
+		err := scan(&c.Holder, &c.ClaimedAt, &c.RenewedAt, &released)
 		c.Released = released != 0
-		out = append(out, c)
-	}
-	return out, now, rows.Err()
+		return c, err
+	})
+	return claims, now, err
 }

@@ -161,7 +161,7 @@ func (s *Store) applyMigrations(ctx context.Context, migs []Migration, applied m
 				}
 			}
 			if err := s.recordMigration(ctx, m); err != nil {
-				return out, fmt.Errorf("record migration %04d_%s: %w", m.Version, m.Name, err)
+				return out, err
 			}
 			res.Status = "applied"
 			s.logger.Info("migration applied", append([]any{"version", m.Version, "name", m.Name}, logAttrs...)...)
@@ -174,15 +174,8 @@ func (s *Store) applyMigrations(ctx context.Context, migs []Migration, applied m
 // recordMigration goes through a batch: 18.16 waits for a data block after an
 // INSERT ... VALUES sent as a plain query, so inline VALUES would hang.
 func (s *Store) recordMigration(ctx context.Context, m Migration) error {
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_at)")
-	if err != nil {
-		return err
-	}
-	if err := batch.Append(m.Version, m.Name, time.Now().UTC().Truncate(time.Second)); err != nil {
-		batch.Abort()
-		return err
-	}
-	return batch.Send()
+	return s.insert(ctx, fmt.Sprintf("record migration %04d_%s", m.Version, m.Name), "INSERT INTO schema_migrations (version, name, applied_at)",
+		[][]any{{m.Version, m.Name, time.Now().UTC().Truncate(time.Second)}}, nil)
 }
 
 // ErrMigrationsPending is Migrated's answer while migrations that this
@@ -218,21 +211,5 @@ func (s *Store) Migrated(ctx context.Context, fsys fs.FS) error {
 
 // appliedMigrations reads the versions recorded in schema_migrations.
 func (s *Store) appliedMigrations(ctx context.Context) (map[uint32]bool, error) {
-	rows, err := s.conn.Query(ctx, "SELECT DISTINCT version FROM schema_migrations")
-	if err != nil {
-		return nil, fmt.Errorf("read schema_migrations: %w", err)
-	}
-	defer rows.Close()
-	applied := map[uint32]bool{}
-	for rows.Next() {
-		var v uint32
-		if err := rows.Scan(&v); err != nil {
-			return nil, fmt.Errorf("read schema_migrations: %w", err)
-		}
-		applied[v] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read schema_migrations: %w", err)
-	}
-	return applied, nil
+	return querySet[uint32](ctx, s, "read schema_migrations", "SELECT DISTINCT version FROM schema_migrations")
 }

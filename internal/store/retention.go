@@ -65,25 +65,24 @@ func (s *Store) RawMonths(ctx context.Context) ([]time.Time, error) {
 		query = "SELECT DISTINCT partition FROM cluster('" + cluster + "', system, parts)" +
 			" WHERE database = ? AND table = 'usage_samples" + LocalSuffix + "' AND active"
 	}
-	rows, err := s.conn.Query(ctx, query, s.cfg.Database)
-	if err != nil {
-		return nil, fmt.Errorf("list raw partitions: %w", err)
-	}
-	defer rows.Close()
 	var out []time.Time
-	for rows.Next() {
+	err = s.eachRow(ctx, "list raw partitions", query, []any{s.cfg.Database}, func(scan scanFunc) error {
 		var p string
-		if err := rows.Scan(&p); err != nil {
-			return nil, fmt.Errorf("list raw partitions: %w", err)
+		if err := scan(&p); err != nil {
+			return err
 		}
 		m, err := monthFromPartition(p)
 		if err != nil {
-			return nil, fmt.Errorf("list raw partitions: %w", err)
+			return fmt.Errorf("list raw partitions: %w", err)
 		}
 		out = append(out, m)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
-	return out, rows.Err()
+	return out, nil
 }
 
 // monthFromPartition reads a toYYYYMM partition id such as "202611".
@@ -112,73 +111,29 @@ func (s *Store) DropRawMonth(ctx context.Context, month time.Time) error {
 
 // ClosedPeriods lists the first days of invoiced (closed) billing months.
 func (s *Store) ClosedPeriods(ctx context.Context) ([]time.Time, error) {
-	rows, err := s.conn.Query(ctx, closedPeriodsSQL)
-	if err != nil {
-		return nil, fmt.Errorf("list closed periods: %w", err)
-	}
-	defer rows.Close()
-	var out []time.Time
-	for rows.Next() {
-		var d time.Time
-		if err := rows.Scan(&d); err != nil {
-			return nil, fmt.Errorf("list closed periods: %w", err)
-		}
-		out = append(out, d.UTC())
-	}
-	return out, rows.Err()
+	return s.utcTimes(ctx, "list closed periods", closedPeriodsSQL)
 }
 
 // MarkPeriodClosed records that a billing month has been invoiced.
 func (s *Store) MarkPeriodClosed(ctx context.Context, periodStart, closedAt time.Time) error {
-	batch, err := s.conn.PrepareBatch(ctx, insertClosedPeriodSQL)
-	if err != nil {
-		return fmt.Errorf("mark period closed: %w", err)
-	}
-	if err := batch.Append(closedPeriodRow(periodStart, closedAt)...); err != nil {
-		batch.Abort()
-		return fmt.Errorf("mark period closed: %w", err)
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("mark period closed: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "mark period closed", insertClosedPeriodSQL, [][]any{closedPeriodRow(periodStart, closedAt)}, nil)
 }
 
 // RawDroppedMonths lists the months (first day, UTC) whose raw samples
 // retention dropped, oldest first.
 func (s *Store) RawDroppedMonths(ctx context.Context) ([]time.Time, error) {
-	rows, err := s.conn.Query(ctx, rawDroppedMonthsSQL)
-	if err != nil {
-		return nil, fmt.Errorf("list dropped raw months: %w", err)
+	months, err := s.utcTimes(ctx, "list dropped raw months", rawDroppedMonthsSQL)
+	for i, d := range months {
+		months[i] = time.Date(d.Year(), d.Month(), 1, 0, 0, 0, 0, time.UTC)
 	}
-	defer rows.Close()
-	var out []time.Time
-	for rows.Next() {
-		var d time.Time
-		if err := rows.Scan(&d); err != nil {
-			return nil, fmt.Errorf("list dropped raw months: %w", err)
-		}
-		out = append(out, time.Date(d.Year(), d.Month(), 1, 0, 0, 0, 0, time.UTC))
-	}
-	return out, rows.Err()
+	return months, err
 }
 
 // MarkRawMonthDropped records that a month's raw samples are (about to be)
 // dropped. Recording it twice changes nothing.
 func (s *Store) MarkRawMonthDropped(ctx context.Context, month, at time.Time) error {
 	m := time.Date(month.UTC().Year(), month.UTC().Month(), 1, 0, 0, 0, 0, time.UTC)
-	batch, err := s.conn.PrepareBatch(ctx, insertRawDroppedSQL)
-	if err != nil {
-		return fmt.Errorf("record dropped raw month %s: %w", m.Format("2006-01"), err)
-	}
-	if err := batch.Append(rawDroppedRow(month, at)...); err != nil {
-		batch.Abort()
-		return fmt.Errorf("record dropped raw month %s: %w", m.Format("2006-01"), err)
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("record dropped raw month %s: %w", m.Format("2006-01"), err)
-	}
-	return nil
+	return s.insert(ctx, "record dropped raw month "+m.Format("2006-01"), insertRawDroppedSQL, [][]any{rawDroppedRow(month, at)}, nil)
 }
 
 // RawDroppedBefore is the end of the newest month retention dropped, zero
@@ -186,33 +141,15 @@ func (s *Store) MarkRawMonthDropped(ctx context.Context, month, at time.Time) er
 // raw_dropped_months. Only binaries from before migration 0006 decide by
 // it; retention still raises it for them.
 func (s *Store) RawDroppedBefore(ctx context.Context) (time.Time, error) {
-	rows, err := s.conn.Query(ctx, rawDroppedBeforeSQL)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("read retention floor: %w", err)
+	floors, err := s.utcTimes(ctx, "read retention floor", rawDroppedBeforeSQL)
+	if err != nil || len(floors) == 0 {
+		return time.Time{}, err
 	}
-	defer rows.Close()
-	var t time.Time
-	for rows.Next() {
-		if err := rows.Scan(&t); err != nil {
-			return time.Time{}, fmt.Errorf("read retention floor: %w", err)
-		}
-	}
-	return t.UTC(), rows.Err()
+	return floors[len(floors)-1], nil
 }
 
 // SetRawDroppedBefore records the retention floor (see RawDroppedBefore);
 // version must grow.
 func (s *Store) SetRawDroppedBefore(ctx context.Context, t time.Time, version uint64) error {
-	batch, err := s.conn.PrepareBatch(ctx, insertRawDroppedBefore)
-	if err != nil {
-		return fmt.Errorf("record retention floor: %w", err)
-	}
-	if err := batch.Append(rawDroppedBeforeRow(t, version)...); err != nil {
-		batch.Abort()
-		return fmt.Errorf("record retention floor: %w", err)
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("record retention floor: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "record retention floor", insertRawDroppedBefore, [][]any{rawDroppedBeforeRow(t, version)}, nil)
 }

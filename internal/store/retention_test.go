@@ -35,14 +35,8 @@ func TestRetentionDroppingAMonthOutOfOrderLeavesEarlierMonthsRecomputable(t *tes
 	ctx := context.Background()
 	s := storetest.New(t)
 	logger := slog.New(slog.DiscardHandler)
-	feb := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
-	mar := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	apr := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
-	for _, m := range []time.Time{feb, mar} {
-		if err := s.InsertSamples(ctx, testSamples(m, 8*36, "acme")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	feb, mar, apr := monthStart(2026, 2), monthStart(2026, 3), monthStart(2026, 4)
+	insertAcmeSamples(t, s, feb, mar)
 	job := rollup.New(s, rollup.DefaultConfig(), time.Now, logger)
 	if _, err := job.Run(ctx); err != nil {
 		t.Fatal(err)
@@ -174,13 +168,8 @@ func TestMigrationRecordsTheMonthsOldRetentionDropped(t *testing.T) {
 	if _, err := s.Migrate(ctx, migrationsBefore(t, "0006")); err != nil {
 		t.Fatal(err)
 	}
-	month := func(y int, m time.Month) time.Time { return time.Date(y, m, 1, 0, 0, 0, 0, time.UTC) }
-	dec, jan, feb, mar, apr, may := month(2025, 12), month(2026, 1), month(2026, 2), month(2026, 3), month(2026, 4), month(2026, 5)
-	for _, m := range []time.Time{dec, jan, feb, mar, apr} {
-		if err := s.InsertSamples(ctx, testSamples(m, 8*36, "acme")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dec, jan, feb, mar, apr, may := monthStart(2025, 12), monthStart(2026, 1), monthStart(2026, 2), monthStart(2026, 3), monthStart(2026, 4), monthStart(2026, 5)
+	insertAcmeSamples(t, s, dec, jan, feb, mar, apr)
 	if err := s.RollupRange(ctx, dec, may, 1); err != nil {
 		t.Fatal(err)
 	}

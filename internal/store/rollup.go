@@ -120,20 +120,7 @@ const hoursInsertedSinceSQL = "SELECT DISTINCT toStartOfHour(start) AS hour FROM
 // HoursInsertedSince lists the hours of samples inserted at or after since
 // (server time) whose start is before `before`: the hours late data reopened.
 func (s *Store) HoursInsertedSince(ctx context.Context, since, before time.Time) ([]time.Time, error) {
-	rows, err := s.conn.Query(ctx, hoursInsertedSinceSQL, since.UTC(), before.UTC())
-	if err != nil {
-		return nil, fmt.Errorf("find late hours: %w", err)
-	}
-	defer rows.Close()
-	var out []time.Time
-	for rows.Next() {
-		var h time.Time
-		if err := rows.Scan(&h); err != nil {
-			return nil, fmt.Errorf("find late hours: %w", err)
-		}
-		out = append(out, h.UTC())
-	}
-	return out, rows.Err()
+	return s.utcTimes(ctx, "find late hours", hoursInsertedSinceSQL, since.UTC(), before.UTC())
 }
 
 // EarliestSample is the start of the oldest raw sample, or zero when none.
@@ -160,35 +147,22 @@ func (s *Store) ServerNow(ctx context.Context) (time.Time, error) {
 
 // LoadRollupState reads the job's state; ok is false before the first run.
 func (s *Store) LoadRollupState(ctx context.Context, job string) (st rollup.State, ok bool, err error) {
-	rows, err := s.conn.Query(ctx, "SELECT closed_through, watermark, completed_version FROM rollup_state FINAL WHERE job = ?", job)
+	err = s.eachRow(ctx, "load rollup state "+job, "SELECT closed_through, watermark, completed_version FROM rollup_state FINAL WHERE job = ?",
+		[]any{job}, func(scan scanFunc) error {
+			ok = true
+			return scan(&st.ClosedThrough, &st.Watermark, &st.CompletedVersion)
+		})
 	if err != nil {
-		return rollup.State{}, false, fmt.Errorf("load rollup state %s: %w", job, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := rows.Scan(&st.ClosedThrough, &st.Watermark, &st.CompletedVersion); err != nil {
-			return rollup.State{}, false, fmt.Errorf("load rollup state %s: %w", job, err)
-		}
-		ok = true
+		return rollup.State{}, false, err
 	}
 	st.ClosedThrough, st.Watermark = st.ClosedThrough.UTC(), st.Watermark.UTC()
-	return st, ok, rows.Err()
+	return st, ok, nil
 }
 
 // SaveRollupState records the job's state with a version that must grow.
 func (s *Store) SaveRollupState(ctx context.Context, job string, st rollup.State, version uint64) error {
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO rollup_state (job, closed_through, watermark, completed_version, version)")
-	if err != nil {
-		return fmt.Errorf("save rollup state %s: %w", job, err)
-	}
-	if err := batch.Append(job, st.ClosedThrough.UTC(), st.Watermark.UTC(), st.CompletedVersion, version); err != nil {
-		batch.Abort()
-		return fmt.Errorf("save rollup state %s: %w", job, err)
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("save rollup state %s: %w", job, err)
-	}
-	return nil
+	return s.insert(ctx, "save rollup state "+job, "INSERT INTO rollup_state (job, closed_through, watermark, completed_version, version)",
+		[][]any{{job, st.ClosedThrough.UTC(), st.Watermark.UTC(), st.CompletedVersion, version}}, nil)
 }
 
 // MaxRollupVersion is the highest version in usage_hourly (0 when empty).

@@ -13,9 +13,9 @@ import (
 	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
-// assertHourlyMatchesRaw compares every meter of usage_hourly with the
-// deduplicated raw samples, per hour, tenant, department and SKU.
-func assertHourlyMatchesRaw(t *testing.T, s *store.Store, from, to time.Time) {
+// rawAndHourly reads the same hourly usage, per hour, tenant, department and
+// SKU, once from the deduplicated raw samples and once from usage_hourly.
+func rawAndHourly(t *testing.T, s *store.Store, from, to time.Time) (raw, hourly []usage.Row) {
 	t.Helper()
 	ctx := context.Background()
 	q := usage.Query{From: from, To: to, Bucket: usage.BucketHour,
@@ -25,10 +25,17 @@ func assertHourlyMatchesRaw(t *testing.T, s *store.Store, from, to time.Time) {
 		t.Fatal(err)
 	}
 	q.Source = usage.SourceHourly
-	hourly, err := s.Usage(ctx, q)
-	if err != nil {
+	if hourly, err = s.Usage(ctx, q); err != nil {
 		t.Fatal(err)
 	}
+	return raw, hourly
+}
+
+// assertHourlyMatchesRaw compares every meter of usage_hourly with the
+// deduplicated raw samples, per hour, tenant, department and SKU.
+func assertHourlyMatchesRaw(t *testing.T, s *store.Store, from, to time.Time) {
+	t.Helper()
+	raw, hourly := rawAndHourly(t, s, from, to)
 	if len(raw) == 0 || len(raw) != len(hourly) {
 		t.Fatalf("raw has %d groups, hourly %d", len(raw), len(hourly))
 	}
@@ -97,13 +104,8 @@ func TestRetentionDropsOnlyInvoicedRolledUpMonths(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.New(t)
 	logger := slog.New(slog.DiscardHandler)
-	oct := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
-	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	for _, m := range []time.Time{oct, nov} {
-		if err := s.InsertSamples(ctx, testSamples(m, 8*36, "acme")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	oct, nov := monthStart(2026, 10), monthStart(2026, 11)
+	insertAcmeSamples(t, s, oct, nov)
 	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -177,18 +179,7 @@ func TestRollupFromALaggingClockStillReplacesOlderRows(t *testing.T) {
 // the table but never in a usage answer.
 func assertHourlyKeysMatchRaw(t *testing.T, s *store.Store, from, to time.Time) {
 	t.Helper()
-	ctx := context.Background()
-	q := usage.Query{From: from, To: to, Bucket: usage.BucketHour,
-		GroupBy: []usage.Dimension{usage.DimTenant, usage.DimDepartment, usage.DimSKU}}
-	raw, err := s.Usage(ctx, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.Source = usage.SourceHourly
-	hourly, err := s.Usage(ctx, q)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw, hourly := rawAndHourly(t, s, from, to)
 	type key struct {
 		hour                    time.Time
 		tenant, department, sku string

@@ -50,6 +50,25 @@ func unmeasuredColumns(agg string) string {
 	return strings.Join(cols, ", ")
 }
 
+// meterDest appends a pointer to each of v's meters to dest, in
+// meterColumns' order, for a row's Scan.
+func meterDest(dest []any, v *meter.Values) []any {
+	for m := range meter.Count {
+		dest = append(dest, v.Ptr(m))
+	}
+	return dest
+}
+
+// totalsDest appends t's meters (meterDest), then its unmeasured GPU
+// times in unmeasuredColumns' order, to dest.
+func totalsDest(dest []any, t *meter.Totals) []any {
+	dest = meterDest(dest, &t.Values)
+	for i := range t.Unmeasured {
+		dest = append(dest, &t.Unmeasured[i])
+	}
+	return dest
+}
+
 // unmeasuredSums are the GPU-microseconds of raw samples lacking each
 // meter group, by the bits of meter.Unmeasured (shared with the rollup).
 func unmeasuredSums() string {
@@ -392,32 +411,18 @@ func (s *Store) ScanSamples(ctx context.Context, gpuUUIDs []string, from, to tim
 	if earliest.Before(collectors.MinTime) {
 		earliest = collectors.MinTime
 	}
-	rows, err := s.conn.Query(ctx, "SELECT "+sampleColumns+" FROM usage_samples FINAL"+
+	return s.eachRow(ctx, "scan samples", "SELECT "+sampleColumns+" FROM usage_samples FINAL"+
 		" WHERE start >= ? AND start < ? AND end > ? AND has(?, gpu_uuid)",
-		earliest.UTC(), to.UTC(), from.UTC(), gpuUUIDs)
-	if err != nil {
-		return fmt.Errorf("scan samples: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var x collectors.Sample
-		var unmeasured uint8
-		dest := []any{&x.ID, &x.Host, &x.GPUUUID, &x.GPUModel, &x.MIGUUID, &x.MIGProfile, &x.SKU,
-			&x.Tenant, &x.Department, &x.Workload, &x.Start, &x.End}
-		for m := range meter.Count {
-			dest = append(dest, x.Ptr(m))
-		}
-		if err := rows.Scan(append(dest, &unmeasured)...); err != nil {
-			return fmt.Errorf("scan samples: %w", err)
-		}
-		x.Unmeasured = meter.Unmeasured(unmeasured)
-		x.Start, x.End = x.Start.UTC(), x.End.UTC()
-		if err := fn(x); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("scan samples: %w", err)
-	}
-	return nil
+		[]any{earliest.UTC(), to.UTC(), from.UTC(), gpuUUIDs}, func(scan scanFunc) error {
+			var x collectors.Sample
+			var unmeasured uint8
+			dest := meterDest([]any{&x.ID, &x.Host, &x.GPUUUID, &x.GPUModel, &x.MIGUUID, &x.MIGProfile, &x.SKU,
+				&x.Tenant, &x.Department, &x.Workload, &x.Start, &x.End}, &x.Values)
+			if err := scan(append(dest, &unmeasured)...); err != nil {
+				return err
+			}
+			x.Unmeasured = meter.Unmeasured(unmeasured)
+			x.Start, x.End = x.Start.UTC(), x.End.UTC()
+			return fn(x)
+		})
 }

@@ -15,6 +15,22 @@ import (
 	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
+// monthStart is the first instant of a UTC month.
+func monthStart(year int, month time.Month) time.Time {
+	return time.Date(year, month, 1, 0, 0, 0, 0, time.UTC)
+}
+
+// insertAcmeSamples stores 8*36 of acme's samples (six minutes of 8 GPUs)
+// from the start of each month.
+func insertAcmeSamples(t *testing.T, s *store.Store, months ...time.Time) {
+	t.Helper()
+	for _, m := range months {
+		if err := s.InsertSamples(context.Background(), testSamples(m, 8*36, "acme")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // testSamples builds n samples of 10 s each for the given tenants, spread
 // over whole GPUs, starting at start.
 func testSamples(start time.Time, n int, tenants ...string) []collectors.Sample {

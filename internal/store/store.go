@@ -41,6 +41,117 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Store, error) 
 	return s, nil
 }
 
+// scanFunc reads the current row into dest.
+type scanFunc func(dest ...any) error
+
+// eachRow runs a query and calls row once per result row, which reads it
+// with scan. The query's, scan's and the stream's errors come back wrapped
+// with what, the read's name; row's own errors come back as they are.
+func (s *Store) eachRow(ctx context.Context, what, sql string, args []any, row func(scan scanFunc) error) error {
+	rows, err := s.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	scan := func(dest ...any) error {
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("%s: scan: %w", what, err)
+		}
+		return nil
+	}
+	for rows.Next() {
+		if err := row(scan); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// queryAll runs a query and returns what row makes of each result row, in
+// order (nil for none). Errors are as eachRow's.
+func queryAll[T any](ctx context.Context, s *Store, what, sql string, args []any, row func(scan scanFunc) (T, error)) ([]T, error) {
+	var out []T
+	err := s.eachRow(ctx, what, sql, args, func(scan scanFunc) error {
+		v, err := row(scan)
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// querySet reads a query's one column as a set.
+func querySet[K comparable](ctx context.Context, s *Store, what, sql string, args ...any) (map[K]bool, error) {
+	set := map[K]bool{}
+	err := s.eachRow(ctx, what, sql, args, func(scan scanFunc) error {
+		var k K
+		err := scan(&k)
+		set[k] = true
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return set, nil
+}
+
+// queryMap reads a query's two columns as a map from the first to the
+// second (the last row wins).
+func queryMap[K comparable, V any](ctx context.Context, s *Store, what, sql string, args ...any) (map[K]V, error) {
+	m := map[K]V{}
+	err := s.eachRow(ctx, what, sql, args, func(scan scanFunc) error {
+		var k K
+		var v V
+		err := scan(&k, &v)
+		m[k] = v
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// utcTimes reads a query's one date or time column, in UTC.
+func (s *Store) utcTimes(ctx context.Context, what, sql string, args ...any) ([]time.Time, error) {
+	return queryAll(ctx, s, what, sql, args, func(scan scanFunc) (time.Time, error) {
+		var t time.Time
+		err := scan(&t)
+		return t.UTC(), err
+	})
+}
+
+// insert sends rows in one batch insert of sql (every INSERT names its
+// columns). Errors come back wrapped with what; a row that does not fit
+// the columns is named by rowName(i) when rowName is not nil.
+func (s *Store) insert(ctx context.Context, what, sql string, rows [][]any, rowName func(i int) string) error {
+	batch, err := s.conn.PrepareBatch(ctx, sql)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	for i, row := range rows {
+		if err := batch.Append(row...); err != nil {
+			batch.Abort()
+			if rowName != nil {
+				return fmt.Errorf("%s: %w", rowName(i), err)
+			}
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
 // Connect sets up the connection pool without talking to the server, for
 // callers (the collector's shipper) that must start while ClickHouse is
 // down; connections are made on first use.

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/usage"
 )
@@ -110,35 +109,16 @@ func (s *Store) Usage(ctx context.Context, query usage.Query) ([]usage.Row, erro
 		return nil, err
 	}
 	sql, args := q.toSQL()
-	rows, err := s.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("usage query: %w", err)
-	}
-	defer rows.Close()
-	var out []usage.Row
-	for rows.Next() {
+	return queryAll(ctx, s, "usage query", sql, args, func(scan scanFunc) (usage.Row, error) {
 		var r usage.Row
-		dest := []any{&r.Bucket, &r.Tenant, &r.Department, &r.SKU, &r.Host, &r.Workload, &r.Samples}
-		for m := range meter.Count {
-			dest = append(dest, r.Ptr(m))
-		}
-		for i := range r.Unmeasured {
-			dest = append(dest, &r.Unmeasured[i])
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("usage query: scan: %w", err)
-		}
+		err := scan(totalsDest([]any{&r.Bucket, &r.Tenant, &r.Department, &r.SKU, &r.Host, &r.Workload, &r.Samples}, &r.Totals)...)
 		if q.Bucket == usage.BucketNone {
 			r.Bucket = time.Time{}
 		} else {
 			r.Bucket = r.Bucket.UTC()
 		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("usage query: %w", err)
-	}
-	return out, nil
+		return r, err
+	})
 }
 
 // liveConcurrencySQL is LatestHoldings' statement; its arguments are
@@ -150,20 +130,11 @@ const liveConcurrencySQL = "SELECT tenant, gpu_model, argMax(gpu_microseconds, e
 // tenant ending in [since, until] (a sample cannot end in the future):
 // what it held and for how long. Idle capacity (tenant "") is left out.
 func (s *Store) LatestHoldings(ctx context.Context, since, until time.Time) ([]quota.Holding, error) {
-	rows, err := s.conn.Query(ctx, liveConcurrencySQL, since.UTC(), until.UTC())
-	if err != nil {
-		return nil, fmt.Errorf("latest holdings: %w", err)
-	}
-	defer rows.Close()
-	var out []quota.Holding
-	for rows.Next() {
+	return queryAll(ctx, s, "latest holdings", liveConcurrencySQL, []any{since.UTC(), until.UTC()}, func(scan scanFunc) (quota.Holding, error) {
 		var h quota.Holding
-		if err := rows.Scan(&h.Tenant, &h.GPUModel, &h.GPUMicroseconds, &h.Seconds); err != nil {
-			return nil, fmt.Errorf("latest holdings: scan: %w", err)
-		}
-		out = append(out, h)
-	}
-	return out, rows.Err()
+		err := scan(&h.Tenant, &h.GPUModel, &h.GPUMicroseconds, &h.Seconds)
+		return h, err
+	})
 }
 
 // SlurmJobUsage is the GPU time the collectors measured for one Slurm
@@ -192,21 +163,9 @@ func (s *Store) SlurmJobUsage(ctx context.Context, from, to time.Time) ([]SlurmJ
 	if err := s.checkTimes(ctx, "slurm job usage", from, to.Add(-time.Second)); err != nil {
 		return nil, err
 	}
-	rows, err := s.conn.Query(ctx, slurmJobUsageSQL, from.UTC(), to.UTC())
-	if err != nil {
-		return nil, fmt.Errorf("slurm job usage: %w", err)
-	}
-	defer rows.Close()
-	var out []SlurmJobUsage
-	for rows.Next() {
+	return queryAll(ctx, s, "slurm job usage", slurmJobUsageSQL, []any{from.UTC(), to.UTC()}, func(scan scanFunc) (SlurmJobUsage, error) {
 		var u SlurmJobUsage
-		if err := rows.Scan(&u.JobID, &u.Tenant, &u.GPUMicroseconds); err != nil {
-			return nil, fmt.Errorf("slurm job usage: %w", err)
-		}
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("slurm job usage: %w", err)
-	}
-	return out, nil
+		err := scan(&u.JobID, &u.Tenant, &u.GPUMicroseconds)
+		return u, err
+	})
 }

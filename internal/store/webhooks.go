@@ -40,41 +40,20 @@ func (s *Store) SaveEvents(ctx context.Context, evs []webhook.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	batch, err := s.conn.PrepareBatch(ctx, insertEventSQL)
-	if err != nil {
-		return fmt.Errorf("save events: %w", err)
-	}
-	for _, ev := range evs {
+	rows := make([][]any, len(evs))
+	for i, ev := range evs {
 		row, err := eventRow(ev)
 		if err != nil {
-			batch.Abort()
 			return err
 		}
-		if err := batch.Append(row...); err != nil {
-			batch.Abort()
-			return fmt.Errorf("save event %s: %w", ev.ID, err)
-		}
+		rows[i] = row
 	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("save events: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "save events", insertEventSQL, rows, func(i int) string { return "save event " + evs[i].ID })
 }
 
 // RecordAttempt records one delivery attempt.
 func (s *Store) RecordAttempt(ctx context.Context, a webhook.Attempt) error {
-	batch, err := s.conn.PrepareBatch(ctx, insertAttemptSQL)
-	if err != nil {
-		return fmt.Errorf("record attempt: %w", err)
-	}
-	if err := batch.Append(attemptRow(a)...); err != nil {
-		batch.Abort()
-		return fmt.Errorf("record attempt: %w", err)
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("record attempt: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "record attempt", insertAttemptSQL, [][]any{attemptRow(a)}, nil)
 }
 
 // EventsOfType lists the outbox's events of one type created since a
@@ -85,27 +64,17 @@ func (s *Store) EventsOfType(ctx context.Context, typ string, since time.Time) (
 
 // readEvents reads the events a query of event bodies lists.
 func (s *Store) readEvents(ctx context.Context, sql string, args ...any) ([]webhook.Event, error) {
-	rows, err := s.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read events: %w", err)
-	}
-	defer rows.Close()
-	var out []webhook.Event
-	for rows.Next() {
+	return queryAll(ctx, s, "read events", sql, args, func(scan scanFunc) (webhook.Event, error) {
 		var body string
-		if err := rows.Scan(&body); err != nil {
-			return nil, fmt.Errorf("read events: scan: %w", err)
-		}
 		var ev webhook.Event
-		if err := json.Unmarshal([]byte(body), &ev); err != nil {
-			return nil, fmt.Errorf("read events: %w", err)
+		if err := scan(&body); err != nil {
+			return ev, err
 		}
-		out = append(out, ev)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read events: %w", err)
-	}
-	return out, nil
+		if err := json.Unmarshal([]byte(body), &ev); err != nil {
+			return ev, fmt.Errorf("read events: %w", err)
+		}
+		return ev, nil
+	})
 }
 
 // Events lists the outbox since a time, oldest first, with attempts.
@@ -123,23 +92,19 @@ func (s *Store) Events(ctx context.Context, since time.Time) ([]webhook.Status, 
 	if len(out) == 0 {
 		return out, nil
 	}
-	arows, err := s.conn.Query(ctx, attemptsSQL, since.UTC())
-	if err != nil {
-		return nil, fmt.Errorf("read attempts: %w", err)
-	}
-	defer arows.Close()
-	for arows.Next() {
+	err = s.eachRow(ctx, "read attempts", attemptsSQL, []any{since.UTC()}, func(scan scanFunc) error {
 		var a webhook.Attempt
 		var n uint32
 		var status uint16
 		var ms uint32
-		if err := arows.Scan(&a.EventID, &a.Endpoint, &n, &a.At, &status, &a.Error, &ms); err != nil {
-			return nil, fmt.Errorf("read attempts: scan: %w", err)
+		if err := scan(&a.EventID, &a.Endpoint, &n, &a.At, &status, &a.Error, &ms); err != nil {
+			return err
 		}
 		a.N, a.Status, a.Duration, a.At = int(n), int(status), time.Duration(ms)*time.Millisecond, a.At.UTC()
 		if i, ok := index[a.EventID]; ok {
 			out[i].Attempts[a.Endpoint] = append(out[i].Attempts[a.Endpoint], a)
 		}
-	}
-	return out, arows.Err()
+		return nil
+	})
+	return out, err
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,6 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/gpumeter/gpumeter/collectors/sim"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -31,13 +31,10 @@ import (
 func TestTwoShardCluster(t *testing.T) {
 	shards := storetest.StartCluster(t, 2)
 	dsn := fmt.Sprintf("clickhouse://127.0.0.1:%d/gpumeter", shards[0].TCPPort)
-	code, out, stderr := harness.Run(t, "--clickhouse", dsn, "migrate", "--cluster", storetest.ClusterName)
-	if code != 0 || strings.Count(out, ": applied") < 11 {
-		t.Fatalf("migrate --cluster: exit %d\n%s\n%s", code, out, stderr)
-	}
+	migrateCluster(t, dsn)
 	// Again, from the other shard: nothing left to do.
 	dsn2 := fmt.Sprintf("clickhouse://127.0.0.1:%d/gpumeter", shards[1].TCPPort)
-	code, out, stderr = harness.Run(t, "--clickhouse", dsn2, "migrate", "--cluster", storetest.ClusterName)
+	code, out, stderr := harness.Run(t, "--clickhouse", dsn2, "migrate", "--cluster", storetest.ClusterName)
 	if code != 0 || strings.Contains(out, ": applied") {
 		t.Fatalf("second migrate --cluster: exit %d\n%s\n%s", code, out, stderr)
 	}
@@ -50,11 +47,7 @@ func TestTwoShardCluster(t *testing.T) {
 	const seed, hosts = 11, 2
 	start := time.Date(2026, 11, 9, 0, 0, 0, 0, time.UTC)
 	d := 2 * time.Hour
-	args := []string{"--clickhouse", dsn, "collect", "--simulate", "--hosts", "2", "--seed", "11",
-		"--start", start.Format(time.RFC3339), "--duration", d.String(), "--speed", "900",
-		"--spool", t.TempDir(), "--batch-rows", "1", "--ship-batch-rows", "10000", "--ship-flush", "200ms",
-		"--ship-backoff-max", "500ms", "--listen", ""}
-	collector := harness.Start(t, args...)
+	collector := startCollector(t, dsn, seed, hosts, start, d)
 	stderrText := collector.Stderr.String
 	harness.Eventually(t, "first samples on the cluster", time.Minute, func() bool { return harness.StoredSamples(dsn) > 0 })
 	// The shard that is not the one the collector connects to: inserts
@@ -92,14 +85,7 @@ func TestTwoShardCluster(t *testing.T) {
 	if code, _, stderr := harness.Run(t, "--clickhouse", dsn, "rollup", "--scheduled"); code != 0 {
 		t.Fatalf("rollup: exit %d\n%s", code, stderr)
 	}
-	fleet, err := sim.New(sim.Config{Hosts: hosts, GPUsPerHost: 8, Seed: seed, Start: start, Step: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fleet.AdvanceTo(start.Add(d)); err != nil {
-		t.Fatal(err)
-	}
-	ledger := fleet.Ledger()
+	ledger := harness.SimulatedLedger(t, seed, hosts, start, d)
 	hourly := usageByTenant(t, dsn2, start, start.Add(d), usage.SourceHourly)
 	for _, tenant := range ledger.Tenants() {
 		if got, want := hourly[tenant], ledger.GPUMicroseconds[tenant]; got != want {
@@ -172,10 +158,7 @@ func TestReplicatedCluster(t *testing.T) {
 	replicas := storetest.StartReplicatedCluster(t, zk, 2)
 	dsn := fmt.Sprintf("clickhouse://127.0.0.1:%d/gpumeter", replicas[0].TCPPort)
 	dsn2 := fmt.Sprintf("clickhouse://127.0.0.1:%d/gpumeter", replicas[1].TCPPort)
-	code, out, stderr := harness.Run(t, "--clickhouse", dsn, "migrate", "--cluster", storetest.ClusterName)
-	if code != 0 || strings.Count(out, ": applied") < 11 {
-		t.Fatalf("migrate --cluster: exit %d\n%s\n%s", code, out, stderr)
-	}
+	migrateCluster(t, dsn)
 	if engine := queryString(t, replicas[1].TCPPort, "SELECT engine FROM system.tables WHERE database = 'gpumeter' AND name = 'usage_samples_local'"); engine != "ReplicatedReplacingMergeTree" {
 		t.Fatalf("usage_samples_local on the second replica is %q, want ReplicatedReplacingMergeTree", engine)
 	}
@@ -183,11 +166,7 @@ func TestReplicatedCluster(t *testing.T) {
 	const seed, hosts = 7, 2
 	start := time.Date(2026, 11, 12, 0, 0, 0, 0, time.UTC)
 	d := 2 * time.Hour
-	args := []string{"--clickhouse", dsn, "collect", "--simulate", "--hosts", "2", "--seed", "7",
-		"--start", start.Format(time.RFC3339), "--duration", d.String(), "--speed", "900",
-		"--spool", t.TempDir(), "--batch-rows", "1", "--ship-batch-rows", "10000", "--ship-flush", "200ms",
-		"--ship-backoff-max", "500ms", "--listen", ""}
-	collector := harness.Start(t, args...)
+	collector := startCollector(t, dsn, seed, hosts, start, d)
 	harness.Eventually(t, "first samples on the cluster", time.Minute, func() bool { return harness.StoredSamples(dsn) > 0 })
 	replicas[1].Stop()
 	down := harness.StoredSamples(dsn)
@@ -214,6 +193,26 @@ func TestReplicatedCluster(t *testing.T) {
 	replicas[1].Stop()
 	harness.AssertStoredMatchesSimulator(t, dsn, seed, hosts, start, d)
 	replicas[1].Start()
+}
+
+// migrateCluster lays the schema out on the cluster through dsn's node.
+func migrateCluster(t *testing.T, dsn string) {
+	t.Helper()
+	code, out, stderr := harness.Run(t, "--clickhouse", dsn, "migrate", "--cluster", storetest.ClusterName)
+	if code != 0 || strings.Count(out, ": applied") < 11 {
+		t.Fatalf("migrate --cluster: exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+// startCollector starts the simulated fleet's collector against dsn, fast
+// (900x) and shipping often, with retries that back off at most 500 ms,
+// so that a node stopped mid-run shows in a few failed inserts.
+func startCollector(t *testing.T, dsn string, seed int64, hosts int, start time.Time, d time.Duration) *harness.Process {
+	t.Helper()
+	return harness.Start(t, "--clickhouse", dsn, "collect", "--simulate", "--hosts", strconv.Itoa(hosts),
+		"--seed", strconv.FormatInt(seed, 10), "--start", start.Format(time.RFC3339), "--duration", d.String(), "--speed", "900",
+		"--spool", t.TempDir(), "--batch-rows", "1", "--ship-batch-rows", "10000", "--ship-flush", "200ms",
+		"--ship-backoff-max", "500ms", "--listen", "")
 }
 
 func queryString(t *testing.T, port int, query string) string {

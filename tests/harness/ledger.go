@@ -11,6 +11,21 @@ import (
 	"github.com/gpumeter/gpumeter/internal/usage"
 )
 
+// SimulatedLedger is what `collect --simulate` with seed and hosts (8 GPUs
+// each, 10 s steps) runs over [start, start+d): the ledger of a fleet
+// built the same way.
+func SimulatedLedger(t testing.TB, seed int64, hosts int, start time.Time, d time.Duration) sim.Ledger {
+	t.Helper()
+	fleet, err := sim.New(sim.Config{Hosts: hosts, GPUsPerHost: 8, Seed: seed, Start: start, Step: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.AdvanceTo(start.Add(d)); err != nil {
+		t.Fatal(err)
+	}
+	return fleet.Ledger()
+}
+
 // AssertStoredMatchesSimulator compares what ClickHouse holds for [start,
 // start+d) with the ledger of a simulated fleet built the same way: GPU
 // time per tenant exactly, energy within rounding, nothing counted twice.
@@ -32,15 +47,7 @@ func AssertStoredMatchesSimulator(t testing.TB, dsn string, seed int64, hosts in
 		storedEnergy += r.EnergyMillijoules
 	}
 
-	// What the simulator ran, from a fleet built the same way.
-	fleet, err := sim.New(sim.Config{Hosts: hosts, GPUsPerHost: 8, Seed: seed, Start: start, Step: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fleet.AdvanceTo(start.Add(d)); err != nil {
-		t.Fatal(err)
-	}
-	ledger := fleet.Ledger()
+	ledger := SimulatedLedger(t, seed, hosts, start, d)
 	if len(ledger.Tenants()) < 5 {
 		t.Fatalf("simulated hour ran only %v", ledger.Tenants())
 	}

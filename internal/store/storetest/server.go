@@ -106,10 +106,7 @@ func startCluster(t testing.TB, shards, replicas, zkPort int) []*Server {
 // cannot start fails the test.
 func StartZooKeeper(t testing.TB) int {
 	t.Helper()
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatalf("storetest: %v", err)
-	}
+	root := RepoRoot(t)
 	ports, err := freePorts(1)
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
@@ -131,10 +128,7 @@ func StartZooKeeper(t testing.TB) int {
 
 func newServer(t testing.TB, ports []int, extraConfig string) *Server {
 	t.Helper()
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatalf("storetest: %v", err)
-	}
+	root := RepoRoot(t)
 	env := append(os.Environ(),
 		fmt.Sprintf("CH_TCP_PORT=%d", ports[0]),
 		fmt.Sprintf("CH_HTTP_PORT=%d", ports[1]),
@@ -196,18 +190,21 @@ func (s *Server) run(verb string) {
 	}
 }
 
-func repoRoot() (string, error) {
+// RepoRoot is the module's root: the nearest directory above the working
+// directory holding go.mod (where scripts/ is).
+func RepoRoot(tb testing.TB) string {
+	tb.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
-		return "", err
+		tb.Fatalf("storetest: %v", err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
+			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
+			tb.Fatal("storetest: no go.mod above the working directory")
 		}
 		dir = parent
 	}

@@ -21,20 +21,19 @@ func TestPrivateServerStopsAndStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	srv.Stop()
-	if err := s.Ping(ctx); err == nil {
-		t.Fatal("ping succeeded with the server stopped")
-	}
-	srv.Start()
-	if err := s.Ping(ctx); err != nil {
-		t.Fatalf("ping after restart: %v", err)
-	}
-	srv.Kill()
-	if err := s.Ping(ctx); err == nil {
-		t.Fatal("ping succeeded with the server killed")
-	}
-	srv.Start()
-	if err := s.Ping(ctx); err != nil {
-		t.Fatalf("ping after a restart from SIGKILL: %v", err)
+	for _, step := range []struct {
+		server string
+		do     func()
+		up     bool
+	}{
+		{"stopped", srv.Stop, false},
+		{"restarted", srv.Start, true},
+		{"killed", srv.Kill, false},
+		{"restarted from SIGKILL", srv.Start, true},
+	} {
+		step.do()
+		if err := s.Ping(ctx); (err == nil) != step.up {
+			t.Fatalf("server %s: ping error %v, want it up %v", step.server, err, step.up)
+		}
 	}
 }

@@ -119,3 +119,13 @@ func IsCurrencyCode(s string) bool {
 	}
 	return false
 }
+
+// Amount shows a price or an amount with the currency's places, or more
+// where its digits need them ("1.80", "9.75", "0.125").
+func (c Currency) Amount(d decimal.Decimal) string {
+	p := c.MinorUnits
+	for p < -d.Exponent() && !d.Equal(d.Round(p)) {
+		p++
+	}
+	return d.StringFixed(p)
+}

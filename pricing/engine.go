@@ -436,8 +436,8 @@ func (lb *lineBuilder) usageLines(e *skuEntry, m Meter, mp *meterPrice, slots []
 			continue
 		}
 		from, to := lb.versionSpan(mp, v)
-		l := Line{SKU: e.name, Meter: m, Kind: KindOnDemand, From: from, To: to, Quantity: onDemand[v], Unit: string(m),
-			Description: fmt.Sprintf("%s %s on demand", e.name, m)}
+		l := Line{SKU: e.name, Meter: m, Kind: KindOnDemand, From: from, To: to, Quantity: onDemand[v], Unit: m.Spec().Unit,
+			Description: e.name + " " + m.Spec().Noun}
 		lb.setPrice(&l, &mp.versions[v].sched, c, decimal.NewFromInt(1))
 		lb.add(l, c.amount)
 	}
@@ -447,15 +447,15 @@ func (lb *lineBuilder) usageLines(e *skuEntry, m Meter, mp *meterPrice, slots []
 		}
 		pv := &mp.versions[v]
 		from, to := lb.versionSpan(mp, v)
-		l := Line{SKU: e.name, Meter: m, Kind: KindBurst, From: from, To: to, Quantity: burst[v], Unit: string(m)}
+		l := Line{SKU: e.name, Meter: m, Kind: KindBurst, From: from, To: to, Quantity: burst[v], Unit: m.Spec().Unit}
 		if pv.burst.hasPrice {
 			p := pv.burst.unitPrice
 			l.UnitPrice = &p
-			l.Description = fmt.Sprintf("%s %s burst at %s per unit", e.name, m, p.String())
+			l.Description = fmt.Sprintf("%s %s above the reservation, at the burst price", e.name, m.Spec().Noun)
 			lb.add(l, burst[v].Mul(p))
 			continue
 		}
-		l.Description = fmt.Sprintf("%s %s burst at %s× the on-demand price", e.name, m, pv.burst.multiplier.String())
+		l.Description = fmt.Sprintf("%s %s above the reservation, at %s× the on-demand price", e.name, m.Spec().Noun, pv.burst.multiplier.String())
 		c = c.scale(pv.burst.multiplier)
 		lb.setPrice(&l, &pv.sched, c, pv.burst.multiplier)
 		lb.add(l, c.amount)

@@ -18,7 +18,6 @@ type plan struct {
 
 	minMonthly decimal.Decimal
 	hasMin     bool
-	minSource  string
 }
 
 // skuPlan holds the reservations and burst threshold of one SKU; its
@@ -64,7 +63,6 @@ func (sp *skuPlan) mergeHours() {
 
 // planRes is one reservation clipped to the period.
 type planRes struct {
-	index    int // in the contract
 	r        *Reservation
 	gpus     decimal.Decimal
 	from, to time.Time
@@ -74,7 +72,6 @@ func newPlan(in *Input) *plan {
 	b := in.Book
 	p := &plan{skus: make([]*skuPlan, len(b.entries)), termStart: in.Start, termEnd: in.End}
 	p.minMonthly, p.hasMin = b.minMonthly, b.hasMin
-	p.minSource = "book " + b.version
 	c := in.Contract
 	if c == nil {
 		return p
@@ -87,7 +84,6 @@ func newPlan(in *Input) *plan {
 	}
 	if c.MinimumMonthly != nil {
 		p.minMonthly, p.hasMin = *c.MinimumMonthly, true
-		p.minSource = "contract"
 	}
 	get := func(sku string) *skuPlan {
 		si := b.index[sku] // checkBook has made sure the SKU exists
@@ -113,7 +109,7 @@ func newPlan(in *Input) *plan {
 			gpus, _ = b.instancesToGPUs(r.SKU, r.Instances) // checkBook has made sure the weight is known
 		}
 		sp := get(r.SKU)
-		sp.res = append(sp.res, planRes{index: i, r: r, gpus: gpus, from: from, to: to})
+		sp.res = append(sp.res, planRes{r: r, gpus: gpus, from: from, to: to})
 	}
 	if p.termStart.Before(p.termEnd) {
 		for _, t := range c.Burst {
@@ -260,10 +256,10 @@ func (lb *lineBuilder) reservationLines(e *skuEntry, sp *skuPlan, slots []acc) {
 		if r.r.Rate != nil {
 			rate := *r.r.Rate
 			l.Quantity = r.reservedHours()
-			l.Unit = string(GPUHours)
+			l.Unit = GPUHours.Spec().Unit
 			l.UnitPrice = &rate
-			l.Description = fmt.Sprintf("reservations[%d]: %s GPU-equivalents of %s at %s per GPU-hour",
-				r.index, r.gpus.String(), e.name, rate.String())
+			l.Description = fmt.Sprintf("%s GPU-equivalents of %s at %s %s per GPU-hour",
+				r.gpus.String(), e.name, lb.cur.Amount(rate), lb.cur.Code)
 			lb.add(l, l.Quantity.Mul(rate))
 			continue
 		}
@@ -272,8 +268,8 @@ func (lb *lineBuilder) reservationLines(e *skuEntry, sp *skuPlan, slots []acc) {
 		l.Quantity = months
 		l.Unit = "months"
 		l.UnitPrice = &fee
-		l.Description = fmt.Sprintf("reservations[%d]: %s GPU-equivalents of %s at %s per month",
-			r.index, r.gpus.String(), e.name, fee.String())
+		l.Description = fmt.Sprintf("%s GPU-equivalents of %s at %s %s per month",
+			r.gpus.String(), e.name, lb.cur.Amount(fee), lb.cur.Code)
 		lb.add(l, exact)
 	}
 	covered := decimal.Zero
@@ -283,8 +279,8 @@ func (lb *lineBuilder) reservationLines(e *skuEntry, sp *skuPlan, slots []acc) {
 	if covered.Sign() > 0 {
 		zero := decimal.Zero
 		lb.add(Line{SKU: e.name, Meter: GPUHours, Kind: KindReserved, From: lb.in.Start, To: lb.in.End,
-			Quantity: covered, Unit: string(GPUHours), UnitPrice: &zero,
-			Description: fmt.Sprintf("%s %s covered by reservations (paid by the reservation fee)", e.name, GPUHours)}, zero)
+			Quantity: covered, Unit: GPUHours.Spec().Unit, UnitPrice: &zero,
+			Description: fmt.Sprintf("%s %s within the reservation (paid by the reservation fee)", e.name, GPUHours.Spec().Noun)}, zero)
 	}
 }
 
@@ -303,8 +299,9 @@ func (lb *lineBuilder) trueUp(p *plan) {
 		return
 	}
 	lb.add(Line{Kind: KindTrueUp, From: p.termStart, To: p.termEnd, Quantity: months, Unit: "months",
-		Description: fmt.Sprintf("minimum commitment of %s per month (%s), %s for this period; lines add up to %s",
-			p.minMonthly.String(), p.minSource, commitment.StringFixed(lb.cur.MinorUnits), sub.StringFixed(lb.cur.MinorUnits)),
+		Description: fmt.Sprintf("minimum commitment of %s %s a month, %s %s for this period; the lines add up to %s %s",
+			lb.cur.Amount(p.minMonthly), lb.cur.Code, commitment.StringFixed(lb.cur.MinorUnits), lb.cur.Code,
+			sub.StringFixed(lb.cur.MinorUnits), lb.cur.Code),
 	}, commitment.Sub(sub))
 }
 

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -42,14 +44,15 @@ func WriteInvoiceJSON(w io.Writer, doc []byte) error {
 var invoiceCSVHeader = []string{
 	"invoice_number", "invoice_id", "tenant", "period", "line_no", "kind", "sku", "meter", "description",
 	"from", "to", "quantity", "unit", "unit_price", "amount_exact", "amount", "currency",
-	"adjusts_period", "adjusts_invoice",
+	"adjusts_period", "adjusts_invoice", "due_date", "payment_terms",
 }
 
 // WriteInvoiceCSV writes the invoice as CSV (RFC 4180, via encoding/csv):
 //
 //   - a header row (invoice_number, invoice_id, tenant, period, line_no,
 //     kind, sku, meter, description, from, to, quantity, unit, unit_price,
-//     amount_exact, amount, currency, adjusts_period, adjusts_invoice);
+//     amount_exact, amount, currency, adjusts_period, adjusts_invoice,
+//     due_date, payment_terms);
 //   - one row per line in line order, the tax line included (kind "tax");
 //     from and to are RFC 3339 in UTC, as stored; unit_price is empty when
 //     the line has tiers instead; amount_exact is the exact amount with
@@ -60,12 +63,14 @@ var invoiceCSVHeader = []string{
 //     amount SubtotalMinor, TaxMinor and TotalMinor.
 //
 // Summary rows are told apart by their empty line_no: a spreadsheet that
-// sums the amount column should filter on it. invoice_number is empty
-// for a draft.
+// sums the amount column should filter on it. invoice_number and
+// due_date are empty for a draft; payment_terms says when it is due
+// ("30 days", with the issuer's note).
 func WriteInvoiceCSV(w io.Writer, inv *billing.Invoice) error {
 	cw := csv.NewWriter(w)
 	rows := [][]string{invoiceCSVHeader}
 	head := []string{inv.Number, inv.ID, inv.Tenant, inv.PeriodLabel}
+	terms := paymentTerms(inv)
 	utc := func(t time.Time) string {
 		if t.IsZero() {
 			return ""
@@ -81,7 +86,7 @@ func WriteInvoiceCSV(w io.Writer, inv *billing.Invoice) error {
 			strconv.Itoa(l.No), string(l.Kind), l.SKU, string(l.Meter), l.Description,
 			utc(l.From), utc(l.To), l.Quantity.String(), l.Unit, price,
 			l.Amount.StringFixed(pricing.StoragePlaces), inv.Money(l.AmountMinor), inv.Currency.Code,
-			l.AdjustsPeriod, l.AdjustsInvoice))
+			l.AdjustsPeriod, l.AdjustsInvoice, inv.DueDate, terms))
 	}
 	for _, s := range []struct {
 		kind  string
@@ -93,7 +98,7 @@ func WriteInvoiceCSV(w io.Writer, inv *billing.Invoice) error {
 		{"total", "Total", inv.TotalMinor},
 	} {
 		rows = append(rows, append(append([]string(nil), head...),
-			"", s.kind, "", "", s.what, "", "", "", "", "", "", inv.Money(s.minor), inv.Currency.Code, "", ""))
+			"", s.kind, "", "", s.what, "", "", "", "", "", "", inv.Money(s.minor), inv.Currency.Code, "", "", inv.DueDate, terms))
 	}
 	if err := cw.WriteAll(rows); err != nil {
 		return fmt.Errorf("invoice %s: write csv: %w", inv.ID, err)
@@ -130,6 +135,8 @@ type invoiceView struct {
 	Start, End       string // the period's bounds in Zone
 	Zone             string
 	Issued           string // finalization date in Zone, empty for a draft
+	Due              string // the due date, or when a draft will be due
+	Terms            string // the payment terms' note: how to pay
 	Currency         string
 	Groups           []lineGroup
 	Subtotal         string
@@ -140,11 +147,14 @@ type invoiceView struct {
 	ShowTaxTotal bool
 	Total        string
 	Reservations []reservationRow
-	Unpriced     []string
-	ID           string
-	BookVersion  string
-	InputsHash   string
-	RoundingNote string
+	// Unpriced is one line on usage the book does not price; the rows
+	// themselves are in the appendix.
+	Unpriced         string
+	UnpricedAppendix []unpricedRow
+	ID               string
+	BookVersion      string
+	InputsHash       string
+	RoundingNote     string
 }
 
 type partyView struct {
@@ -179,6 +189,10 @@ type taxRow struct {
 	No          int
 	Description string
 	Amount      string
+}
+
+type unpricedRow struct {
+	SKU, What, Quantity, Unit string
 }
 
 type reservationRow struct {
@@ -231,6 +245,7 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 	if inv.FinalizedAt != nil {
 		v.Issued = inv.FinalizedAt.In(loc).Format("2006-01-02")
 	}
+	v.Due, v.Terms = dueText(inv), inv.PaymentNote
 	groups := map[string]int{}
 	group := func(title string) *lineGroup {
 		i, ok := groups[title]
@@ -251,10 +266,10 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 		}
 		lv := lineView{
 			No:          l.No,
-			Kind:        kindLabel(l.Kind),
+			Kind:        billing.KindLabel(l.Kind),
 			Description: l.Description,
 			Quantity:    shownQuantity(l.Quantity),
-			Unit:        l.Unit,
+			Unit:        unitLabel(l.Unit),
 			Amount:      inv.Money(l.AmountMinor),
 		}
 		if l.UnitPrice != nil {
@@ -268,7 +283,7 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 				p += " + " + priceText(t.FlatFee, places) + " flat"
 			}
 			lv.Tiers = append(lv.Tiers, tierView{Label: fmt.Sprintf("Tier %d", t.TierIndex+1),
-				Quantity: shownQuantity(t.Quantity), UnitPrice: p, Amount: priceText(t.Amount, places)})
+				Quantity: shownQuantity(t.Quantity), UnitPrice: p, Amount: inv.Currency.Round(t.Amount).StringFixed(places)})
 		}
 		switch {
 		case l.Kind == billing.KindAdjustment || l.Kind == billing.KindCredit:
@@ -277,7 +292,7 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 				lv.Note += ", invoice " + l.AdjustsInvoice
 			}
 			if l.AdjustsKind != "" {
-				lv.Note += " (" + kindLabel(l.AdjustsKind) + ")"
+				lv.Note += " (" + billing.KindLabel(l.AdjustsKind) + ")"
 			}
 			corrections = append(corrections, lv)
 			continue
@@ -310,10 +325,66 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 			Covered: shownQuantity(r.CoveredGPUHours), Unused: shownQuantity(r.UnusedGPUHours),
 			OnDemand: shownQuantity(r.OnDemandGPUHours), Burst: shownQuantity(r.BurstGPUHours)})
 	}
-	for _, u := range inv.Unpriced {
-		v.Unpriced = append(v.Unpriced, fmt.Sprintf("%s %s: %s", u.SKU, u.Meter, shownQuantity(u.Quantity)))
-	}
+	v.Unpriced, v.UnpricedAppendix = unpricedUsage(inv.Unpriced)
 	return v
+}
+
+// unpricedUsage is usage the book does not price, not billed: one line
+// for the invoice and the rows for its appendix.
+func unpricedUsage(us []pricing.UnpricedUsage) (string, []unpricedRow) {
+	if len(us) == 0 {
+		return "", nil
+	}
+	skus := map[string]bool{}
+	rows := make([]unpricedRow, len(us))
+	for i, u := range us {
+		skus[u.SKU] = true
+		spec := u.Meter.Spec()
+		rows[i] = unpricedRow{SKU: u.SKU, What: cmp.Or(spec.Noun, string(u.Meter)), Quantity: shownQuantity(u.Quantity), Unit: spec.Unit}
+	}
+	return fmt.Sprintf("Not billed: usage the price book does not price (%s on %s), listed in the appendix.",
+		plural(len(us), "meter"), plural(len(skus), "SKU")), rows
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// unitLabel is a line's unit for people: an invoice stored before units
+// were written as such names the meter ("gpu_hours").
+func unitLabel(unit string) string {
+	if p, ok := meter.LookupPriced(unit); ok {
+		return p.Unit
+	}
+	return unit
+}
+
+// paymentTerms says when an invoice is due after it is issued, with the
+// terms' note.
+func paymentTerms(inv *billing.Invoice) string {
+	terms := fmt.Sprintf("%d days", inv.PaymentDays)
+	if inv.PaymentDays == 0 {
+		terms = "due on receipt"
+	}
+	if inv.PaymentNote != "" {
+		terms += "; " + inv.PaymentNote
+	}
+	return terms
+}
+
+// dueText is the due date of an issued invoice, or when a draft will be
+// due.
+func dueText(inv *billing.Invoice) string {
+	switch {
+	case inv.DueDate != "":
+		return inv.DueDate
+	case inv.PaymentDays == 0:
+		return "on receipt"
+	}
+	return fmt.Sprintf("%d days after issue", inv.PaymentDays)
 }
 
 // shownQuantity is a quantity as HTML and PDF print it: to 3 places.
@@ -334,31 +405,8 @@ func priceText(d decimal.Decimal, places int32) string {
 	return d.StringFixed(p)
 }
 
-// kindLabel names a line kind for people.
-func kindLabel(k pricing.Kind) string {
-	switch k {
-	case pricing.KindOnDemand:
-		return "On demand"
-	case pricing.KindReserved:
-		return "Reserved"
-	case pricing.KindBurst:
-		return "Burst"
-	case pricing.KindReservationFee:
-		return "Reservation fee"
-	case pricing.KindTrueUp:
-		return "Commitment true-up"
-	case billing.KindAdjustment:
-		return "Adjustment"
-	case billing.KindCredit:
-		return "Credit"
-	case billing.KindTax:
-		return "Tax"
-	}
-	return string(k)
-}
-
 // roundingNote closes every rendering: what the amounts are.
-const roundingNote = "Each line is rounded once to the currency's minor unit; the totals add up the rounded lines. Tier amounts are exact; quantities are shown to 3 places and priced exact."
+const roundingNote = "Each line is rounded once to the currency's minor unit; the totals add up the rounded lines. Tier amounts are shown rounded; quantities are shown to 3 places and priced in full."
 
 // invoiceHTML is parsed once from a literal; Must cannot fail at run time.
 var invoiceHTML = template.Must(template.New("invoice").Parse(invoiceHTMLText))
@@ -397,6 +445,11 @@ table.totals tr.total td { border-top: 2px solid #111; font-weight: bold; }
 .notes table { border-collapse: collapse; }
 .notes th, .notes td { padding: 0.5mm 3mm 0.5mm 0; text-align: right; }
 .notes th:first-child, .notes td:first-child { text-align: left; }
+.appendix { page-break-before: always; break-before: page; margin-top: 10mm; font-size: 9pt; }
+.appendix h2 { font-size: 11pt; }
+.appendix table { border-collapse: collapse; }
+.appendix th, .appendix td { padding: 0.5mm 4mm 0.5mm 0; text-align: left; }
+.appendix .num { text-align: right; }
 footer { margin-top: 10mm; border-top: 1px solid #ddd; padding-top: 2mm; color: #555; font-size: 8pt; }
 thead { display: table-header-group; }
 tr { page-break-inside: avoid; }
@@ -424,6 +477,8 @@ tr { page-break-inside: avoid; }
 <table class="meta">
 <tr><th>Invoice number</th><td>{{.Number}}</td></tr>
 {{with .Issued}}<tr><th>Issued</th><td>{{.}}</td></tr>
+{{end}}<tr><th>Due</th><td>{{.Due}}</td></tr>
+{{with .Terms}}<tr><th>Payment</th><td>{{.}}</td></tr>
 {{end}}<tr><th>Period</th><td>{{.Period}}: {{.Start}} to {{.End}} ({{.Zone}})</td></tr>
 <tr><th>Currency</th><td>{{.Currency}}</td></tr>
 </table>
@@ -432,12 +487,12 @@ tr { page-break-inside: avoid; }
 {{range .Groups}}<tbody>
 <tr class="group"><th colspan="6">{{.Title}}</th></tr>
 {{range .Lines}}<tr class="line"><td>{{.No}}</td><td>{{.Kind}}: {{.Description}}{{with .Note}}<br><span class="note">{{.}}</span>{{end}}</td><td class="num">{{.Quantity}}</td><td>{{.Unit}}</td><td class="num">{{.UnitPrice}}</td><td class="num amount">{{.Amount}}</td></tr>
-{{range .Tiers}}<tr class="tier"><td></td><td class="tierlabel">{{.Label}}</td><td class="num">{{.Quantity}}</td><td></td><td class="num">{{.UnitPrice}}</td><td class="num">exact {{.Amount}}</td></tr>
+{{range .Tiers}}<tr class="tier"><td></td><td class="tierlabel">{{.Label}}</td><td class="num">{{.Quantity}}</td><td></td><td class="num">{{.UnitPrice}}</td><td class="num">{{.Amount}}</td></tr>
 {{end}}{{end}}</tbody>
 {{end}}</table>
 <table class="totals">
 <tr class="subtotal"><td>Subtotal</td><td class="num">{{.Subtotal}} {{.Currency}}</td></tr>
-{{range .Taxes}}<tr class="tax"><td>{{.Description}} (line {{.No}})</td><td class="num">{{.Amount}} {{$.Currency}}</td></tr>
+{{range .Taxes}}<tr class="tax"><td>{{.Description}}</td><td class="num">{{.Amount}} {{$.Currency}}</td></tr>
 {{end}}{{if .ShowTaxTotal}}<tr class="taxtotal"><td>Tax</td><td class="num">{{.TaxTotal}} {{.Currency}}</td></tr>
 {{end}}<tr class="total"><td>Total</td><td class="num">{{.Total}} {{.Currency}}</td></tr>
 </table>
@@ -448,14 +503,22 @@ tr { page-break-inside: avoid; }
 {{range .Reservations}}<tr><td>{{.SKU}}</td><td>{{.Reserved}}</td><td>{{.Covered}}</td><td>{{.Unused}}</td><td>{{.OnDemand}}</td><td>{{.Burst}}</td></tr>
 {{end}}</table>
 </div>
-{{end}}{{if .Unpriced}}<div class="notes">
-<p>Usage this price book does not price (not billed):</p>
-{{range .Unpriced}}<p>{{.}}</p>
-{{end}}</div>
+{{end}}{{with .Unpriced}}<div class="notes">
+<p>{{.}}</p>
+</div>
 {{end}}<footer>
 Invoice {{.ID}} &middot; price book {{.BookVersion}} &middot; inputs {{.InputsHash}}<br>
 {{.RoundingNote}}
 </footer>
-</body>
+{{if .UnpricedAppendix}}<section class="appendix">
+<h2>Appendix: usage not priced (not billed)</h2>
+<div class="scroll"><table>
+<thead><tr><th>SKU</th><th>Usage</th><th class="num">Quantity</th><th>Unit</th></tr></thead>
+<tbody>
+{{range .UnpricedAppendix}}<tr><td>{{.SKU}}</td><td>{{.What}}</td><td class="num">{{.Quantity}}</td><td>{{.Unit}}</td></tr>
+{{end}}</tbody>
+</table></div>
+</section>
+{{end}}</body>
 </html>
 `

@@ -144,6 +144,10 @@ func (r *pdfInvoice) render() {
 	if v.Issued != "" {
 		meta = append(meta, [2]string{"Issued", v.Issued})
 	}
+	meta = append(meta, [2]string{"Due", v.Due})
+	if v.Terms != "" {
+		meta = append(meta, [2]string{"Payment", v.Terms})
+	}
 	meta = append(meta,
 		[2]string{"Period", fmt.Sprintf("%s: %s to %s (%s)", v.Period, v.Start, v.End, v.Zone)},
 		[2]string{"Currency", v.Currency})
@@ -175,7 +179,7 @@ func (r *pdfInvoice) render() {
 
 	rows := [][2]string{{"Subtotal", v.Subtotal}}
 	for _, t := range v.Taxes {
-		rows = append(rows, [2]string{fmt.Sprintf("%s (line %d)", t.Description, t.No), t.Amount})
+		rows = append(rows, [2]string{t.Description, t.Amount})
 	}
 	if v.ShowTaxTotal {
 		rows = append(rows, [2]string{"Tax", v.TaxTotal})
@@ -200,13 +204,29 @@ func (r *pdfInvoice) render() {
 			r.cells(widths, []string{ru.SKU, ru.Reserved, ru.Covered, ru.Unused, ru.OnDemand, ru.Burst})
 		}
 	}
-	if len(v.Unpriced) > 0 {
+	if v.Unpriced != "" {
 		pdf.Ln(4)
 		r.ensure(2 * pdfLineHeight)
 		r.font("", 8.5, 0)
-		pdf.CellFormat(0, pdfLineHeight, "Usage this price book does not price (not billed):", "", 1, "L", false, 0, "")
-		for _, u := range v.Unpriced {
-			r.wrapped(0, pdfLineHeight, "  "+u, "", "L")
+		r.wrapped(0, pdfLineHeight, v.Unpriced, "", "L")
+	}
+	if len(v.UnpricedAppendix) > 0 {
+		pdf.AddPage()
+		r.font("B", 11, 0)
+		pdf.CellFormat(0, 7, "Appendix: usage not priced (not billed)", "", 1, "L", false, 0, "")
+		widths, aligns := []float64{60, 50, 30, 5, 30}, []string{"L", "L", "R", "L", "L"}
+		row := func(cells ...string) {
+			for i, c := range cells {
+				pdf.CellFormat(widths[i], pdfLineHeight, r.tr(c), "", 0, aligns[i], false, 0, "")
+			}
+			pdf.Ln(-1)
+		}
+		r.font("B", 8, 0)
+		row("SKU", "Usage", "Quantity", "", "Unit")
+		r.font("", 8, 0)
+		for _, u := range v.UnpricedAppendix {
+			r.ensure(pdfLineHeight)
+			row(u.SKU, u.What, u.Quantity, "", u.Unit)
 		}
 	}
 }
@@ -321,7 +341,7 @@ func (r *pdfInvoice) line(l lineView) {
 	pdf.SetXY(pdfMargin, y+float64(rows)*pdfLineHeight)
 	r.font("", 7.5, 85)
 	for _, t := range l.Tiers {
-		tier := [6]string{"", "    " + t.Label, t.Quantity, "", t.UnitPrice, "exact " + t.Amount}
+		tier := [6]string{"", "    " + t.Label, t.Quantity, "", t.UnitPrice, t.Amount}
 		for i, c := range tier {
 			pdf.CellFormat(pdfColumns[i], pdfLineHeight, r.tr(c), "", 0, pdfAligns[i], false, 0, "")
 		}

@@ -64,7 +64,7 @@ func invoices(t *testing.T) (draft, final *billing.Invoice) {
 		t.Fatal(err)
 	}
 	issuer := billing.Issuer{ID: "gm", Name: "GPU Metering GmbH", Address: []string{"Hauptstraße 1", "10115 Berlin"},
-		TaxID: "DE123456789", NumberPrefix: "GM-"}
+		TaxID: "DE123456789", NumberPrefix: "GM-", PaymentTerms: billing.PaymentTerms{Days: ptr(14), Note: "Bank transfer to IBAN DE89 3704 0044 0532 0130 00"}}
 	customer := billing.Customer{Tenant: "acme", Department: "research", Name: customerName,
 		Address: []string{"Königsallee 7", "40212 Düsseldorf"}, TaxID: "DE987654321", Currency: "USD",
 		TimeZone: "Europe/Berlin", TaxRate: decimal.RequireFromString("19")}
@@ -108,6 +108,7 @@ func invoices(t *testing.T) (draft, final *billing.Invoice) {
 	f := *draft
 	finalized := time.Date(2026, 4, 3, 8, 0, 0, 0, time.UTC)
 	f.Status, f.Number, f.Seq, f.SequenceKey, f.FinalizedAt = billing.StatusFinalized, "GM-000042", 42, "gm", &finalized
+	f.DueDate = "2026-04-17"
 	if err := f.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestWriteInvoiceCSV(t *testing.T) {
 			}
 			header := strings.Join(rows[0], ",")
 			if want := "invoice_number,invoice_id,tenant,period,line_no,kind,sku,meter,description,from,to,quantity," +
-				"unit,unit_price,amount_exact,amount,currency,adjusts_period,adjusts_invoice"; header != want {
+				"unit,unit_price,amount_exact,amount,currency,adjusts_period,adjusts_invoice,due_date,payment_terms"; header != want {
 				t.Fatalf("header %s\nwant   %s", header, want)
 			}
 			if len(rows) != 1+len(inv.Lines)+3 {
@@ -240,7 +241,7 @@ func TestWriteInvoiceCSV(t *testing.T) {
 
 var (
 	htmlLineRow  = regexp.MustCompile(`<tr class="line"><td>(\d+)</td>.*<td class="num amount">([^<]*)</td></tr>`)
-	htmlTaxRow   = regexp.MustCompile(`<tr class="tax"><td>[^<]*\(line (\d+)\)</td><td class="num">([^<]*) USD</td></tr>`)
+	htmlTaxRow   = regexp.MustCompile(`<tr class="tax"><td>(Tax [^<]*)</td><td class="num">([^<]*) USD</td></tr>`)
 	htmlTotalRow = regexp.MustCompile(`<tr class="(subtotal|taxtotal|total)"><td>[^<]*</td><td class="num">([^<]*) USD</td></tr>`)
 )
 
@@ -276,8 +277,13 @@ func TestWriteInvoiceHTML(t *testing.T) {
 			for _, m := range htmlLineRow.FindAllStringSubmatch(out, -1) {
 				amounts[m[1]] = m[2]
 			}
+			// The tax row names no line number (it would name itself).
 			for _, m := range htmlTaxRow.FindAllStringSubmatch(out, -1) {
-				amounts[m[1]] = m[2]
+				for _, l := range inv.Lines {
+					if l.Kind == billing.KindTax && l.Description == html.UnescapeString(m[1]) {
+						amounts[strconv.Itoa(l.No)] = m[2]
+					}
+				}
 			}
 			if len(amounts) != len(inv.Lines) {
 				t.Errorf("%d lines shown, want %d", len(amounts), len(inv.Lines))
@@ -310,7 +316,13 @@ func TestWriteInvoiceHTML(t *testing.T) {
 				"<th colspan=\"6\">Corrections to earlier periods</th>",
 				"For period 2026-02, invoice GM-000007 (On demand)", "Commitment true-up", "Reservation fee", "Burst",
 				"Covered by the reservation fee", "Tier 3", "10.50 + 4.50 flat",
-				"Tax 19% on", "H100-SXM5-80GB pcie_gib: 2.5",
+				"Tax 19% on",
+				// Unpriced usage: one line, the rows in the appendix.
+				"Not billed: usage the price book does not price (1 meter on 1 SKU), listed in the appendix.", "Appendix: usage not priced (not billed)",
+				`<tr><td>H100-SXM5-80GB</td><td>PCIe traffic</td><td class="num">2.5</td><td>GiB</td></tr>`,
+				// Units and descriptions for people, tiers rounded.
+				"<td>GPU-hours</td>", "Reservation fee: 4 GPU-equivalents of H100-SXM5-80GB at 1.80 USD per GPU-hour",
+				"<th>Payment</th><td>Bank transfer to IBAN DE89 3704 0044 0532 0130 00</td>",
 				"price book quote-test", "inputs sha256:0f3a9c",
 			} {
 				if !strings.Contains(text, s) {
@@ -319,6 +331,18 @@ func TestWriteInvoiceHTML(t *testing.T) {
 			}
 			if strings.Contains(out, "<script") || strings.Contains(out, "2026-02-28 23:00") {
 				t.Error("unescaped name or a time in UTC")
+			}
+			for _, s := range []string{"exact ", "(line ", "reservations[", "gpu_hours", "energy_kwh", "on demand on demand"} {
+				if strings.Contains(strings.ToLower(text), strings.ToLower(s)) {
+					t.Errorf("shows %q", s)
+				}
+			}
+			due := "<th>Due</th><td>14 days after issue</td>"
+			if inv.Status != billing.StatusDraft {
+				due = "<th>Due</th><td>2026-04-17</td>"
+			}
+			if !strings.Contains(out, due) {
+				t.Errorf("no %s", due)
 			}
 			if inv == final {
 				if !strings.Contains(out, "<th>Issued</th><td>2026-04-03</td>") {
@@ -407,7 +431,8 @@ func TestWriteInvoicePDF(t *testing.T) {
 				"Invoice " + number, "Total", inv.Money(inv.TotalMinor) + " USD", inv.Money(inv.SubtotalMinor) + " USD",
 				"Müller & Söhne <script>", "Hauptstraße 1", "Düsseldorf", "Tenant: acme",
 				"2026-03-01 00:00 to 2026-04-01 00:00 (Europe/Berlin)", "Corrections to earlier periods",
-				"GM-000007", "Tier 3", "price book quote-test", "sha256:0f3a9c", "Page 1/1",
+				"GM-000007", "Tier 3", "price book quote-test", "sha256:0f3a9c", "Page 1/2", "Page 2/2",
+				"Appendix: usage not priced (not billed)", "PCIe traffic", "Due", "Bank transfer to IBAN DE89",
 			} {
 				if !strings.Contains(text, s) {
 					t.Errorf("no %q in\n%s", s, text)
@@ -570,3 +595,5 @@ func installDebian(pkg string) error {
 	}
 	return nil
 }
+
+func ptr[T any](v T) *T { return &v }

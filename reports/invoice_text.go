@@ -28,16 +28,20 @@ func WriteInvoiceText(w io.Writer, inv *billing.Invoice) error {
 	fmt.Fprintf(ew, "from    %s\nto      %s (%s, department %s)\n", inv.Issuer.Name, inv.Customer.Name, inv.Tenant, dash(inv.Customer.Department))
 	fmt.Fprintf(ew, "period  %s: %s to %s (%s)\n", inv.PeriodLabel, inv.PeriodStart.In(loc).Format("2006-01-02 15:04"),
 		inv.PeriodEnd.In(loc).Format("2006-01-02 15:04"), inv.TimeZone)
+	fmt.Fprintf(ew, "due     %s (%s)\n", dueText(inv), paymentTerms(inv))
 	fmt.Fprintf(ew, "book    %s, inputs %s\n\n", inv.BookVersion, short(inv.InputsHash))
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NO\tKIND\tSKU\tMETER\tQUANTITY\tAMOUNT\tDESCRIPTION\t")
 	for _, l := range inv.Lines {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.No, l.Kind, dash(l.SKU), dash(string(l.Meter)),
-			strings.TrimSpace(l.Quantity.String()+" "+l.Unit), inv.Money(l.AmountMinor), l.Description)
+			strings.TrimSpace(l.Quantity.String()+" "+unitLabel(l.Unit)), inv.Money(l.AmountMinor), l.Description)
 	}
 	tw.Flush()
 	fmt.Fprintf(ew, "\nsubtotal  %s %s\ntax       %s %s\ntotal     %s %s\n", inv.Money(inv.SubtotalMinor), inv.Currency.Code,
 		inv.Money(inv.TaxMinor), inv.Currency.Code, inv.Money(inv.TotalMinor), inv.Currency.Code)
+	if line, _ := unpricedUsage(inv.Unpriced); line != "" {
+		fmt.Fprintf(ew, "\n%s\n", line)
+	}
 	return ew.err
 }
 

@@ -35,7 +35,7 @@ func WriteQuote(w io.Writer, r pricing.Result) error {
 			if !t.FlatFee.IsZero() {
 				price += " + " + t.FlatFee.String() + " flat"
 			}
-			fmt.Fprintf(tw, "\t\t  tier %d\t\t\t%s\t%s\t%s\t\t\n", t.TierIndex, t.Quantity.String(), price, t.Amount.String())
+			fmt.Fprintf(tw, "\t\t  tier %d\t\t\t%s\t%s\t%s\t\t\n", t.TierIndex+1, t.Quantity.String(), price, t.Amount.String())
 		}
 	}
 	fmt.Fprintf(tw, "TOTAL\t\t\t\t\t\t\t\t%s %s\t\n", r.Total.StringFixed(r.Currency.MinorUnits), r.Currency.Code)

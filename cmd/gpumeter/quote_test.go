@@ -168,10 +168,10 @@ func TestQuoteTable(t *testing.T) {
 		"tenant acme, book quote-test, USD, 2026-03-01T00:00:00Z to 2026-04-01T00:00:00Z",
 		"SKU", "QUANTITY", "ROUNDED",
 		"reservation_fee", "5356.800000000", "5356.80",
-		"burst", "tier 0", "tier 2",
+		"burst", "tier 1", "tier 3",
 		"TOTAL", "USD",
 		"gpu_hours by coverage:",
-		"reservations[0]: 4 GPU-equivalents of H100-SXM5-80GB at 1.8 per GPU-hour",
+		"4 GPU-equivalents of H100-SXM5-80GB at 1.80 USD per GPU-hour",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)

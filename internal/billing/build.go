@@ -3,6 +3,7 @@ package billing
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -65,6 +66,7 @@ func BuildInvoice(d Draft) (*Invoice, error) {
 		Corrections:    d.Corrections,
 		CreatedAt:      d.Now.UTC().Truncate(time.Second),
 	}
+	inv.PaymentDays, inv.PaymentNote = d.Issuer.termsOf(d.Customer)
 	for _, l := range d.Priced.Lines {
 		inv.Lines = append(inv.Lines, Line{
 			Kind: l.Kind, SKU: l.SKU, Meter: l.Meter, Description: l.Description,
@@ -187,22 +189,26 @@ func Correct(orig *Invoice, billed Billed, repriced pricing.Result) []Line {
 		if diff == 0 {
 			continue
 		}
-		kind, what := KindAdjustment, "Late usage"
+		kind, what := KindAdjustment, "Late usage of"
 		if diff < 0 {
-			kind, what = KindCredit, "Credit for usage removed"
+			kind, what = KindCredit, "Usage removed from"
 		}
-		subject := string(k.Kind)
+		subject := strings.ToLower(KindLabel(k.Kind))
 		if k.SKU != "" {
-			subject = fmt.Sprintf("%s %s %s", k.SKU, k.Meter, k.Kind)
+			subject = fmt.Sprintf("%s %s, %s", k.SKU, k.Meter.Spec().Noun, subject)
+		}
+		unit := units[k]
+		if unit == "" && k.Meter != "" {
+			unit = k.Meter.Spec().Unit
 		}
 		out = append(out, Line{
 			Kind:        kind,
 			SKU:         k.SKU,
 			Meter:       k.Meter,
-			Description: fmt.Sprintf("%s, %s (invoice %s): %s", what, orig.PeriodLabel, orig.Number, subject),
+			Description: fmt.Sprintf("%s %s (invoice %s): %s", what, orig.PeriodLabel, orig.Number, subject),
 			From:        orig.PeriodStart, To: orig.PeriodEnd,
 			Quantity:       qty[k].Sub(billed.Quantity[k]),
-			Unit:           units[k],
+			Unit:           unit,
 			Amount:         decimal.New(diff, -cur.MinorUnits),
 			AmountMinor:    diff,
 			AdjustsPeriod:  orig.PeriodLabel,

@@ -24,6 +24,8 @@ type Issuer struct {
 	// NumberReset restarts the sequence: never (the default), or yearly,
 	// when the prefix gains the year of issue (GM-2026-000001).
 	NumberReset string `yaml:"number_reset"`
+	// PaymentTerms are every customer's unless it has its own.
+	PaymentTerms PaymentTerms `yaml:"payment_terms"`
 }
 
 // Customer is one tenant that is invoiced, with what its invoice needs.
@@ -40,6 +42,8 @@ type Customer struct {
 	TaxRate  decimal.Decimal `yaml:"tax_rate"`
 	Book     string          `yaml:"book"`     // price book file
 	Contract string          `yaml:"contract"` // contract file; empty: on demand
+	// PaymentTerms override the issuer's, field by field; nil: the issuer's.
+	PaymentTerms *PaymentTerms `yaml:"payment_terms"`
 }
 
 // Customers is the billing section of the config.
@@ -115,6 +119,9 @@ func (cs Customers) Validate() error {
 		default:
 			add("billing.issuer.number_reset %q: want never or yearly", is.NumberReset)
 		}
+		if err := is.PaymentTerms.validate("billing.issuer.payment_terms"); err != nil {
+			errs = append(errs, err)
+		}
 		if strings.TrimSpace(cs.Schedule) == "" {
 			add("billing.schedule: required (a cron spec, e.g. %q)", DefaultInvoiceSchedule)
 		}
@@ -122,6 +129,11 @@ func (cs Customers) Validate() error {
 	seen := map[string]int{}
 	for i, c := range cs.Customers {
 		at := fmt.Sprintf("billing.customers[%d]", i)
+		if c.PaymentTerms != nil {
+			if err := c.PaymentTerms.validate(at + ".payment_terms"); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if c.Tenant == "" {
 			add("%s.tenant: required", at)
 		} else {

@@ -108,6 +108,13 @@ type Invoice struct {
 	Reservations []pricing.ReservationUsage `json:"reservations,omitempty"`
 	Unpriced     []pricing.UnpricedUsage    `json:"unpriced,omitempty"`
 
+	// PaymentDays and PaymentNote are the payment terms when the invoice
+	// was made (a copy, like the parties); DueDate is the day it is due, in
+	// its time zone, set when it is finalized (issued).
+	PaymentDays int    `json:"payment_terms_days"`
+	PaymentNote string `json:"payment_terms_note,omitempty"`
+	DueDate     string `json:"due_date,omitempty"`
+
 	TaxRate       decimal.Decimal `json:"tax_rate"`
 	SubtotalMinor int64           `json:"subtotal_minor"`
 	TaxMinor      int64           `json:"tax_minor"`

@@ -484,6 +484,13 @@ func (r *Runner) finalize(st *ledger, inv *Invoice, now time.Time) error {
 	inv.Status, inv.Seq, inv.SequenceKey = StatusFinalized, seq, key
 	inv.Number = is.FormatNumber(seq, at)
 	inv.FinalizedAt = &at
+	// A draft made before the terms changed is issued on today's terms.
+	for _, c := range r.customers.Customers {
+		if c.Tenant == inv.Tenant {
+			inv.PaymentDays, inv.PaymentNote = is.termsOf(c)
+		}
+	}
+	inv.DueDate = dueDate(at, inv.PaymentDays, inv.TimeZone)
 	st.claimSeq(key, seq)
 	return inv.Validate()
 }

@@ -12,6 +12,7 @@ type Priced struct {
 	Name    string // in price books and the API, e.g. "gpu_hours"
 	Unit    string // on invoices and in prose, e.g. "GPU-hours"
 	Label   string // a short column head in reports, e.g. "Energy"
+	Noun    string // what is metered, in sentences, e.g. "GPU time"
 	Header  string // the usage table's column head, e.g. "ENERGY-KWH"
 	Places  int32  // decimals shown in tables
 	From    []ID   // the stored meters summed, each divided by Divisor
@@ -30,17 +31,17 @@ const (
 // are printed. GPU-hours are GPU-equivalent hours: the collector already
 // weights a MIG instance by its compute slices / 7.
 var PricedMeters = [...]Priced{
-	{Name: "gpu_hours", Unit: "GPU-hours", Label: "GPU-hours", Header: "GPU-HOURS", Places: 3,
+	{Name: "gpu_hours", Unit: "GPU-hours", Label: "GPU-hours", Noun: "GPU time", Header: "GPU-HOURS", Places: 3,
 		From: []ID{GPU}, Divisor: microsecondsPerHour},
-	{Name: "sm_active_hours", Unit: "SM-active hours", Label: "SM-active hours", Header: "SM-ACTIVE-H", Places: 3,
+	{Name: "sm_active_hours", Unit: "SM-active hours", Label: "SM-active hours", Noun: "SM-active time", Header: "SM-ACTIVE-H", Places: 3,
 		From: []ID{SMActive}, Divisor: microsecondsPerHour},
-	{Name: "memory_gib_hours", Unit: "GiB-hours", Label: "Memory", Header: "MEM-GIB-H", Places: 1,
+	{Name: "memory_gib_hours", Unit: "GiB-hours", Label: "Memory", Noun: "GPU memory", Header: "MEM-GIB-H", Places: 1,
 		From: []ID{Memory}, Divisor: mibSecondsPerGiBHour},
-	{Name: "energy_kwh", Unit: "kWh", Label: "Energy", Header: "ENERGY-KWH", Places: 3,
+	{Name: "energy_kwh", Unit: "kWh", Label: "Energy", Noun: "energy", Header: "ENERGY-KWH", Places: 3,
 		From: []ID{Energy}, Divisor: millijoulesPerKWh},
-	{Name: "pcie_gib", Unit: "GiB", Label: "PCIe", Header: "PCIE-GIB", Places: 2,
+	{Name: "pcie_gib", Unit: "GiB", Label: "PCIe", Noun: "PCIe traffic", Header: "PCIE-GIB", Places: 2,
 		From: []ID{PCIeTx, PCIeRx}, Divisor: bytesPerGiB},
-	{Name: "nvlink_gib", Unit: "GiB", Label: "NVLink", Header: "NVLINK-GIB", Places: 2,
+	{Name: "nvlink_gib", Unit: "GiB", Label: "NVLink", Noun: "NVLink traffic", Header: "NVLINK-GIB", Places: 2,
 		From: []ID{NVLinkTx, NVLinkRx}, Divisor: bytesPerGiB},
 }
 

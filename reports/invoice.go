@@ -10,6 +10,7 @@ import (
 	"html/template"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -310,6 +311,8 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 			other = append(other, lv)
 			continue
 		}
+		// Under its SKU's heading a line need not name the SKU again.
+		lv.Description = strings.TrimPrefix(lv.Description, l.SKU+" ")
 		g := group(l.SKU)
 		g.Lines = append(g.Lines, lv)
 	}
@@ -406,7 +409,7 @@ func priceText(d decimal.Decimal, places int32) string {
 }
 
 // roundingNote closes every rendering: what the amounts are.
-const roundingNote = "Each line is rounded once to the currency's minor unit; the totals add up the rounded lines. Tier amounts are shown rounded; quantities are shown to 3 places and priced in full."
+const roundingNote = "Each line is rounded once to the minor unit; the totals add up the rounded lines. Tier amounts are shown rounded, quantities to 3 places."
 
 // invoiceHTML is parsed once from a literal; Must cannot fail at run time.
 var invoiceHTML = template.Must(template.New("invoice").Parse(invoiceHTMLText))
@@ -433,6 +436,7 @@ table.lines { width: 100%; border-collapse: collapse; }
 table.lines th { text-align: left; border-bottom: 1px solid #111; padding: 1mm; font-size: 9pt; }
 table.lines td { padding: 1mm; vertical-align: top; border-bottom: 1px solid #ddd; }
 table.lines .num { text-align: right; white-space: nowrap; }
+table.lines .unit { white-space: nowrap; }
 table.lines tr.group th { border-bottom: none; padding-top: 4mm; font-size: 10pt; }
 table.lines tr.tier td { border-bottom: none; color: #555; font-size: 8.5pt; padding-top: 0; }
 table.lines tr.tier td.tierlabel { padding-left: 6mm; }
@@ -486,7 +490,7 @@ tr { page-break-inside: avoid; }
 <thead><tr><th>No</th><th>Description</th><th class="num">Quantity</th><th>Unit</th><th class="num">Unit price</th><th class="num">Amount ({{.Currency}})</th></tr></thead>
 {{range .Groups}}<tbody>
 <tr class="group"><th colspan="6">{{.Title}}</th></tr>
-{{range .Lines}}<tr class="line"><td>{{.No}}</td><td>{{.Kind}}: {{.Description}}{{with .Note}}<br><span class="note">{{.}}</span>{{end}}</td><td class="num">{{.Quantity}}</td><td>{{.Unit}}</td><td class="num">{{.UnitPrice}}</td><td class="num amount">{{.Amount}}</td></tr>
+{{range .Lines}}<tr class="line"><td>{{.No}}</td><td>{{.Kind}}: {{.Description}}{{with .Note}}<br><span class="note">{{.}}</span>{{end}}</td><td class="num">{{.Quantity}}</td><td class="unit">{{.Unit}}</td><td class="num">{{.UnitPrice}}</td><td class="num amount">{{.Amount}}</td></tr>
 {{range .Tiers}}<tr class="tier"><td></td><td class="tierlabel">{{.Label}}</td><td class="num">{{.Quantity}}</td><td></td><td class="num">{{.UnitPrice}}</td><td class="num">{{.Amount}}</td></tr>
 {{end}}{{end}}</tbody>
 {{end}}</table>

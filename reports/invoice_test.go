@@ -13,13 +13,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/debiantest"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -321,7 +321,7 @@ func TestWriteInvoiceHTML(t *testing.T) {
 				"Not billed: usage the price book does not price (1 meter on 1 SKU), listed in the appendix.", "Appendix: usage not priced (not billed)",
 				`<tr><td>H100-SXM5-80GB</td><td>PCIe traffic</td><td class="num">2.5</td><td>GiB</td></tr>`,
 				// Units and descriptions for people, tiers rounded.
-				"<td>GPU-hours</td>", "Reservation fee: 4 GPU-equivalents of H100-SXM5-80GB at 1.80 USD per GPU-hour",
+				`<td class="unit">GPU-hours</td>`, "<td>On demand: energy<", "Reservation fee: 4 GPU-equivalents of H100-SXM5-80GB at 1.80 USD per GPU-hour",
 				"<th>Payment</th><td>Bank transfer to IBAN DE89 3704 0044 0532 0130 00</td>",
 				"price book quote-test", "inputs sha256:0f3a9c",
 			} {
@@ -530,70 +530,11 @@ func pdfText(t *testing.T, pdf []byte) string {
 	return string(out)
 }
 
-// pdftotext finds Debian's pdftotext (poppler-utils), installing it with
-// apt-get when it is missing, as scripts/clickhouse.sh installs
-// clickhouse-server. A machine where neither works fails the test: the
-// PDF check is part of make test, never skipped.
+// pdftotext finds Debian's pdftotext (poppler-utils), installing it when
+// it is missing: the PDF check is part of make test, never skipped.
 func pdftotext(t *testing.T) string {
 	t.Helper()
-	return debianFile(t, "poppler-utils", func() (string, error) { return exec.LookPath("pdftotext") })
-}
-
-var (
-	debianMu sync.Mutex
-	// debianTried is the outcome of apt-get install, by package: tried
-	// once per test binary.
-	debianTried = map[string]error{}
-)
-
-// debianFile returns what find finds, installing Debian's package pkg
-// with apt-get first when it finds nothing. A machine where neither works
-// fails the test (CI or not): it is never skipped.
-func debianFile(t *testing.T, pkg string, find func() (string, error)) string {
-	t.Helper()
-	debianMu.Lock()
-	defer debianMu.Unlock()
-	path, err := find()
-	if err != nil {
-		installErr, tried := debianTried[pkg]
-		if !tried {
-			installErr = installDebian(pkg)
-			debianTried[pkg] = installErr
-		}
-		if err = installErr; err == nil {
-			path, err = find()
-		}
-	}
-	if err != nil {
-		t.Fatalf("%s is missing and could not be installed (apt-get install %s): %v", pkg, pkg, err)
-	}
-	return path
-}
-
-// installDebian runs apt-get update and install pkg, as root or via sudo
-// without a password prompt.
-func installDebian(pkg string) error {
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return fmt.Errorf("no apt-get to install %s: %w", pkg, err)
-	}
-	var sudo []string
-	if os.Geteuid() != 0 {
-		sudo = []string{"sudo", "-n"}
-	}
-	for _, args := range [][]string{
-		// Another test process may be installing at the same time: wait
-		// for dpkg's lock rather than fail on it.
-		{"apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-qq"},
-		{"apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-qq", "--no-install-recommends", pkg},
-	} {
-		args = append(append([]string(nil), sudo...), args...)
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	return nil
+	return debiantest.Tool(t, "poppler-utils", "pdftotext")
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/chargeback"
+	"github.com/gpumeter/gpumeter/internal/debiantest"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -147,7 +148,7 @@ func TestPDFRefusesTextTheFontCannotShow(t *testing.T) {
 // name prints exactly, in the invoice and the chargeback report, and a
 // line that wraps between CJK characters loses none of them.
 func TestPDFConfiguredFontPrintsCJK(t *testing.T) {
-	path := debianFile(t, "fonts-vlgothic", func() (string, error) { _, err := os.Stat(vlGothic); return vlGothic, err })
+	path := debiantest.File(t, "fonts-vlgothic", vlGothic)
 	font, err := reports.LoadPDFFont(path)
 	if err != nil {
 		t.Fatal(err)

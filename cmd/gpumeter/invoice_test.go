@@ -3,18 +3,23 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/browsertest"
+	"github.com/gpumeter/gpumeter/internal/debiantest"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/reports"
 	"github.com/gpumeter/gpumeter/tests/harness"
@@ -285,5 +290,98 @@ func TestDemoInvoicesNovember(t *testing.T) {
 	html := filepath.Join(dir, "chargeback.html")
 	if code, _, stderr := gpumeter(t, append(g, "chargeback", "--period", "2026-11", "--format", "html", "--out", html)...); code != 0 {
 		t.Fatalf("chargeback: exit %d\n%s", code, stderr)
+	}
+	lookAtInvoices(t, g, pdfs)
+}
+
+// lookAtInvoices reads the demo's November invoices as their customers
+// get them: every PDF's text (pdftotext) against its stored document, and
+// the longest invoice in every format, keeping a PNG of its PDF's first
+// and last pages (pdftoppm) and of its HTML (chromium) as artefacts.
+func lookAtInvoices(t *testing.T, g []string, pdfs []string) {
+	pdftotext := debiantest.Tool(t, "poppler-utils", "pdftotext")
+	// What a customer should never read: config paths, engine ids, exact
+	// amounts beside rounded ones, a tax line naming itself.
+	banned := []string{"reservations[", "exact ", "(line ", "on demand on demand", "tier 0"}
+	for _, p := range meter.PricedMeters {
+		banned = append(banned, p.Name)
+	}
+	var longest string
+	var longestPages int
+	for _, pdf := range pdfs {
+		out, err := exec.Command(pdftotext, "-layout", "-enc", "UTF-8", pdf, "-").CombinedOutput()
+		if err != nil {
+			t.Fatalf("pdftotext %s: %v\n%s", pdf, err, out)
+		}
+		text := string(out)
+		number := strings.TrimSuffix(filepath.Base(pdf), ".pdf")
+		var doc billing.Invoice
+		code, js, stderr := gpumeter(t, append(g, "invoice", "show", number, "--json")...)
+		if code != 0 || json.Unmarshal([]byte(js), &doc) != nil {
+			t.Fatalf("invoice show %s --json: exit %d\n%s", number, code, stderr)
+		}
+		if doc.DueDate == "" || doc.PaymentDays != billing.DefaultPaymentDays {
+			t.Errorf("%s: due %q, %d days; want the default terms' date", number, doc.DueDate, doc.PaymentDays)
+		}
+		pages := strings.Count(strings.TrimSuffix(text, "\f"), "\f") + 1
+		for _, want := range []string{"Invoice " + number, "Due", doc.DueDate, "Total", doc.Money(doc.TotalMinor) + " " + doc.Currency.Code,
+			fmt.Sprintf("Page %d/%d", pages, pages)} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s: no %q in\n%s", number, want, text)
+			}
+		}
+		for _, l := range doc.Lines {
+			if !strings.Contains(text, doc.Money(l.AmountMinor)) {
+				t.Errorf("%s line %d: no amount %s", number, l.No, doc.Money(l.AmountMinor))
+			}
+		}
+		for _, b := range banned {
+			if strings.Contains(text, b) {
+				t.Errorf("%s reads %q:\n%s", number, b, text)
+			}
+		}
+		if len(doc.Unpriced) > 0 && !strings.Contains(text, "Appendix: usage not priced") {
+			t.Errorf("%s: %d unpriced meters and no appendix", number, len(doc.Unpriced))
+		}
+		if pages > longestPages {
+			longest, longestPages = number, pages
+		}
+	}
+	art := harness.ArtifactDir(t)
+	pdf := filepath.Join(filepath.Dir(pdfs[0]), longest+".pdf")
+	pdftoppm := debiantest.Tool(t, "poppler-utils", "pdftoppm")
+	for _, page := range []int{1, longestPages} {
+		prefix := filepath.Join(art, fmt.Sprintf("invoice-pdf-page%d", page))
+		p := strconv.Itoa(page)
+		if out, err := exec.Command(pdftoppm, "-png", "-r", "60", "-singlefile", "-f", p, "-l", p, pdf, prefix).CombinedOutput(); err != nil {
+			t.Fatalf("pdftoppm: %v\n%s", err, out)
+		}
+		if st, err := os.Stat(prefix + ".png"); err != nil || st.Size() < 10_000 {
+			t.Errorf("page %d as PNG: %v", page, err)
+		}
+	}
+	htmlFile := filepath.Join(art, "invoice.html")
+	if code, _, stderr := gpumeter(t, append(g, "invoice", "render", longest, "--format", "html", "--out", htmlFile)...); code != 0 {
+		t.Fatalf("render html: exit %d\n%s", code, stderr)
+	}
+	page, err := os.ReadFile(htmlFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range banned {
+		if strings.Contains(string(page), b) {
+			t.Errorf("%s.html reads %q", longest, b)
+		}
+	}
+	shot := filepath.Join(art, "invoice-html.png")
+	browsertest.Headless(t, "file://"+htmlFile, "--screenshot="+shot, "--window-size=1000,1400", "--hide-scrollbars")
+	if st, err := os.Stat(shot); err != nil || st.Size() < 10_000 {
+		t.Errorf("HTML screenshot: %v", err)
+	}
+	// CSV and JSON are read by programs: they parse, and say when it is due.
+	code, csvText, stderr := gpumeter(t, append(g, "invoice", "render", longest, "--format", "csv")...)
+	rows, err := csv.NewReader(strings.NewReader(csvText)).ReadAll()
+	if code != 0 || err != nil || len(rows) < 2 || rows[0][len(rows[0])-2] != "due_date" || rows[1][len(rows[0])-2] == "" {
+		t.Errorf("csv: exit %d, %v, %.200q\n%s", code, err, csvText, stderr)
 	}
 }

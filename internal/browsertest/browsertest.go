@@ -9,52 +9,19 @@ package browsertest
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/debiantest"
 )
 
-var (
-	chromiumOnce sync.Once
-	chromiumPath string
-	chromiumErr  error
-)
-
-// Chromium returns the path of Debian's chromium, installing it with
-// apt-get the first time a test of the process needs it and it is missing.
+// Chromium returns the path of Debian's chromium, installing it the first
+// time a test of the process needs it and it is missing.
 func Chromium(tb testing.TB) string {
 	tb.Helper()
-	chromiumOnce.Do(func() {
-		for _, name := range []string{"chromium", "chromium-browser"} {
-			if chromiumPath, chromiumErr = exec.LookPath(name); chromiumErr == nil {
-				return
-			}
-		}
-		env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		// Another test process may be installing at the same time: wait
-		// for dpkg's lock rather than fail on it.
-		for _, args := range [][]string{{"apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-qq"},
-			{"apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-qq", "--no-install-recommends", "chromium"}} {
-			if os.Geteuid() != 0 {
-				args = append([]string{"sudo", "-n"}, args...)
-			}
-			cmd := exec.Command(args[0], args[1:]...)
-			cmd.Env = env
-			if out, err := cmd.CombinedOutput(); err != nil {
-				chromiumErr = err
-				tb.Logf("%v: %s", args, out)
-				return
-			}
-		}
-		chromiumPath, chromiumErr = exec.LookPath("chromium")
-	})
-	if chromiumErr != nil {
-		tb.Fatalf("chromium not found and could not be installed (apt-get install chromium): %v", chromiumErr)
-	}
-	return chromiumPath
+	return debiantest.Tool(tb, "chromium", "chromium", "chromium-browser")
 }
 
 // Headless runs chromium on url with the flags it needs as root in a

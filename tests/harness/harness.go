@@ -346,3 +346,24 @@ func StartServe(t testing.TB, global ...string) (addr string, stop func()) {
 	})
 	return addr, stop
 }
+
+// ArtifactDir is an empty folder for what a person may want to look at
+// after a test (screenshots, rendered pages), kept when the test ends:
+// $GPUMETER_TEST_ARTIFACTS/<test name>, else .data/test-artifacts/<test
+// name> in the repository.
+func ArtifactDir(t testing.TB) string {
+	t.Helper()
+	root := os.Getenv("GPUMETER_TEST_ARTIFACTS")
+	if root == "" {
+		root = filepath.Join(RepoRoot(t), ".data", "test-artifacts")
+	}
+	dir := filepath.Join(root, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("artefacts in %s", dir)
+	return dir
+}

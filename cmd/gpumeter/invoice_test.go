@@ -320,11 +320,12 @@ func lookAtInvoices(t *testing.T, g []string, pdfs []string) {
 		if code != 0 || json.Unmarshal([]byte(js), &doc) != nil {
 			t.Fatalf("invoice show %s --json: exit %d\n%s", number, code, stderr)
 		}
-		if doc.DueDate == "" || doc.PaymentDays != billing.DefaultPaymentDays {
-			t.Errorf("%s: due %q, %d days; want the default terms' date", number, doc.DueDate, doc.PaymentDays)
+		// The demo's issuer gives 30 days; initech has 14 of its own.
+		if days := map[bool]int{true: 14, false: 30}[doc.Tenant == "initech"]; doc.DueDate == "" || doc.PaymentDays != days {
+			t.Errorf("%s (%s): due %q, %d days; want %d days' date", number, doc.Tenant, doc.DueDate, doc.PaymentDays, days)
 		}
 		pages := strings.Count(strings.TrimSuffix(text, "\f"), "\f") + 1
-		for _, want := range []string{"Invoice " + number, "Due", doc.DueDate, "Total", doc.Money(doc.TotalMinor) + " " + doc.Currency.Code,
+		for _, want := range []string{"Invoice " + number, "Due", doc.DueDate, "Bank transfer to IBAN DE89", "Total", doc.Money(doc.TotalMinor) + " " + doc.Currency.Code,
 			fmt.Sprintf("Page %d/%d", pages, pages)} {
 			if !strings.Contains(text, want) {
 				t.Errorf("%s: no %q in\n%s", number, want, text)

@@ -566,7 +566,10 @@ type dayChart struct {
 	Days   []time.Time
 	Series []chartSeries
 	Bars   []chartBar // in r.Days order
-	Max    decimal.Decimal
+	// Max is the top of the axis: the highest of Ticks, at or above the
+	// costliest day; bars are fractions of it.
+	Max   decimal.Decimal
+	Ticks []decimal.Decimal // the y axis's labels, from 0 in equal steps
 	Minor  int32
 	Code   string
 }
@@ -669,6 +672,8 @@ func newDayChart(r chargeback.Report) dayChart {
 			c.Max = t
 		}
 	}
+	c.Ticks = niceTicks(c.Max)
+	c.Max = c.Ticks[len(c.Ticks)-1]
 	// Stack each day's bars in series order.
 	order := make([]int, len(r.Days))
 	for i := range order {
@@ -697,6 +702,37 @@ func newDayChart(r chargeback.Report) dayChart {
 		c.Bars[i] = chartBar{Day: day, Series: series[dc.Department], Bottom: frac(bottom), Top: frac(running[day]), Cost: dc.Cost}
 	}
 	return c
+}
+
+// niceTicks are an axis's labels for values up to max: 0, then equal steps
+// of 1, 2 or 5 times a power of ten (about five of them), the last at or
+// above max. A max of 0 gives 0 and 1.
+func niceTicks(max decimal.Decimal) []decimal.Decimal {
+	if max.Sign() <= 0 {
+		return []decimal.Decimal{decimal.Zero, decimal.NewFromInt(1)}
+	}
+	raw := max.Div(decimal.NewFromInt(5))
+	// magnitude: the power of ten at or below raw.
+	magnitude := decimal.New(1, int32(len(raw.Truncate(0).String())-1))
+	if raw.LessThan(decimal.NewFromInt(1)) {
+		magnitude = decimal.NewFromInt(1)
+		for magnitude.GreaterThan(raw) {
+			magnitude = magnitude.Shift(-1)
+		}
+	}
+	step := magnitude.Mul(decimal.NewFromInt(10))
+	for _, m := range []int64{1, 2, 5} {
+		if c := magnitude.Mul(decimal.NewFromInt(m)); c.GreaterThanOrEqual(raw) {
+			step = c
+			break
+		}
+	}
+	ticks := []decimal.Decimal{decimal.Zero}
+	for t := decimal.Zero; t.LessThan(max); {
+		t = t.Add(step)
+		ticks = append(ticks, t)
+	}
+	return ticks
 }
 
 // The held-vs-used chart's series: tenants' SM-active time, the rest of
@@ -760,7 +796,7 @@ type chargebackSVG struct {
 	PlotTop       int
 	PlotRight     int
 	PlotBottom    int
-	Max           string // the costliest day's cost
+	Ticks         []svgText // the y axis's labels, with a grid line each
 	Bars          []svgBar
 	Labels        []svgText
 	Legend        []svgLegend
@@ -808,7 +844,6 @@ func newChargebackSVG(r chargeback.Report, c dayChart) chargebackSVG {
 		PlotTop:    svgPlotTop,
 		PlotRight:  svgPlotRight,
 		PlotBottom: svgPlotTop + svgPlotHeight,
-		Max:        c.Max.StringFixed(c.Minor) + " " + c.Code,
 		Empty:      len(c.Days) == 0,
 		Caption:    "Cost per department per day (UTC), " + r.Currency.Code,
 	}
@@ -833,6 +868,10 @@ func newChargebackSVG(r chargeback.Report, c dayChart) chargebackSVG {
 			Day:    c.Days[b.Day].Format(time.DateOnly),
 		})
 	}
+	for _, t := range c.Ticks {
+		y := bottom.Sub(t.DivRound(c.Max, chartFractionPlaces).Mul(plotH)).Round(2)
+		s.Ticks = append(s.Ticks, svgText{Y: y.String(), Text: t.String()})
+	}
 	step := c.dayLabelStep()
 	for i, d := range c.Days {
 		if i%step != 0 {
@@ -854,12 +893,10 @@ func rgbHex(c [3]int) string { return fmt.Sprintf("#%02x%02x%02x", c[0], c[1], c
 // chargebackHTML is parsed once from a literal; Must cannot fail at run time.
 var chargebackHTML = template.Must(template.New("chargeback").Parse(chargebackHTMLText))
 
-const chargebackHTMLText = `{{define "cells"}}<td class="num gpu">{{.GPUHours}}</td><td class="skus">{{range $i, $s := .SKUs}}{{if $i}}<br>{{end}}{{$s}}{{end}}</td><td class="num">{{.SMActive}}</td><td class="num">{{.Utilization}}</td><td class="num">{{.Memory}}</td><td class="num">{{.KWh}}</td><td class="num">{{.KgCO2e}}</td>{{range .Costs}}<td class="num meter">{{.}}</td>{{end}}<td class="num idle">{{.IdleCost}}</td><td class="num cost">{{.Cost}}</td><td class="num share">{{.Share}}</td>{{end}}{{define "svg"}}<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Caption}}">
-<line x1="{{.PlotLeft}}" y1="{{.PlotTop}}" x2="{{.PlotRight}}" y2="{{.PlotTop}}" stroke="#ddd" stroke-width="1"/>
-<line x1="{{.PlotLeft}}" y1="{{.PlotBottom}}" x2="{{.PlotRight}}" y2="{{.PlotBottom}}" stroke="#111" stroke-width="1"/>
+const chargebackHTMLText = `{{define "cells"}}<td class="num gpu">{{.GPUHours}}</td><td class="skus">{{range $i, $s := .SKUs}}{{if $i}}<br>{{end}}<span class="sku">{{$s}}</span>{{end}}</td><td class="num">{{.SMActive}}</td><td class="num">{{.Utilization}}</td><td class="num">{{.Memory}}</td><td class="num">{{.KWh}}</td><td class="num">{{.KgCO2e}}</td>{{range .Costs}}<td class="num meter">{{.}}</td>{{end}}<td class="num idle">{{.IdleCost}}</td><td class="num cost">{{.Cost}}</td><td class="num share">{{.Share}}</td>{{end}}{{define "svg"}}<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Caption}}">
+{{range .Ticks}}<line class="grid" x1="{{$.PlotLeft}}" y1="{{.Y}}" x2="{{$.PlotRight}}" y2="{{.Y}}" stroke="#e6e6e6" stroke-width="1"/><text class="tick" x="{{$.PlotLeft}}" y="{{.Y}}" dx="-4" dy="4" text-anchor="end">{{.Text}}</text>
+{{end}}<line x1="{{.PlotLeft}}" y1="{{.PlotBottom}}" x2="{{.PlotRight}}" y2="{{.PlotBottom}}" stroke="#111" stroke-width="1"/>
 <line x1="{{.PlotLeft}}" y1="{{.PlotTop}}" x2="{{.PlotLeft}}" y2="{{.PlotBottom}}" stroke="#111" stroke-width="1"/>
-<text x="{{.PlotLeft}}" y="{{.PlotTop}}" dx="-4" dy="4" text-anchor="end">{{.Max}}</text>
-<text x="{{.PlotLeft}}" y="{{.PlotBottom}}" dx="-4" dy="4" text-anchor="end">0</text>
 {{range .Bars}}<rect class="bar" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{.Fill}}" data-series="{{.Series}}" data-day="{{.Day}}"><title>{{.Title}}</title></rect>
 {{end}}{{range .Labels}}<text x="{{.X}}" y="{{.Y}}" text-anchor="middle">{{.Text}}</text>
 {{end}}{{range .Legend}}<g class="legend"><rect x="{{.X}}" y="{{.Y}}" width="12" height="12" fill="{{.Fill}}"/><text x="{{.TextX}}" y="{{.TextY}}">{{.Name}}</text></g>
@@ -883,7 +920,9 @@ table.chargeback th, table.energy th { text-align: left; border-bottom: 1px soli
 table.chargeback td, table.energy td { padding: 0.8mm 1mm; vertical-align: top; border-bottom: 1px solid #ddd; }
 .num { text-align: right; white-space: nowrap; }
 th.num { text-align: right; }
-td.skus { font-size: 7.5pt; color: #333; }
+td.skus { font-size: 7.5pt; color: #333; white-space: nowrap; }
+.scroll { overflow-x: auto; max-width: 100%; }
+.meta td { overflow-wrap: anywhere; }
 tr.dept th { border-bottom: none; padding-top: 3mm; font-size: 9.5pt; }
 tr.tenant td.name { padding-left: 4mm; }
 tr.subtotal td { font-weight: bold; border-bottom: 1px solid #888; }
@@ -912,7 +951,7 @@ figure, .energy-section { page-break-inside: avoid; }
 <tr><th>Fleet energy</th><td>{{.Fleet.KWh}} kWh{{if .Carbon}}, {{.Fleet.KgCO2e}} kgCO2e{{else}} (no carbon intensities given){{end}}</td></tr>
 </table>
 <h2>Cost by department and tenant</h2>
-<table class="chargeback">
+<div class="scroll"><table class="chargeback">
 <thead><tr><th>Department / tenant</th><th class="num">GPU-hours</th><th>GPU-hours by SKU</th><th class="num">SM-active hours</th><th class="num">Utilization</th><th class="num">Memory GiB-hours</th><th class="num">Energy kWh</th><th class="num">kgCO2e</th>{{range .Meters}}<th class="num">{{.}} ({{$.Currency}})</th>{{end}}<th class="num">Idle share ({{.Currency}})</th><th class="num">Total ({{.Currency}})</th><th class="num">Share %</th></tr></thead>
 {{range .Depts}}<tbody class="department">
 <tr class="dept"><th colspan="{{$.Columns}}">{{.Name}}</th></tr>
@@ -925,7 +964,7 @@ figure, .energy-section { page-break-inside: avoid; }
 {{end}}<tfoot>
 <tr class="fleet"><td class="name">{{.Fleet.Name}}</td>{{template "cells" .Fleet}}</tr>
 </tfoot>
-</table>
+</table></div>
 <h2>Cost per department per day</h2>
 <figure>
 {{with .Chart}}{{if .Empty}}<p>No usage in this period.</p>
@@ -933,21 +972,21 @@ figure, .energy-section { page-break-inside: avoid; }
 {{end}}</figure>
 <div class="energy-section">
 <h2>Energy and carbon</h2>
-<table class="energy">
+<div class="scroll"><table class="energy">
 <thead><tr><th>Row</th><th class="num">Energy kWh</th>{{range .Sources}}<th class="num">{{.}} kWh</th>{{end}}<th class="num">GPU-hours without energy measurement</th><th class="num">kWh without carbon intensity</th><th class="num">kgCO2e</th></tr></thead>
 <tbody>
 {{range .EnergyRows}}<tr><td>{{.Name}}</td><td class="num">{{.KWh}}</td>{{range .BySource}}<td class="num">{{.}}</td>{{end}}<td class="num">{{.EnergyUnmeasured}}</td><td class="num">{{.NoIntensity}}</td><td class="num">{{.KgCO2e}}</td></tr>
 {{end}}</tbody>
-</table>
+</table></div>
 </div>
 {{if .Efficiency}}<div class="efficiency-section">
 <h2>Efficiency: held-but-idle GPUs</h2>
-<table class="efficiency">
+<div class="scroll"><table class="efficiency">
 <thead><tr><th>Department / tenant</th><th class="num">GPU-hours held</th><th class="num">Utilization</th><th class="num">GPU-hours unmeasured</th><th class="num">GPU-hours held but idle</th><th class="num">Idle share</th></tr></thead>
 <tbody>
 {{range .Efficiency}}<tr{{if .Department}} class="subtotal"{{end}}><td class="name">{{.Name}}</td><td class="num">{{.Held}}</td><td class="num">{{.Utilization}}{{if .UtilBar}}<svg class="util" viewBox="0 0 100 6" role="img" aria-label="utilization {{.Utilization}}"><rect width="100" height="6" fill="#e6e6e6"/><rect class="util-bar" width="{{.UtilBar}}" height="6" fill="#1f77b4"/></svg>{{end}}</td><td class="num">{{.Unmeasured}}</td><td class="num idle-hours">{{.Idle}}</td><td class="num">{{.IdleShare}}</td></tr>
 {{end}}</tbody>
-</table>
+</table></div>
 <p>Held but idle: measured SM activity under 5 % of the GPU time held for at least 30 minutes on end; unmeasured time is never idle. Utilization and idle share are over the measured time (docs/insights.md).</p>
 {{with .UsageChart}}<h2>Held vs used per day</h2>
 <figure class="usage-chart">

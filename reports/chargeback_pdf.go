@@ -157,7 +157,7 @@ func (c *pdfChargeback) render() {
 		pdf.Ln(4)
 	}
 	if c.usageChart != nil && v.UsageChart != nil {
-		c.drawDayChart("Held vs used per day", *c.usageChart, v.UsageChart.Max, v.UsageChart.Caption+".")
+		c.drawDayChart("Held vs used per day", *c.usageChart, v.UsageChart.Caption+".")
 		pdf.Ln(4)
 	}
 	c.heading("Notes")
@@ -403,13 +403,13 @@ const (
 // chartSection draws the stacked bars of cost per department per day,
 // its axes and legend, from the same layout as the SVG chart.
 func (c *pdfChargeback) chartSection() {
-	c.drawDayChart("Cost per department per day", c.chart, c.v.Chart.Max,
+	c.drawDayChart("Cost per department per day", c.chart,
 		c.v.Chart.Caption+". Each department's days add up to its total; a shared idle cost falls on the days the idle capacity cost something.")
 }
 
 // drawDayChart draws a day chart under heading: its bars, axes (top
-// labelled maxLabel), day labels, legend and caption.
-func (c *pdfChargeback) drawDayChart(heading string, ch dayChart, maxLabel, caption string) {
+// labelled at every tick), day labels, legend and caption.
+func (c *pdfChargeback) drawDayChart(heading string, ch dayChart, caption string) {
 	pdf := c.pdf
 	need := 6 + cbChartHeight + 10 + float64(legendLines(len(ch.Series)))*cbLegendLine + 6
 	c.ensure(need)
@@ -421,20 +421,19 @@ func (c *pdfChargeback) drawDayChart(heading string, ch dayChart, maxLabel, capt
 	}
 	top := pdf.GetY() + 2
 	bottom := top + cbChartHeight
-	pdf.SetDrawColor(221, 221, 221)
 	pdf.SetLineWidth(0.2)
-	pdf.Line(cbChartLeft, top, cbChartLeft+cbChartWidth, top)
+	c.font("", 7, 60)
+	// A grid line and a label at each tick of the axis (0 to Max).
+	for _, t := range ch.Ticks {
+		y := bottom - t.Div(ch.Max).InexactFloat64()*cbChartHeight
+		pdf.SetDrawColor(230, 230, 230)
+		pdf.Line(cbChartLeft, y, cbChartLeft+cbChartWidth, y)
+		pdf.SetXY(cbMargin, y-1.75)
+		pdf.CellFormat(cbChartLeft-cbMargin-1, 3.5, c.tr(t.String()), "", 0, "R", false, 0, "")
+	}
 	pdf.SetDrawColor(0, 0, 0)
 	pdf.Line(cbChartLeft, bottom, cbChartLeft+cbChartWidth, bottom)
 	pdf.Line(cbChartLeft, top, cbChartLeft, bottom)
-	c.font("", 7, 60)
-	for _, a := range []struct {
-		y    float64
-		text string
-	}{{top, maxLabel}, {bottom, "0"}} {
-		pdf.SetXY(cbMargin, a.y-1.75)
-		pdf.CellFormat(cbChartLeft-cbMargin-1, 3.5, c.tr(a.text), "", 0, "R", false, 0, "")
-	}
 
 	// Geometry, not money: the fractions of the costliest day are turned
 	// into millimetres here.

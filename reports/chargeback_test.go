@@ -288,6 +288,7 @@ var (
 	cbBar      = regexp.MustCompile(`<rect class="bar" x="[\d.]+" y="([\d.]+)" width="[\d.]+" height="([\d.]+)" fill="#[0-9a-f]{6}" data-series="([^"]*)" data-day="([\d-]+)"><title>([^<]*)</title></rect>`)
 	cbDayLabel = regexp.MustCompile(`<text x="[\d.]+" y="256" text-anchor="middle">(\d\d-\d\d)</text>`)
 	cbLegend   = regexp.MustCompile(`<g class="legend"><rect [^>]*/><text [^>]*>([^<]*)</text></g>`)
+	cbTick     = regexp.MustCompile(`<text class="tick" x="[\d.]+" y="[\d.]+" dx="-4" dy="4" text-anchor="end">([\d.]+)</text>`)
 	cbCost     = regexp.MustCompile(`<tr class="(tenant|subtotal|idle|fleet)"><td class="name">([^<]*)</td>.*<td class="num cost">([^<]*)</td>`)
 )
 
@@ -362,8 +363,32 @@ func TestWriteChargebackHTML(t *testing.T) {
 			for _, h := range heights {
 				tallest = decimal.Max(tallest, h)
 			}
-			if d := tallest.Sub(decimal.NewFromInt(220)).Abs(); d.GreaterThan(decimal.RequireFromString("0.05")) {
-				t.Errorf("tallest day %s high, want the plot's 220", tallest)
+			// The y axis: grid lines and labels at 0 and equal 1-2-5 steps up
+			// to the first at or above the costliest day, bars in
+			// proportion to it.
+			var ticks []decimal.Decimal
+			for _, m := range cbTick.FindAllStringSubmatch(out, -1) {
+				ticks = append(ticks, decimal.RequireFromString(m[1]))
+			}
+			costliest := decimal.Zero
+			perDay := map[string]decimal.Decimal{}
+			for _, dc := range r.Days {
+				k := dc.Day.Format(time.DateOnly)
+				perDay[k] = perDay[k].Add(dc.Cost)
+				costliest = decimal.Max(costliest, perDay[k])
+			}
+			if len(ticks) < 3 || !ticks[0].IsZero() || ticks[len(ticks)-1].LessThan(costliest) ||
+				ticks[len(ticks)-2].GreaterThanOrEqual(costliest) {
+				t.Fatalf("ticks %v for a costliest day of %s", ticks, costliest)
+			}
+			for i := 2; i < len(ticks); i++ {
+				if !ticks[i].Sub(ticks[i-1]).Equal(ticks[1]) {
+					t.Errorf("ticks %v: unequal steps", ticks)
+				}
+			}
+			high := costliest.Div(ticks[len(ticks)-1]).Mul(decimal.NewFromInt(220))
+			if d := tallest.Sub(high).Abs(); d.GreaterThan(decimal.RequireFromString("0.05")) {
+				t.Errorf("tallest day %s high, want %s of the plot's 220", tallest, high)
 			}
 			// The axis is every day of November, labelled every other day.
 			var labels []string
@@ -570,5 +595,29 @@ func TestChargebackRenderersEmptyReport(t *testing.T) {
 	}
 	if !strings.Contains(pdfText(t, p.Bytes()), "No usage in this period.") {
 		t.Error("empty pdf: no 'No usage'")
+	}
+}
+
+// The chart's y axis steps by 1, 2 or 5 times a power of ten, from 0 to
+// the first step at or above the highest value.
+func TestNiceTicks(t *testing.T) {
+	for _, tc := range []struct{ max, want string }{
+		{"0", "0 1"},
+		{"797", "0 200 400 600 800"},
+		{"800", "0 200 400 600 800"},
+		{"1000", "0 200 400 600 800 1000"},
+		{"12.76", "0 5 10 15"},
+		{"3.2", "0 1 2 3 4"},
+		{"0.37", "0 0.1 0.2 0.3 0.4"},
+		{"0.0042", "0 0.001 0.002 0.003 0.004 0.005"},
+		{"55000", "0 20000 40000 60000"},
+	} {
+		var got []string
+		for _, d := range reports.NiceTicks(decimal.RequireFromString(tc.max)) {
+			got = append(got, d.String())
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("ticks up to %s: %s, want %s", tc.max, strings.Join(got, " "), tc.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -292,6 +293,32 @@ func TestDemoInvoicesNovember(t *testing.T) {
 		t.Fatalf("chargeback: exit %d\n%s", code, stderr)
 	}
 	lookAtInvoices(t, g, pdfs)
+	lookAtChargeback(t, html)
+}
+
+// lookAtChargeback opens the demo's chargeback HTML at a desktop's width
+// and a phone's: nothing scrolls sideways (the tables scroll in their
+// boxes), SKU names are never broken, quantities print to their unit's
+// places; a screenshot at each width is kept as an artefact.
+func lookAtChargeback(t *testing.T, html string) {
+	page, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if long := regexp.MustCompile(`\d\.\d{4,} (kWh|GPU-hours)`).FindString(string(page)); long != "" {
+		t.Errorf("chargeback prints %q: more places than the unit's", long)
+	}
+	if !strings.Contains(string(page), `td.skus { font-size: 7.5pt; color: #333; white-space: nowrap; }`) {
+		t.Error("SKU cells may break inside a name")
+	}
+	art := harness.ArtifactDir(t)
+	for _, width := range []int{1400, 400} {
+		if n := browsertest.Overflow(t, html, width); n > 0 {
+			t.Errorf("at %d px the chargeback page is %d px too wide", width, n)
+		}
+		shot := filepath.Join(art, fmt.Sprintf("chargeback-%d.png", width))
+		browsertest.Headless(t, "file://"+html, "--screenshot="+shot, fmt.Sprintf("--window-size=%d,1600", width), "--hide-scrollbars")
+	}
 }
 
 // lookAtInvoices reads the demo's November invoices as their customers

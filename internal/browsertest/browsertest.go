@@ -9,7 +9,12 @@ package browsertest
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,4 +47,33 @@ func Headless(tb testing.TB, url string, extra ...string) string {
 		tb.Fatalf("chromium %v: %v\n%s", extra, err, stderr.String())
 	}
 	return string(out)
+}
+
+// Overflow opens the HTML file at path in a window width pixels wide and
+// returns by how many pixels the page is wider than the window: 0 when
+// nothing scrolls sideways. It measures a copy of the file with a script
+// added (document.documentElement.scrollWidth - innerWidth), so the page
+// itself needs no script.
+func Overflow(tb testing.TB, path string, width int) int {
+	tb.Helper()
+	page, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	const measure = `<script>addEventListener("load", () => { document.title = "overflow:" + (document.documentElement.scrollWidth - innerWidth); });</script>`
+	i := strings.LastIndex(string(page), "</body>")
+	if i < 0 {
+		tb.Fatalf("%s: no </body>", path)
+	}
+	copyPath := filepath.Join(tb.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(copyPath, []byte(string(page[:i])+measure+string(page[i:])), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	dom := Headless(tb, "file://"+copyPath, "--dump-dom", "--hide-scrollbars", fmt.Sprintf("--window-size=%d,1000", width))
+	m := regexp.MustCompile(`<title>overflow:(-?\d+)</title>`).FindStringSubmatch(dom)
+	if m == nil {
+		tb.Fatalf("%s at %d px: no measurement in the page", path, width)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return max(n, 0)
 }

@@ -562,19 +562,19 @@ func notes(in Input, fleet Totals, pool decimal.Decimal, carbon bool) []string {
 	for _, s := range fleet.Energy.BySource {
 		switch s.Source {
 		case EnergySplitBySlices:
-			out = append(out, fmt.Sprintf("%s kWh of energy was split across MIG instances by compute-slice share: NVML reports energy per GPU only", s.KWh))
+			out = append(out, fmt.Sprintf("%s kWh of energy was split across MIG instances by compute-slice share: NVML reports energy per GPU only", s.KWh.StringFixed(kWhPlaces)))
 		case EnergySplitByGPM:
-			out = append(out, fmt.Sprintf("%s kWh of energy was split across MIG instances by their GPM SM activity", s.KWh))
+			out = append(out, fmt.Sprintf("%s kWh of energy was split across MIG instances by their GPM SM activity", s.KWh.StringFixed(kWhPlaces)))
 		}
 	}
 	if !fleet.Energy.UnmeasuredGPUHours.IsZero() {
-		out = append(out, fmt.Sprintf("%s GPU-hours had no energy measurement: their energy is missing from the kWh figures, not counted as zero", fleet.Energy.UnmeasuredGPUHours))
+		out = append(out, fmt.Sprintf("%s GPU-hours had no energy measurement: their energy is missing from the kWh figures, not counted as zero", fleet.Energy.UnmeasuredGPUHours.StringFixed(gpuHourPlaces)))
 	}
 	if !fleet.SMUnmeasuredGPUHours.IsZero() {
-		out = append(out, fmt.Sprintf("%s GPU-hours had no SM-activity measurement and are left out of utilization", fleet.SMUnmeasuredGPUHours))
+		out = append(out, fmt.Sprintf("%s GPU-hours had no SM-activity measurement and are left out of utilization", fleet.SMUnmeasuredGPUHours.StringFixed(gpuHourPlaces)))
 	}
 	if carbon && !fleet.Energy.NoIntensityKWh.IsZero() {
-		out = append(out, fmt.Sprintf("%s kWh had no carbon intensity for its site or hour and is left out of kgCO2e", fleet.Energy.NoIntensityKWh))
+		out = append(out, fmt.Sprintf("%s kWh had no carbon intensity for its site or hour and is left out of kgCO2e", fleet.Energy.NoIntensityKWh.StringFixed(kWhPlaces)))
 	}
 	if in.Idle != IdleOwnRow && !pool.IsZero() {
 		how := map[IdleMode]string{
@@ -630,4 +630,16 @@ func rowCost(r Row) decimal.Decimal {
 func dayOf(t time.Time) int64 {
 	u := t.UTC()
 	return time.Date(u.Year(), u.Month(), u.Day(), 0, 0, 0, 0, time.UTC).Unix()
+}
+
+// Notes print quantities to the places the meter table gives their units
+// everywhere else (docs/meters.md).
+var (
+	kWhPlaces     = placesOf("energy_kwh")
+	gpuHourPlaces = placesOf("gpu_hours")
+)
+
+func placesOf(name string) int32 {
+	p, _ := meter.LookupPriced(name)
+	return p.Places
 }

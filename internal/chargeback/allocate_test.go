@@ -380,9 +380,9 @@ func TestAllocateEnergy(t *testing.T) {
 		t.Error("kgCO2e without a carbon source, want null")
 	}
 	want := []string{
-		"0.4 kWh of energy was split across MIG instances by compute-slice share: NVML reports energy per GPU only",
-		"0.4 GPU-hours had no energy measurement: their energy is missing from the kWh figures, not counted as zero",
-		"0.1 GPU-hours had no SM-activity measurement and are left out of utilization",
+		"0.400 kWh of energy was split across MIG instances by compute-slice share: NVML reports energy per GPU only",
+		"0.400 GPU-hours had no energy measurement: their energy is missing from the kWh figures, not counted as zero",
+		"0.100 GPU-hours had no SM-activity measurement and are left out of utilization",
 		"idle capacity cost 3.94 USD, shared to tenants by GPU time held",
 	}
 	if got := strings.Join(rep.Notes, "\n"); got != strings.Join(want, "\n") {

@@ -34,7 +34,7 @@ func TestAllocateCarbonFixed(t *testing.T) {
 				"dave": "0 (no intensity 0 kWh)", "fleet": "0.38 (no intensity 0 kWh)"}, ""},
 		{"a site without an intensity is left out, not zero", CarbonSource{Sites: map[string]decimal.Decimal{"eu-west": dec("200")}},
 			map[string]string{"alice": "0.14 (no intensity 0 kWh)", "carol": "0 (no intensity 0.4 kWh)", "fleet": "0.22 (no intensity 0.4 kWh)"},
-			"0.4 kWh had no carbon intensity for its site or hour and is left out of kgCO2e"},
+			"0.400 kWh had no carbon intensity for its site or hour and is left out of kgCO2e"},
 		// Day 1, 10:00 at 300 g/kWh: the day-2 rows have no energy.
 		{"per hour", CarbonSource{Hours: []HourIntensity{{Hour: hour(1, 10), GramsPerKWh: dec("300")}}},
 			map[string]string{"alice": "0.21 (no intensity 0 kWh)", "carol": "0.12 (no intensity 0 kWh)", "fleet": "0.45 (no intensity 0 kWh)"}, ""},

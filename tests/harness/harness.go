@@ -347,6 +347,11 @@ func StartServe(t testing.TB, global ...string) (addr string, stop func()) {
 	return addr, stop
 }
 
+var (
+	artifactMu   sync.Mutex
+	artifactDirs = map[string]bool{}
+)
+
 // ArtifactDir is an empty folder for what a person may want to look at
 // after a test (screenshots, rendered pages), kept when the test ends:
 // $GPUMETER_TEST_ARTIFACTS/<test name>, else .data/test-artifacts/<test
@@ -358,8 +363,14 @@ func ArtifactDir(t testing.TB) string {
 		root = filepath.Join(RepoRoot(t), ".data", "test-artifacts")
 	}
 	dir := filepath.Join(root, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
+	artifactMu.Lock()
+	defer artifactMu.Unlock()
+	// Emptied once per process: a test may ask for its folder twice.
+	if !artifactDirs[dir] {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		artifactDirs[dir] = true
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,4 @@
+package reports
+
+// NiceTicks is niceTicks for the external tests.
+var NiceTicks = niceTicks

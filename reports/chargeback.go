@@ -570,8 +570,8 @@ type dayChart struct {
 	// costliest day; bars are fractions of it.
 	Max   decimal.Decimal
 	Ticks []decimal.Decimal // the y axis's labels, from 0 in equal steps
-	Minor  int32
-	Code   string
+	Minor int32
+	Code  string
 }
 
 type chartSeries struct {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,10 +18,13 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/internal/usage"
@@ -48,7 +52,16 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, server.DefaultConfig())
 	addSeptember(t, f)
-	ts, _ := f.fullAPI(t)
+	// Every route served, quotas with a soft threshold, a department's
+	// and a model's rule among them.
+	qcfg := quota.DefaultConfig()
+	qcfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: &quota.Limit{Limit: decimal.NewFromInt(8), Soft: "50%"}},
+		{Department: "research", GPUModel: "H100-SXM5-80GB", GPUHours: lim("1000")}, {Tenant: "initech", Spend: lim("100")}}
+	api, q := f.quotaAPI(t, qcfg, true, map[string]string{"team-acme": "acme", "team-globex": "globex"})
+	api.Insights = f.insights(t, time.Now)
+	ts, _, _ := f.mount(t, api, q)
+	// The same on 25 September's clock: tokyo's month so far has a trend.
+	september, _ := f.serve(t, server.DefaultConfig(), func() time.Time { return time.Date(2026, 9, 25, 12, 0, 0, 0, time.UTC) })
 
 	// The document as the server serves it.
 	code, raw, _ := f.get(t, "", "/v1/openapi.json")
@@ -113,16 +126,21 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 
 		{"the cost of a month over", ts, "GET", "/v1/cost", "/v1/cost?" + oct, acme, "", 200},
 		{"the cost of this month", ts, "GET", "/v1/cost", "/v1/cost?tenant=globex", admin, "", 200},
+		{"the cost of a month with a trend", september, "GET", "/v1/cost", "/v1/cost?tenant=tokyo", admin, "", 200},
 		{"the cost of a bad month", ts, "GET", "/v1/cost", "/v1/cost?tenant=acme&month=October", admin, "", 400},
 		{"another tenant's cost", ts, "GET", "/v1/cost", "/v1/cost?tenant=initech&" + oct, research, "", 404},
 
 		{"tenants", ts, "GET", "/v1/tenants", "/v1/tenants", research, "", 200},
+		{"tenants, one with a contract", ts, "GET", "/v1/tenants", "/v1/tenants", admin, "", 200},
 		{"tenants with a parameter", ts, "GET", "/v1/tenants", "/v1/tenants?tenant=acme", admin, "", 400},
 
 		{"chargeback as JSON", ts, "GET", "/v1/chargeback", "/v1/chargeback?" + oct + "&idle=by_use", admin, "", 200},
 		{"chargeback as CSV", ts, "GET", "/v1/chargeback", "/v1/chargeback?" + oct + "&format=csv", research, "", 200},
 		{"chargeback as HTML", ts, "GET", "/v1/chargeback", "/v1/chargeback?" + oct + "&format=html", admin, "", 200},
 		{"chargeback as PDF", ts, "GET", "/v1/chargeback", "/v1/chargeback?" + oct + "&format=pdf", admin, "", 200},
+		{"chargeback of September, idle on its own row", ts, "GET", "/v1/chargeback", "/v1/chargeback?month=2026-09&idle=own_row", admin, "", 200},
+		{"chargeback of September, idle shared", ts, "GET", "/v1/chargeback", "/v1/chargeback?month=2026-09&idle=by_use", admin, "", 200},
+		{"tokyo's invoice as JSON", ts, "GET", "/v1/invoices/{ref}", "/v1/invoices/" + tokyo, admin, "", 200},
 		{"chargeback without a month", ts, "GET", "/v1/chargeback", "/v1/chargeback", admin, "", 400},
 		{"chargeback for a tenant key", ts, "GET", "/v1/chargeback", "/v1/chargeback?" + oct, acme, "", 403},
 		{"chargeback the PDF font cannot show", ts, "GET", "/v1/chargeback", "/v1/chargeback?month=2026-09&format=pdf", admin, "", 422},
@@ -130,6 +148,8 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 		{"an admission", ts, "POST", "/v1/admission", "/v1/admission", acme, admit, 200},
 		{"a dry run of parts", ts, "POST", "/v1/admission", "/v1/admission", admin,
 			`{"tenant":"globex","dry_run":true,"parts":[{"gpu_model":"H100-SXM5-80GB","count":2}],"expected_duration":"2h"}`, 200},
+		{"an admission over a soft threshold", ts, "POST", "/v1/admission", "/v1/admission", acme,
+			`{"gpu_model":"H100-SXM5-80GB","count":5,"expected_duration":"1h"}`, 200},
 		{"a denied admission", ts, "POST", "/v1/admission", "/v1/admission", admin,
 			`{"tenant":"acme","gpu_model":"H100-SXM5-80GB","count":100,"expected_duration":"1h"}`, 200},
 		{"an admission without a duration", ts, "POST", "/v1/admission", "/v1/admission", acme, `{"gpu_model":"H100-SXM5-80GB","count":1}`, 400},
@@ -142,6 +162,8 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 
 		{"a pod admitted", ts, "POST", "/v1/admission/k8s", "/v1/admission/k8s", admin, k8sReview("team-acme"), 200},
 		{"a pod of no metered namespace", ts, "POST", "/v1/admission/k8s", "/v1/admission/k8s", admin, k8sReview("kube-system"), 200},
+		{"a pod over a soft threshold", ts, "POST", "/v1/admission/k8s", "/v1/admission/k8s", admin,
+			strings.Replace(k8sReview("team-acme"), `"nvidia.com/gpu":"1"`, `"nvidia.com/gpu":"5"`, 1), 200},
 		{"a pod denied", ts, "POST", "/v1/admission/k8s", "/v1/admission/k8s", admin,
 			strings.Replace(k8sReview("team-acme"), `"nvidia.com/gpu":"1"`, `"nvidia.com/gpu":"64"`, 1), 200},
 		{"a review that is not one", ts, "POST", "/v1/admission/k8s", "/v1/admission/k8s", admin, `{}`, 400},
@@ -153,6 +175,7 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 		{"efficiency of another tenant", ts, "GET", "/v1/insights/efficiency", "/v1/insights/efficiency?" + oct + "&tenant=globex", acme, "", 404},
 
 		{"right-sizing", ts, "GET", "/v1/insights/rightsize", "/v1/insights/rightsize?" + oct, admin, "", 200},
+		{"right-sizing of September", ts, "GET", "/v1/insights/rightsize", "/v1/insights/rightsize?month=2026-09", admin, "", 200},
 		{"right-sizing of a tenant", ts, "GET", "/v1/insights/rightsize", "/v1/insights/rightsize?" + oct, acme, "", 200},
 		{"right-sizing over too long", ts, "GET", "/v1/insights/rightsize", "/v1/insights/rightsize?from=2026-01-01&to=2026-11-01", admin, "", 400},
 		{"right-sizing of another tenant", ts, "GET", "/v1/insights/rightsize", "/v1/insights/rightsize?" + oct + "&tenant=initech", acme, "", 404},
@@ -184,6 +207,7 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 	}
 
 	seen := map[string]bool{}
+	shown := map[string]bool{} // schema.property of every property an answer held
 	for _, c := range cases {
 		t.Run(c.method+" "+c.route+" "+strconv.Itoa(c.want)+" "+c.name, func(t *testing.T) {
 			code, body, hdr := send(t, c.method, c.srv.URL+c.target, c.token, c.body)
@@ -194,6 +218,13 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 				t.Fatalf("the answer does not match the document: %v\n%.600s", err, body)
 			}
 			seen[c.method+" "+c.route+" "+strconv.Itoa(c.want)] = true
+			if s := jsonSchemaOf(doc, c, code); s != nil {
+				var v any
+				if err := json.Unmarshal(body, &v); err != nil {
+					t.Fatal(err)
+				}
+				coverProperties(shown, "", s, v)
+			}
 		})
 	}
 	var unseen []string
@@ -209,6 +240,138 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 	sort.Strings(unseen)
 	if len(unseen) > 0 {
 		t.Errorf("documented responses no case produced and validated:\n  %s", strings.Join(unseen, "\n  "))
+	}
+	// Every property the document describes was in some answer: a
+	// property the server no longer sends (or never did) fails here.
+	documented := map[string]bool{}
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			for _, r := range op.Responses.Map() {
+				if mt := r.Value.Content.Get("application/json"); mt != nil && mt.Schema != nil {
+					listProperties(documented, map[string]bool{}, "", mt.Schema)
+				}
+			}
+		}
+	}
+	var never []string
+	for p := range documented {
+		if !shown[p] && notShown[p] == "" {
+			never = append(never, p)
+		}
+	}
+	sort.Strings(never)
+	if len(never) > 0 {
+		t.Errorf("documented properties no answer held (add a case, or a line to notShown saying why none can):\n  %s", strings.Join(never, "\n  "))
+	}
+	for p := range notShown {
+		if shown[p] || !documented[p] {
+			t.Errorf("notShown lists %s, which an answer held or the document lacks: take it off", p)
+		}
+	}
+}
+
+// notShown are the documented properties no answer of the fixture holds,
+// each with the state it needs; their schemas were written from the Go
+// types' JSON tags. One an answer holds, or the document drops, fails the
+// test until it leaves this list.
+var notShown = func() map[string]string {
+	m := map[string]string{
+		"InsightsRightSizing.reason":        "a SKU whose model has no profile to compare with",
+		"InsightsStoredAnomaly.sku":         "a per-SKU series; the stored anomalies are a tenant's gpu_hours and daily spend",
+		"InsightsTenantEfficiency.unpriced": "idle time of a SKU the tenant's book does not price",
+	}
+	for _, p := range []string{"BillingCorrection.inputs_hash", "BillingCorrection.invoice_id", "BillingCorrection.number",
+		"BillingCorrection.period", "BillingCorrection.rollup_version", "BillingInvoice.corrections",
+		"BillingLine.adjusts_invoice", "BillingLine.adjusts_kind", "BillingLine.adjusts_period"} {
+		m[p] = "an invoice correcting an earlier period (late usage after that period was invoiced)"
+	}
+	for _, p := range []string{"BillingInvoice.void_reason", "BillingInvoice.voided_at"} {
+		m[p] = "a voided invoice (gpumeter invoice void)"
+	}
+	for _, p := range []string{"PartitionGPUPlan.index", "PartitionGPUPlan.remove", "PartitionPlan.skipped",
+		"PartitionPlannedInstance.busy", "PartitionPlannedInstance.inferred", "PartitionPlannedInstance.uuid",
+		"PartitionSkipped.host", "PartitionSkipped.model", "PartitionSkipped.reason", "PartitionSkipped.uuid",
+		"PartitionTenantDemand.reserved"} {
+		m[p] = "a right-sizing plan over a fleet of MIG GPUs already partitioned (instances to keep, remove or skip)"
+	}
+	return m
+}()
+
+// jsonSchemaOf is the schema of the JSON answer of c with status code,
+// nil when the answer is not JSON.
+func jsonSchemaOf(doc *openapi3.T, c openAPICase, code int) *openapi3.SchemaRef {
+	r := doc.Paths.Value(c.route).GetOperation(c.method).Responses.Status(code)
+	if r == nil || r.Value == nil {
+		return nil
+	}
+	if mt := r.Value.Content.Get("application/json"); mt != nil && (c.route != "/v1/invoices/{ref}" && c.route != "/v1/chargeback" ||
+		!strings.Contains(c.target, "format=") || strings.Contains(c.target, "format=json") || code != http.StatusOK) {
+		return mt.Schema
+	}
+	return nil
+}
+
+// schemaName names a schema for coverage: its component, or where it sits
+// under its parent.
+func schemaName(parent, step string, s *openapi3.SchemaRef) string {
+	if s.Ref != "" {
+		return s.Ref[strings.LastIndex(s.Ref, "/")+1:]
+	}
+	return parent + step
+}
+
+// coverProperties records, as schema.property, every property of v that
+// s describes, through nested objects, arrays, maps and allOf.
+func coverProperties(shown map[string]bool, name string, s *openapi3.SchemaRef, v any) {
+	if s == nil || s.Value == nil || v == nil {
+		return
+	}
+	name = schemaName(name, "", s)
+	for _, sub := range s.Value.AllOf {
+		coverProperties(shown, name, sub, v)
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, child := range x {
+			if p, ok := s.Value.Properties[k]; ok {
+				shown[name+"."+k] = true
+				coverProperties(shown, schemaName(name, "."+k, p), p, child)
+			} else if ap := s.Value.AdditionalProperties.Schema; ap != nil {
+				coverProperties(shown, schemaName(name, ".*", ap), ap, child)
+			}
+		}
+	case []any:
+		for _, child := range x {
+			coverProperties(shown, schemaName(name, "[]", s.Value.Items), s.Value.Items, child)
+		}
+	}
+}
+
+// listProperties records, as schema.property, every property s
+// describes, through nested schemas (each component once).
+func listProperties(out, visited map[string]bool, name string, s *openapi3.SchemaRef) {
+	if s == nil || s.Value == nil {
+		return
+	}
+	if s.Ref != "" {
+		if visited[s.Ref] {
+			return
+		}
+		visited[s.Ref] = true
+	}
+	name = schemaName(name, "", s)
+	for _, sub := range s.Value.AllOf {
+		listProperties(out, visited, name, sub)
+	}
+	for k, p := range s.Value.Properties {
+		out[name+"."+k] = true
+		listProperties(out, visited, schemaName(name, "."+k, p), p)
+	}
+	if ap := s.Value.AdditionalProperties.Schema; ap != nil {
+		listProperties(out, visited, schemaName(name, ".*", ap), ap)
+	}
+	if s.Value.Items != nil {
+		listProperties(out, visited, schemaName(name, "[]", s.Value.Items), s.Value.Items)
 	}
 }
 
@@ -240,29 +403,76 @@ func (f *fixture) newKey(t *testing.T, scope auth.Scope) string {
 	return token
 }
 
-// addSeptember gives the fixture 10-25 September 2026: an H100 of tenant
-// tokyo, department 研究部, every hour (two weeks and more: a capacity
-// fit), rolled up, and tokyo's September invoice, its customer named
-// 東京ラボ. The default PDF font shows neither name: the PDFs of that
-// invoice and of September's chargeback are refused with 422.
+// tokyoBook prices gpu_hours in graduated tiers and not energy_kwh (its
+// energy is unpriced usage); tokyoContract commits to a monthly minimum
+// and reserves an H100 and two MIG instances.
+const (
+	tokyoBook = `version: tokyo-1
+currency: {code: USD, rounding: {minor_units: 2, mode: half_away_from_zero}}
+skus:
+  H100-SXM5-80GB:
+    meters:
+      gpu_hours:
+        mode: graduated
+        tiers: [{up_to: 50, unit_price: "3", flat_fee: "1"}, {unit_price: "2.50"}]
+  H100-SXM5-80GB/1g.10gb: {meters: {gpu_hours: {unit_price: "0.50"}}}
+`
+	tokyoContract = `tenant: tokyo
+currency: USD
+start: 2026-09-01T00:00:00Z
+end: 2027-01-01T00:00:00Z
+minimum_commitment: {monthly_amount: "100"}
+reservations:
+  - {sku: H100-SXM5-80GB, gpus: 1, rate: "2.00"}
+  - {sku: H100-SXM5-80GB/1g.10gb, instances: 2, monthly_fee: "50", start: 2026-09-01T00:00:00Z, end: 2026-12-01T00:00:00Z}
+`
+)
+
+// addSeptember gives the fixture 1-25 September 2026 of tenant tokyo,
+// department 研究部: an H100 every hour, busier by day (three weeks and more:
+// a capacity fit, a cost trend, an anomaly baseline), mostly idle and with
+// little memory (a right-sizing to a MIG profile), with energy its book
+// does not price, and seven more H100s for one hour on the 24th (an
+// anomaly, stored). tokyo is a
+// customer with a tiered book and a reservation, and its September is
+// invoiced, the customer named 東京ラボ. The default PDF font shows neither
+// name: the PDFs of that invoice and of September's chargeback are 422s.
 func addSeptember(t *testing.T, f *fixture) {
 	t.Helper()
 	ctx := context.Background()
 	var samples []collectors.Sample
-	for h := time.Date(2026, 9, 10, 0, 0, 0, 0, time.UTC); h.Before(time.Date(2026, 9, 26, 0, 0, 0, 0, time.UTC)); h = h.Add(time.Hour) {
-		// Busier in the day than at night: a season to fit.
+	hour := func(gpu string, h time.Time, us uint64) {
+		x := h100Hour("tokyo", "研究部", gpu, "job-tokyo", h, us)
+		x.Values.SMActiveMicroseconds = us / 50
+		x.Values.MemPeakBytes = 4 << 30
+		x.Values.EnergyMillijoules = us / 4000 // 250 W
+		samples = append(samples, x)
+	}
+	for h := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC); h.Before(time.Date(2026, 9, 26, 0, 0, 0, 0, time.UTC)); h = h.Add(time.Hour) {
 		us := uint64(1_800_000_000)
 		if h.Hour() >= 8 && h.Hour() < 20 {
 			us = 3_600_000_000
 		}
-		samples = append(samples, h100Hour("tokyo", "研究部", "GPU-tokyo", "job-tokyo", h, us))
+		hour("GPU-tokyo", h, us)
+		if h.Hour() < 6 { // a GPU nobody holds: idle capacity
+			x := h100Hour("", "", "GPU-spare", "", h, 3_600_000_000)
+			samples = append(samples, x)
+		}
+	}
+	// Anomalies need three weeks of history and a step five spreads (at
+	// least five GPU-hours) from the median.
+	for g := range 7 {
+		hour(fmt.Sprintf("GPU-tokyo-spike-%d", g), time.Date(2026, 9, 24, 14, 0, 0, 0, time.UTC), 3_600_000_000)
 	}
 	if err := f.store.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
 	rollUp(t, f.store)
-	cs := customersOn(f.chargeback.Book, [2]string{"tokyo", "研究部"})
-	cs.Customers[0].Name = "東京ラボ"
+	tokyo := billing.Customer{Tenant: "tokyo", Department: "研究部", Name: "東京ラボ", Address: []string{"1-1 Chiyoda", "Tokyo"}, TaxID: "JP-T1234",
+		Currency: "USD", TimeZone: "Asia/Tokyo", Book: writeBook(t, tokyoBook), Contract: writeBook(t, tokyoContract)}
+	f.customers.Customers = append(f.customers.Customers, tokyo)
+	cs := f.customers
+	cs.Customers = []billing.Customer{tokyo}
 	rep, err := invoiceRunner(f.store, cs).Run(ctx, billing.RunRequest{Period: "2026-09"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -271,4 +481,9 @@ func addSeptember(t *testing.T, f *fixture) {
 		t.Fatalf("tokyo's September invoice: %+v", rep.Outcomes)
 	}
 	f.invs["tokyo"] = rep.Outcomes[0].Invoice
+	found, _, err := f.insights(t, time.Now).Detect(ctx, insights.Request{From: time.Date(2026, 9, 24, 0, 0, 0, 0, time.UTC),
+		To: time.Date(2026, 9, 26, 0, 0, 0, 0, time.UTC), Scope: auth.Scope{Kind: auth.KindAdmin}}, true)
+	if err != nil || len(found) == 0 {
+		t.Fatalf("anomalies of tokyo's 24 September: %v, %v", found, err)
+	}
 }

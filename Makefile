@@ -48,7 +48,7 @@ FUZZ_TARGETS := \
 # Packages with concurrency that also run under the race detector.
 RACE_PKGS := ./collectors/... ./internal/billing ./internal/quota ./internal/server ./internal/spool/...
 
-.PHONY: all build test unit race fuzz bench lint demo clickhouse clickhouse-stop prometheus compose zookeeper slurm slurm-stop chdb-test clean
+.PHONY: all build test unit race fuzz bench lint openapi-lint demo clickhouse clickhouse-stop prometheus compose zookeeper slurm slurm-stop chdb-test clean
 
 all: build
 
@@ -61,7 +61,12 @@ clickhouse:
 clickhouse-stop:
 	$(CH) stop
 
-test: clickhouse prometheus compose zookeeper slurm lint unit race fuzz chdb-test
+test: clickhouse prometheus compose zookeeper slurm lint openapi-lint unit race fuzz chdb-test
+
+# The OpenAPI document linted by Redocly CLI (npx, a pinned version) with
+# recommended-strict: any warning fails (scripts/openapi-lint.sh).
+openapi-lint:
+	scripts/openapi-lint.sh
 
 # Debian's prometheus and promtool, for the scrape test and the alert rules.
 prometheus:

@@ -159,7 +159,8 @@ func (s *Server) getTenants(svc TenantService) gin.HandlerFunc {
 		if ts == nil {
 			ts = []usage.TenantInfo{}
 		}
-		c.JSON(http.StatusOK, gin.H{"tenants": ts})
+		// The scope tells a client (the portal) which view the key gets.
+		c.JSON(http.StatusOK, gin.H{"scope": scopeOf(c).String(), "tenants": ts})
 	}
 }
 

@@ -469,7 +469,8 @@ func addSeptember(t *testing.T, f *fixture) {
 	}
 	rollUp(t, f.store)
 	tokyo := billing.Customer{Tenant: "tokyo", Department: "研究部", Name: "東京ラボ", Address: []string{"1-1 Chiyoda", "Tokyo"}, TaxID: "JP-T1234",
-		Currency: "USD", TimeZone: "Asia/Tokyo", Book: writeBook(t, tokyoBook), Contract: writeBook(t, tokyoContract)}
+		Currency: "USD", TimeZone: "Asia/Tokyo", Book: writeBook(t, tokyoBook), Contract: writeBook(t, tokyoContract),
+		PaymentTerms: &billing.PaymentTerms{Note: "振込: 三菱UFJ銀行 0001234"}}
 	f.customers.Customers = append(f.customers.Customers, tokyo)
 	cs := f.customers
 	cs.Customers = []billing.Customer{tokyo}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +18,10 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/browsertest"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
+	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // The portal in a real browser: signed in with a portal token, it draws
@@ -212,5 +215,144 @@ func TestPortalDrawsTheForecastBand(t *testing.T) {
 		shot := filepath.Join(dir, "portal-forecast.png")
 		browsertest.Headless(t, f.srv.URL+"/portal/#token="+f.tokens["portal"]+"&month=2026-09", "--screenshot="+shot, "--window-size=1280,1400", "--hide-scrollbars")
 		t.Logf("screenshot: %s", shot)
+	}
+}
+
+// The portal as each kind of key sees it, in a real browser at a desktop's
+// width and a phone's: a tenant's key gets its tenant's view; an admin key
+// the fleet view (capacity, allocated and idle GPU-hours, spend by tenant
+// and department, held-but-idle, anomalies, capacity dates) and, opened
+// on a tenant, that tenant's view; a department key the fleet view of its
+// tenants only. Every figure checked is the API's; nothing scrolls
+// sideways at either width; the screenshots are kept as artefacts.
+func TestPortalViewsAtTwoWidths(t *testing.T) {
+	f := newFixture(t, server.DefaultConfig())
+	art := harness.ArtifactDir(t)
+	getJSON := func(token, path string, v any) {
+		t.Helper()
+		code, body, _ := f.get(t, token, path)
+		if code != 200 || json.Unmarshal(body, v) != nil {
+			t.Fatalf("%s: %d %s", path, code, body)
+		}
+	}
+	type cost struct {
+		Tenant string `json:"tenant"`
+		SoFar  string `json:"so_far"`
+	}
+	// What the fleet view must show, from the API.
+	var usage struct {
+		Points []struct {
+			Tenant   string          `json:"tenant"`
+			GPUHours decimal.Decimal `json:"gpu_hours"`
+		} `json:"points"`
+	}
+	getJSON(f.tokens["admin"], "/v1/usage?from=2026-10-01T00:00:00Z&to=2026-11-01T00:00:00Z&step=day&group_by=tenant&meters=gpu_hours&tz=UTC", &usage)
+	allocated := decimal.Zero
+	for _, p := range usage.Points {
+		if p.Tenant != "" {
+			allocated = allocated.Add(p.GPUHours)
+		}
+	}
+	spend := map[string]string{}
+	for _, tenant := range []string{"acme", "globex", "initech"} {
+		var c cost
+		getJSON(f.tokens["admin"], "/v1/cost?month=2026-10&tenant="+tenant, &c)
+		spend[tenant] = c.SoFar
+	}
+
+	for _, tc := range []struct {
+		name, token, fragment, view string
+		tenants                     []string // the spenders listed, for fleet views
+	}{
+		{"tenant", f.tokens["portal"], "&month=2026-10", "tenant", nil},
+		{"fleet-admin", f.tokens["admin"], "&month=2026-10", "fleet", []string{"acme", "globex", "initech"}},
+		{"fleet-department", f.tokens["research"], "&month=2026-10", "fleet", []string{"acme", "globex"}},
+		{"admin-opens-acme", f.tokens["admin"], "&month=2026-10&tenant=acme", "tenant", nil},
+	} {
+		for _, width := range []int{1400, 400} {
+			t.Run(fmt.Sprintf("%s-%d", tc.name, width), func(t *testing.T) {
+				url := f.srv.URL + "/portal/#token=" + tc.token + tc.fragment
+				size := fmt.Sprintf("--window-size=%d,1800", width)
+				dom := browsertest.Headless(t, url, "--dump-dom", size, "--hide-scrollbars")
+				if !strings.Contains(dom, `data-ready="1"`) || !strings.Contains(dom, `data-view="`+tc.view+`"`) {
+					t.Fatalf("not the %s view, or never ready:\n%.3000s", tc.view, dom)
+				}
+				if m := regexp.MustCompile(`data-overflow="(\d+)"`).FindStringSubmatch(dom); m == nil || m[1] != "0" {
+					t.Errorf("at %d px the page scrolls sideways by %v px", width, m)
+				}
+				if strings.Contains(dom, "required for a") || strings.Contains(dom, "Signing in") {
+					t.Errorf("an operator's key is refused or left signing in")
+				}
+				switch tc.view {
+				case "tenant":
+					m := regexp.MustCompile(`id="mtd-cost"[^>]*data-amount="([^"]+)"|data-amount="([^"]+)"[^>]*id="mtd-cost"`).FindStringSubmatch(dom)
+					if m == nil || m[1]+m[2] != spend["acme"] {
+						t.Errorf("month to date %v, the API's %s", m, spend["acme"])
+					}
+					if !strings.Contains(dom, "through 31 Oct 2026, 24:00 UTC") {
+						t.Errorf("as-of not in words and the tenant's zone")
+					}
+				case "fleet":
+					var listed []string
+					for _, m := range regexp.MustCompile(`data-tenant="([^"]+)" data-so-far="([^"]+)"`).FindAllStringSubmatch(dom, -1) {
+						listed = append(listed, m[1])
+						if m[2] != spend[m[1]] {
+							t.Errorf("%s: spend %s, the API's %s", m[1], m[2], spend[m[1]])
+						}
+					}
+					sorted := append([]string(nil), listed...)
+					slices.SortFunc(sorted, func(a, b string) int {
+						return decimal.RequireFromString(spend[b]).Cmp(decimal.RequireFromString(spend[a]))
+					})
+					if fmt.Sprint(listed) != fmt.Sprint(sorted) || !sameSet(listed, tc.tenants) {
+						t.Errorf("spenders %v, want %v, top spender first", listed, tc.tenants)
+					}
+					if tc.name == "fleet-admin" {
+						m := regexp.MustCompile(`id="fleet-allocated"[^>]*data-value="([^"]+)"|data-value="([^"]+)"[^>]*id="fleet-allocated"`).FindStringSubmatch(dom)
+						if m == nil || !decimal.RequireFromString(m[1]+m[2]).Equal(allocated) {
+							t.Errorf("allocated %v, the API's %s", m, allocated)
+						}
+						if !strings.Contains(dom, `id="capacity-section"`) || strings.Contains(dom, `id="capacity-section" hidden`) {
+							t.Errorf("no capacity dates for an admin key")
+						}
+					} else if !strings.Contains(dom, "an admin key shows them") {
+						t.Errorf("a department key's fleet view does not say what it leaves out")
+					}
+				}
+				browsertest.Headless(t, url, "--screenshot="+filepath.Join(art, tc.name+"-"+fmt.Sprint(width)+".png"), size, "--hide-scrollbars")
+			})
+		}
+	}
+}
+
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+// The portal prints every quantity at its unit's places and in its unit,
+// as the meter table gives them: its PLACES and UNITS are the table's.
+func TestPortalMetersAreTheMeterTable(t *testing.T) {
+	js, err := os.ReadFile(filepath.Join("portal", "portal.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	places := regexp.MustCompile(`var PLACES = \{([^}]*)\}`).FindSubmatch(js)
+	units := regexp.MustCompile(`var UNITS = \{([^}]*)\}`).FindSubmatch(js)
+	if places == nil || units == nil {
+		t.Fatal("portal.js has no PLACES or UNITS")
+	}
+	var wantPlaces, wantUnits []string
+	for _, p := range meter.PricedMeters {
+		wantPlaces = append(wantPlaces, fmt.Sprintf("%s: %d", p.Name, p.Places))
+		wantUnits = append(wantUnits, fmt.Sprintf("%s: %q", p.Name, p.Unit))
+	}
+	if got, want := strings.TrimSpace(string(places[1])), strings.Join(wantPlaces, ", "); got != want {
+		t.Errorf("PLACES {%s}, the meter table's {%s}", got, want)
+	}
+	if got, want := strings.TrimSpace(string(units[1])), strings.Join(wantUnits, ", "); got != want {
+		t.Errorf("UNITS {%s}, the meter table's {%s}", got, want)
 	}
 }

@@ -97,16 +97,11 @@ func TestPortalInHeadlessChromium(t *testing.T) {
 	if !strings.Contains(dom, f.invs["acme"].Number) || strings.Contains(dom, f.invs["globex"].Number) {
 		t.Errorf("the invoice table should list acme's invoice only")
 	}
-	shot := filepath.Join(t.TempDir(), "portal.png")
+	shot := filepath.Join(harness.ArtifactDir(t), "portal.png")
 	browsertest.Headless(t, url, "--screenshot="+shot, "--window-size=1280,1100", "--hide-scrollbars")
 	if st, err := os.Stat(shot); err != nil || st.Size() < 10_000 {
 		t.Fatalf("screenshot %s: %v", shot, err)
 	}
-	if dir := os.Getenv("GPUMETER_SCREENSHOT_DIR"); dir != "" {
-		data, _ := os.ReadFile(shot)
-		_ = os.WriteFile(filepath.Join(dir, "portal.png"), data, 0o644)
-	}
-	t.Logf("screenshot: %s", shot)
 
 	// Without a token the portal says how to sign in, and never loads data.
 	dom = browsertest.Headless(t, f.srv.URL+"/portal/", "--dump-dom")
@@ -211,11 +206,8 @@ func TestPortalDrawsTheForecastBand(t *testing.T) {
 			t.Errorf("the %s label is %v, want %s %s", label, m, v.StringFixed(places), cost.Currency)
 		}
 	}
-	if dir := os.Getenv("GPUMETER_SCREENSHOT_DIR"); dir != "" {
-		shot := filepath.Join(dir, "portal-forecast.png")
-		browsertest.Headless(t, f.srv.URL+"/portal/#token="+f.tokens["portal"]+"&month=2026-09", "--screenshot="+shot, "--window-size=1280,1400", "--hide-scrollbars")
-		t.Logf("screenshot: %s", shot)
-	}
+	shot := filepath.Join(harness.ArtifactDir(t), "portal-forecast.png")
+	browsertest.Headless(t, f.srv.URL+"/portal/#token="+f.tokens["portal"]+"&month=2026-09", "--screenshot="+shot, "--window-size=1280,1400", "--hide-scrollbars")
 }
 
 // The portal as each kind of key sees it, in a real browser at a desktop's

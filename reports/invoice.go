@@ -269,7 +269,7 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 			No:          l.No,
 			Kind:        billing.KindLabel(l.Kind),
 			Description: l.Description,
-			Quantity:    shownQuantity(l.Quantity),
+			Quantity:    shownQuantity(l.Quantity, l.Meter),
 			Unit:        unitLabel(l.Unit),
 			Amount:      inv.Money(l.AmountMinor),
 		}
@@ -284,7 +284,7 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 				p += " + " + priceText(t.FlatFee, places) + " flat"
 			}
 			lv.Tiers = append(lv.Tiers, tierView{Label: fmt.Sprintf("Tier %d", t.TierIndex+1),
-				Quantity: shownQuantity(t.Quantity), UnitPrice: p, Amount: inv.Currency.Round(t.Amount).StringFixed(places)})
+				Quantity: shownQuantity(t.Quantity, l.Meter), UnitPrice: p, Amount: inv.Currency.Round(t.Amount).StringFixed(places)})
 		}
 		switch {
 		case l.Kind == billing.KindAdjustment || l.Kind == billing.KindCredit:
@@ -324,9 +324,9 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 	}
 	v.ShowTaxTotal = len(v.Taxes) != 1
 	for _, r := range inv.Reservations {
-		v.Reservations = append(v.Reservations, reservationRow{SKU: r.SKU, Reserved: shownQuantity(r.ReservedGPUHours),
-			Covered: shownQuantity(r.CoveredGPUHours), Unused: shownQuantity(r.UnusedGPUHours),
-			OnDemand: shownQuantity(r.OnDemandGPUHours), Burst: shownQuantity(r.BurstGPUHours)})
+		v.Reservations = append(v.Reservations, reservationRow{SKU: r.SKU, Reserved: shownQuantity(r.ReservedGPUHours, pricing.GPUHours),
+			Covered: shownQuantity(r.CoveredGPUHours, pricing.GPUHours), Unused: shownQuantity(r.UnusedGPUHours, pricing.GPUHours),
+			OnDemand: shownQuantity(r.OnDemandGPUHours, pricing.GPUHours), Burst: shownQuantity(r.BurstGPUHours, pricing.GPUHours)})
 	}
 	v.Unpriced, v.UnpricedAppendix = unpricedUsage(inv.Unpriced)
 	return v
@@ -343,7 +343,7 @@ func unpricedUsage(us []pricing.UnpricedUsage) (string, []unpricedRow) {
 	for i, u := range us {
 		skus[u.SKU] = true
 		spec := u.Meter.Spec()
-		rows[i] = unpricedRow{SKU: u.SKU, What: cmp.Or(spec.Noun, string(u.Meter)), Quantity: shownQuantity(u.Quantity), Unit: spec.Unit}
+		rows[i] = unpricedRow{SKU: u.SKU, What: cmp.Or(spec.Noun, string(u.Meter)), Quantity: shownQuantity(u.Quantity, u.Meter), Unit: spec.Unit}
 	}
 	return fmt.Sprintf("Not billed: usage the price book does not price (%s on %s), listed in the appendix.",
 		plural(len(us), "meter"), plural(len(skus), "SKU")), rows
@@ -390,9 +390,15 @@ func dueText(inv *billing.Invoice) string {
 	return fmt.Sprintf("%d days after issue", inv.PaymentDays)
 }
 
-// shownQuantity is a quantity as HTML and PDF print it: to 3 places.
+// shownQuantity is a quantity as HTML and PDF print it: a meter's to the
+// meter table's places for its unit, others (months) to at most 3.
 // Amounts come from the exact quantities, which JSON and CSV carry.
-func shownQuantity(q decimal.Decimal) string { return q.Round(3).String() }
+func shownQuantity(q decimal.Decimal, m pricing.Meter) string {
+	if spec := m.Spec(); spec.Name != "" {
+		return q.StringFixed(spec.Places) // a meter's unit shows its places everywhere
+	}
+	return q.Round(3).String()
+}
 
 func invoiceParty(p billing.Party) partyView {
 	return partyView{Name: p.Name, Address: p.Address, TaxID: p.TaxID, Department: p.Department}
@@ -409,7 +415,7 @@ func priceText(d decimal.Decimal, places int32) string {
 }
 
 // roundingNote closes every rendering: what the amounts are.
-const roundingNote = "Each line is rounded once to the minor unit; the totals add up the rounded lines. Tier amounts are shown rounded, quantities to 3 places."
+const roundingNote = "Each line is rounded once to the minor unit; the totals add up the rounded lines. Tier amounts are shown rounded, quantities to their unit's places."
 
 // invoiceHTML is parsed once from a literal; Must cannot fail at run time.
 var invoiceHTML = template.Must(template.New("invoice").Parse(invoiceHTMLText))

@@ -319,7 +319,7 @@ func TestWriteInvoiceHTML(t *testing.T) {
 				"Tax 19% on",
 				// Unpriced usage: one line, the rows in the appendix.
 				"Not billed: usage the price book does not price (1 meter on 1 SKU), listed in the appendix.", "Appendix: usage not priced (not billed)",
-				`<tr><td>H100-SXM5-80GB</td><td>PCIe traffic</td><td class="num">2.5</td><td>GiB</td></tr>`,
+				`<tr><td>H100-SXM5-80GB</td><td>PCIe traffic</td><td class="num">2.50</td><td>GiB</td></tr>`,
 				// Units and descriptions for people, tiers rounded.
 				`<td class="unit">GPU-hours</td>`, "<td>On demand: energy<", "Reservation fee: 4 GPU-equivalents of H100-SXM5-80GB at 1.80 USD per GPU-hour",
 				"<th>Payment</th><td>Bank transfer to IBAN DE89 3704 0044 0532 0130 00</td>",

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,11 +58,11 @@ func blockHours(from, to time.Time) []collectors.Sample {
 // countingStore counts the usage reads that reach the store.
 type countingStore struct {
 	*store.Store
-	reads int
+	reads atomic.Int64
 }
 
 func (c *countingStore) Usage(ctx context.Context, q usage.Query) ([]usage.Row, error) {
-	c.reads++
+	c.reads.Add(1)
 	return c.Store.Usage(ctx, q)
 }
 
@@ -171,13 +173,13 @@ func TestBlocksEqualTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reads := counting.reads
+	reads := counting.reads.Load()
 	if _, err := svc.Rows(ctx, usage.Query{From: feb.Add(7 * time.Hour), To: feb.Add(31 * time.Hour), Bucket: usage.BucketDay,
 		GroupBy: []usage.Dimension{usage.DimSKU}, Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"}}, state); err != nil {
 		t.Fatal(err)
 	}
-	if counting.reads != reads {
-		t.Errorf("a distinct query of acme's February read the store %d times, want none", counting.reads-reads)
+	if n := counting.reads.Load() - reads; n != 0 {
+		t.Errorf("a distinct query of acme's February read the store %d times, want none", n)
 	}
 
 	// Late samples: a new department of globex in a closed January hour,
@@ -194,9 +196,9 @@ func TestBlocksEqualTheStore(t *testing.T) {
 	if _, err := job.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	reads = counting.reads
+	reads = counting.reads.Load()
 	second := assertBlocksEqualStore(t, s, svc, qs, "after late samples")
-	if counting.reads == reads {
+	if counting.reads.Load() == reads {
 		t.Error("a new rollup version read no blocks again")
 	}
 	changed := 0
@@ -228,5 +230,48 @@ func TestBlocksEqualTheStore(t *testing.T) {
 	third := assertBlocksEqualStore(t, s, svc, qs, "after retention")
 	if fmt.Sprint(third) != fmt.Sprint(second) {
 		t.Error("answers changed after retention dropped January's raw samples; the hourly rollups must stay as they were")
+	}
+}
+
+// Sixteen requests for a month nobody has read yet, at once, read it from
+// the store once and get the same answer.
+func TestBlockIsReadOnceByConcurrentRequests(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	feb := monthStart(2026, 2)
+	if err := s.InsertSamples(ctx, blockHours(feb, feb.Add(48*time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, slog.New(slog.DiscardHandler)).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	state, _, err := s.LoadRollupState(ctx, rollup.StateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counting := &countingStore{Store: s}
+	svc := usage.New(counting, billing.Customers{}, time.Now)
+	answers := make([][]usage.Row, 16)
+	errs := make([]error, 16)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i], errs[i] = svc.Rows(ctx, usage.Query{From: feb.Add(time.Duration(i) * time.Hour), To: feb.Add(40 * time.Hour),
+				Bucket: usage.BucketDay, GroupBy: []usage.Dimension{usage.DimSKU}, Scope: auth.Scope{Kind: auth.KindTenant, Name: "acme"}}, state)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if len(answers[i]) == 0 || answers[i][0].Samples == 0 {
+			t.Fatalf("request %d: %+v, want acme's usage", i, answers[i])
+		}
+	}
+	if n := counting.reads.Load(); n != 1 {
+		t.Errorf("16 requests of acme's February read the store %d times, want once", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
 // Tenant-month blocks. A query of one tenant's closed hours is answered
@@ -38,13 +39,42 @@ type blockKey struct {
 }
 
 // block is one tenant's hourly rollup rows of one month at a rollup
-// version. done is closed when rows or err are set; rows are never
+// version, kept compact (about 130 bytes a row): the department and SKU
+// once per block. done is closed when rows or err are set; nothing is
 // changed afterwards.
 type block struct {
 	version uint64
 	done    chan struct{}
-	rows    []Row
+	tenant  string
+	groups  []blockGroup
+	rows    []blockRow
 	err     error
+}
+
+type blockGroup struct{ department, sku string }
+
+type blockRow struct {
+	hour    int64 // Unix seconds
+	group   int32 // index into the block's groups
+	samples uint64
+	totals  meter.Totals
+}
+
+// newBlock keeps the store's rows of one tenant compactly.
+func newBlock(version uint64, tenant string, rows []Row) *block {
+	b := &block{version: version, tenant: tenant, rows: make([]blockRow, len(rows))}
+	index := map[blockGroup]int32{}
+	for i, r := range rows {
+		g := blockGroup{r.Department, r.SKU}
+		n, ok := index[g]
+		if !ok {
+			n = int32(len(b.groups))
+			index[g] = n
+			b.groups = append(b.groups, g)
+		}
+		b.rows[i] = blockRow{hour: r.Bucket.Unix(), group: n, samples: r.Samples, totals: r.Totals}
+	}
+	return b
 }
 
 // blockTenant is the one tenant q reads, when it is answerable from
@@ -77,13 +107,13 @@ func monthStart(t time.Time) time.Time {
 // blockRows answers q (blockTenant said yes) from tenant's month blocks at
 // the rollup's completed version.
 func (s *Service) blockRows(ctx context.Context, q Query, tenant string, version uint64) ([]Row, error) {
-	var blocks [][]Row
+	var blocks []*block
 	for m := monthStart(q.From); m.Before(q.To); m = m.AddDate(0, 1, 0) {
-		rows, err := s.block(ctx, blockKey{tenant: tenant, month: m.Unix()}, version)
+		b, err := s.block(ctx, blockKey{tenant: tenant, month: m.Unix()}, version)
 		if err != nil {
 			return nil, err
 		}
-		blocks = append(blocks, rows)
+		blocks = append(blocks, b)
 	}
 	return sumBlocks(q, blocks), nil
 }
@@ -91,7 +121,7 @@ func (s *Service) blockRows(ctx context.Context, q Query, tenant string, version
 // block returns one month of the tenant's rows at version, reading it
 // once: concurrent callers wait for the first one's read, and read again
 // themselves when it failed.
-func (s *Service) block(ctx context.Context, k blockKey, version uint64) ([]Row, error) {
+func (s *Service) block(ctx context.Context, k blockKey, version uint64) (*block, error) {
 	c := &s.cache
 	for {
 		c.mu.Lock()
@@ -104,7 +134,7 @@ func (s *Service) block(ctx context.Context, k blockKey, version uint64) ([]Row,
 				return nil, ctx.Err()
 			}
 			if b.err == nil {
-				return b.rows, nil
+				return b, nil
 			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -117,27 +147,34 @@ func (s *Service) block(ctx context.Context, k blockKey, version uint64) ([]Row,
 		if ok && isDone(b.done) {
 			c.blockHeld -= len(b.rows)
 		}
-		b = &block{version: version, done: make(chan struct{})}
-		c.blocks[k] = b
+		loading := &block{version: version, done: make(chan struct{})}
+		c.blocks[k] = loading
 		c.mu.Unlock()
 		from := time.Unix(k.month, 0).UTC()
 		rows, err := s.store.Usage(ctx, Query{From: from, To: from.AddDate(0, 1, 0), Tenant: k.tenant, Source: SourceHourly,
 			GroupBy: []Dimension{DimTenant, DimDepartment, DimSKU}, Bucket: BucketHour})
 		c.mu.Lock()
-		b.rows, b.err = rows, err
+		if err == nil {
+			read := newBlock(version, k.tenant, rows)
+			loading.tenant, loading.groups, loading.rows = read.tenant, read.groups, read.rows
+		}
+		loading.err = err
 		switch {
-		case c.blocks[k] != b: // replaced by a newer version meanwhile
+		case c.blocks[k] != loading: // replaced by a newer version meanwhile
 		case err != nil:
 			delete(c.blocks, k)
 		default:
-			if c.blockHeld+len(rows) > maxCacheRows {
+			if c.blockHeld+len(loading.rows) > maxCacheRows {
 				c.evictBlocks(version)
 			}
-			c.blockHeld += len(rows)
+			c.blockHeld += len(loading.rows)
 		}
-		close(b.done)
+		close(loading.done)
 		c.mu.Unlock()
-		return rows, err
+		if err != nil {
+			return nil, err
+		}
+		return loading, nil
 	}
 }
 
@@ -177,7 +214,7 @@ type groupKey struct {
 // scope keep, per q's bucket and grouping, as the store's usage query
 // does: rows ordered by bucket, tenant, department, SKU; with neither a
 // bucket nor a grouping, one row even when nothing matched.
-func sumBlocks(q Query, blocks [][]Row) []Row {
+func sumBlocks(q Query, blocks []*block) []Row {
 	has := map[Dimension]bool{}
 	for _, d := range q.GroupBy {
 		has[d] = true
@@ -188,46 +225,50 @@ func sumBlocks(q Query, blocks [][]Row) []Row {
 	if scope.Kind == "" {
 		scope.Kind = auth.KindAdmin // no scope: the operator's, everything
 	}
-	for _, rows := range blocks {
-		for i := range rows {
-			r := &rows[i]
-			if r.Bucket.Before(q.From) || !r.Bucket.Before(q.To) ||
-				(q.Tenant != "" && r.Tenant != q.Tenant) || (q.Department != "" && r.Department != q.Department) ||
-				!scope.Allows(r.Tenant, r.Department) {
+	from, to := q.From.Unix(), q.To.Unix()
+	for _, b := range blocks {
+		if q.Tenant != "" && b.tenant != q.Tenant {
+			continue
+		}
+		// Whether each group passes the filters and the scope.
+		keep := make([]bool, len(b.groups))
+		for i, g := range b.groups {
+			keep[i] = (q.Department == "" || g.department == q.Department) && scope.Allows(b.tenant, g.department)
+		}
+		for i := range b.rows {
+			r := &b.rows[i]
+			if r.hour < from || r.hour >= to || !keep[r.group] {
 				continue
 			}
+			g := b.groups[r.group]
 			var k groupKey
-			var bucket time.Time
 			switch q.Bucket {
 			case BucketHour:
-				bucket = r.Bucket
+				k.bucket = r.hour
 			case BucketDay:
-				bucket = r.Bucket.Truncate(24 * time.Hour) // Unix days are UTC days
+				k.bucket = r.hour - r.hour%86400 // Unix days are UTC days
 			case BucketMonth:
-				bucket = monthStart(r.Bucket)
-			}
-			if q.Bucket != BucketNone {
-				k.bucket = bucket.Unix()
+				k.bucket = monthStart(time.Unix(r.hour, 0)).Unix()
 			}
 			if has[DimTenant] {
-				k.tenant = r.Tenant
+				k.tenant = b.tenant
 			}
 			if has[DimDepartment] {
-				k.department = r.Department
+				k.department = g.department
 			}
 			if has[DimSKU] {
-				k.sku = r.SKU
+				k.sku = g.sku
 			}
 			acc, ok := sums[k]
 			if !ok {
 				acc = &Row{Tenant: k.tenant, Department: k.department, SKU: k.sku}
 				if q.Bucket != BucketNone {
-					acc.Bucket = bucket
+					acc.Bucket = time.Unix(k.bucket, 0).UTC()
 				}
 				sums[k] = acc
 			}
-			acc.Samples += r.Samples
-			acc.Totals = acc.Totals.Add(r.Totals)
+			acc.Samples += r.samples
+			acc.Totals = acc.Totals.Add(r.totals)
 		}
 	}
 	if !grouped && len(sums) == 0 {

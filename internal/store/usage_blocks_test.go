@@ -68,8 +68,8 @@ func (c *countingStore) Usage(ctx context.Context, q usage.Query) ([]usage.Row, 
 
 // blockQueries are one-tenant hourly queries over data: every scope that
 // reads one tenant, buckets, groupings and ranges, including a range
-// across the months, one hour, a range without data and a tenant without
-// any.
+// across the months, one hour, ranges of whole days with an hour short at
+// an end, a range without data and a tenant without any.
 func blockQueries(jan, feb time.Time) []usage.Query {
 	ranges := [][2]time.Time{
 		{jan.Add(-48 * time.Hour), feb.Add(72 * time.Hour)},
@@ -77,6 +77,9 @@ func blockQueries(jan, feb time.Time) []usage.Query {
 		{jan.Add(-5 * time.Hour), jan.Add(-4 * time.Hour)},
 		{feb.Add(5 * time.Hour), feb.Add(53 * time.Hour)},
 		{feb.Add(500 * time.Hour), feb.Add(600 * time.Hour)},
+		// Whole days inside, an hour short of a day at either end.
+		{feb.Add(-47 * time.Hour), feb.Add(23 * time.Hour)},
+		{jan.Add(-71 * time.Hour), jan.Add(-1 * time.Hour)},
 	}
 	buckets := []usage.Bucket{usage.BucketNone, usage.BucketHour, usage.BucketDay, usage.BucketMonth}
 	groupings := [][]usage.Dimension{nil, {usage.DimSKU}, {usage.DimDepartment}, {usage.DimTenant, usage.DimDepartment, usage.DimSKU}}

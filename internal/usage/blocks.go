@@ -9,21 +9,25 @@ import (
 	"github.com/gpumeter/gpumeter/internal/meter"
 )
 
-// Tenant-month blocks. A query of one tenant's closed hours is answered
-// from that tenant's hourly rollup rows of each UTC month it touches, read
-// once per rollup version and summed here, so any range, bucket and
-// grouping of the tenant (the portal's month to date by day, its cost and
-// forecast, the quota snapshot's month) costs one ClickHouse read per
-// month and rollup run, not one per distinct query. A ClickHouse 18.16
-// query of this shape costs about 4 ms of server CPU whether it reads 30
-// rows or 3,000 (docs/performance.md), so a smaller table alone would not
-// reach the goal on a small server.
+// Tenant-month blocks. A query of one tenant's closed hours (a tenant
+// key's, or one filtered to a tenant) is answered from that tenant's
+// hourly rollup rows of each UTC month it touches, read once per rollup
+// version and summed here: any range, bucket and grouping of the tenant
+// (the portal's month to date by day, /v1/cost and its forecast) costs
+// one ClickHouse read per month and rollup run, not one per distinct
+// query. A ClickHouse 18.16 query of this shape costs about 4 ms of server
+// CPU whether it reads 30 rows or 3,000 (docs/performance.md), so a
+// smaller table (a daily rollup) alone would not reach the goal on a small
+// server. Each block also keeps its days' sums, the daily rollup in
+// memory: whole days in a range add one row per day and group.
 //
 // A block holds the table's own rows (one per hour, department and SKU,
 // deduplicated with FINAL, tombstones left out), read by the store's usage
 // query itself, and the sums below are the SQL's: sum per meter, max for
 // a peak (meter.Totals.Add), sum of samples, wrapping on overflow like
 // UInt64. TestBlocksEqualTheStore (internal/store) compares the two.
+// Reads of several tenants (admin and department keys without a tenant,
+// the quota snapshot) go to the store as before.
 
 // blockMaxMonths bounds the months a block-served query may touch; wider
 // reads go to the store directly.
@@ -40,7 +44,9 @@ type blockKey struct {
 
 // block is one tenant's hourly rollup rows of one month at a rollup
 // version, kept compact (about 130 bytes a row): the department and SKU
-// once per block. done is closed when rows or err are set; nothing is
+// once per block, the rows in hour order, and per UTC day the day's sums
+// per group, so that a query of whole days adds a day's rows once, not
+// each of its hours. done is closed when the rest is set; nothing is
 // changed afterwards.
 type block struct {
 	version uint64
@@ -48,19 +54,31 @@ type block struct {
 	tenant  string
 	groups  []blockGroup
 	rows    []blockRow
+	days    []blockDay
 	err     error
 }
 
 type blockGroup struct{ department, sku string }
 
 type blockRow struct {
-	hour    int64 // Unix seconds
+	hour    int64 // Unix seconds; a day's sums: the day's first
 	group   int32 // index into the block's groups
 	samples uint64
 	totals  meter.Totals
 }
 
-// newBlock keeps the store's rows of one tenant compactly.
+// blockDay is one UTC day of a block: rows[from:to] are its hours, sums
+// their totals per group (meter.Totals.Add: sums, and maxima for peaks).
+type blockDay struct {
+	start    int64
+	from, to int
+	sums     []blockRow
+}
+
+const daySeconds = 24 * 60 * 60
+
+// newBlock keeps the store's rows of one tenant compactly, with the sums
+// of each day.
 func newBlock(version uint64, tenant string, rows []Row) *block {
 	b := &block{version: version, tenant: tenant, rows: make([]blockRow, len(rows))}
 	index := map[blockGroup]int32{}
@@ -73,6 +91,24 @@ func newBlock(version uint64, tenant string, rows []Row) *block {
 			b.groups = append(b.groups, g)
 		}
 		b.rows[i] = blockRow{hour: r.Bucket.Unix(), group: n, samples: r.Samples, totals: r.Totals}
+	}
+	sort.SliceStable(b.rows, func(i, j int) bool { return b.rows[i].hour < b.rows[j].hour })
+	for i := 0; i < len(b.rows); {
+		day := blockDay{start: b.rows[i].hour - b.rows[i].hour%daySeconds, from: i}
+		at := map[int32]int{} // group → index in day.sums
+		for ; i < len(b.rows) && b.rows[i].hour < day.start+daySeconds; i++ {
+			r := b.rows[i]
+			k, ok := at[r.group]
+			if !ok {
+				k = len(day.sums)
+				at[r.group] = k
+				day.sums = append(day.sums, blockRow{hour: day.start, group: r.group})
+			}
+			day.sums[k].samples += r.samples
+			day.sums[k].totals = day.sums[k].totals.Add(r.totals)
+		}
+		day.to = i
+		b.days = append(b.days, day)
 	}
 	return b
 }
@@ -156,7 +192,7 @@ func (s *Service) block(ctx context.Context, k blockKey, version uint64) (*block
 		c.mu.Lock()
 		if err == nil {
 			read := newBlock(version, k.tenant, rows)
-			loading.tenant, loading.groups, loading.rows = read.tenant, read.groups, read.rows
+			loading.tenant, loading.groups, loading.rows, loading.days = read.tenant, read.groups, read.rows, read.days
 		}
 		loading.err = err
 		switch {
@@ -235,40 +271,16 @@ func sumBlocks(q Query, blocks []*block) []Row {
 		for i, g := range b.groups {
 			keep[i] = (q.Department == "" || g.department == q.Department) && scope.Allows(b.tenant, g.department)
 		}
-		for i := range b.rows {
-			r := &b.rows[i]
-			if r.hour < from || r.hour >= to || !keep[r.group] {
+		for _, d := range b.days {
+			if d.start+daySeconds <= from || d.start >= to {
 				continue
 			}
-			g := b.groups[r.group]
-			var k groupKey
-			switch q.Bucket {
-			case BucketHour:
-				k.bucket = r.hour
-			case BucketDay:
-				k.bucket = r.hour - r.hour%86400 // Unix days are UTC days
-			case BucketMonth:
-				k.bucket = monthStart(time.Unix(r.hour, 0)).Unix()
+			// A whole day in range adds its sums, unless hours are asked.
+			rows := b.rows[d.from:d.to]
+			if q.Bucket != BucketHour && d.start >= from && d.start+daySeconds <= to {
+				rows = d.sums
 			}
-			if has[DimTenant] {
-				k.tenant = b.tenant
-			}
-			if has[DimDepartment] {
-				k.department = g.department
-			}
-			if has[DimSKU] {
-				k.sku = g.sku
-			}
-			acc, ok := sums[k]
-			if !ok {
-				acc = &Row{Tenant: k.tenant, Department: k.department, SKU: k.sku}
-				if q.Bucket != BucketNone {
-					acc.Bucket = time.Unix(k.bucket, 0).UTC()
-				}
-				sums[k] = acc
-			}
-			acc.Samples += r.samples
-			acc.Totals = acc.Totals.Add(r.totals)
+			sumRows(q, b, rows, keep, has, from, to, sums)
 		}
 	}
 	if !grouped && len(sums) == 0 {
@@ -296,4 +308,44 @@ func sumBlocks(q Query, blocks []*block) []Row {
 		out[i] = *sums[k]
 	}
 	return out
+}
+
+// sumRows adds the rows of block b in [from, to) whose group keep allows
+// into sums, by q's bucket and the dimensions has.
+func sumRows(q Query, b *block, rows []blockRow, keep []bool, has map[Dimension]bool, from, to int64, sums map[groupKey]*Row) {
+	for i := range rows {
+		r := &rows[i]
+		if r.hour < from || r.hour >= to || !keep[r.group] {
+			continue
+		}
+		g := b.groups[r.group]
+		var k groupKey
+		switch q.Bucket {
+		case BucketHour:
+			k.bucket = r.hour
+		case BucketDay:
+			k.bucket = r.hour - r.hour%daySeconds // Unix days are UTC days
+		case BucketMonth:
+			k.bucket = monthStart(time.Unix(r.hour, 0)).Unix()
+		}
+		if has[DimTenant] {
+			k.tenant = b.tenant
+		}
+		if has[DimDepartment] {
+			k.department = g.department
+		}
+		if has[DimSKU] {
+			k.sku = g.sku
+		}
+		acc, ok := sums[k]
+		if !ok {
+			acc = &Row{Tenant: k.tenant, Department: k.department, SKU: k.sku}
+			if q.Bucket != BucketNone {
+				acc.Bucket = time.Unix(k.bucket, 0).UTC()
+			}
+			sums[k] = acc
+		}
+		acc.Samples += r.samples
+		acc.Totals = acc.Totals.Add(r.totals)
+	}
 }

@@ -32,7 +32,10 @@ import (
 // BenchmarkMonthToDateUsage loads the API on loopback: 32 connections ask
 // for one tenant's month-to-date usage by day and SKU, over 30 days of
 // hourly rollups for 1,000 GPUs shared by 300 tenants. It reports the
-// p50 and p99 latency and requests per second; b.N requests in all.
+// p50 and p99 latency and requests per second; b.N requests in all, in
+// each of three cases: cached (the same query), distinct (one tenant,
+// every range another) and tenants (every request another tenant and
+// range, on a server that has read nobody's month yet).
 func BenchmarkMonthToDateUsage(b *testing.B) {
 	const gpus, tenants, days, conns = 1000, 300, 30, 32
 	ctx := context.Background()
@@ -63,7 +66,7 @@ func BenchmarkMonthToDateUsage(b *testing.B) {
 	svc := usage.New(s, billing.Customers{}, time.Now)
 	ts, token := benchAPI(b, s, auth.Scope{Kind: auth.KindTenant, Name: "tenant-042"}, storeAPI(s, billing.Customers{}, billing.ChargebackConfig{}, svc), nil)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}}
-	get := func(url string) error {
+	getAs := func(token, url string) error {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := client.Do(req)
@@ -77,6 +80,7 @@ func BenchmarkMonthToDateUsage(b *testing.B) {
 		}
 		return nil
 	}
+	get := func(url string) error { return getAs(token, url) }
 	same := ts.URL + "/v1/usage?from=2026-10-01&to=2026-10-31&step=day&group_by=sku"
 	if err := get(same); err != nil { // warm the key cache and the connection pool
 		b.Fatal(err)
@@ -86,12 +90,38 @@ func BenchmarkMonthToDateUsage(b *testing.B) {
 	// answered from the cache and each reads ClickHouse.
 	b.Run("cached", func(b *testing.B) { load(b, conns, 0, func() error { return get(same) }, "req/s", nil) })
 	var asked atomic.Int64 // across runs, so no query repeats
+	distinctURL := func(base string, n int64) string {
+		from := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(n/700) * time.Hour)
+		to := time.Date(2026, 10, 31, 0, 0, 0, 0, time.UTC).Add(-time.Duration(n%700) * time.Hour)
+		return base + "/v1/usage?from=" + from.Format(time.RFC3339) + "&to=" + to.Format(time.RFC3339) + "&step=day&group_by=sku"
+	}
 	b.Run("distinct", func(b *testing.B) {
+		load(b, conns, 0, func() error { return get(distinctURL(ts.URL, asked.Add(1))) }, "req/s", nil)
+	})
+	// tenants: every request is another tenant's portal (the 300 in
+	// turn, each with a key of its own) asking another range, on a fresh
+	// server, as after a rollup run: a tenant's first request reads its
+	// month from ClickHouse (the first 300 requests), its later ones are
+	// answered from that month.
+	tokens := make([]string, tenants)
+	for i := range tenants {
+		_, tokens[i] = saveKey(b, s, auth.NewKeyRequest{Scope: auth.Scope{Kind: auth.KindTenant, Name: fmt.Sprintf("tenant-%03d", i)}}, time.Now())
+	}
+	b.Run("tenants", func(b *testing.B) {
+		cfg := server.DefaultConfig()
+		cfg.RateLimit = server.RateLimit{PerSecond: 1e6, Burst: 1e6}
+		fresh, _, stop := serveAPI(b, cfg, prometheus.NewRegistry(), storeAPI(s, billing.Customers{}, billing.ChargebackConfig{},
+			usage.New(s, billing.Customers{}, time.Now)), nil)
+		defer stop()
+		for _, tok := range tokens { // keys cached, as in a running server
+			if err := getAs(tok, fresh.URL+"/v1/tenants"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		var i atomic.Int64
 		load(b, conns, 0, func() error {
-			n := asked.Add(1)
-			from := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(n/700) * time.Hour)
-			to := time.Date(2026, 10, 31, 0, 0, 0, 0, time.UTC).Add(-time.Duration(n%700) * time.Hour)
-			return get(ts.URL + "/v1/usage?from=" + from.Format(time.RFC3339) + "&to=" + to.Format(time.RFC3339) + "&step=day&group_by=sku")
+			n := i.Add(1) - 1
+			return getAs(tokens[n%tenants], distinctURL(fresh.URL, asked.Add(1)))
 		}, "req/s", nil)
 	})
 }

@@ -109,9 +109,13 @@ func (s *Store) Usage(ctx context.Context, query usage.Query) ([]usage.Row, erro
 		return nil, err
 	}
 	sql, args := q.toSQL()
+	// One destination list for every row (each scan sets every field):
+	// building it per row was most of the allocations of reading a
+	// tenant's month (internal/usage's blocks).
+	var r usage.Row
+	dest := totalsDest([]any{&r.Bucket, &r.Tenant, &r.Department, &r.SKU, &r.Host, &r.Workload, &r.Samples}, &r.Totals)
 	return queryAll(ctx, s, "usage query", sql, args, func(scan scanFunc) (usage.Row, error) {
-		var r usage.Row
-		err := scan(totalsDest([]any{&r.Bucket, &r.Tenant, &r.Department, &r.SKU, &r.Host, &r.Workload, &r.Samples}, &r.Totals)...)
+		err := scan(dest...)
 		if q.Bucket == usage.BucketNone {
 			r.Bucket = time.Time{}
 		} else {

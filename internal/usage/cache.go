@@ -34,6 +34,10 @@ type cache struct {
 	stateAt time.Time
 	rows    map[string]cacheEntry
 	held    int // rows across entries
+	// blocks are tenants' hourly rollup months (blocks.go), blockHeld
+	// their rows.
+	blocks    map[blockKey]*block
+	blockHeld int
 }
 
 // RollupState is the rollup's state, read at most once per stateTTL.
@@ -56,9 +60,13 @@ func (s *Service) RollupState(ctx context.Context) (rollup.State, error) {
 	return st, nil
 }
 
-// rows runs a store query through the cache: hourly queries are kept
+// rows runs a store query through the cache: one tenant's hourly rows
+// come from its month blocks (blocks.go), other hourly queries are kept
 // while the rollup's completed version is version, raw ones rawTTL.
 func (s *Service) rows(ctx context.Context, q Query, version uint64) ([]Row, error) {
+	if tenant, ok := blockTenant(q); ok {
+		return s.blockRows(ctx, q, tenant, version)
+	}
 	key := fmt.Sprintf("%s|%d|%d|%v|%s|%s|%s|%s", q.Source, q.From.Unix(), q.To.Unix(), q.GroupBy, q.Bucket, q.Tenant, q.Department, q.Scope)
 	now := time.Now()
 	c := &s.cache

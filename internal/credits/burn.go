@@ -1,0 +1,214 @@
+package credits
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// Charge is priced usage of one hour: a quantity of a meter on a SKU and
+// its exact amount in the customer's currency.
+type Charge struct {
+	At       time.Time       `json:"at"`
+	SKU      string          `json:"sku"`
+	Meter    pricing.Meter   `json:"meter"`
+	Quantity decimal.Decimal `json:"quantity"`
+	Amount   decimal.Decimal `json:"amount"`
+}
+
+// Draw is what one grant covered of one charge: a quantity of the
+// charge's meter (included grants) and the money it stood for.
+type Draw struct {
+	GrantID  string          `json:"grant_id"`
+	At       time.Time       `json:"at"`
+	SKU      string          `json:"sku"`
+	Meter    pricing.Meter   `json:"meter"`
+	Quantity decimal.Decimal `json:"quantity,omitzero"`
+	Amount   decimal.Decimal `json:"amount"`
+}
+
+// Balance is a grant's account as of the burn-down's time, in the grant's
+// unit (money, or the included meter's quantity): Granted (its amount and
+// what rolled into it) = Used + Expired + Voided + RolledOver + Remaining.
+type Balance struct {
+	Grant      Grant           `json:"grant"`
+	Granted    decimal.Decimal `json:"granted"`
+	Used       decimal.Decimal `json:"used"`
+	Expired    decimal.Decimal `json:"expired"`
+	Voided     decimal.Decimal `json:"voided"`
+	RolledOver decimal.Decimal `json:"rolled_over"`
+	Remaining  decimal.Decimal `json:"remaining"`
+}
+
+// Result is a customer's burn-down: each grant's balance in the order the
+// grants were given, every draw, and the money no grant covered (invoiced
+// as usual, or refused under credit_only).
+type Result struct {
+	AsOf      time.Time       `json:"as_of"`
+	Balances  []Balance       `json:"balances"`
+	Draws     []Draw          `json:"draws"`
+	Uncovered decimal.Decimal `json:"uncovered"`
+}
+
+// Burn derives the grants' balances at asOf from the charges up to it.
+// Each charge is covered, in time order, by the included grants that count
+// its SKU and meter first, then by money; within each, by priority, then
+// earliest expiry, then the oldest grant (then the id). A grant covers the
+// charges in [EffectiveAt, ExpiresAt) before its void; what is left when it
+// expires expires (up to its rollover cap moving into the next grant of
+// its series, which starts then), and what is left when it is voided is
+// voided. Part of a charge an included grant covers stands for its share
+// of the charge's money; the last part takes the rest, so the parts add
+// up exactly. Burn is pure and deterministic: the same grants and charges
+// give the same result.
+func Burn(grants []Grant, charges []Charge, asOf time.Time) (Result, error) {
+	res := Result{AsOf: asOf, Uncovered: decimal.Zero}
+	for i, g := range grants {
+		if g.Amount.Sign() <= 0 {
+			return Result{}, fmt.Errorf("grant %s: amount %s is not above zero", g.ID, g.Amount)
+		}
+		res.Balances = append(res.Balances, Balance{Grant: g, Granted: g.Amount, Used: decimal.Zero, Expired: decimal.Zero,
+			Voided: decimal.Zero, RolledOver: decimal.Zero, Remaining: g.Amount})
+		for _, h := range grants[:i] {
+			if h.ID == g.ID {
+				return Result{}, fmt.Errorf("grant %s: given twice", g.ID)
+			}
+		}
+	}
+	// The order grants are used in: included first, then money; then
+	// priority, earliest expiry (never last), the oldest, the id.
+	order := make([]int, len(grants))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ga, gb := grants[a], grants[b]
+		return cmp.Or(
+			cmp.Compare(kindRank(ga.Kind), kindRank(gb.Kind)),
+			cmp.Compare(ga.Priority, gb.Priority),
+			compareExpiry(ga.ExpiresAt, gb.ExpiresAt),
+			ga.CreatedAt.Compare(gb.CreatedAt),
+			cmp.Compare(ga.ID, gb.ID))
+	})
+	// Expiries and voids happen at their instant, before the charges of
+	// that instant (a grant expiring at 00:00 does not cover 00:00-01:00).
+	type ending struct {
+		at    time.Time
+		grant int
+		void  bool
+	}
+	var endings []ending
+	for i, g := range grants {
+		if !g.ExpiresAt.IsZero() && !g.ExpiresAt.After(asOf) {
+			endings = append(endings, ending{g.ExpiresAt, i, false})
+		}
+		if g.VoidedAt != nil && !g.VoidedAt.After(asOf) {
+			endings = append(endings, ending{*g.VoidedAt, i, true})
+		}
+	}
+	slices.SortStableFunc(endings, func(a, b ending) int { return a.at.Compare(b.at) })
+	end := func(e ending) {
+		b := &res.Balances[e.grant]
+		left := b.Remaining
+		if left.Sign() == 0 {
+			return
+		}
+		b.Remaining = decimal.Zero
+		if e.void {
+			b.Voided = b.Voided.Add(left)
+			return
+		}
+		g := b.Grant
+		if g.RolloverCap != nil && g.Series != "" {
+			for j, next := range grants {
+				if next.Series == g.Series && next.EffectiveAt.Equal(g.ExpiresAt) && next.Tenant == g.Tenant {
+					carry := decimal.Min(left, *g.RolloverCap)
+					b.RolledOver = carry
+					nb := &res.Balances[j]
+					nb.Granted = nb.Granted.Add(carry)
+					nb.Remaining = nb.Remaining.Add(carry)
+					left = left.Sub(carry)
+					break
+				}
+			}
+		}
+		b.Expired = b.Expired.Add(left)
+	}
+
+	byTime := func(a, b Charge) int { return a.At.Compare(b.At) }
+	sorted := charges // the store reads them in hour order: sorted once only when not
+	if !slices.IsSortedFunc(sorted, byTime) {
+		sorted = slices.Clone(charges)
+		slices.SortStableFunc(sorted, byTime)
+	}
+	next := 0
+	for _, c := range sorted {
+		if !c.At.Before(asOf) {
+			continue // usage from asOf on has not happened yet
+		}
+		for next < len(endings) && !endings[next].at.After(c.At) {
+			end(endings[next])
+			next++
+		}
+		if c.Quantity.Sign() < 0 || c.Amount.Sign() < 0 {
+			return Result{}, fmt.Errorf("charge %s %s %s at %s: negative", c.SKU, c.Meter, c.Quantity, c.At.Format(time.RFC3339))
+		}
+		qty, money := c.Quantity, c.Amount
+		for _, i := range order {
+			if money.Sign() == 0 && qty.Sign() == 0 {
+				break
+			}
+			b := &res.Balances[i]
+			g := b.Grant
+			if !g.activeAt(c.At) || b.Remaining.Sign() == 0 {
+				continue
+			}
+			switch {
+			case g.Kind == Included && g.covers(c) && qty.Sign() > 0:
+				take := decimal.Min(qty, b.Remaining)
+				share := money
+				if take.LessThan(qty) {
+					share = money.Mul(take).DivRound(qty, 2*pricing.StoragePlaces)
+				}
+				b.Used, b.Remaining = b.Used.Add(take), b.Remaining.Sub(take)
+				qty, money = qty.Sub(take), money.Sub(share)
+				res.Draws = append(res.Draws, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Quantity: take, Amount: share})
+			case g.Money() && money.Sign() > 0:
+				take := decimal.Min(money, b.Remaining)
+				b.Used, b.Remaining = b.Used.Add(take), b.Remaining.Sub(take)
+				money = money.Sub(take)
+				res.Draws = append(res.Draws, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Amount: take})
+			}
+		}
+		res.Uncovered = res.Uncovered.Add(money)
+	}
+	for ; next < len(endings); next++ {
+		end(endings[next])
+	}
+	return res, nil
+}
+
+func kindRank(k Kind) int {
+	if k == Included {
+		return 0
+	}
+	return 1
+}
+
+// compareExpiry orders expiry times, never (zero) last.
+func compareExpiry(a, b time.Time) int {
+	switch {
+	case a.IsZero() && b.IsZero():
+		return 0
+	case a.IsZero():
+		return 1
+	case b.IsZero():
+		return -1
+	}
+	return a.Compare(b)
+}

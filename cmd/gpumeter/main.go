@@ -73,7 +73,7 @@ unreachable, a query or write failing, NVML errors).
 	addGlobalFlags(root.PersistentFlags(), g)
 	cli.Group(root, newMigrateCmd(g), newImportCmd(g), newUsageCmd(g), newDemoCmd(g), newServeCmd(g),
 		newRollupCmd(g), newRetentionCmd(g), newQuoteCmd(g), newInvoiceCmd(g), newChargebackCmd(g),
-		newKeysCmd(g), newWebhooksCmd(g), newMIGCmd(g, gonvml.New), newInsightsCmd(g), newSlurmCmd(g),
+		newKeysCmd(g), newCreditsCmd(g), newWebhooksCmd(g), newMIGCmd(g, gonvml.New), newInsightsCmd(g), newSlurmCmd(g),
 		newCollectCmd(g, collectDeps{newNVML: func() gonvml.Interface { return gonvml.New() }}))
 	cli.Conventions(root, g.stdout, g.stderr)
 	return root

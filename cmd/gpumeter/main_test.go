@@ -61,8 +61,8 @@ func TestEveryCommandRefusesAStrayArgumentWithExit2(t *testing.T) {
 	for _, cmd := range commandLines() {
 		name := strings.Join(cmd, " ")
 		switch name {
-		case "import", "invoice show", "invoice finalize", "invoice void", "invoice render", "keys revoke", "webhooks replay":
-			continue // they take files, invoices, keys or events as arguments
+		case "import", "invoice show", "invoice finalize", "invoice void", "invoice render", "keys revoke", "credits void", "webhooks replay":
+			continue // they take files, invoices, keys, grants or events as arguments
 		}
 		t.Run(name, func(t *testing.T) {
 			// Before the fix retention ignored its arguments.
@@ -171,6 +171,7 @@ func TestClickHouseDownIsARuntimeFailureWithExit1(t *testing.T) {
 		{"import", samples},
 		{"insights", "efficiency", "--period", "2026-11"},
 		{"insights", "capacity", "--to", "2026-11-01"},
+		{"credits", "list"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, _, stderr := gpumeter(t, append(args, "--clickhouse", down)...)

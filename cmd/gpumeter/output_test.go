@@ -31,6 +31,7 @@ func TestEveryListingCommandPrintsEveryFormat(t *testing.T) {
 		{"invoice", "run", "--period", "2026-10", "--quiet"},
 		{"invoice", "list"},
 		{"keys", "list"},
+		{"credits", "list"},
 		{"webhooks", "list"},
 		{"insights", "efficiency", "--period", "2026-10", "--tenant", "alpha", "--book", book},
 		{"insights", "rightsize", "--period", "2026-10", "--tenant", "alpha", "--book", book},

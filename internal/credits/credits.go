@@ -9,6 +9,8 @@
 package credits
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -161,4 +163,31 @@ func (g Grant) Validate(customers []Customer) error {
 		add("void_reason: required")
 	}
 	return fault.Validation(errors.Join(errs...))
+}
+
+// VoidRequest voids a grant: the record stays, with the reason beside it.
+type VoidRequest struct {
+	ID     string
+	Reason string
+}
+
+// Validate refuses a void without a grant or a reason.
+func (r VoidRequest) Validate() error {
+	var errs []error
+	if strings.TrimSpace(r.ID) == "" {
+		errs = append(errs, errors.New("id: required"))
+	}
+	if strings.TrimSpace(r.Reason) == "" {
+		errs = append(errs, errors.New("reason: required (it stays on the grant's record)"))
+	}
+	return fault.Validation(errors.Join(errs...))
+}
+
+// NewID names a new grant: "cg_" and 12 random hex digits.
+func NewID() (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("new grant id: %w", err)
+	}
+	return "cg_" + hex.EncodeToString(b[:]), nil
 }

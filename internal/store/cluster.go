@@ -44,6 +44,7 @@ var shardKeys = map[string]string{
 	"webhook_events":     "cityHash64(event_id)",
 	"webhook_attempts":   "cityHash64(event_id)",
 	"insight_anomalies":  "cityHash64(anomaly_id)",
+	"credit_grants":      "cityHash64(tenant)",
 }
 
 // ClusterLayout says how migrations are laid out on a cluster.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -143,6 +144,22 @@ func CheckedRecords(at, rawMonth time.Time) ([]Statement, error) {
 	batch("revoke key", insertKeySQL, keyRow(revoked, 2))
 	read("revoked key", keySQL, portal.ID)
 	read("keys after a revocation", keysSQL)
+
+	// Credit grants: two saved (one with a rollover cap, one never
+	// expiring), one voided (written again at version 2).
+	cap30 := decimal.RequireFromString("30")
+	prepaid := credits.Grant{ID: "cg_1", Tenant: "acme", Kind: credits.Prepaid, Amount: decimal.RequireFromString("500.123456789"),
+		Currency: "USD", EffectiveAt: at, CreatedAt: at, Note: `C:\acme "first"`}
+	hours := credits.Grant{ID: "cg_2", Tenant: "acme", Kind: credits.Included, Amount: decimal.RequireFromString("100"),
+		Meter: pricing.GPUHours, SKUClass: "H100-SXM5-80GB", EffectiveAt: at, ExpiresAt: at.AddDate(0, 1, 0), Series: "plan",
+		RolloverCap: &cap30, CreatedAt: at}
+	batch("save grants", insertGrantSQL, grantRow(prepaid, 1), grantRow(hours, 1))
+	read("grants of a tenant", grantsSQL, "acme", "acme")
+	voided := prepaid
+	voided.VoidedAt, voided.VoidReason = &at, "granted twice"
+	batch("void grant", insertGrantSQL, grantRow(voided, 2))
+	read("voided grant", grantSQL, "cg_1")
+	read("all grants", grantsSQL, "", "")
 	batch("record audit", insertAuditSQL,
 		auditRow(auth.AuditEntry{At: at, KeyID: admin.ID, Scope: "admin", Method: "GET", Route: "/v1/usage",
 			Path: "/v1/usage?tenant=o'brien&x=a\\b", Status: 200, Remote: "10.0.0.7:51234", RequestID: "req-1"}),

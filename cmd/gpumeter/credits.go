@@ -1,0 +1,144 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"time"
+
+	"github.com/shopspring/decimal"
+	"github.com/spf13/cobra"
+
+	"github.com/gpumeter/gpumeter/internal/cli"
+	"github.com/gpumeter/gpumeter/internal/credits"
+	"github.com/gpumeter/gpumeter/pricing"
+	"github.com/gpumeter/gpumeter/reports"
+)
+
+func newCreditsCmd(g *globals) *cobra.Command {
+	return cli.Group(&cobra.Command{
+		Use:   "credits",
+		Short: "grant, list and void prepaid credits and included GPU-hours",
+		Long: `credits keeps the grant ledger of the config's billing customers: money paid
+in advance (prepaid) or given (promotional), and included quantities of a
+meter on a GPU model ("100 GPU-hours of H100", MIG and vGPU by their
+GPU-equivalent weight). Grants are appended, never changed; a void keeps the
+record with its reason. docs/credits.md describes the burn-down.`,
+		Example: "  gpumeter --config gpumeter.yaml credits grant --tenant acme --kind prepaid --amount 500\n" +
+			"  gpumeter --config gpumeter.yaml credits list --tenant acme",
+	}, newCreditsGrantCmd(g), newCreditsListCmd(g), newCreditsVoidCmd(g))
+}
+
+func newCreditsGrantCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "grant --tenant T --kind prepaid|promotional|included --amount N [flags]",
+		Short: "grant a customer credit or included GPU-hours",
+		Long: `grant appends a grant to the ledger and prints its id. Money grants are in the
+customer's currency (--currency defaults to it); an included grant gives
+--amount of --meter on the SKUs of --sku-class (empty: any). A grant covers
+usage from --effective (default: now) until --expires (default: never).
+Bad input is refused with exit status 2 and nothing is stored.`,
+		Example: "  gpumeter credits grant --tenant acme --kind promotional --amount 100 --expires 2027-01-01 --note welcome\n" +
+			"  gpumeter credits grant --tenant acme --kind included --amount 100 --meter gpu_hours --sku-class H100-SXM5-80GB",
+		Args: cli.NoArgs,
+	}
+	fs := cmd.Flags()
+	var gr credits.Grant
+	fs.StringVar(&gr.Tenant, "tenant", "", "the customer (a tenant of the config's billing section)")
+	kind := fs.String("kind", "", "prepaid, promotional or included")
+	amount := fs.String("amount", "", "money in the customer's currency, or the included quantity of --meter")
+	fs.StringVar(&gr.Currency, "currency", "", "the money's currency (default: the customer's)")
+	meter := fs.String("meter", "", "included grants: the meter, e.g. gpu_hours")
+	fs.StringVar(&gr.SKUClass, "sku-class", "", "included grants: the GPU model whose SKUs it covers (default: any)")
+	fs.IntVar(&gr.Priority, "priority", 0, "lower is used first")
+	effective := cli.Time(fs, "effective", "from when it covers usage (default: now)")
+	expires := cli.Time(fs, "expires", "when what is left expires (default: never)")
+	fs.StringVar(&gr.Source, "source", "", "where the grant comes from (an order, a plan)")
+	fs.StringVar(&gr.Note, "note", "", "a note")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		var err error
+		if gr.Amount, err = decimal.NewFromString(*amount); err != nil {
+			return cli.Usagef("--amount %q: not a decimal number", *amount)
+		}
+		var customers []credits.Customer
+		for _, c := range g.cfg.Billing.Customers {
+			customers = append(customers, credits.Customer{Tenant: c.Tenant, Currency: c.Currency})
+			if c.Tenant == gr.Tenant && gr.Currency == "" && *kind != string(credits.Included) {
+				gr.Currency = c.Currency
+			}
+		}
+		now := time.Now().UTC().Truncate(time.Second)
+		gr.Kind, gr.Meter, gr.EffectiveAt, gr.ExpiresAt, gr.CreatedAt = credits.Kind(*kind), pricing.Meter(*meter), cmp.Or(*effective, now), *expires, now
+		if err := gr.Validate(customers); err != nil {
+			return cli.FlagNamed(err, map[string]string{"tenant": "--tenant", "kind": "--kind", "amount": "--amount", "currency": "--currency",
+				"meter": "--meter", "sku_class": "--sku-class", "expires_at": "--expires", "effective_at": "--effective"})
+		}
+		if gr.ID, err = credits.NewID(); err != nil {
+			return err
+		}
+		s, err := openStore(cmd.Context(), g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if err := s.SaveGrant(cmd.Context(), gr); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(g.stdout, gr.ID)
+		return err
+	}
+	return cmd
+}
+
+func newCreditsListCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "list [--tenant T] [-o FORMAT]",
+		Short:   "list the grant ledger",
+		Long:    "list prints the grants, of one customer or all, by customer and age, voided ones with the time and reason of their void.",
+		Example: "  gpumeter credits list --tenant acme -o wide",
+		Args:    cli.NoArgs,
+	}
+	tenant := cmd.Flags().String("tenant", "", "only this customer")
+	out := cli.AddOutputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		s, err := openStore(cmd.Context(), g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		gs, err := s.Grants(cmd.Context(), *tenant)
+		if err != nil {
+			return err
+		}
+		return reports.WriteGrantsAs(g.stdout, out.Format, gs)
+	}
+	return cmd
+}
+
+func newCreditsVoidCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "void GRANT_ID --reason TEXT",
+		Short:   "void a grant, keeping its record",
+		Long:    "void stops a grant covering usage from now on; what it covered stays covered, what is left is voided, and the record keeps the reason.",
+		Example: `  gpumeter credits void cg_3f9c2a81d0e4 --reason "granted to the wrong customer"`,
+		Args:    cli.OneArg("grant id"),
+	}
+	reason := cmd.Flags().String("reason", "", "why (required; kept on the record)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		req := credits.VoidRequest{ID: args[0], Reason: *reason}
+		if err := req.Validate(); err != nil {
+			return cli.FlagNamed(err, map[string]string{"reason": "--reason"})
+		}
+		s, err := openStore(cmd.Context(), g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		gr, err := s.VoidGrant(cmd.Context(), req.ID, time.Now(), req.Reason) // an unknown grant is fault.NotFound: exit 2
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(g.stdout, "voided %s (%s) at %s: %s\n", gr.ID, gr.Tenant, gr.VoidedAt.Format(time.RFC3339), gr.VoidReason)
+		return err
+	}
+	return cmd
+}

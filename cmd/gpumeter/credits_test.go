@@ -1,0 +1,75 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// credits grant, list and void through the CLI: a grant takes the
+// customer's currency, lists in every form, voids with its reason kept;
+// bad input is refused with exit status 2 and nothing stored.
+func TestCreditsCLI(t *testing.T) {
+	dsn, cfg := invoiceFixture(t)
+	g := []string{"--clickhouse", dsn, "--config", cfg}
+	list := func() []map[string]any {
+		t.Helper()
+		code, out, stderr := gpumeter(t, append(g, "credits", "list", "-o", "json")...)
+		var gs []map[string]any
+		if code != 0 || json.Unmarshal([]byte(out), &gs) != nil {
+			t.Fatalf("credits list: exit %d %q %s", code, out, stderr)
+		}
+		return gs
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"zero amount", []string{"--tenant", "alpha", "--kind", "prepaid", "--amount", "0"}, "--amount 0: must be above zero"},
+		{"not a number", []string{"--tenant", "alpha", "--kind", "prepaid", "--amount", "lots"}, `--amount "lots": not a decimal number`},
+		{"another currency", []string{"--tenant", "alpha", "--kind", "prepaid", "--amount", "5", "--currency", "USD"}, `--currency "USD": the customer is billed in EUR`},
+		{"expiry before effective", []string{"--tenant", "alpha", "--kind", "promotional", "--amount", "5", "--effective", "2026-11-10", "--expires", "2026-11-01"},
+			"--expires 2026-11-01T00:00:00Z: not after --effective"},
+		{"unknown customer", []string{"--tenant", "nobody", "--kind", "prepaid", "--amount", "5"}, `--tenant "nobody": not a billing customer`},
+		{"unknown SKU class", []string{"--tenant", "alpha", "--kind", "included", "--amount", "5", "--meter", "gpu_hours", "--sku-class", "B9000"}, `--sku-class "B9000"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := gpumeter(t, append(append(g, "credits", "grant"), tc.args...)...)
+			if code != 2 || !strings.Contains(stderr, tc.want) || stdout != "" {
+				t.Errorf("exit %d, stderr %q; want 2 naming %q", code, stderr, tc.want)
+			}
+		})
+	}
+	if gs := list(); len(gs) != 0 {
+		t.Fatalf("refused grants were stored: %v", gs)
+	}
+
+	code, id, stderr := gpumeter(t, append(g, "credits", "grant", "--tenant", "alpha", "--kind", "prepaid", "--amount", "250.50", "--note", "first order")...)
+	id = strings.TrimSpace(id)
+	if code != 0 || !strings.HasPrefix(id, "cg_") {
+		t.Fatalf("credits grant: exit %d %q %s", code, id, stderr)
+	}
+	if code, _, stderr := gpumeter(t, append(g, "credits", "grant", "--tenant", "beta", "--kind", "included", "--amount", "100",
+		"--meter", "gpu_hours", "--sku-class", "H100-SXM5-80GB", "--expires", "2027-01-01")...); code != 0 {
+		t.Fatalf("an included grant: %s", stderr)
+	}
+	gs := list()
+	if len(gs) != 2 || gs[0]["id"] != id || gs[0]["currency"] != "EUR" || gs[0]["amount"] != "250.5" || gs[1]["meter"] != "gpu_hours" {
+		t.Fatalf("the ledger: %v", gs)
+	}
+
+	if code, _, stderr := gpumeter(t, append(g, "credits", "void", id)...); code != 2 || !strings.Contains(stderr, "--reason: required") {
+		t.Errorf("a void without a reason: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := gpumeter(t, append(g, "credits", "void", "cg_000000000000", "--reason", "x")...); code != 2 || !strings.Contains(stderr, "no such grant") {
+		t.Errorf("voiding an unknown grant: exit %d %s", code, stderr)
+	}
+	if code, out, stderr := gpumeter(t, append(g, "credits", "void", id, "--reason", "paid twice")...); code != 0 || !strings.Contains(out, "voided "+id) {
+		t.Fatalf("void: exit %d %q %s", code, out, stderr)
+	}
+	gs = list()
+	if len(gs) != 2 || gs[0]["void_reason"] != "paid twice" || gs[0]["voided_at"] == nil || gs[0]["amount"] != "250.5" {
+		t.Errorf("the voided grant's record: %v", gs[0])
+	}
+}

@@ -294,10 +294,12 @@
       tr.dataset.anomalyId = a.id;
       if (withTenant) { text(tr, "td", a.tenant); }
       text(tr, "td", fmt(a.start, tz, { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", hourCycle: "h23" }));
+      // A meter's figures at its unit's places; spend at the minor unit.
+      var v = function (x) { return a.meter in PLACES ? qty(x, a.meter) : fixed(x, 2); };
       text(tr, "td", UNITS[a.meter] || a.meter);
       text(tr, "td", a.direction);
-      text(tr, "td", a.observed, "num");
-      text(tr, "td", a.expected + " ± " + a.spread, "num");
+      text(tr, "td", v(a.observed), "num");
+      text(tr, "td", v(a.expected) + " ± " + v(a.spread), "num");
       tbody.appendChild(tr);
     });
   }

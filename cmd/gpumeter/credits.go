@@ -8,8 +8,11 @@ import (
 	"github.com/shopspring/decimal"
 	"github.com/spf13/cobra"
 
+	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/credits"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -25,7 +28,7 @@ GPU-equivalent weight). Grants are appended, never changed; a void keeps the
 record with its reason. docs/credits.md describes the burn-down.`,
 		Example: "  gpumeter --config gpumeter.yaml credits grant --tenant acme --kind prepaid --amount 500\n" +
 			"  gpumeter --config gpumeter.yaml credits list --tenant acme",
-	}, newCreditsGrantCmd(g), newCreditsListCmd(g), newCreditsVoidCmd(g))
+	}, newCreditsGrantCmd(g), newCreditsListCmd(g), newCreditsVoidCmd(g), newCreditsBalanceCmd(g))
 }
 
 func newCreditsGrantCmd(g *globals) *cobra.Command {
@@ -139,6 +142,80 @@ func newCreditsVoidCmd(g *globals) *cobra.Command {
 		}
 		_, err = fmt.Fprintf(g.stdout, "voided %s (%s) at %s: %s\n", gr.ID, gr.Tenant, gr.VoidedAt.Format(time.RFC3339), gr.VoidReason)
 		return err
+	}
+	return cmd
+}
+
+func newCreditsBalanceCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "balance --tenant T [-o FORMAT]",
+		Short: "burn a customer's grants down against its priced usage",
+		Long: `balance derives every grant's account of a customer from the ledger and the
+usage priced as its invoices price it, month by month from its first grant to
+now (this month: rollups plus raw samples not yet rolled up, the figure of
+/v1/cost): granted, used, expired, voided, rolled over and remaining, and the
+usage no grant covered. Nothing is stored.`,
+		Example: "  gpumeter --config gpumeter.yaml credits balance --tenant acme -o wide",
+		Args:    cli.NoArgs,
+	}
+	tenant := cmd.Flags().String("tenant", "", "the customer (required)")
+	out := cli.AddOutputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		var customer *billing.Customer
+		for i, c := range g.cfg.Billing.Customers {
+			if c.Tenant == *tenant {
+				customer = &g.cfg.Billing.Customers[i]
+			}
+		}
+		if customer == nil {
+			return cli.Usagef("--tenant %q: not a billing customer of the config", *tenant)
+		}
+		loc, err := customer.Location()
+		if err != nil {
+			return cli.Usage(err)
+		}
+		s, err := openStore(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		grants, err := s.Grants(ctx, *tenant)
+		if err != nil {
+			return err
+		}
+		use, now := usage.New(s, g.cfg.Billing, time.Now), time.Now()
+		asOf := now.UTC().Truncate(time.Hour)
+		var charges []credits.Charge
+		if len(grants) > 0 {
+			first := grants[0].EffectiveAt
+			for _, gr := range grants {
+				if gr.EffectiveAt.Before(first) {
+					first = gr.EffectiveAt
+				}
+			}
+			// Every month from the first grant's to now, priced as its
+			// invoice prices it.
+			admin := auth.Scope{Kind: auth.KindAdmin}
+			start := first.In(loc)
+			for m := time.Date(start.Year(), start.Month(), 1, 0, 0, 0, 0, loc); !m.After(now); m = m.AddDate(0, 1, 0) {
+				cost, err := use.Cost(ctx, usage.CostRequest{Scope: admin, Tenant: *tenant, Month: m.Format("2006-01")})
+				if err != nil {
+					return err
+				}
+				hourly, err := use.HourlyUsage(ctx, admin, *tenant, cost.Start, cost.Cost.AsOf)
+				if err != nil {
+					return err
+				}
+				charges = append(charges, credits.ChargesOf(cost.Cost.SoFar, hourly)...)
+				asOf = cost.Cost.AsOf
+			}
+		}
+		r, err := credits.Burn(grants, charges, asOf)
+		if err != nil {
+			return err
+		}
+		return reports.WriteCreditBalanceAs(g.stdout, out.Format, r)
 	}
 	return cmd
 }

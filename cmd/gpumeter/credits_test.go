@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/shopspring/decimal"
 )
 
 // credits grant, list and void through the CLI: a grant takes the
@@ -71,5 +73,63 @@ func TestCreditsCLI(t *testing.T) {
 	gs = list()
 	if len(gs) != 2 || gs[0]["void_reason"] != "paid twice" || gs[0]["voided_at"] == nil || gs[0]["amount"] != "250.5" {
 		t.Errorf("the voided grant's record: %v", gs[0])
+	}
+}
+
+// credits balance burns a customer's grants down against its usage priced
+// as its invoices price it, month by month: grants for beta's October (in
+// its zone, Europe/Berlin) cover what its October invoice totals (beta
+// pays no tax), an included grant of H100 GPU-hours first; the usage
+// before and after October (the fixture's 30 September and 1 November
+// hours: the first of them, since nothing could cover them, is not even
+// priced) is left uncovered, and what October left of the grants expired.
+func TestCreditsBalance(t *testing.T) {
+	dsn, cfg := invoiceFixture(t)
+	g := []string{"--clickhouse", dsn, "--config", cfg}
+	for _, args := range [][]string{
+		{"credits", "grant", "--tenant", "beta", "--kind", "prepaid", "--amount", "100000", "--effective", "2026-09-30T22:00:00Z",
+			"--expires", "2026-10-31T23:00:00Z"},
+		{"credits", "grant", "--tenant", "beta", "--kind", "included", "--amount", "2", "--meter", "gpu_hours",
+			"--sku-class", "H100-SXM5-80GB", "--effective", "2026-09-30T22:00:00Z", "--expires", "2026-10-31T23:00:00Z"},
+		{"invoice", "run", "--period", "2026-10", "--quiet"},
+	} {
+		if code, _, stderr := gpumeter(t, append(g, args...)...); code != 0 {
+			t.Fatalf("%v: %s", args, stderr)
+		}
+	}
+	var total decimal.Decimal
+	for _, inv := range listInvoices(t, dsn, cfg) {
+		if inv.Tenant == "beta" {
+			total = decimal.New(inv.TotalMinor, -2)
+		}
+	}
+	code, out, stderr := gpumeter(t, append(g, "credits", "balance", "--tenant", "beta", "-o", "json")...)
+	var r struct {
+		Balances []struct {
+			Grant struct {
+				Kind string `json:"kind"`
+			} `json:"grant"`
+			Used, Expired, Remaining, Granted decimal.Decimal
+		} `json:"balances"`
+		Uncovered decimal.Decimal `json:"uncovered"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || len(r.Balances) != 2 {
+		t.Fatalf("credits balance: exit %d %q %s", code, out, stderr)
+	}
+	prepaid, hours := r.Balances[0], r.Balances[1]
+	if prepaid.Grant.Kind != "prepaid" {
+		prepaid, hours = hours, prepaid
+	}
+	// The included hours went first; the money covered the rest of
+	// October: with the two hours' share (a few euros) the invoice's total.
+	if !hours.Used.Equal(decimal.NewFromInt(2)) || !hours.Remaining.IsZero() || r.Uncovered.Sign() <= 0 ||
+		!prepaid.Remaining.IsZero() || !prepaid.Used.Add(prepaid.Expired).Equal(decimal.NewFromInt(100000)) {
+		t.Fatalf("balances %+v, uncovered %s", r.Balances, r.Uncovered)
+	}
+	if share := total.Sub(prepaid.Used); total.IsZero() || share.Sign() <= 0 || share.GreaterThan(decimal.NewFromInt(10)) {
+		t.Errorf("prepaid used %s of an October invoice of %s: want all but the two included hours' share", prepaid.Used, total)
+	}
+	if code, _, stderr := gpumeter(t, append(g, "credits", "balance", "--tenant", "nobody")...); code != 2 || !strings.Contains(stderr, `--tenant "nobody"`) {
+		t.Errorf("an unknown customer: exit %d %s", code, stderr)
 	}
 }

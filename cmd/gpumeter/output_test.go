@@ -32,6 +32,7 @@ func TestEveryListingCommandPrintsEveryFormat(t *testing.T) {
 		{"invoice", "list"},
 		{"keys", "list"},
 		{"credits", "list"},
+		{"credits", "balance", "--tenant", "alpha"},
 		{"webhooks", "list"},
 		{"insights", "efficiency", "--period", "2026-10", "--tenant", "alpha", "--book", book},
 		{"insights", "rightsize", "--period", "2026-10", "--tenant", "alpha", "--book", book},

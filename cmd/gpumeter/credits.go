@@ -3,12 +3,12 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/shopspring/decimal"
 	"github.com/spf13/cobra"
 
-	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/credits"
@@ -162,18 +162,8 @@ usage no grant covered. Nothing is stored.`,
 	out := cli.AddOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
-		var customer *billing.Customer
-		for i, c := range g.cfg.Billing.Customers {
-			if c.Tenant == *tenant {
-				customer = &g.cfg.Billing.Customers[i]
-			}
-		}
-		if customer == nil {
+		if !slices.ContainsFunc(g.cfg.Billing.Customers, func(c billing.Customer) bool { return c.Tenant == *tenant }) {
 			return cli.Usagef("--tenant %q: not a billing customer of the config", *tenant)
-		}
-		loc, err := customer.Location()
-		if err != nil {
-			return cli.Usage(err)
 		}
 		s, err := openStore(ctx, g)
 		if err != nil {
@@ -184,32 +174,17 @@ usage no grant covered. Nothing is stored.`,
 		if err != nil {
 			return err
 		}
-		use, now := usage.New(s, g.cfg.Billing, time.Now), time.Now()
-		asOf := now.UTC().Truncate(time.Hour)
-		var charges []credits.Charge
-		if len(grants) > 0 {
-			first := grants[0].EffectiveAt
-			for _, gr := range grants {
-				if gr.EffectiveAt.Before(first) {
-					first = gr.EffectiveAt
-				}
+		// Every month from the first grant's on: usage before it no grant
+		// could cover.
+		from := time.Now()
+		for _, gr := range grants {
+			if gr.EffectiveAt.Before(from) {
+				from = gr.EffectiveAt
 			}
-			// Every month from the first grant's to now, priced as its
-			// invoice prices it.
-			admin := auth.Scope{Kind: auth.KindAdmin}
-			start := first.In(loc)
-			for m := time.Date(start.Year(), start.Month(), 1, 0, 0, 0, 0, loc); !m.After(now); m = m.AddDate(0, 1, 0) {
-				cost, err := use.Cost(ctx, usage.CostRequest{Scope: admin, Tenant: *tenant, Month: m.Format("2006-01")})
-				if err != nil {
-					return err
-				}
-				hourly, err := use.HourlyUsage(ctx, admin, *tenant, cost.Start, cost.Cost.AsOf)
-				if err != nil {
-					return err
-				}
-				charges = append(charges, credits.ChargesOf(cost.Cost.SoFar, hourly)...)
-				asOf = cost.Cost.AsOf
-			}
+		}
+		charges, asOf, err := usage.New(s, g.cfg.Billing, time.Now).Charges(ctx, *tenant, from)
+		if err != nil {
+			return err
 		}
 		r, err := credits.Burn(grants, charges, asOf)
 		if err != nil {

@@ -13,6 +13,13 @@ func ReadBookFile(path string) (*Book, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read book: %w", err)
 	}
+	return ParseBookFile(path, data)
+}
+
+// ParseBookFile parses and checks the price book read from path, with the
+// MIG and vGPU profiles' GPU-equivalent weights added; errors name the
+// file.
+func ParseBookFile(path string, data []byte) (*Book, error) {
 	b, err := ParseBook(data)
 	if err == nil {
 		b, err = WithMIGTable(b)
@@ -29,6 +36,12 @@ func ReadContractFile(path string) (*Contract, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read contract: %w", err)
 	}
+	return ParseContractFile(path, data)
+}
+
+// ParseContractFile parses and checks the contract read from path; errors
+// name the file.
+func ParseContractFile(path string, data []byte) (*Contract, error) {
 	c, err := ParseContract(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -657,12 +657,9 @@ func (f *runFiles) loadBook(path string) (loadedBook, error) {
 	if err != nil {
 		return loadedBook{}, fmt.Errorf("read price book: %w", err)
 	}
-	b, err := pricing.ParseBook(data)
-	if err == nil {
-		b, err = pricing.WithMIGTable(b)
-	}
+	b, err := pricing.ParseBookFile(path, data)
 	if err != nil {
-		return loadedBook{}, fmt.Errorf("%s: %w", path, err)
+		return loadedBook{}, err
 	}
 	return loadedBook{book: b, digest: digest(data)}, nil
 }
@@ -675,9 +672,9 @@ func (f *runFiles) loadContract(path string) (loadedContract, error) {
 	if err != nil {
 		return loadedContract{}, fmt.Errorf("read contract: %w", err)
 	}
-	c, err := pricing.ParseContract(data)
+	c, err := pricing.ParseContractFile(path, data)
 	if err != nil {
-		return loadedContract{}, fmt.Errorf("%s: %w", path, err)
+		return loadedContract{}, err
 	}
 	return loadedContract{contract: c, digest: digest(data)}, nil
 }

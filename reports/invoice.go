@@ -274,14 +274,14 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 			Amount:      inv.Money(l.AmountMinor),
 		}
 		if l.UnitPrice != nil {
-			lv.UnitPrice = priceText(*l.UnitPrice, places)
+			lv.UnitPrice = inv.Currency.Amount(*l.UnitPrice)
 		} else if len(l.Tiers) > 0 {
 			lv.UnitPrice = "tiered"
 		}
 		for _, t := range l.Tiers {
-			p := priceText(t.UnitPrice, places)
+			p := inv.Currency.Amount(t.UnitPrice)
 			if !t.FlatFee.IsZero() {
-				p += " + " + priceText(t.FlatFee, places) + " flat"
+				p += " + " + inv.Currency.Amount(t.FlatFee) + " flat"
 			}
 			lv.Tiers = append(lv.Tiers, tierView{Label: fmt.Sprintf("Tier %d", t.TierIndex+1),
 				Quantity: shownQuantity(t.Quantity, l.Meter), UnitPrice: p, Amount: inv.Currency.Round(t.Amount).StringFixed(places)})
@@ -404,15 +404,6 @@ func invoiceParty(p billing.Party) partyView {
 	return partyView{Name: p.Name, Address: p.Address, TaxID: p.TaxID, Department: p.Department}
 }
 
-// priceText shows a unit price or an exact amount with the currency's
-// places, or more where its digits need them ("6.50", "9.75", "0.125").
-func priceText(d decimal.Decimal, places int32) string {
-	p := places
-	for p < -d.Exponent() && !d.Equal(d.Round(p)) {
-		p++
-	}
-	return d.StringFixed(p)
-}
 
 // roundingNote closes every rendering: what the amounts are.
 const roundingNote = "Each line is rounded once to the minor unit; the totals add up the rounded lines. Tier amounts are shown rounded, quantities to their unit's places."

@@ -404,7 +404,6 @@ func invoiceParty(p billing.Party) partyView {
 	return partyView{Name: p.Name, Address: p.Address, TaxID: p.TaxID, Department: p.Department}
 }
 
-
 // roundingNote closes every rendering: what the amounts are.
 const roundingNote = "Each line is rounded once to the minor unit; the totals add up the rounded lines. Tier amounts are shown rounded, quantities to their unit's places."
 

@@ -1,17 +1,16 @@
 package main
 
 import (
-	"cmp"
+	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/shopspring/decimal"
 	"github.com/spf13/cobra"
 
-	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/credits"
+	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
@@ -62,34 +61,34 @@ Bad input is refused with exit status 2 and nothing is stored.`,
 		if gr.Amount, err = decimal.NewFromString(*amount); err != nil {
 			return cli.Usagef("--amount %q: not a decimal number", *amount)
 		}
-		var customers []credits.Customer
-		for _, c := range g.cfg.Billing.Customers {
-			customers = append(customers, credits.Customer{Tenant: c.Tenant, Currency: c.Currency})
-			if c.Tenant == gr.Tenant && gr.Currency == "" && *kind != string(credits.Included) {
-				gr.Currency = c.Currency
-			}
-		}
-		now := time.Now().UTC().Truncate(time.Second)
-		gr.Kind, gr.Meter, gr.EffectiveAt, gr.ExpiresAt, gr.CreatedAt = credits.Kind(*kind), pricing.Meter(*meter), cmp.Or(*effective, now), *expires, now
-		if err := gr.Validate(customers); err != nil {
-			return cli.FlagNamed(err, map[string]string{"tenant": "--tenant", "kind": "--kind", "amount": "--amount", "currency": "--currency",
-				"meter": "--meter", "sku_class": "--sku-class", "expires_at": "--expires", "effective_at": "--effective"})
-		}
-		if gr.ID, err = credits.NewID(); err != nil {
-			return err
-		}
-		s, err := openStore(cmd.Context(), g)
+		gr.Kind, gr.Meter, gr.EffectiveAt, gr.ExpiresAt = credits.Kind(*kind), pricing.Meter(*meter), *effective, *expires
+		svc, s, err := creditsService(cmd.Context(), g)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
-		if err := s.SaveGrant(cmd.Context(), gr); err != nil {
-			return err
+		if gr, err = svc.Grant(cmd.Context(), gr); err != nil {
+			return cli.FlagNamed(err, map[string]string{"tenant": "--tenant", "kind": "--kind", "amount": "--amount", "currency": "--currency",
+				"meter": "--meter", "sku_class": "--sku-class", "expires_at": "--expires", "effective_at": "--effective"})
 		}
 		_, err = fmt.Fprintln(g.stdout, gr.ID)
 		return err
 	}
 	return cmd
+}
+
+// creditsService opens the store and builds the credit domain over the
+// config's billing customers.
+func creditsService(ctx context.Context, g *globals) (*credits.Service, *store.Store, error) {
+	customers, err := g.cfg.Billing.CreditCustomers()
+	if err != nil {
+		return nil, nil, cli.Usage(err)
+	}
+	s, err := openStore(ctx, g)
+	if err != nil {
+		return nil, nil, err
+	}
+	return credits.NewService(s, usage.New(s, g.cfg.Billing, time.Now), customers, time.Now), s, nil
 }
 
 func newCreditsListCmd(g *globals) *cobra.Command {
@@ -103,14 +102,14 @@ func newCreditsListCmd(g *globals) *cobra.Command {
 	tenant := cmd.Flags().String("tenant", "", "only this customer")
 	out := cli.AddOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		s, err := openStore(cmd.Context(), g)
+		svc, s, err := creditsService(cmd.Context(), g)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
-		gs, err := s.Grants(cmd.Context(), *tenant)
+		gs, err := svc.Grants(cmd.Context(), *tenant) // an unknown customer is fault.NotFound: exit 2
 		if err != nil {
-			return err
+			return cli.FlagNamed(err, map[string]string{"tenant": "--tenant"})
 		}
 		return reports.WriteGrantsAs(g.stdout, out.Format, gs)
 	}
@@ -131,12 +130,12 @@ func newCreditsVoidCmd(g *globals) *cobra.Command {
 		if err := req.Validate(); err != nil {
 			return cli.FlagNamed(err, map[string]string{"reason": "--reason"})
 		}
-		s, err := openStore(cmd.Context(), g)
+		svc, s, err := creditsService(cmd.Context(), g)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
-		gr, err := s.VoidGrant(cmd.Context(), req.ID, time.Now(), req.Reason) // an unknown grant is fault.NotFound: exit 2
+		gr, err := svc.Void(cmd.Context(), req) // an unknown grant is fault.NotFound: exit 2
 		if err != nil {
 			return err
 		}
@@ -161,34 +160,14 @@ usage no grant covered. Nothing is stored.`,
 	tenant := cmd.Flags().String("tenant", "", "the customer (required)")
 	out := cli.AddOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		ctx := cmd.Context()
-		if !slices.ContainsFunc(g.cfg.Billing.Customers, func(c billing.Customer) bool { return c.Tenant == *tenant }) {
-			return cli.Usagef("--tenant %q: not a billing customer of the config", *tenant)
-		}
-		s, err := openStore(ctx, g)
+		svc, s, err := creditsService(cmd.Context(), g)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
-		grants, err := s.Grants(ctx, *tenant)
+		r, err := svc.Balance(cmd.Context(), *tenant) // an unknown customer is fault.NotFound: exit 2
 		if err != nil {
-			return err
-		}
-		// Every month from the first grant's on: usage before it no grant
-		// could cover.
-		from := time.Now()
-		for _, gr := range grants {
-			if gr.EffectiveAt.Before(from) {
-				from = gr.EffectiveAt
-			}
-		}
-		charges, asOf, err := usage.New(s, g.cfg.Billing, time.Now).Charges(ctx, *tenant, from)
-		if err != nil {
-			return err
-		}
-		r, err := credits.Burn(grants, charges, asOf)
-		if err != nil {
-			return err
+			return cli.FlagNamed(err, map[string]string{"tenant": "--tenant"})
 		}
 		return reports.WriteCreditBalanceAs(g.stdout, out.Format, r)
 	}

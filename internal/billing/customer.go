@@ -10,6 +10,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -44,6 +45,8 @@ type Customer struct {
 	Contract string          `yaml:"contract"` // contract file; empty: on demand
 	// PaymentTerms override the issuer's, field by field; nil: the issuer's.
 	PaymentTerms *PaymentTerms `yaml:"payment_terms"`
+	// Credits are the customer's settlement mode and recurring allowances.
+	Credits credits.Plan `yaml:"credits"`
 }
 
 // Customers is the billing section of the config.
@@ -95,6 +98,19 @@ func (c Customer) Location() (*time.Location, error) {
 		return nil, fmt.Errorf("time_zone %q: not an IANA time zone", c.TimeZone)
 	}
 	return loc, nil
+}
+
+// CreditCustomers are the customers as the credit domain knows them.
+func (cs Customers) CreditCustomers() ([]credits.Customer, error) {
+	out := make([]credits.Customer, 0, len(cs.Customers))
+	for _, c := range cs.Customers {
+		loc, err := c.Location()
+		if err != nil {
+			return nil, fmt.Errorf("customer %s: %w", c.Tenant, err)
+		}
+		out = append(out, credits.Customer{Tenant: c.Tenant, Currency: c.Currency, Location: loc, TaxRate: c.TaxRate, Plan: c.Credits})
+	}
+	return out, nil
 }
 
 // Validate names the field path of every problem. A time zone must put
@@ -159,6 +175,9 @@ func (cs Customers) Validate() error {
 		}
 		if c.Book == "" {
 			add("%s.book: required (a price book file)", at)
+		}
+		if err := c.Credits.Validate(at + ".credits"); err != nil {
+			errs = append(errs, err)
 		}
 		loc, err := c.Location()
 		if err != nil {

@@ -19,10 +19,14 @@ type Charge struct {
 	Meter    pricing.Meter   `json:"meter"`
 	Quantity decimal.Decimal `json:"quantity"`
 	Amount   decimal.Decimal `json:"amount"`
+	// TaxRate is the customer's tax percentage: prepaid credit pays the
+	// charge with its tax, as a payment pays an invoice's total.
+	TaxRate decimal.Decimal `json:"tax_rate,omitzero"`
 }
 
 // Draw is what one grant covered of one charge: a quantity of the
-// charge's meter (included grants) and the money it stood for.
+// charge's meter (included grants) and the money it stood for (for a
+// prepaid grant, with the tax on it).
 type Draw struct {
 	GrantID  string          `json:"grant_id"`
 	At       time.Time       `json:"at"`
@@ -30,6 +34,9 @@ type Draw struct {
 	Meter    pricing.Meter   `json:"meter"`
 	Quantity decimal.Decimal `json:"quantity,omitzero"`
 	Amount   decimal.Decimal `json:"amount"`
+	// Tax is the part of a prepaid draw's Amount that paid the charge's
+	// tax: Amount - Tax of the charge's money is covered.
+	Tax decimal.Decimal `json:"tax,omitzero"`
 }
 
 // Balance is a grant's account as of the burn-down's time, in the grant's
@@ -46,8 +53,8 @@ type Balance struct {
 }
 
 // Result is a customer's burn-down: each grant's balance in the order the
-// grants were given, every draw, and the money no grant covered (invoiced
-// as usual, or refused under credit_only).
+// grants were given, every draw, and the money no grant covered, before
+// tax (invoiced as usual, or refused under credit_only).
 type Result struct {
 	AsOf      time.Time       `json:"as_of"`
 	Balances  []Balance       `json:"balances"`
@@ -178,11 +185,25 @@ func Burn(grants []Grant, charges []Charge, asOf time.Time) (Result, error) {
 				b.Used, b.Remaining = b.Used.Add(take), b.Remaining.Sub(take)
 				qty, money = qty.Sub(take), money.Sub(share)
 				res.Draws = append(res.Draws, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Quantity: take, Amount: share})
-			case g.Money() && money.Sign() > 0:
+			case g.Kind == Promotional && money.Sign() > 0:
 				take := decimal.Min(money, b.Remaining)
 				b.Used, b.Remaining = b.Used.Add(take), b.Remaining.Sub(take)
 				money = money.Sub(take)
 				res.Draws = append(res.Draws, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Amount: take})
+			case g.Kind == Prepaid && money.Sign() > 0:
+				// Prepaid credit pays the charge with its tax: the gross is
+				// exact (a product of decimals), the net part of a partial
+				// payment is divided back at twice the stored places.
+				factor := decimal.NewFromInt(1).Add(c.TaxRate.Shift(-2))
+				gross := money.Mul(factor)
+				take, net := gross, money
+				if b.Remaining.LessThan(gross) {
+					take = b.Remaining
+					net = take.DivRound(factor, 2*pricing.StoragePlaces)
+				}
+				b.Used, b.Remaining = b.Used.Add(take), b.Remaining.Sub(take)
+				money = money.Sub(net)
+				res.Draws = append(res.Draws, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Amount: take, Tax: take.Sub(net)})
 			}
 		}
 		res.Uncovered = res.Uncovered.Add(money)

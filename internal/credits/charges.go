@@ -15,8 +15,9 @@ import (
 // average price, hour by hour). A line without usage hours (a reservation
 // fee, a commitment true-up) is one charge at its start that only money
 // covers (no meter). Lines of no money (usage covered by a reservation)
-// charge nothing. usage is the hourly usage the period was priced from.
-func ChargesOf(priced pricing.Result, usage []pricing.Usage) []Charge {
+// charge nothing. usage is the hourly usage the period was priced from; taxRate is the
+// customer's tax percentage, which prepaid credit pays too.
+func ChargesOf(priced pricing.Result, usage []pricing.Usage, taxRate decimal.Decimal) []Charge {
 	var out []Charge
 	for _, l := range priced.Lines {
 		if l.Amount.Sign() == 0 {
@@ -35,7 +36,7 @@ func ChargesOf(priced pricing.Result, usage []pricing.Usage) []Charge {
 			total = total.Add(u.Quantity)
 		}
 		if len(hours) == 0 || total.Sign() == 0 {
-			out = append(out, Charge{At: l.From, SKU: l.SKU, Quantity: decimal.Zero, Amount: l.Amount})
+			out = append(out, Charge{At: l.From, SKU: l.SKU, Quantity: decimal.Zero, Amount: l.Amount, TaxRate: taxRate})
 			continue
 		}
 		// A burst line's quantity is the part above the reservation: its
@@ -48,7 +49,7 @@ func ChargesOf(priced pricing.Result, usage []pricing.Usage) []Charge {
 				qty = l.Quantity.Mul(u.Quantity).DivRound(total, 2*pricing.StoragePlaces)
 			}
 			left, leftQty = left.Sub(amount), leftQty.Sub(qty)
-			out = append(out, Charge{At: u.Hour, SKU: l.SKU, Meter: l.Meter, Quantity: qty, Amount: amount})
+			out = append(out, Charge{At: u.Hour, SKU: l.SKU, Meter: l.Meter, Quantity: qty, Amount: amount, TaxRate: taxRate})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Charge) int { return a.At.Compare(b.At) })

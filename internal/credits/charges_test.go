@@ -27,7 +27,7 @@ func TestChargesOf(t *testing.T) {
 		{Kind: pricing.KindReservationFee, SKU: sku, Meter: pricing.GPUHours, From: h(5), To: h(720), Quantity: d("715"), Amount: d("100")},
 		{Kind: pricing.KindReserved, SKU: sku, Meter: pricing.GPUHours, From: nov, To: h(720), Quantity: d("2"), Amount: decimal.Zero},
 	}}
-	got := ChargesOf(priced, usage)
+	got := ChargesOf(priced, usage, decimal.Zero)
 	want := []Charge{
 		{At: h(0), SKU: sku, Meter: pricing.GPUHours, Quantity: d("1"), Amount: d("3.333333333333333333")},
 		{At: h(1), SKU: sku, Meter: pricing.GPUHours, Quantity: d("2"), Amount: d("6.666666666666666667")},

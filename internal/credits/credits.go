@@ -94,13 +94,6 @@ func (g Grant) covers(c Charge) bool {
 	return g.SKUClass == "" || g.SKUClass == model
 }
 
-// Customer is what a grant is checked against: the customer's tenant and
-// currency (billing's configuration).
-type Customer struct {
-	Tenant   string
-	Currency string
-}
-
 // Validate names every problem of a grant, as a validation error (a 4xx,
 // exit status 2): nothing is stored. customers are the known customers.
 func (g Grant) Validate(customers []Customer) error {

@@ -133,6 +133,30 @@ func TestBurn(t *testing.T) {
 			},
 		},
 		{
+			name: "prepaid pays a charge with its tax, promotional before tax: 19 % on 100 is 119, so 59.5 prepaid covers 50 of it",
+			grants: func() []Grant {
+				promo, cash := money("promo", "30", 0, 1), money("cash", "59.5", 1, 1)
+				promo.Kind = Promotional
+				return []Grant{promo, cash}
+			}(),
+			charges: func() []Charge {
+				c := gpu(day(1), h100, "10", "100")
+				c.TaxRate = d("19")
+				return []Charge{c}
+			}(),
+			asOf: day(2), used: map[string]string{"promo": "30", "cash": "59.5"}, uncovered: "20",
+		},
+		{
+			name:   "prepaid with tax, a partial payment's net part divides back exactly at 18 places",
+			grants: []Grant{money("cash", "10", 0, 1)},
+			charges: func() []Charge {
+				c := gpu(day(1), h100, "3", "9")
+				c.TaxRate = d("20")
+				return []Charge{c}
+			}(),
+			asOf: day(2), used: map[string]string{"cash": "10"}, uncovered: "0.666666666666666667",
+		},
+		{
 			name:    "credit larger than the usage: the rest remains",
 			grants:  []Grant{money("big", "1000", 0, 1)},
 			charges: []Charge{gpu(day(1), h100, "2", "4.123456789")},
@@ -200,10 +224,10 @@ func checkInvariants(t *testing.T, r Result, charges []Charge, asOf time.Time) {
 		}
 	}
 	for _, dr := range r.Draws {
-		drawn = drawn.Add(dr.Amount)
+		drawn = drawn.Add(dr.Amount.Sub(dr.Tax))
 	}
 	if !drawn.Add(r.Uncovered).Equal(total) {
-		t.Errorf("draws %s + uncovered %s != charges %s", drawn, r.Uncovered, total)
+		t.Errorf("draws %s (net of tax) + uncovered %s != charges %s", drawn, r.Uncovered, total)
 	}
 }
 

@@ -11,13 +11,14 @@ import (
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
-// Charges are a customer's usage from from up to now as credits burn it:
+// Charges are a customer's usage from from up to to (or now, if earlier)
+// as credits burn it:
 // each of its months (in its zone) from the one holding from, priced as
 // its invoice prices it (the priced so far of Cost: rollups, then raw
 // samples not yet rolled up), spread into hourly charges
 // (credits.ChargesOf), and the hour they run to. Each month's usage is
 // read once; nothing is forecast.
-func (s *Service) Charges(ctx context.Context, tenant string, from time.Time) ([]credits.Charge, time.Time, error) {
+func (s *Service) Charges(ctx context.Context, tenant string, from, to time.Time) ([]credits.Charge, time.Time, error) {
 	admin := auth.Scope{Kind: auth.KindAdmin}
 	c, err := s.customer(admin, tenant)
 	if err != nil {
@@ -28,6 +29,9 @@ func (s *Service) Charges(ctx context.Context, tenant string, from time.Time) ([
 		return nil, time.Time{}, err
 	}
 	asOf := s.now().UTC().Truncate(time.Hour)
+	if to.Before(asOf) {
+		asOf = to.UTC().Truncate(time.Hour)
+	}
 	first, err := billing.MonthlyPeriod(from.In(loc).Format("2006-01"), loc)
 	if err != nil || !first.Start.Before(asOf) {
 		return nil, asOf, err // nothing has begun yet
@@ -50,7 +54,7 @@ func (s *Service) Charges(ctx context.Context, tenant string, from time.Time) ([
 		if err != nil {
 			return nil, time.Time{}, fault.Internal(err)
 		}
-		out = append(out, credits.ChargesOf(priced, rows)...)
+		out = append(out, credits.ChargesOf(priced, rows, c.TaxRate)...)
 		if p, err = billing.MonthlyPeriod(p.End.In(loc).Format("2006-01"), loc); err != nil {
 			return nil, time.Time{}, err
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors/agent"
 	"github.com/gpumeter/gpumeter/internal/admission"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/rollup"
@@ -38,6 +39,7 @@ type Config struct {
 	Webhooks   webhook.Config           `yaml:"webhooks"`
 	Kubernetes admission.Config         `yaml:"kubernetes"`
 	Insights   insights.Config          `yaml:"insights"`
+	Credits    credits.Settings         `yaml:"credits"`
 	Reports    Reports                  `yaml:"reports"`
 }
 
@@ -66,6 +68,7 @@ func Default() Config {
 		Kubernetes: admission.DefaultConfig(),
 		Insights:   insights.DefaultConfig(),
 		Collector:  agent.DefaultSettings(),
+		Credits:    credits.DefaultSettings(),
 	}
 }
 
@@ -115,7 +118,7 @@ func (c Config) Validate() error {
 	}
 	for _, err := range []error{c.Server.Validate(), c.Rollup.Validate(), c.Retention.Validate(),
 		c.Collector.Validate(), c.Billing.Validate(),
-		c.Chargeback.Validate(), c.Quotas.Validate(), c.Webhooks.Validate(), c.Insights.Validate()} {
+		c.Chargeback.Validate(), c.Quotas.Validate(), c.Webhooks.Validate(), c.Insights.Validate(), c.Credits.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}

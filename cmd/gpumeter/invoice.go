@@ -11,8 +11,10 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/cli"
+	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -43,6 +45,12 @@ func invoiceRunner(ctx context.Context, g *globals) (*billing.Runner, *store.Sto
 	}
 	r := billing.NewRunner(s, g.cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger)
 	r.Announce = webhook.NewPublisher(s, time.Now)
+	customers, err := g.cfg.Billing.CreditCustomers()
+	if err != nil {
+		s.Close()
+		return nil, nil, cli.Usage(err)
+	}
+	r.Credits = credits.NewService(s, usage.New(s, g.cfg.Billing, time.Now), customers, time.Now)
 	// import → invoice run works without a rollup by hand in between.
 	r.Rollup = rollup.New(s, g.cfg.Rollup, time.Now, g.logger)
 	return r, s, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auditqueue"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/cli"
+	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/jobs"
 	"github.com/gpumeter/gpumeter/internal/quota"
@@ -87,10 +88,16 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	hourly := rollup.New(s, cfg.Rollup, time.Now, g.logger)
 	retention := rollup.NewRetention(s, cfg.Retention, time.Now, g.logger)
+	use := usage.New(s, cfg.Billing, time.Now)
+	creditCustomers, err := cfg.Billing.CreditCustomers()
+	if err != nil {
+		return cli.Usage(err)
+	}
+	credit := credits.NewService(s, use, creditCustomers, time.Now)
 	invoices := billing.NewRunner(s, cfg.Billing, billing.DefaultLeaseConfig(), time.Now, g.logger)
 	invoices.Announce = webhook.NewPublisher(s, time.Now)
+	invoices.Credits = credit
 	ins := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
-	use := usage.New(s, cfg.Billing, time.Now)
 	quotas, err := quota.NewService(use, s, cfg.Billing, cfg.Quotas, time.Now, g.logger)
 	if err != nil {
 		return cli.Usage(err)

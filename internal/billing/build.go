@@ -8,6 +8,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -22,6 +23,8 @@ type Draft struct {
 	// (see Correct), with what each re-priced.
 	CorrectionLines []Line
 	Corrections     []Correction
+	// Credits, when the customer has grants, are applied (credits.go).
+	Credits *CreditInput
 
 	BookDigest, ContractDigest, InputsHash string
 	RollupVersion                          uint64
@@ -80,6 +83,14 @@ func BuildInvoice(d Draft) (*Invoice, error) {
 	for _, l := range inv.Lines {
 		sub += l.AmountMinor
 	}
+	if d.Credits != nil {
+		// Included and promotional credit reduce the taxable subtotal.
+		pre := creditLines(d.Credits, cur, []credits.Kind{credits.Included, credits.Promotional}, d.Period, sub)
+		for _, l := range pre {
+			sub += l.AmountMinor
+		}
+		inv.Lines = append(inv.Lines, pre...)
+	}
 	inv.SubtotalMinor = sub
 	if !d.Customer.TaxRate.IsZero() {
 		base := decimal.New(sub, -cur.MinorUnits)
@@ -95,7 +106,16 @@ func BuildInvoice(d Draft) (*Invoice, error) {
 		inv.Lines = append(inv.Lines, tax)
 		inv.TaxMinor = tax.AmountMinor
 	}
-	inv.TotalMinor = inv.SubtotalMinor + inv.TaxMinor
+	if d.Credits != nil {
+		// Prepaid credit pays the total after tax, like a payment.
+		post := creditLines(d.Credits, cur, []credits.Kind{credits.Prepaid}, d.Period, inv.SubtotalMinor+inv.TaxMinor)
+		for _, l := range post {
+			inv.PrepaidMinor += l.AmountMinor
+		}
+		inv.Lines = append(inv.Lines, post...)
+		inv.Credits = creditStatements(d.Credits, inv.Lines, cur, d.Period)
+	}
+	inv.TotalMinor = inv.SubtotalMinor + inv.TaxMinor + inv.PrepaidMinor
 	for i := range inv.Lines {
 		inv.Lines[i].No = i + 1
 	}
@@ -126,8 +146,8 @@ type Billed struct {
 func BilledFor(orig *Invoice, later []*Invoice) Billed {
 	b := Billed{Minor: map[LineKey]int64{}, Quantity: map[LineKey]decimal.Decimal{}}
 	for _, l := range orig.Lines {
-		if l.Kind == KindTax || l.Kind == KindAdjustment || l.Kind == KindCredit {
-			continue
+		if l.Kind == KindTax || l.Kind == KindAdjustment || l.Kind == KindCredit || l.GrantID != "" {
+			continue // tax and grants follow each invoice's own usage
 		}
 		k := LineKey{l.Kind, l.SKU, l.Meter}
 		b.Minor[k] += l.AmountMinor

@@ -68,6 +68,8 @@ type Line struct {
 	AdjustsPeriod  string       `json:"adjusts_period,omitempty"`
 	AdjustsInvoice string       `json:"adjusts_invoice,omitempty"`
 	AdjustsKind    pricing.Kind `json:"adjusts_kind,omitempty"`
+	// GrantID names the grant a credit line applies (credits.go).
+	GrantID string `json:"grant_id,omitempty"`
 }
 
 // Correction records that an invoice carried the corrections of an
@@ -115,10 +117,16 @@ type Invoice struct {
 	PaymentNote string `json:"payment_terms_note,omitempty"`
 	DueDate     string `json:"due_date,omitempty"`
 
+	// SubtotalMinor is the taxable subtotal: usage, corrections, included
+	// and promotional credit. TotalMinor is what is due: the subtotal, its
+	// tax, and PrepaidMinor, the (negative) prepaid credit paying it.
 	TaxRate       decimal.Decimal `json:"tax_rate"`
 	SubtotalMinor int64           `json:"subtotal_minor"`
 	TaxMinor      int64           `json:"tax_minor"`
+	PrepaidMinor  int64           `json:"prepaid_minor,omitempty"`
 	TotalMinor    int64           `json:"total_minor"`
+	// Credits are the accounts of the customer's grants over the period.
+	Credits []CreditStatement `json:"credits,omitempty"`
 
 	BookVersion    string `json:"book_version"`
 	BookDigest     string `json:"book_digest"`
@@ -208,7 +216,7 @@ func (inv *Invoice) Validate() error {
 	if !inv.PeriodEnd.After(inv.PeriodStart) {
 		add("period: end must be after start")
 	}
-	var sub, tax int64
+	var sub, tax, prepaid int64
 	for i, l := range inv.Lines {
 		if l.No != i+1 {
 			add("lines[%d].no %d: want %d", i, l.No, i+1)
@@ -216,11 +224,17 @@ func (inv *Invoice) Validate() error {
 		if got := minorUnits(inv.Currency.Round(l.Amount), inv.Currency.MinorUnits); got != l.AmountMinor {
 			add("lines[%d].amount_minor %d: the amount %s rounds to %d", i, l.AmountMinor, l.Amount, got)
 		}
-		if l.Kind == KindTax {
+		switch l.Kind {
+		case KindTax:
 			tax += l.AmountMinor
-		} else {
+		case KindPrepaidCredit:
+			prepaid += l.AmountMinor
+		default:
 			sub += l.AmountMinor
 		}
+	}
+	if prepaid != inv.PrepaidMinor {
+		add("prepaid_minor %d: the prepaid credit lines add up to %d", inv.PrepaidMinor, prepaid)
 	}
 	if sub != inv.SubtotalMinor {
 		add("subtotal_minor %d: lines add up to %d", inv.SubtotalMinor, sub)
@@ -228,8 +242,8 @@ func (inv *Invoice) Validate() error {
 	if tax != inv.TaxMinor {
 		add("tax_minor %d: the tax line is %d", inv.TaxMinor, tax)
 	}
-	if inv.TotalMinor != sub+tax {
-		add("total_minor %d: want subtotal + tax = %d", inv.TotalMinor, sub+tax)
+	if inv.TotalMinor != sub+tax+prepaid {
+		add("total_minor %d: want subtotal + tax + prepaid credit = %d", inv.TotalMinor, sub+tax+prepaid)
 	}
 	if len(errs) == 0 {
 		return nil

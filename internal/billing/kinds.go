@@ -22,6 +22,12 @@ func KindLabel(k pricing.Kind) string {
 		return "Credit"
 	case KindTax:
 		return "Tax"
+	case KindIncludedCredit:
+		return "Included usage"
+	case KindPromotionalCredit:
+		return "Promotional credit"
+	case KindPrepaidCredit:
+		return "Prepaid credit"
 	}
 	return string(k)
 }

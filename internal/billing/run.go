@@ -125,6 +125,9 @@ type Runner struct {
 	// in their own period rather than waiting or becoming late usage.
 	// Without it such a period waits (waitFor).
 	Rollup *rollup.Service
+	// Credits, when set, burns the customers' grants down, and invoices
+	// apply them (credits.go); unset, no grant is applied.
+	Credits CreditBalances
 }
 
 // NewRunner builds a runner.
@@ -407,13 +410,17 @@ func (r *Runner) invoiceOne(ctx context.Context, st *ledger, files *runFiles, c 
 	if err != nil {
 		return Outcome{}, nil, err
 	}
+	credit, err := r.creditInput(ctx, st, c, loc, p)
+	if err != nil {
+		return Outcome{}, nil, err
+	}
 	id := st.nextID(c.Tenant, p.Label)
 	revision := uint64(1)
 	if current != nil {
 		id, revision = current.Invoice.ID, current.Revision+1
 	}
 	inv, err := BuildInvoice(Draft{ID: id, Issuer: r.customers.Issuer, Customer: c, Period: p, Priced: priced,
-		CorrectionLines: lines, Corrections: corrections, BookDigest: book.digest, ContractDigest: contract.digest,
+		CorrectionLines: lines, Corrections: corrections, Credits: credit, BookDigest: book.digest, ContractDigest: contract.digest,
 		InputsHash: in.Hash(), RollupVersion: completed, Now: now})
 	if err != nil {
 		return Outcome{}, nil, err
@@ -443,6 +450,32 @@ func (r *Runner) invoiceOne(ctx context.Context, st *ledger, files *runFiles, c 
 		return Outcome{}, nil, err
 	}
 	return Outcome{Tenant: c.Tenant, Action: action, Invoice: inv}, &StoredInvoice{Invoice: inv, Revision: revision, Document: doc}, nil
+}
+
+// creditInput burns the customer's grants down at the period's start and
+// end, with what its earlier finalized invoices applied of each; nil when
+// the runner has no credits or the customer no grants.
+func (r *Runner) creditInput(ctx context.Context, st *ledger, c Customer, loc *time.Location, p Period) (*CreditInput, error) {
+	if r.Credits == nil {
+		return nil, nil
+	}
+	end, err := r.Credits.BalanceAt(ctx, c.Tenant, p.End)
+	if err != nil {
+		return nil, fmt.Errorf("credits of %s for %s: %w", c.Tenant, p.Label, err)
+	}
+	if len(end.Balances) == 0 {
+		return nil, nil
+	}
+	start, err := r.Credits.BalanceAt(ctx, c.Tenant, p.Start)
+	if err != nil {
+		return nil, fmt.Errorf("credits of %s for %s: %w", c.Tenant, p.Label, err)
+	}
+	next, err := MonthlyPeriod(p.End.In(loc).Format("2006-01"), loc)
+	if err != nil {
+		return nil, err
+	}
+	minor, qty := AppliedBefore(st.finalizedBefore(c.Tenant, p.Start))
+	return &CreditInput{Start: start, End: end, AppliedMinor: minor, AppliedQty: qty, NextPeriodEnd: next.End}, nil
 }
 
 func zoneName(c Customer) string {

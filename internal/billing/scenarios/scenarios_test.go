@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/rollup"
@@ -48,17 +49,36 @@ type customer struct {
 	TaxRate    string `yaml:"tax_rate"`
 	Book       string `yaml:"book"`
 	Contract   string `yaml:"contract"`
+	// Credits is the customer's credit plan (settlement, allowances).
+	Credits credits.Plan `yaml:"credits"`
+}
+
+// grant is a grant given in a step, by a name the expectations use.
+type grant struct {
+	Name        string `yaml:"name"`
+	Tenant      string `yaml:"tenant"`
+	Kind        string `yaml:"kind"`
+	Amount      string `yaml:"amount"`
+	Currency    string `yaml:"currency"`
+	Meter       string `yaml:"meter"`
+	SKUClass    string `yaml:"sku_class"`
+	Priority    int    `yaml:"priority"`
+	EffectiveAt string `yaml:"effective_at"`
+	ExpiresAt   string `yaml:"expires_at"`
+	Source      string `yaml:"source"`
 }
 
 type step struct {
-	Usage    []usage `yaml:"usage"`
-	Run      string  `yaml:"run"`    // a period to invoice
-	Tenant   string  `yaml:"tenant"` // only this customer
-	Draft    bool    `yaml:"draft"`
-	Finalize string  `yaml:"finalize"` // every draft of this period
-	Void     string  `yaml:"void"`     // an invoice number or id
-	Reason   string  `yaml:"reason"`
-	At       string  `yaml:"at"` // the run's clock (RFC 3339); default now
+	Usage     []usage `yaml:"usage"`
+	Run       string  `yaml:"run"`    // a period to invoice
+	Tenant    string  `yaml:"tenant"` // only this customer
+	Draft     bool    `yaml:"draft"`
+	Finalize  string  `yaml:"finalize"` // every draft of this period
+	Void      string  `yaml:"void"`     // an invoice number or id
+	Reason    string  `yaml:"reason"`
+	Grants    []grant `yaml:"grant"`      // grants given (through the credit service)
+	VoidGrant string  `yaml:"void_grant"` // a grant's name, voided at the step's clock with reason
+	At        string  `yaml:"at"`         // the run's clock (RFC 3339); default now
 	// SetTimeZone changes customers' time zones in the config from this
 	// step on (tenant → zone).
 	SetTimeZone map[string]string `yaml:"set_time_zone"`
@@ -90,7 +110,11 @@ type expect struct {
 	Lines      []eline `yaml:"lines"`
 	TaxCents   *int64  `yaml:"tax_cents"`
 	TotalCents *int64  `yaml:"total_cents"`
-	Detail     string  `yaml:"detail"` // a substring of the outcome's detail
+	// PrepaidCents is what prepaid credit paid of the total after tax.
+	PrepaidCents *int64 `yaml:"prepaid_cents"`
+	// Credits are grants' accounts on the invoice, by grant name.
+	Credits []ecredit `yaml:"credits"`
+	Detail  string    `yaml:"detail"` // a substring of the outcome's detail
 }
 
 type eline struct {
@@ -99,6 +123,7 @@ type eline struct {
 	Meter       string `yaml:"meter"`
 	AdjustsKind string `yaml:"adjusts_kind"`
 	Adjusts     string `yaml:"adjusts"` // the corrected invoice's number
+	Grant       string `yaml:"grant"`   // a credit line's grant, by name
 	Cents       int64  `yaml:"cents"`
 	Why         string `yaml:"why"`
 }
@@ -158,7 +183,7 @@ func runScenario(t *testing.T, sc scenario) {
 		Schedule: billing.DefaultInvoiceSchedule}
 	for _, c := range sc.Customers {
 		bc := billing.Customer{Tenant: c.Tenant, Department: c.Department, Name: c.Tenant, Currency: c.Currency,
-			TimeZone: c.TimeZone, TaxRate: decimal.Zero}
+			TimeZone: c.TimeZone, TaxRate: decimal.Zero, Credits: c.Credits}
 		if bc.Currency == "" {
 			bc.Currency = "USD"
 		}
@@ -185,6 +210,22 @@ func runScenario(t *testing.T, sc scenario) {
 	lease := billing.LeaseConfig{TTL: 30 * time.Second, Settle: 2 * time.Second, Retry: 200 * time.Millisecond}
 	rollup := rollup.New(s, rollup.DefaultConfig(), time.Now, logger)
 	final := map[string]string{} // invoice id → document when first seen finalized
+	names := map[string]string{} // grant id → its name in the scenario, and back
+	creditCustomers, err := cs.CreditCustomers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range creditCustomers {
+		for _, r := range c.Plan.Recurring {
+			gs, err := r.GrantsThrough(c.Tenant, c.Currency, c.Location, time.Date(2027, 12, 1, 0, 0, 0, 0, time.UTC))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range gs { // "SERIES YYYY-MM"
+				names[g.ID] = strings.TrimPrefix(g.Source, "recurring ")
+			}
+		}
+	}
 
 	for i, st := range sc.Steps {
 		where := fmt.Sprintf("steps[%d]", i)
@@ -208,6 +249,12 @@ func runScenario(t *testing.T, sc scenario) {
 			}
 		}
 		runner := billing.NewRunner(s, cs, lease, clock, logger)
+		creditCustomers, err := cs.CreditCustomers() // a step may change a zone
+		if err != nil {
+			t.Fatal(err)
+		}
+		creditSvc := credits.NewService(s, usagedomain.New(s, cs, clock), creditCustomers, clock)
+		runner.Credits = creditSvc
 		refused := func(err error, what string) bool {
 			if st.Error == "" {
 				if err != nil {
@@ -253,8 +300,23 @@ func runScenario(t *testing.T, sc scenario) {
 		case st.Void != "":
 			_, err := runner.Void(ctx, st.Void, st.Reason)
 			refused(err, "void "+st.Void)
+		case len(st.Grants) > 0:
+			for j, g := range st.Grants {
+				req, err := g.request(fmt.Sprintf("%s.grant[%d]", where, j))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := creditSvc.Grant(ctx, req)
+				if refused(err, "grant "+g.Name) {
+					continue
+				}
+				names[got.ID], names[g.Name] = g.Name, got.ID
+			}
+		case st.VoidGrant != "":
+			_, err := creditSvc.Void(ctx, credits.VoidRequest{ID: names[st.VoidGrant], Reason: st.Reason})
+			refused(err, "void grant "+st.VoidGrant)
 		default:
-			t.Fatalf("%s: want usage, run, finalize or void", where)
+			t.Fatalf("%s: want usage, run, finalize, void, grant or void_grant", where)
 		}
 		got := map[string]billing.Outcome{}
 		for _, o := range outs {
@@ -266,13 +328,35 @@ func runScenario(t *testing.T, sc scenario) {
 				t.Errorf("%s: no outcome for %s (got %v)", where, tenant, outs)
 				continue
 			}
-			checkOutcome(t, fmt.Sprintf("%s %s", where, tenant), o, want)
+			checkOutcome(t, fmt.Sprintf("%s %s", where, tenant), o, want, names)
 			if o.Invoice != nil && o.Invoice.Status == billing.StatusFinalized {
 				checkBilledUsage(t, ctx, s, where, o.Invoice)
 			}
 		}
 		checkFinalizedUnchanged(t, ctx, s, where, final)
 	}
+}
+
+// request is the grant as the credit service takes it.
+func (g grant) request(where string) (credits.Grant, error) {
+	amount, err := decimal.NewFromString(g.Amount)
+	if err != nil {
+		return credits.Grant{}, fmt.Errorf("%s.amount %q: %w", where, g.Amount, err)
+	}
+	req := credits.Grant{Tenant: g.Tenant, Kind: credits.Kind(g.Kind), Amount: amount, Currency: g.Currency,
+		Meter: pricing.Meter(g.Meter), SKUClass: g.SKUClass, Priority: g.Priority, Source: g.Source}
+	for _, f := range []struct {
+		at  *time.Time
+		val string
+	}{{&req.EffectiveAt, g.EffectiveAt}, {&req.ExpiresAt, g.ExpiresAt}} {
+		if f.val == "" {
+			continue
+		}
+		if *f.at, err = time.Parse(time.RFC3339, f.val); err != nil {
+			return credits.Grant{}, fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	return req, nil
 }
 
 // samples turns a usage entry into one sample per device and hour.
@@ -311,11 +395,22 @@ func (u usage) samples(t *testing.T, where string) []collectors.Sample {
 	return out
 }
 
-func lineKey(kind, sku, meter, adjustsKind, adjusts string) string {
-	return strings.Join([]string{kind, sku, meter, adjustsKind, adjusts}, "|")
+// ecredit is a grant's account an invoice must show.
+type ecredit struct {
+	Grant             string `yaml:"grant"`
+	Before            string `yaml:"before"`
+	Used              string `yaml:"used"`
+	Ended             string `yaml:"ended"`
+	After             string `yaml:"after"`
+	ExpiresNextPeriod bool   `yaml:"expires_next_period"`
+	Why               string `yaml:"why"`
 }
 
-func checkOutcome(t *testing.T, where string, o billing.Outcome, want expect) {
+func lineKey(kind, sku, meter, adjustsKind, adjusts, grant string) string {
+	return strings.Join([]string{kind, sku, meter, adjustsKind, adjusts, grant}, "|")
+}
+
+func checkOutcome(t *testing.T, where string, o billing.Outcome, want expect, names map[string]string) {
 	t.Helper()
 	if want.Action != "" && o.Action != want.Action {
 		t.Errorf("%s: action %s, want %s (%s)", where, o.Action, want.Action, o)
@@ -339,14 +434,14 @@ func checkOutcome(t *testing.T, where string, o billing.Outcome, want expect) {
 			if l.Kind == billing.KindTax {
 				continue
 			}
-			got[lineKey(string(l.Kind), l.SKU, string(l.Meter), string(l.AdjustsKind), l.AdjustsInvoice)] += l.AmountMinor
+			got[lineKey(string(l.Kind), l.SKU, string(l.Meter), string(l.AdjustsKind), l.AdjustsInvoice, names[l.GrantID])] += l.AmountMinor
 		}
 		exp := map[string]int64{}
 		for _, l := range want.Lines {
 			if l.Why == "" {
 				t.Errorf("%s: expected line %s %s has no derivation (why)", where, l.Kind, l.SKU)
 			}
-			exp[lineKey(l.Kind, l.SKU, l.Meter, l.AdjustsKind, l.Adjusts)] += l.Cents
+			exp[lineKey(l.Kind, l.SKU, l.Meter, l.AdjustsKind, l.Adjusts, l.Grant)] += l.Cents
 		}
 		keys := map[string]bool{}
 		for k := range got {
@@ -366,6 +461,32 @@ func checkOutcome(t *testing.T, where string, o billing.Outcome, want expect) {
 	}
 	if want.TotalCents != nil && inv.TotalMinor != *want.TotalCents {
 		t.Errorf("%s: total %d, want %d", where, inv.TotalMinor, *want.TotalCents)
+	}
+	if want.PrepaidCents != nil && inv.PrepaidMinor != *want.PrepaidCents {
+		t.Errorf("%s: prepaid credit %d, want %d", where, inv.PrepaidMinor, *want.PrepaidCents)
+	}
+	for _, w := range want.Credits {
+		if w.Why == "" {
+			t.Errorf("%s: expected account of grant %s has no derivation (why)", where, w.Grant)
+		}
+		i := slices.IndexFunc(inv.Credits, func(c billing.CreditStatement) bool { return names[c.GrantID] == w.Grant })
+		if i < 0 {
+			t.Errorf("%s: no account of grant %s on the invoice (%d accounts)", where, w.Grant, len(inv.Credits))
+			continue
+		}
+		c := inv.Credits[i]
+		for _, f := range []struct {
+			name string
+			got  decimal.Decimal
+			want string
+		}{{"before", c.Before, w.Before}, {"used", c.Used, w.Used}, {"ended", c.Ended, w.Ended}, {"after", c.After, w.After}} {
+			if f.want != "" && !f.got.Equal(decimal.RequireFromString(f.want)) {
+				t.Errorf("%s: grant %s %s %s, want %s", where, w.Grant, f.name, f.got, f.want)
+			}
+		}
+		if c.ExpiresNextPeriod != w.ExpiresNextPeriod {
+			t.Errorf("%s: grant %s expires next period %v, want %v", where, w.Grant, c.ExpiresNextPeriod, w.ExpiresNextPeriod)
+		}
 	}
 }
 

@@ -50,6 +50,10 @@ type Balance struct {
 	Voided     decimal.Decimal `json:"voided"`
 	RolledOver decimal.Decimal `json:"rolled_over"`
 	Remaining  decimal.Decimal `json:"remaining"`
+	// Covered is the money of the charges the grant covered: its draws'
+	// amounts summed (for included grants the share of the charges' money,
+	// for prepaid with the tax it paid).
+	Covered decimal.Decimal `json:"covered"`
 }
 
 // Result is a customer's burn-down: each grant's balance in the order the
@@ -74,13 +78,23 @@ type Result struct {
 // up exactly. Burn is pure and deterministic: the same grants and charges
 // give the same result.
 func Burn(grants []Grant, charges []Charge, asOf time.Time) (Result, error) {
+	return burn(grants, charges, asOf, true)
+}
+
+// Balances is Burn without the draws: each grant's account and the money
+// no grant covered, for callers that need no more (a fleet's balances).
+func Balances(grants []Grant, charges []Charge, asOf time.Time) (Result, error) {
+	return burn(grants, charges, asOf, false)
+}
+
+func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Result, error) {
 	res := Result{AsOf: asOf, Uncovered: decimal.Zero}
 	for i, g := range grants {
 		if g.Amount.Sign() <= 0 {
 			return Result{}, fmt.Errorf("grant %s: amount %s is not above zero", g.ID, g.Amount)
 		}
 		res.Balances = append(res.Balances, Balance{Grant: g, Granted: g.Amount, Used: decimal.Zero, Expired: decimal.Zero,
-			Voided: decimal.Zero, RolledOver: decimal.Zero, Remaining: g.Amount})
+			Voided: decimal.Zero, RolledOver: decimal.Zero, Remaining: g.Amount, Covered: decimal.Zero})
 		for _, h := range grants[:i] {
 			if h.ID == g.ID {
 				return Result{}, fmt.Errorf("grant %s: given twice", g.ID)
@@ -153,6 +167,12 @@ func Burn(grants []Grant, charges []Charge, asOf time.Time) (Result, error) {
 		sorted = slices.Clone(charges)
 		slices.SortStableFunc(sorted, byTime)
 	}
+	draw := func(b *Balance, d Draw) {
+		b.Covered = b.Covered.Add(d.Amount)
+		if keepDraws {
+			res.Draws = append(res.Draws, d)
+		}
+	}
 	next := 0
 	for _, c := range sorted {
 		if !c.At.Before(asOf) {
@@ -184,12 +204,12 @@ func Burn(grants []Grant, charges []Charge, asOf time.Time) (Result, error) {
 				}
 				b.Used, b.Remaining = b.Used.Add(take), b.Remaining.Sub(take)
 				qty, money = qty.Sub(take), money.Sub(share)
-				res.Draws = append(res.Draws, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Quantity: take, Amount: share})
+				draw(b, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Quantity: take, Amount: share})
 			case g.Kind == Promotional && money.Sign() > 0:
 				take := decimal.Min(money, b.Remaining)
 				b.Used, b.Remaining = b.Used.Add(take), b.Remaining.Sub(take)
 				money = money.Sub(take)
-				res.Draws = append(res.Draws, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Amount: take})
+				draw(b, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Amount: take})
 			case g.Kind == Prepaid && money.Sign() > 0:
 				// Prepaid credit pays the charge with its tax: the gross is
 				// exact (a product of decimals), the net part of a partial
@@ -203,7 +223,7 @@ func Burn(grants []Grant, charges []Charge, asOf time.Time) (Result, error) {
 				}
 				b.Used, b.Remaining = b.Used.Add(take), b.Remaining.Sub(take)
 				money = money.Sub(net)
-				res.Draws = append(res.Draws, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Amount: take, Tax: take.Sub(net)})
+				draw(b, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Amount: take, Tax: take.Sub(net)})
 			}
 		}
 		res.Uncovered = res.Uncovered.Add(money)

@@ -77,7 +77,9 @@ func invoiceFixture(t *testing.T) (dsn, cfgPath string) {
 
 type listedInvoice struct {
 	ID, Number, Tenant, Status string
-	TotalMinor                 int64 `json:"total_minor"`
+	TotalMinor                 int64                     `json:"total_minor"`
+	Lines                      []billing.Line            `json:"lines"`
+	Credits                    []billing.CreditStatement `json:"credits"`
 }
 
 func listInvoices(t *testing.T, dsn, cfg string) []listedInvoice {

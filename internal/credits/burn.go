@@ -8,6 +8,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -167,12 +168,33 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 		sorted = slices.Clone(charges)
 		slices.SortStableFunc(sorted, byTime)
 	}
+	// Used is derived once at the end from the account's identity, and a
+	// money grant's Covered is its Used: the loop keeps only Remaining (and
+	// an included grant's Covered), which saves most of the allocations.
 	draw := func(b *Balance, d Draw) {
-		b.Covered = b.Covered.Add(d.Amount)
+		if b.Grant.Kind == Included {
+			b.Covered = b.Covered.Add(d.Amount)
+		}
 		if keepDraws {
 			res.Draws = append(res.Draws, d)
 		}
 	}
+	models := map[string]string{} // SKU → its GPU model, parsed once
+	covers := func(g Grant, c Charge) bool {
+		if g.Meter != c.Meter {
+			return false
+		}
+		if g.SKUClass == "" {
+			return true
+		}
+		model, ok := models[c.SKU]
+		if !ok {
+			model, _ = gpucatalog.ParseSKU(c.SKU)
+			models[c.SKU] = model
+		}
+		return g.SKUClass == model
+	}
+	one := decimal.NewFromInt(1)
 	next := 0
 	for _, c := range sorted {
 		if !c.At.Before(asOf) {
@@ -196,40 +218,62 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 				continue
 			}
 			switch {
-			case g.Kind == Included && g.covers(c) && qty.Sign() > 0:
-				take := decimal.Min(qty, b.Remaining)
-				share := money
-				if take.LessThan(qty) {
-					share = money.Mul(take).DivRound(qty, 2*pricing.StoragePlaces)
+			case g.Kind == Included && qty.Sign() > 0 && covers(g, c):
+				if !b.Remaining.LessThan(qty) { // all of it
+					b.Remaining = b.Remaining.Sub(qty)
+					draw(b, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Quantity: qty, Amount: money})
+					qty, money = decimal.Zero, decimal.Zero
+					continue
 				}
-				b.Used, b.Remaining = b.Used.Add(take), b.Remaining.Sub(take)
+				take := b.Remaining
+				share := money.Mul(take).DivRound(qty, 2*pricing.StoragePlaces)
+				b.Remaining = decimal.Zero
 				qty, money = qty.Sub(take), money.Sub(share)
 				draw(b, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Quantity: take, Amount: share})
 			case g.Kind == Promotional && money.Sign() > 0:
-				take := decimal.Min(money, b.Remaining)
-				b.Used, b.Remaining = b.Used.Add(take), b.Remaining.Sub(take)
+				take := money
+				if b.Remaining.LessThan(money) {
+					take = b.Remaining
+				}
+				b.Remaining = b.Remaining.Sub(take)
 				money = money.Sub(take)
 				draw(b, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Amount: take})
 			case g.Kind == Prepaid && money.Sign() > 0:
 				// Prepaid credit pays the charge with its tax: the gross is
 				// exact (a product of decimals), the net part of a partial
 				// payment is divided back at twice the stored places.
-				factor := decimal.NewFromInt(1).Add(c.TaxRate.Shift(-2))
-				gross := money.Mul(factor)
+				factor, gross := one, money
+				if !c.TaxRate.IsZero() {
+					factor = one.Add(c.TaxRate.Shift(-2))
+					gross = money.Mul(factor)
+				}
 				take, net := gross, money
 				if b.Remaining.LessThan(gross) {
 					take = b.Remaining
 					net = take.DivRound(factor, 2*pricing.StoragePlaces)
 				}
-				b.Used, b.Remaining = b.Used.Add(take), b.Remaining.Sub(take)
+				b.Remaining = b.Remaining.Sub(take)
 				money = money.Sub(net)
-				draw(b, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Amount: take, Tax: take.Sub(net)})
+				d := Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Amount: take}
+				if keepDraws {
+					d.Tax = take.Sub(net)
+				}
+				draw(b, d)
 			}
 		}
-		res.Uncovered = res.Uncovered.Add(money)
+		if money.Sign() != 0 {
+			res.Uncovered = res.Uncovered.Add(money)
+		}
 	}
 	for ; next < len(endings); next++ {
 		end(endings[next])
+	}
+	for i := range res.Balances {
+		b := &res.Balances[i]
+		b.Used = b.Granted.Sub(b.Expired).Sub(b.Voided).Sub(b.RolledOver).Sub(b.Remaining)
+		if b.Grant.Money() {
+			b.Covered = b.Used
+		}
 	}
 	return res, nil
 }

@@ -84,16 +84,6 @@ func (g Grant) activeAt(t time.Time) bool {
 	return g.VoidedAt == nil || t.Before(*g.VoidedAt)
 }
 
-// covers reports whether an included grant counts a charge's SKU and
-// meter.
-func (g Grant) covers(c Charge) bool {
-	if g.Meter != c.Meter {
-		return false
-	}
-	model, _ := gpucatalog.ParseSKU(c.SKU)
-	return g.SKUClass == "" || g.SKUClass == model
-}
-
 // Validate names every problem of a grant, as a validation error (a 4xx,
 // exit status 2): nothing is stored. customers are the known customers.
 func (g Grant) Validate(customers []Customer) error {

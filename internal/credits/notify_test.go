@@ -136,7 +136,9 @@ func TestDueKeys(t *testing.T) {
 		}
 		return out
 	}
-	empty := func(g Grant) Balance { return Balance{Grant: g, Granted: g.Amount, Used: g.Amount, Remaining: decimal.Zero} }
+	empty := func(g Grant) Balance {
+		return Balance{Grant: g, Granted: g.Amount, Used: g.Amount, Remaining: decimal.Zero}
+	}
 
 	first := keys(nov.AddDate(0, 0, 5), empty(a))
 	later := keys(nov.AddDate(0, 0, 8), empty(a))

@@ -55,3 +55,42 @@ func TestCreditsConfigRefusedWithExit2(t *testing.T) {
 		}
 	}
 }
+
+// serve runs the credit job on credits.schedule: a grant expiring within
+// the week reaches the outbox without any command; a schedule that is no
+// cron spec is refused at start with exit status 2 naming it.
+func TestServeRunsTheCreditJob(t *testing.T) {
+	dsn, cfg := invoiceFixture(t)
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("credits:\n  schedule: \"@every 1s\"\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	g := []string{"--clickhouse", dsn, "--config", cfg}
+	expires := time.Now().UTC().AddDate(0, 0, 2).Format(time.RFC3339)
+	if code, _, stderr := gpumeter(t, append(g, "credits", "grant", "--tenant", "beta", "--kind", "prepaid", "--amount", "7",
+		"--expires", expires)...); code != 0 {
+		t.Fatalf("credits grant: %s", stderr)
+	}
+	startServe(t, g...)
+	eventually(t, "the credit job to write credits.expiring", 30*time.Second, func() bool {
+		code, out, _ := gpumeter(t, append(g, "webhooks", "list", "-o", "json")...)
+		return code == 0 && strings.Contains(out, "credits.expiring")
+	})
+
+	bad := filepath.Join(filepath.Dir(cfg), "bad.yaml") // beside the book
+	body, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(strings.Replace(string(body), "@every 1s", "every tuesday", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := gpumeter(t, "--clickhouse", dsn, "--config", bad, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "")
+	if code != 2 || !strings.Contains(stderr, "credits.schedule") {
+		t.Errorf("a bad credits.schedule: exit %d, %s; want 2 naming it", code, stderr)
+	}
+}

@@ -20,7 +20,10 @@ type memLedger struct {
 	broken string
 }
 
-func (m *memLedger) SaveGrant(_ context.Context, g Grant) error { m.grants = append(m.grants, g); return nil }
+func (m *memLedger) SaveGrant(_ context.Context, g Grant) error {
+	m.grants = append(m.grants, g)
+	return nil
+}
 func (m *memLedger) Grants(_ context.Context, tenant string) ([]Grant, error) {
 	if tenant != "" && tenant == m.broken {
 		return nil, errors.New("ledger unreachable")
@@ -33,7 +36,9 @@ func (m *memLedger) Grants(_ context.Context, tenant string) ([]Grant, error) {
 	}
 	return out, nil
 }
-func (m *memLedger) Grant(context.Context, string) (Grant, error) { return Grant{}, fault.NotFoundf("no") }
+func (m *memLedger) Grant(context.Context, string) (Grant, error) {
+	return Grant{}, fault.NotFoundf("no")
+}
 func (m *memLedger) VoidGrant(context.Context, string, time.Time, string) (Grant, error) {
 	return Grant{}, errors.New("not here")
 }

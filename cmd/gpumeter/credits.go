@@ -2,16 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/shopspring/decimal"
 	"github.com/spf13/cobra"
 
+	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/usage"
+	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -27,7 +31,7 @@ GPU-equivalent weight). Grants are appended, never changed; a void keeps the
 record with its reason. docs/credits.md describes the burn-down.`,
 		Example: "  gpumeter --config gpumeter.yaml credits grant --tenant acme --kind prepaid --amount 500\n" +
 			"  gpumeter --config gpumeter.yaml credits list --tenant acme",
-	}, newCreditsGrantCmd(g), newCreditsListCmd(g), newCreditsVoidCmd(g), newCreditsBalanceCmd(g))
+	}, newCreditsGrantCmd(g), newCreditsListCmd(g), newCreditsVoidCmd(g), newCreditsBalanceCmd(g), newCreditsNotifyCmd(g))
 }
 
 func newCreditsGrantCmd(g *globals) *cobra.Command {
@@ -170,6 +174,65 @@ usage no grant covered. Nothing is stored.`,
 			return cli.FlagNamed(err, map[string]string{"tenant": "--tenant"})
 		}
 		return reports.WriteCreditBalanceAs(g.stdout, out.Format, r)
+	}
+	return cmd
+}
+
+// creditLease names the lease the credit job runs under.
+const creditLease = "credits"
+
+// newCreditJob builds the credit job of `gpumeter serve` and `credits
+// notify` over the store. A run takes the credits lease first (billing's
+// lease over ClickHouse), so one replica runs it at a time: a run that
+// finds it held leaves the work to the holder. The job writes nothing
+// twice anyway (stable allowance ids, events once per notice), so a run
+// outliving the lease's TTL is harmless.
+func newCreditJob(svc *credits.Service, settings credits.Settings, s *store.Store, logger *slog.Logger) func(context.Context) (credits.JobReport, error) {
+	job := credits.NewJob(svc, webhook.NewPublisher(s, time.Now), settings, time.Now, logger)
+	return func(ctx context.Context) (credits.JobReport, error) {
+		l, err := billing.TryAcquire(ctx, s, creditLease, billing.DefaultLeaseConfig())
+		if errors.Is(err, billing.ErrLeaseHeld) {
+			logger.Info("credit job: another run holds the lease; leaving the work to it", "err", err)
+			return credits.JobReport{}, nil
+		}
+		if err != nil {
+			return credits.JobReport{}, fmt.Errorf("credit job: %w", err)
+		}
+		defer func() {
+			if err := l.Release(context.WithoutCancel(ctx)); err != nil {
+				logger.Warn("release the credits lease; it expires by itself", "err", err)
+			}
+		}()
+		return job.Run(ctx)
+	}
+}
+
+func newCreditsNotifyCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "notify",
+		Short: "run the credit job once: recurring allowances, then the credit webhooks due",
+		Long: `notify runs the credit job that gpumeter serve runs on credits.schedule: it
+writes the monthly allowances of the config that are due and not yet in the
+ledger, burns every billing customer's grants down, and puts the credit events
+due (credits.balance.threshold, credits.depleted, credits.expiring) in the
+webhook outbox, each once however often it runs; serve delivers them
+(docs/credits.md, "Notifications"). Exit status 1 when a customer's balance
+could not be read.`,
+		Example: "  gpumeter --config gpumeter.yaml credits notify",
+		Args:    cli.NoArgs,
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		svc, s, err := creditsService(cmd.Context(), g)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		rep, err := newCreditJob(svc, g.cfg.Credits, s, g.logger)(cmd.Context())
+		if _, perr := fmt.Fprintf(g.stdout, "%d allowance grant(s) written; %d customer(s) checked; %d notice(s) due, %d new in the outbox\n",
+			rep.Recurring, rep.Customers, rep.Due, rep.Published); perr != nil && err == nil {
+			err = perr
+		}
+		return err
 	}
 	return cmd
 }

@@ -124,6 +124,12 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	}
 	if len(cfg.Billing.Customers) > 0 {
 		scheduled = append(scheduled, job{"invoice", "billing", cfg.Billing.Schedule, 30 * time.Minute, invoices.RunScheduled})
+		// The credit job: recurring allowances, then the credit webhooks due.
+		creditJob := newCreditJob(credit, cfg.Credits, s, g.logger)
+		scheduled = append(scheduled, job{"credits", "credits", cfg.Credits.Schedule, 30 * time.Minute, func(ctx context.Context) error {
+			_, err := creditJob(ctx)
+			return err
+		}})
 	}
 	for _, j := range scheduled {
 		if err := sched.Add(ctx, j.name, j.spec, j.timeout, j.run); err != nil {

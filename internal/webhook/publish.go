@@ -12,7 +12,7 @@ import (
 
 // Publisher is the one place events are made: domains tell it what
 // happened (an invoice finalized, a quota threshold crossed, an anomaly
-// found), and it builds each event (type, deterministic id, payload) and
+// found, a credit notice due: credits.go), and it builds each event (type, deterministic id, payload) and
 // puts it in the outbox, from where the Sender delivers it. Domains reach
 // it through small interfaces of their own.
 type Publisher struct {

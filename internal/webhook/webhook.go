@@ -35,10 +35,15 @@ const (
 	TypeQuotaCrossed     = "quota.threshold_crossed"
 	TypeInvoiceFinalized = "invoice.finalized"
 	TypeInsightAnomaly   = "insight.anomaly"
+	// The credit job's events (credits.go).
+	TypeCreditsThreshold = "credits.balance.threshold"
+	TypeCreditsDepleted  = "credits.depleted"
+	TypeCreditsExpiring  = "credits.expiring"
 )
 
 // knownTypes are the event types an endpoint may ask for.
-var knownTypes = []string{TypeQuotaCrossed, TypeInvoiceFinalized, TypeInsightAnomaly}
+var knownTypes = []string{TypeQuotaCrossed, TypeInvoiceFinalized, TypeInsightAnomaly,
+	TypeCreditsThreshold, TypeCreditsDepleted, TypeCreditsExpiring}
 
 // Event is one thing that happened. Data is the type's payload.
 type Event struct {

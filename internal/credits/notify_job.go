@@ -1,0 +1,78 @@
+package credits
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// NoticePublisher puts credit notices in the webhook outbox, each once:
+// a notice whose key it published before is dropped (webhook.Publisher).
+// It says how many it wrote.
+type NoticePublisher interface {
+	CreditNotices(ctx context.Context, ns []Notice) (int, error)
+}
+
+// Job is the credit job `gpumeter serve` runs on credits.schedule (and
+// `gpumeter credits notify` once): the recurring allowances that are due
+// are written, then every billing customer's balance is burnt down and
+// the notices it calls for are published.
+type Job struct {
+	svc      *Service
+	pub      NoticePublisher
+	settings Settings
+	now      func() time.Time
+	logger   *slog.Logger
+}
+
+// NewJob builds the job over the service, publishing to pub.
+func NewJob(svc *Service, pub NoticePublisher, settings Settings, now func() time.Time, logger *slog.Logger) *Job {
+	return &Job{svc: svc, pub: pub, settings: settings, now: now, logger: logger.With("component", "credits")}
+}
+
+// JobReport is what a run did.
+type JobReport struct {
+	Recurring int // allowance grants written
+	Customers int // customers whose balance was read
+	Due       int // notices due, sent before or not
+	Published int // notices new to the outbox
+	Failed    int // customers whose balance could not be read
+}
+
+// Run runs the job once. A customer whose balance cannot be read is
+// logged and skipped, and the run fails at the end, after the others'
+// notices are published.
+func (j *Job) Run(ctx context.Context) (JobReport, error) {
+	var rep JobReport
+	n, err := j.svc.Recur(ctx)
+	rep.Recurring = n
+	if err != nil {
+		return rep, fmt.Errorf("credit job: %w", err)
+	}
+	var due []Notice
+	for _, c := range j.svc.Customers() {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		r, err := j.svc.Balance(ctx, c.Tenant)
+		if err != nil {
+			rep.Failed++
+			j.logger.Error("credit balance", "tenant", c.Tenant, "err", err)
+			continue
+		}
+		rep.Customers++
+		due = append(due, Due(c, r, j.settings, j.now())...)
+	}
+	rep.Due = len(due)
+	if rep.Published, err = j.pub.CreditNotices(ctx, due); err != nil {
+		return rep, fmt.Errorf("credit job: %w", err)
+	}
+	if rep.Recurring > 0 || rep.Published > 0 {
+		j.logger.Info("credit job", "recurring_grants", rep.Recurring, "notices", rep.Published)
+	}
+	if rep.Failed > 0 {
+		return rep, fmt.Errorf("credit job: the balance of %d customer(s) could not be read", rep.Failed)
+	}
+	return rep, nil
+}

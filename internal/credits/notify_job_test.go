@@ -1,0 +1,92 @@
+package credits
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/fault"
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// memLedger is a grant ledger in memory; reading one tenant's grants can
+// be made to fail.
+type memLedger struct {
+	grants []Grant
+	broken string
+}
+
+func (m *memLedger) SaveGrant(_ context.Context, g Grant) error {
+	m.grants = append(m.grants, g)
+	return nil
+}
+func (m *memLedger) Grants(_ context.Context, tenant string) ([]Grant, error) {
+	if tenant != "" && tenant == m.broken {
+		return nil, errors.New("ledger unreachable")
+	}
+	var out []Grant
+	for _, g := range m.grants {
+		if tenant == "" || g.Tenant == tenant {
+			out = append(out, g)
+		}
+	}
+	return out, nil
+}
+func (m *memLedger) Grant(context.Context, string) (Grant, error) {
+	return Grant{}, fault.NotFoundf("no")
+}
+func (m *memLedger) VoidGrant(context.Context, string, time.Time, string) (Grant, error) {
+	return Grant{}, errors.New("not here")
+}
+
+// hourly charges 1 USD an hour of usage from a time on.
+type hourly struct{ from time.Time }
+
+func (h hourly) Charges(_ context.Context, _ string, _, to time.Time) ([]Charge, time.Time, error) {
+	asOf := to.Truncate(time.Hour)
+	var out []Charge
+	for at := h.from; at.Before(asOf); at = at.Add(time.Hour) {
+		out = append(out, Charge{At: at, SKU: "H100-SXM5-80GB", Meter: pricing.GPUHours, Quantity: decimal.NewFromInt(1), Amount: decimal.NewFromInt(1)})
+	}
+	return out, asOf, nil
+}
+
+type memPublisher struct{ got []Notice }
+
+func (m *memPublisher) CreditNotices(_ context.Context, ns []Notice) (int, error) {
+	m.got = append(m.got, ns...)
+	return len(ns), nil
+}
+
+// A run writes the allowances due, reads every customer's balance and
+// publishes what is due; a customer whose balance cannot be read does not
+// keep the others' notices back, and fails the run.
+func TestJobRun(t *testing.T) {
+	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	now := nov.Add(60 * time.Hour)
+	customers := []Customer{
+		{Tenant: "acme", Currency: "USD", Plan: Plan{Recurring: []Recurring{{Series: "m", Kind: Promotional, Amount: decimal.NewFromInt(100), Start: "2026-10"}}}},
+		{Tenant: "broken", Currency: "USD"},
+	}
+	ledger := &memLedger{broken: "broken"}
+	svc := NewService(ledger, hourly{from: nov}, customers, func() time.Time { return now })
+	pub := &memPublisher{}
+	job := NewJob(svc, pub, DefaultSettings(), func() time.Time { return now }, slog.New(slog.DiscardHandler))
+	rep, err := job.Run(context.Background())
+	if err == nil || rep.Failed != 1 || rep.Customers != 1 || rep.Recurring != 2 || len(ledger.grants) != 2 {
+		t.Fatalf("run: %+v, %v; want October's and November's allowance, acme read, broken failed", rep, err)
+	}
+	// November's 100 USD, 60 hours used: 40 % left, the 50 % threshold.
+	if rep.Due != 1 || rep.Published != 1 || len(pub.got) != 1 || pub.got[0].Kind != NoticeThreshold || pub.got[0].Threshold != 50 ||
+		!pub.got[0].Remaining.Equal(decimal.NewFromInt(40)) {
+		t.Errorf("published %+v (report %+v)", pub.got, rep)
+	}
+	ledger.broken = ""
+	if rep, err := job.Run(context.Background()); err != nil || rep.Recurring != 0 || rep.Customers != 2 {
+		t.Errorf("again, all readable: %+v, %v", rep, err)
+	}
+}

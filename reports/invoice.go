@@ -347,8 +347,12 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 		switch {
 		case isSubtotalCredit(l):
 			// The description says what the grant is ("Included GPU-hours
-			// of …", "Promotional credit (…)"): no kind before it.
+			// of …", "Promotional credit (…)"): no kind before it. Money
+			// has no quantity: the amount says it all.
 			lv.Kind = ""
+			if l.Meter == "" {
+				lv.Quantity, lv.Unit = "", ""
+			}
 			credited = append(credited, lv)
 			continue
 		case l.Kind == billing.KindAdjustment || l.Kind == billing.KindCredit:

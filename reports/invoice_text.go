@@ -34,8 +34,12 @@ func WriteInvoiceText(w io.Writer, inv *billing.Invoice) error {
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NO\tKIND\tSKU\tMETER\tQUANTITY\tAMOUNT\tDESCRIPTION\t")
 	for _, l := range inv.Lines {
+		qty := strings.TrimSpace(l.Quantity.String() + " " + unitLabel(l.Unit))
+		if l.GrantID != "" && l.Meter == "" {
+			qty = "-" // a grant of money: the amount is all there is
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.No, l.Kind, dash(l.SKU), dash(string(l.Meter)),
-			strings.TrimSpace(l.Quantity.String()+" "+unitLabel(l.Unit)), inv.Money(l.AmountMinor), l.Description)
+			qty, inv.Money(l.AmountMinor), l.Description)
 	}
 	tw.Flush()
 	if hasCredits(inv) {

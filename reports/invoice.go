@@ -189,7 +189,7 @@ type invoiceView struct {
 	Prepaid      []taxRow
 	Balances     []creditBalanceRow
 	Expiring     []string
-	EndedNote    string
+	BalancesNote string
 	Reservations []reservationRow
 	// Unpriced is one line on usage the book does not price; the rows
 	// themselves are in the appendix.
@@ -285,7 +285,7 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 		v.AfterTax = inv.Money(inv.SubtotalMinor + inv.TaxMinor)
 		v.Balances, v.Expiring = creditBalances(inv, loc)
 		if len(v.Balances) > 0 {
-			v.EndedNote = endedNote
+			v.BalancesNote = balancesNote
 		}
 	}
 	switch inv.Status {
@@ -581,7 +581,7 @@ table.totals tr.prepaid td { color: #333; }
 <tr><th>Grant</th><th class="unit">Unit</th><th>Before</th><th>Used</th><th>Ended</th><th>After</th></tr>
 {{range .Balances}}<tr><td>{{.Description}}</td><td class="unit">{{.Unit}}</td><td>{{.Before}}</td><td>{{.Used}}</td><td>{{.Ended}}</td><td>{{.After}}</td></tr>
 {{end}}</table>
-<p class="note">{{.EndedNote}}</p>
+<p class="note">{{.BalancesNote}}</p>
 {{range .Expiring}}<p class="expiring">{{.}}</p>
 {{end}}</div>
 {{end}}{{if .Reservations}}<div class="notes">

@@ -29,8 +29,10 @@ const (
 	totalAfterTax      = "Total after tax"
 	amountDue          = "Amount due"
 	creditBalancesHead = "Credit balances over the period"
-	// endedNote says what the Ended column holds.
-	endedNote = "Ended: expired, voided or rolled over to the next grant of its series in the period; a negative figure rolled into the grant from the one before."
+	// balancesNote says what the Ended column holds and how figures are
+	// shown.
+	balancesNote = "Ended: expired, voided or rolled over to the next grant of its series in the period; a negative figure rolled into the grant from the one before. " +
+		"Money is shown to the currency's minor unit, quantities to their unit's places."
 )
 
 // hasCredits reports whether inv applies or accounts for credits: a line
@@ -82,12 +84,13 @@ func creditBalances(inv *billing.Invoice, loc *time.Location) (rows []creditBala
 	return rows, expiring
 }
 
-// statementFormat formats a grant's figures: money with the currency's
-// places (more where the exact figure has them), an included quantity
-// with its meter's places, as usage lines print it.
+// statementFormat formats a grant's figures: money rounded to the
+// currency's minor unit, in its rounding mode (a burn-down's figures are
+// exact to 9 places, which no reader wants: "81.937234735 JPY"), an
+// included quantity with its meter's places, as usage lines print it.
 func statementFormat(cur pricing.Currency, st billing.CreditStatement) func(decimal.Decimal) string {
 	if st.Kind != credits.Included {
-		return cur.Amount
+		return func(d decimal.Decimal) string { return cur.Round(d).StringFixed(cur.MinorUnits) }
 	}
 	m := statementMeter(st.Unit)
 	return func(q decimal.Decimal) string { return shownQuantity(q, m) }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"html"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -196,22 +199,24 @@ func TestCreditInvoiceFixture(t *testing.T) {
 }
 
 // creditTotals are the figures one rendering shows; addsUp checks them
-// against each other and the invoice.
+// creditTotals are the figures one rendering of an invoice with credits
+// shows, read back from it; addsUp checks them against each other and
+// the invoice.
 type creditTotals struct {
-	lines    []string // amounts of the lines before the subtotal, credits included
+	lines    []string // the lines before the subtotal, credit lines included
 	subtotal string
 	tax      []string
-	afterTax string
+	afterTax string // empty where the rendering shows none (no prepaid line)
 	prepaid  []string
 	due      string
 }
 
-// addsUp checks, in minor units read back from the rendering: the lines
-// add up to the subtotal, subtotal and tax to the total after tax, that
-// and the prepaid credit to the amount due, which is TotalMinor.
+// addsUp checks, in amounts read back from the rendering: the lines add
+// up to the subtotal, subtotal and tax to the total after tax, that and
+// the prepaid credit to the amount due; the amount due is TotalMinor.
 func (c creditTotals) addsUp(t *testing.T, format string, inv *billing.Invoice) {
 	t.Helper()
-	sum := func(ss []string) decimal.Decimal {
+	sum := func(ss ...string) decimal.Decimal {
 		total := decimal.Zero
 		for _, s := range ss {
 			d, err := decimal.NewFromString(s)
@@ -223,29 +228,210 @@ func (c creditTotals) addsUp(t *testing.T, format string, inv *billing.Invoice) 
 		}
 		return total
 	}
-	money := func(s string) decimal.Decimal { return sum([]string{s}) }
-	nonTax := 0
+	lines, prepaidLines := 0, 0
 	for _, l := range inv.Lines {
-		if l.Kind != billing.KindTax && l.Kind != billing.KindPrepaidCredit {
-			nonTax++
+		switch l.Kind {
+		case billing.KindTax:
+		case billing.KindPrepaidCredit:
+			prepaidLines++
+		default:
+			lines++
 		}
 	}
-	if len(c.lines) != nonTax || len(c.tax) != 1 || len(c.prepaid) != 1 {
-		t.Errorf("%s: %d lines, %d tax, %d prepaid rows; want %d, 1, 1", format, len(c.lines), len(c.tax), len(c.prepaid), nonTax)
+	if len(c.lines) != lines {
+		t.Errorf("%s: %d lines before the subtotal, want %d", format, len(c.lines), lines)
 	}
-	if s := sum(c.lines); !s.Equal(money(c.subtotal)) {
+	if s := sum(c.lines...); !s.Equal(sum(c.subtotal)) {
 		t.Errorf("%s: lines add up to %s, subtotal %s", format, s, c.subtotal)
 	}
-	if s := money(c.subtotal).Add(sum(c.tax)); !s.Equal(money(c.afterTax)) {
-		t.Errorf("%s: subtotal + tax = %s, total after tax %s", format, s, c.afterTax)
+	afterTax := c.afterTax
+	if afterTax == "" {
+		if prepaidLines > 0 {
+			t.Errorf("%s: %d prepaid credit lines and no total after tax", format, prepaidLines)
+		}
+		afterTax = c.due
 	}
-	if s := money(c.afterTax).Add(sum(c.prepaid)); !s.Equal(money(c.due)) {
-		t.Errorf("%s: total after tax + prepaid = %s, amount due %s", format, s, c.due)
+	if s := sum(c.subtotal).Add(sum(c.tax...)); !s.Equal(sum(afterTax)) {
+		t.Errorf("%s: subtotal %s + tax %v = %s, total after tax %s", format, c.subtotal, c.tax, s, afterTax)
 	}
-	if c.due != inv.Money(inv.TotalMinor) || c.subtotal != inv.Money(inv.SubtotalMinor) {
-		t.Errorf("%s: amount due %s, subtotal %s; the invoice's %s and %s", format, c.due, c.subtotal,
-			inv.Money(inv.TotalMinor), inv.Money(inv.SubtotalMinor))
+	if s := sum(afterTax).Add(sum(c.prepaid...)); !s.Equal(sum(c.due)) {
+		t.Errorf("%s: total after tax %s + prepaid %v = %s, amount due %s", format, afterTax, c.prepaid, s, c.due)
 	}
+	if c.due != inv.Money(inv.TotalMinor) || c.subtotal != inv.Money(inv.SubtotalMinor) ||
+		!sum(c.prepaid...).Equal(sum(inv.Money(inv.PrepaidMinor))) || !sum(c.tax...).Equal(sum(inv.Money(inv.TaxMinor))) {
+		t.Errorf("%s: amount due %s, subtotal %s, tax %v, prepaid %v; the invoice's %s, %s, %s, %s", format, c.due, c.subtotal, c.tax, c.prepaid,
+			inv.Money(inv.TotalMinor), inv.Money(inv.SubtotalMinor), inv.Money(inv.TaxMinor), inv.Money(inv.PrepaidMinor))
+	}
+}
+
+// amountPattern matches an amount in minor units' places: 12, -3.20, 0.125.
+const amountPattern = `-?\d+(?:\.\d+)?`
+
+// textCreditTotals reads the totals of WriteInvoiceText's output: the
+// lines' amounts by the AMOUNT column, the totals by their labels.
+func textCreditTotals(t *testing.T, out string, inv *billing.Invoice) creditTotals {
+	t.Helper()
+	var c creditTotals
+	rows := strings.Split(out, "\n")
+	head := slices.IndexFunc(rows, func(r string) bool { return strings.HasPrefix(r, "NO  KIND") })
+	if head < 0 {
+		t.Fatalf("text: no table of lines in\n%s", out)
+	}
+	from, to := strings.Index(rows[head], "AMOUNT"), strings.Index(rows[head], "DESCRIPTION")
+	for _, r := range rows[head+1:] {
+		if r == "" {
+			break
+		}
+		kind := strings.Fields(r)[1]
+		if kind != string(billing.KindTax) && kind != string(billing.KindPrepaidCredit) {
+			c.lines = append(c.lines, strings.TrimSpace(r[from:to]))
+		}
+	}
+	total := func(label string, required bool) string {
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(label) + ` +(` + amountPattern + `) ` + inv.Currency.Code + `$`).FindStringSubmatch(out)
+		if m == nil {
+			if required {
+				t.Errorf("text: no %q total in\n%s", label, out)
+			}
+			return ""
+		}
+		return m[1]
+	}
+	c.subtotal, c.tax, c.due = total("subtotal (taxable)", true), []string{total("tax", true)}, total("amount due", true)
+	c.afterTax = total("total after tax", false)
+	if p := total("prepaid credit", false); p != "" {
+		c.prepaid = []string{p}
+	}
+	return c
+}
+
+// htmlCreditTotals reads the totals of WriteInvoiceHTML's output, and the
+// totals' rows in order (class: label).
+func htmlCreditTotals(t *testing.T, out string, inv *billing.Invoice) (creditTotals, []string) {
+	t.Helper()
+	var c creditTotals
+	for _, m := range amountCell.FindAllStringSubmatch(out, -1) {
+		c.lines = append(c.lines, m[1])
+	}
+	var order, taxTotal []string
+	sumRow := regexp.MustCompile(`<tr class="(subtotal|tax|taxtotal|aftertax|prepaid|total)"><td>([^<]*)</td><td class="num">([^<]*) ` +
+		inv.Currency.Code + `</td></tr>`)
+	for _, m := range sumRow.FindAllStringSubmatch(out, -1) {
+		order = append(order, m[1]+": "+html.UnescapeString(m[2]))
+		switch m[1] {
+		case "subtotal":
+			c.subtotal = m[3]
+		case "tax":
+			c.tax = append(c.tax, m[3])
+		case "taxtotal":
+			taxTotal = append(taxTotal, m[3])
+		case "aftertax":
+			c.afterTax = m[3]
+		case "prepaid":
+			c.prepaid = append(c.prepaid, m[3])
+		case "total":
+			c.due = m[3]
+		}
+	}
+	if len(c.tax) == 0 {
+		c.tax = taxTotal // no tax line: the tax row shows 0
+	}
+	return c, order
+}
+
+// pdfCreditTotals reads the totals of a PDF's text (pdftotext -layout,
+// which keeps a row on one text line): lines are the rows that begin with
+// their number and a word, and end with their amount.
+func pdfCreditTotals(t *testing.T, text string, inv *billing.Invoice) creditTotals {
+	t.Helper()
+	var c creditTotals
+	code := inv.Currency.Code
+	for _, m := range regexp.MustCompile(`(?m)^\s*\d+\s{2,}[A-Za-z].*\s(`+amountPattern+`)$`).FindAllStringSubmatch(text, -1) {
+		c.lines = append(c.lines, m[1])
+	}
+	total := func(label string) []string {
+		var out []string
+		for _, m := range regexp.MustCompile(`(?m)^\s*`+label+`\s+(`+amountPattern+`) `+code+`$`).FindAllStringSubmatch(text, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	one := func(label string) string {
+		if got := total(label); len(got) == 1 {
+			return got[0]
+		}
+		return ""
+	}
+	c.subtotal, c.afterTax, c.due = one(`Subtotal \(taxable\)`), one("Total after tax"), one("Amount due")
+	if c.tax = total(`Tax \S+% on \S+ ` + code); len(c.tax) == 0 {
+		c.tax = total("Tax")
+	}
+	c.prepaid = total(`Prepaid credit.*`)
+	if c.subtotal == "" || c.due == "" {
+		t.Errorf("pdf: no subtotal or amount due in\n%s", text)
+	}
+	return c
+}
+
+// csvCreditTotals reads the totals of WriteInvoiceCSV's output: the line
+// rows by kind, the summary rows; it checks the summary rows' tax and
+// prepaid against the lines', and returns them as "kind description
+// amount".
+func csvCreditTotals(t *testing.T, rows [][]string, inv *billing.Invoice) (creditTotals, []string) {
+	t.Helper()
+	col := map[string]int{}
+	for i, name := range rows[0] {
+		col[name] = i
+	}
+	if len(rows) != 1+len(inv.Lines)+5 {
+		t.Fatalf("csv: %d rows, want header + %d lines + 5 totals", len(rows), len(inv.Lines))
+	}
+	var c creditTotals
+	for i, l := range inv.Lines {
+		r := rows[1+i]
+		if r[col["kind"]] != string(l.Kind) || r[col["amount"]] != inv.Money(l.AmountMinor) || r[col["line_no"]] != strconv.Itoa(l.No) {
+			t.Errorf("csv line %d: %v", l.No, r)
+		}
+		switch pricing.Kind(r[col["kind"]]) {
+		case billing.KindTax:
+			c.tax = append(c.tax, r[col["amount"]])
+		case billing.KindPrepaidCredit:
+			c.prepaid = append(c.prepaid, r[col["amount"]])
+		default:
+			c.lines = append(c.lines, r[col["amount"]])
+		}
+	}
+	var summary []string
+	var taxTotal, prepaidTotal string
+	for _, r := range rows[1+len(inv.Lines):] {
+		if r[col["line_no"]] != "" || r[col["currency"]] != inv.Currency.Code {
+			t.Errorf("csv summary row %v", r)
+		}
+		summary = append(summary, r[col["kind"]]+" "+r[col["description"]]+" "+r[col["amount"]])
+		switch r[col["kind"]] {
+		case "subtotal":
+			c.subtotal = r[col["amount"]]
+		case "tax_total":
+			taxTotal = r[col["amount"]]
+		case "total_after_tax":
+			c.afterTax = r[col["amount"]]
+		case "prepaid_total":
+			prepaidTotal = r[col["amount"]]
+		case "total":
+			c.due = r[col["amount"]]
+		}
+	}
+	sum := func(ss []string) string {
+		total := decimal.Zero
+		for _, s := range ss {
+			total = total.Add(decimal.RequireFromString(s))
+		}
+		return total.StringFixed(inv.Currency.MinorUnits)
+	}
+	if taxTotal != sum(c.tax) || prepaidTotal != sum(c.prepaid) {
+		t.Errorf("csv: tax_total %s, prepaid_total %s; the lines' %s and %s", taxTotal, prepaidTotal, sum(c.tax), sum(c.prepaid))
+	}
+	return c, summary
 }
 
 // expiringNotes are the sentences every format prints on the credit that
@@ -262,26 +448,10 @@ func TestWriteInvoiceTextWithCredits(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	var c creditTotals
-	lineRow := regexp.MustCompile(`(?m)^(\d+)\s+(\S+)\s.*?\s(-?\d+\.\d\d)\s+\S`)
-	for _, m := range lineRow.FindAllStringSubmatch(out, -1) {
-		switch pricing.Kind(m[2]) {
-		case billing.KindTax:
-		case billing.KindPrepaidCredit:
-		default:
-			c.lines = append(c.lines, m[3])
-		}
+	c := textCreditTotals(t, out, inv)
+	if c.afterTax != "95.20" || len(c.prepaid) != 1 || c.prepaid[0] != "-60.00" || c.due != "35.20" {
+		t.Errorf("text totals %+v", c)
 	}
-	total := func(label string) string {
-		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(label) + ` +(-?\d+\.\d\d) USD$`).FindStringSubmatch(out)
-		if m == nil {
-			t.Errorf("no %q total in\n%s", label, out)
-			return ""
-		}
-		return m[1]
-	}
-	c.subtotal, c.tax, c.afterTax = total("subtotal (taxable)"), []string{total("tax")}, total("total after tax")
-	c.prepaid, c.due = []string{total("prepaid credit")}, total("amount due")
 	c.addsUp(t, "text", inv)
 	for _, s := range append([]string{
 		"promotional_credit", "Promotional credit (launch offer), grant " + launchGrant,
@@ -307,11 +477,7 @@ func TestWriteInvoiceTextWithCredits(t *testing.T) {
 	}
 }
 
-var (
-	htmlGroupRow   = regexp.MustCompile(`<tr class="group"><th colspan="6">([^<]*)</th></tr>`)
-	htmlLineAmount = regexp.MustCompile(`<tr class="line"><td>(\d+)</td><td>([^<]*)(?:<br>.*?)?</td>.*<td class="num amount">([^<]*)</td></tr>`)
-	htmlSumRow     = regexp.MustCompile(`<tr class="(subtotal|tax|taxtotal|aftertax|prepaid|total)"><td>([^<]*)</td><td class="num">([^<]*) USD</td></tr>`)
-)
+var htmlGroupRow = regexp.MustCompile(`<tr class="group"><th colspan="6">([^<]*)</th></tr>`)
 
 func TestWriteInvoiceHTMLWithCredits(t *testing.T) {
 	inv := creditInvoice(t)
@@ -320,46 +486,26 @@ func TestWriteInvoiceHTMLWithCredits(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	var c creditTotals
-	var creditLines []string
 	// The Credits group comes after every other group, and holds the
 	// included and promotional lines, each named by its description.
 	groups := htmlGroupRow.FindAllStringSubmatchIndex(out, -1)
 	if len(groups) == 0 || out[groups[len(groups)-1][2]:groups[len(groups)-1][3]] != "Credits" {
 		t.Fatalf("the last group is not Credits: %v", htmlGroupRow.FindAllStringSubmatch(out, -1))
 	}
-	creditsAt := groups[len(groups)-1][0]
-	for _, m := range htmlLineAmount.FindAllStringSubmatchIndex(out, -1) {
-		text, amount := html.UnescapeString(out[m[4]:m[5]]), out[m[6]:m[7]]
-		c.lines = append(c.lines, amount)
-		if m[0] > creditsAt {
-			creditLines = append(creditLines, text+" = "+amount)
-		}
+	creditRows := regexp.MustCompile(`<tr class="line"><td>\d+</td><td>([^<]*)</td><td class="num">([^<]*)</td><td class="unit">([^<]*)</td>`+
+		`<td class="num"></td><td class="num amount">([^<]*)</td></tr>`).FindAllStringSubmatch(out[groups[len(groups)-1][0]:], -1)
+	var credited []string
+	for _, m := range creditRows {
+		credited = append(credited, html.UnescapeString(strings.Join(m[1:], " | ")))
 	}
 	wantCredit := []string{
-		"Included GPU-hours of H100-SXM5-80GB (plan: 60 GPU-hours), grant " + includedGrant + " = -120.00",
-		"Promotional credit (launch offer), grant " + launchGrant + " = -50.00",
+		"Included GPU-hours of H100-SXM5-80GB (plan: 60 GPU-hours), grant " + includedGrant + " | 40.000 | GPU-hours | -120.00",
+		"Promotional credit (launch offer), grant " + launchGrant + " |  |  | -50.00",
 	}
-	if strings.Join(creditLines, "\n") != strings.Join(wantCredit, "\n") {
-		t.Errorf("credit group:\n%s\nwant\n%s", strings.Join(creditLines, "\n"), strings.Join(wantCredit, "\n"))
+	if strings.Join(credited, "\n") != strings.Join(wantCredit, "\n") {
+		t.Errorf("credit group:\n%s\nwant\n%s", strings.Join(credited, "\n"), strings.Join(wantCredit, "\n"))
 	}
-	var order []string
-	for _, m := range htmlSumRow.FindAllStringSubmatch(out, -1) {
-		label := html.UnescapeString(m[2])
-		order = append(order, m[1]+": "+label)
-		switch m[1] {
-		case "subtotal":
-			c.subtotal = m[3]
-		case "tax":
-			c.tax = append(c.tax, m[3])
-		case "aftertax":
-			c.afterTax = m[3]
-		case "prepaid":
-			c.prepaid = append(c.prepaid, m[3])
-		case "total":
-			c.due = m[3]
-		}
-	}
+	c, order := htmlCreditTotals(t, out, inv)
 	wantOrder := []string{"subtotal: Subtotal (taxable)", "tax: Tax 19% on 80.00 USD", "aftertax: Total after tax",
 		"prepaid: Prepaid credit (order 17), grant " + prepaidGrant, "total: Amount due"}
 	if strings.Join(order, "\n") != strings.Join(wantOrder, "\n") {
@@ -402,32 +548,18 @@ func TestWriteInvoicePDFWithCredits(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := pdfText(t, buf.Bytes())
-	// pdftotext -layout keeps a row on one text line.
-	var c creditTotals
-	lineRow := regexp.MustCompile(`(?m)^\s*(\d+)\s{2,}(\S.*?)\s{2,}.*?(-?\d+\.\d\d)$`)
-	for _, m := range lineRow.FindAllStringSubmatch(text, -1) {
-		c.lines = append(c.lines, m[3])
+	c := pdfCreditTotals(t, text, inv)
+	if c.afterTax != "95.20" || len(c.prepaid) != 1 || c.prepaid[0] != "-60.00" || c.due != "35.20" {
+		t.Errorf("pdf totals %+v in\n%s", c, text)
 	}
-	total := func(label string) []string {
-		var out []string
-		for _, m := range regexp.MustCompile(`(?m)^\s*`+label+`\s+(-?\d+\.\d\d) USD$`).FindAllStringSubmatch(text, -1) {
-			out = append(out, m[1])
-		}
-		if len(out) == 0 {
-			t.Errorf("no %q total in\n%s", label, text)
-			return []string{""}
-		}
-		return out
-	}
-	c.subtotal, c.tax, c.afterTax = total(`Subtotal \(taxable\)`)[0], total(`Tax 19% on 80\.00 USD`), total("Total after tax")[0]
-	c.prepaid, c.due = total(`Prepaid credit \(order 17\), grant `+prepaidGrant), total("Amount due")[0]
 	c.addsUp(t, "pdf", inv)
-	for _, s := range []string{
+	flat := strings.Join(strings.Fields(text), " ")
+	for _, s := range append([]string{
 		"Credits", "Included GPU-hours of H100-SXM5-80GB (plan: 60", "Promotional credit (launch offer), grant " + launchGrant,
-		"Credit balances over the period", "Grant", "Before", "Used", "Ended", "After",
-		"Amount due 35.20 USD", "Page 1/",
-	} {
-		if !strings.Contains(strings.Join(strings.Fields(text), " "), s) {
+		"Prepaid credit (order 17), grant " + prepaidGrant + " -60.00 USD", "Total after tax 95.20 USD", "Amount due 35.20 USD",
+		"Credit balances over the period", "Grant Unit Before Used Ended After", "Ended: expired, voided or rolled over", "Page 1/1",
+	}, expiringNotes...) {
+		if !strings.Contains(flat, s) {
 			t.Errorf("no %q in\n%s", s, text)
 		}
 	}
@@ -442,12 +574,6 @@ func TestWriteInvoicePDFWithCredits(t *testing.T) {
 			t.Errorf("no balance row %s in\n%s", row, text)
 		}
 	}
-	flat := strings.Join(strings.Fields(text), " ")
-	for _, s := range expiringNotes {
-		if !strings.Contains(flat, s) {
-			t.Errorf("no %q in\n%s", s, text)
-		}
-	}
 }
 
 func TestWriteInvoiceCSVWithCredits(t *testing.T) {
@@ -460,51 +586,7 @@ func TestWriteInvoiceCSVWithCredits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	col := map[string]int{}
-	for i, name := range rows[0] {
-		col[name] = i
-	}
-	if len(rows) != 1+len(inv.Lines)+5 {
-		t.Fatalf("%d rows, want header + %d lines + 5 totals", len(rows), len(inv.Lines))
-	}
-	var c creditTotals
-	for i, l := range inv.Lines {
-		r := rows[1+i]
-		if r[col["kind"]] != string(l.Kind) || r[col["amount"]] != inv.Money(l.AmountMinor) || r[col["line_no"]] != strconv.Itoa(l.No) {
-			t.Errorf("line %d: %v", l.No, r)
-		}
-		switch pricing.Kind(r[col["kind"]]) {
-		case billing.KindTax:
-			c.tax = append(c.tax, r[col["amount"]])
-		case billing.KindPrepaidCredit:
-			c.prepaid = append(c.prepaid, r[col["amount"]])
-		default:
-			c.lines = append(c.lines, r[col["amount"]])
-		}
-	}
-	var summary []string
-	for _, r := range rows[1+len(inv.Lines):] {
-		if r[col["line_no"]] != "" || r[col["currency"]] != "USD" {
-			t.Errorf("summary row %v", r)
-		}
-		summary = append(summary, r[col["kind"]]+" "+r[col["description"]]+" "+r[col["amount"]])
-		switch r[col["kind"]] {
-		case "subtotal":
-			c.subtotal = r[col["amount"]]
-		case "tax_total":
-			if r[col["amount"]] != c.tax[0] {
-				t.Errorf("tax_total %s, tax line %s", r[col["amount"]], c.tax[0])
-			}
-		case "total_after_tax":
-			c.afterTax = r[col["amount"]]
-		case "prepaid_total":
-			if r[col["amount"]] != c.prepaid[0] {
-				t.Errorf("prepaid_total %s, prepaid line %s", r[col["amount"]], c.prepaid[0])
-			}
-		case "total":
-			c.due = r[col["amount"]]
-		}
-	}
+	c, summary := csvCreditTotals(t, rows, inv)
 	want := "subtotal Subtotal (taxable) 80.00|tax_total Tax 15.20|total_after_tax Total after tax 95.20|" +
 		"prepaid_total Prepaid credit -60.00|total Amount due 35.20"
 	if got := strings.Join(summary, "|"); got != want {
@@ -589,5 +671,100 @@ func TestWriteInvoiceJSONWithCredits(t *testing.T) {
 	}
 	if !bytes.Equal(again, doc) {
 		t.Errorf("read back and written again, the document differs:\n%s\n%s", again, doc)
+	}
+}
+
+// randomGrants are up to four grants for an amount case's customer in
+// November 2026: included GPU-hours (of the case's SKU's class or any),
+// promotional and prepaid money in the book's currency, some starting or
+// expiring inside the month, some expiring in December.
+func randomGrants(r *rand.Rand, code string) []credits.Grant {
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	day := func(n int) time.Time { return start.AddDate(0, 0, n) }
+	var gs []credits.Grant
+	for i := range 1 + r.IntN(4) {
+		g := credits.Grant{ID: fmt.Sprintf("cg_%012d", i), Tenant: "acme", Priority: r.IntN(3), CreatedAt: day(-40 + i),
+			EffectiveAt: day([]int{-30, 0, 10}[r.IntN(3)]), Source: []string{"", "order 17", "launch"}[r.IntN(3)]}
+		switch r.IntN(3) {
+		case 0:
+			g.Kind, g.Meter, g.Amount = credits.Included, pricing.GPUHours, decimal.New(r.Int64N(4000)+1, -2)
+			if r.IntN(2) == 0 {
+				g.SKUClass = "H100-SXM5-80GB"
+			}
+		case 1:
+			g.Kind, g.Currency, g.Amount = credits.Promotional, code, decimal.New(r.Int64N(100_000)+1, -2)
+		default:
+			g.Kind, g.Currency, g.Amount = credits.Prepaid, code, decimal.New(r.Int64N(100_000)+1, -2)
+		}
+		switch r.IntN(3) {
+		case 0:
+			g.ExpiresAt = day(20) // inside the month: what is left expires
+		case 1:
+			g.ExpiresAt = day(30 + 1 + r.IntN(29)) // next month: marked as expiring
+		}
+		gs = append(gs, g)
+	}
+	return gs
+}
+
+// Random invoices with random grants, burnt down by credits.Burn: in every
+// format, each line's amount is the stored one (checkRenderings), and the
+// lines, subtotal, tax and prepaid credit read back add up to the amount
+// due, TotalMinor.
+func TestCreditInvoicesAddUpInEveryFormat(t *testing.T) {
+	r := rand.New(rand.NewPCG(34, 2026))
+	withPrepaid, expiring := 0, 0
+	for i := range 120 {
+		c := randomAmountCase(r, i)
+		c.name = fmt.Sprintf("credits %d", i)
+		code := regexp.MustCompile(`code: ([A-Z]{3})`).FindStringSubmatch(c.currency)[1]
+		_, inv := c.invoiceWith(t, randomGrants(r, code))
+		doc, err := inv.Document()
+		if err != nil {
+			t.Fatal(err)
+		}
+		withPDF := i < 4
+		checkRenderings(t, c.name, inv, doc, withPDF)
+		if !slices.ContainsFunc(inv.Lines, func(l billing.Line) bool { return l.GrantID != "" }) {
+			continue
+		}
+		if inv.PrepaidMinor != 0 {
+			withPrepaid++
+		}
+		for _, st := range inv.Credits {
+			if st.ExpiresNextPeriod {
+				expiring++
+			}
+		}
+		var tb, hb, cb bytes.Buffer
+		if err := reports.WriteInvoiceText(&tb, inv); err != nil {
+			t.Fatal(err)
+		}
+		textCreditTotals(t, tb.String(), inv).addsUp(t, c.name+" text", inv)
+		if err := reports.WriteInvoiceHTML(&hb, inv); err != nil {
+			t.Fatal(err)
+		}
+		ht, _ := htmlCreditTotals(t, hb.String(), inv)
+		ht.addsUp(t, c.name+" html", inv)
+		if err := reports.WriteInvoiceCSV(&cb, inv); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := csv.NewReader(&cb).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ct, _ := csvCreditTotals(t, rows, inv)
+		ct.addsUp(t, c.name+" csv", inv)
+		if withPDF {
+			var pdf bytes.Buffer
+			if err := reports.WriteInvoicePDF(&pdf, inv); err != nil {
+				t.Fatal(err)
+			}
+			pdfCreditTotals(t, pdfText(t, pdf.Bytes()), inv).addsUp(t, c.name+" pdf", inv)
+		}
+	}
+	// The cases must hold what they test.
+	if withPrepaid < 20 || expiring < 20 {
+		t.Errorf("%d invoices with prepaid credit, %d expiring accounts: too few to test", withPrepaid, expiring)
 	}
 }

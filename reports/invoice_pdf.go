@@ -473,7 +473,7 @@ func (r *pdfInvoice) creditBalances() {
 		row([6]string{b.Description, b.Unit, b.Before, b.Used, b.Ended, b.After})
 	}
 	r.font("", 7.5, 85)
-	r.wrapped(0, pdfLineHeight, v.EndedNote, "", "L")
+	r.wrapped(0, pdfLineHeight, v.BalancesNote, "", "L")
 	r.font("", 8.5, 0)
 	for _, e := range v.Expiring {
 		r.ensure(pdfLineHeight)

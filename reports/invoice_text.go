@@ -86,7 +86,7 @@ func writeCreditTotalsText(w io.Writer, inv *billing.Invoice, loc *time.Location
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Description, r.Unit, r.Before, r.Used, r.Ended, r.After)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%s\n", endedNote)
+	fmt.Fprintf(w, "%s\n", balancesNote)
 	for _, e := range expiring {
 		fmt.Fprintf(w, "%s\n", e)
 	}

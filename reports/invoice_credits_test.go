@@ -68,6 +68,13 @@ func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 // 95.20, prepaid -60.00, amount due 35.20.
 func creditInvoice(t *testing.T) *billing.Invoice {
 	t.Helper()
+	return creditInvoiceWithout(t, "")
+}
+
+// creditInvoiceWithout is creditInvoice as if the grant drop (an id, or
+// "") had never been given.
+func creditInvoiceWithout(t *testing.T, drop string) *billing.Invoice {
+	t.Helper()
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +131,11 @@ func creditInvoice(t *testing.T) *billing.Invoice {
 		credits.Draw{GrantID: launchGrant, At: hour, SKU: "A100-SXM4-80GB", Meter: pricing.GPUHours, Amount: dec("50")},
 		credits.Draw{GrantID: prepaidGrant, At: hour, SKU: "A100-SXM4-80GB", Meter: pricing.GPUHours, Amount: dec("60"), Tax: dec("9.579831933")},
 	)}
+
+	for _, res := range []*credits.Result{&start, &end} {
+		res.Balances = slices.DeleteFunc(res.Balances, func(b credits.Balance) bool { return b.Grant.ID == drop })
+		res.Draws = slices.DeleteFunc(slices.Clone(res.Draws), func(d credits.Draw) bool { return d.GrantID == drop })
+	}
 
 	issuer := billing.Issuer{ID: "gm", Name: "GPU Metering GmbH", Address: []string{"Hauptstraße 1", "10115 Berlin"},
 		TaxID: "DE123456789", NumberPrefix: "GM-", PaymentTerms: billing.PaymentTerms{Days: ptr(14), Note: "Bank transfer to IBAN DE89 3704 0044 0532 0130 00"}}
@@ -766,5 +778,95 @@ func TestCreditInvoicesAddUpInEveryFormat(t *testing.T) {
 	// The cases must hold what they test.
 	if withPrepaid < 20 || expiring < 20 {
 		t.Errorf("%d invoices with prepaid credit, %d expiring accounts: too few to test", withPrepaid, expiring)
+	}
+}
+
+// Without a prepaid line there is no total after tax to pay: the taxable
+// subtotal and its tax lead straight to the amount due. Every format
+// still adds up, and CSV keeps its five summary rows.
+func TestInvoiceWithCreditsAndNoPrepaidLine(t *testing.T) {
+	inv := creditInvoiceWithout(t, prepaidGrant)
+	if inv.PrepaidMinor != 0 || inv.TotalMinor != 9520 || len(inv.Credits) != 3 {
+		t.Fatalf("prepaid %d, total %d, %d accounts: want 0, 9520, 3", inv.PrepaidMinor, inv.TotalMinor, len(inv.Credits))
+	}
+	var tb, hb, cb bytes.Buffer
+	if err := reports.WriteInvoiceText(&tb, inv); err != nil {
+		t.Fatal(err)
+	}
+	tc := textCreditTotals(t, tb.String(), inv)
+	if tc.afterTax != "" || len(tc.prepaid) != 0 || tc.due != "95.20" {
+		t.Errorf("text totals %+v", tc)
+	}
+	tc.addsUp(t, "text", inv)
+	if err := reports.WriteInvoiceHTML(&hb, inv); err != nil {
+		t.Fatal(err)
+	}
+	hc, order := htmlCreditTotals(t, hb.String(), inv)
+	if want := "subtotal: Subtotal (taxable)|tax: Tax 19% on 80.00 USD|total: Amount due"; strings.Join(order, "|") != want {
+		t.Errorf("html totals %s, want %s", strings.Join(order, "|"), want)
+	}
+	hc.addsUp(t, "html", inv)
+	if err := reports.WriteInvoiceCSV(&cb, inv); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&cb).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, summary := csvCreditTotals(t, rows, inv)
+	if want := "subtotal Subtotal (taxable) 80.00|tax_total Tax 15.20|total_after_tax Total after tax 95.20|" +
+		"prepaid_total Prepaid credit 0.00|total Amount due 95.20"; strings.Join(summary, "|") != want {
+		t.Errorf("csv summary %s, want %s", strings.Join(summary, "|"), want)
+	}
+	cc.addsUp(t, "csv", inv)
+	var pdf bytes.Buffer
+	if err := reports.WriteInvoicePDF(&pdf, inv); err != nil {
+		t.Fatal(err)
+	}
+	text := pdfText(t, pdf.Bytes())
+	pc := pdfCreditTotals(t, text, inv)
+	if pc.afterTax != "" || len(pc.prepaid) != 0 {
+		t.Errorf("pdf totals %+v in\n%s", pc, text)
+	}
+	pc.addsUp(t, "pdf", inv)
+}
+
+// A grant's account as a stored invoice may hold it: rolled into the
+// grant (Ended negative), expiring at a time that is not midnight in the
+// invoice's zone, in a unit of a meter other than GPU-hours.
+func TestInvoiceCreditBalancesShowTheirUnitAndZone(t *testing.T) {
+	inv := creditInvoice(t)
+	expires := time.Date(2026, 11, 20, 11, 30, 0, 0, time.UTC) // 12:30 in Berlin
+	for i, st := range inv.Credits {
+		switch st.GrantID {
+		case includedGrant:
+			st.Before, st.Used, st.Ended, st.After = dec("50"), dec("40"), dec("-5.25"), dec("15.25")
+			st.ExpiresAt = &expires
+		case launchGrant:
+			st.Unit, st.Before, st.Used, st.Ended, st.After = "kWh", dec("12.3456"), dec("2"), dec("0"), dec("10.3456")
+			st.Kind, st.ExpiresAt, st.ExpiresNextPeriod = credits.Included, &expires, true
+		}
+		inv.Credits[i] = st
+	}
+	var tb, hb bytes.Buffer
+	if err := reports.WriteInvoiceText(&tb, inv); err != nil {
+		t.Fatal(err)
+	}
+	if err := reports.WriteInvoiceHTML(&hb, inv); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": tb.String(), "html": html.UnescapeString(hb.String())} {
+		for _, s := range []string{
+			"15.250 GPU-hours of grant " + includedGrant + ", Included GPU-hours of H100-SXM5-80GB (plan: 60 GPU-hours), expires on 20 Nov 2026 12:30 CET.",
+			"10.346 kWh of grant " + launchGrant + ", Promotional credit (launch offer), expires on 20 Nov 2026 12:30 CET.",
+		} {
+			if !strings.Contains(out, s) {
+				t.Errorf("%s: no %q in\n%s", name, s, out)
+			}
+		}
+	}
+	if !strings.Contains(hb.String(), `<td class="unit">GPU-hours</td><td>50.000</td><td>40.000</td><td>-5.250</td><td>15.250</td>`) ||
+		!strings.Contains(hb.String(), `<td class="unit">kWh</td><td>12.346</td><td>2.000</td><td>0.000</td><td>10.346</td>`) {
+		t.Errorf("html: balances not in their meters' places:\n%s", hb.String())
 	}
 }

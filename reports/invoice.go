@@ -141,7 +141,9 @@ func WriteInvoiceCSV(w io.Writer, inv *billing.Invoice) error {
 // resources): issuer and customer, the number (DRAFT for a draft, a VOID
 // banner with the reason for a void invoice), the period in the invoice's
 // time zone, the lines grouped by SKU with tier breakdowns, corrections
-// of earlier periods, subtotal, tax and total, and a footer with the
+// of earlier periods, subtotal, tax and total (with credits: the Credits
+// group, the taxable subtotal, total after tax, prepaid credit, amount due
+// and the grants' balances, invoice_credits.go), and a footer with the
 // price book version and inputs hash. All text is escaped by html/template.
 // The page is rendered completely before anything is written.
 func WriteInvoiceHTML(w io.Writer, inv *billing.Invoice) error {

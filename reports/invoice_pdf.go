@@ -28,7 +28,8 @@ var pdfAligns = [6]string{"L", "L", "R", "L", "R", "R"}
 // WriteInvoice writes the invoice as an A4 PDF with the same content as
 // WriteInvoiceHTML: issuer and customer, number (or DRAFT, or a VOID
 // banner), period, the lines grouped by SKU with tier breakdowns,
-// subtotal, tax and total, and on every page a footer with the price book
+// subtotal, tax and total (with credits as the HTML has them), and on
+// every page a footer with the price book
 // version, the inputs hash and the page number. Long invoices break onto
 // further pages, repeating the table header; a line is never split.
 //

@@ -14,7 +14,9 @@ import (
 
 // WriteInvoiceText prints an invoice for a terminal (invoice show): the
 // header, one row per line with corrections naming what they correct,
-// and the stored subtotal, tax and total.
+// and the stored subtotal, tax and total; with credits, the taxable
+// subtotal, tax, total after tax, prepaid credit and amount due, then the
+// grants' balances.
 func WriteInvoiceText(w io.Writer, inv *billing.Invoice) error {
 	ew := &errWriter{w: w}
 	loc, err := time.LoadLocation(inv.TimeZone)

@@ -63,6 +63,24 @@ var invoiceCSVHeader = []string{
 //     empty line_no, sku, meter, times, quantity and amount_exact, and
 //     amount SubtotalMinor, TaxMinor and TotalMinor.
 //
+// An invoice with credits (a line of a grant, or the grants' accounts)
+// has its credit lines as ordinary line rows: kinds "included_credit"
+// (quantity and unit the included meter's) and "promotional_credit"
+// before the tax line, "prepaid_credit" after it, each with a negative
+// amount and the grant named in the description. Its summary rows are
+// five, in this order:
+//
+//   - "subtotal" ("Subtotal (taxable)"): SubtotalMinor, the lines before
+//     the tax line, credit lines included;
+//   - "tax_total": TaxMinor;
+//   - "total_after_tax": SubtotalMinor + TaxMinor;
+//   - "prepaid_total" ("Prepaid credit"): PrepaidMinor, the prepaid credit
+//     lines' sum (negative, or 0.00);
+//   - "total" ("Amount due"): TotalMinor = total_after_tax + prepaid_total.
+//
+// The grants' balances are not rows here: the JSON document has them
+// (credits).
+//
 // Summary rows are told apart by their empty line_no: a spreadsheet that
 // sums the amount column should filter on it. invoice_number and
 // due_date are empty for a draft; payment_terms says when it is due
@@ -89,15 +107,26 @@ func WriteInvoiceCSV(w io.Writer, inv *billing.Invoice) error {
 			l.Amount.StringFixed(pricing.StoragePlaces), inv.Money(l.AmountMinor), inv.Currency.Code,
 			l.AdjustsPeriod, l.AdjustsInvoice, inv.DueDate, terms))
 	}
-	for _, s := range []struct {
+	type summary struct {
 		kind  string
 		what  string
 		minor int64
-	}{
+	}
+	summaries := []summary{
 		{"subtotal", "Subtotal", inv.SubtotalMinor},
 		{"tax_total", "Tax", inv.TaxMinor},
 		{"total", "Total", inv.TotalMinor},
-	} {
+	}
+	if hasCredits(inv) {
+		summaries = []summary{
+			{"subtotal", taxableSubtotal, inv.SubtotalMinor},
+			{"tax_total", "Tax", inv.TaxMinor},
+			{"total_after_tax", totalAfterTax, inv.SubtotalMinor + inv.TaxMinor},
+			{"prepaid_total", "Prepaid credit", inv.PrepaidMinor},
+			{"total", amountDue, inv.TotalMinor},
+		}
+	}
+	for _, s := range summaries {
 		rows = append(rows, append(append([]string(nil), head...),
 			"", s.kind, "", "", s.what, "", "", "", "", "", "", inv.Money(s.minor), inv.Currency.Code, "", "", inv.DueDate, terms))
 	}
@@ -112,7 +141,9 @@ func WriteInvoiceCSV(w io.Writer, inv *billing.Invoice) error {
 // resources): issuer and customer, the number (DRAFT for a draft, a VOID
 // banner with the reason for a void invoice), the period in the invoice's
 // time zone, the lines grouped by SKU with tier breakdowns, corrections
-// of earlier periods, subtotal, tax and total, and a footer with the
+// of earlier periods, subtotal, tax and total (with credits: the Credits
+// group, the taxable subtotal, total after tax, prepaid credit, amount due
+// and the grants' balances, invoice_credits.go), and a footer with the
 // price book version and inputs hash. All text is escaped by html/template.
 // The page is rendered completely before anything is written.
 func WriteInvoiceHTML(w io.Writer, inv *billing.Invoice) error {
@@ -147,6 +178,20 @@ type invoiceView struct {
 	TaxTotal     string
 	ShowTaxTotal bool
 	Total        string
+	// SubtotalLabel and TotalLabel name the first and last totals:
+	// "Subtotal" and "Total", or with credits "Subtotal (taxable)" and
+	// "Amount due".
+	SubtotalLabel, TotalLabel string
+	// With credits (invoice_credits.go): Prepaid are the prepaid credit
+	// lines paying AfterTax, the subtotal and tax (shown when there are
+	// any); Balances the grants' accounts, Expiring what of them expires
+	// in the next period.
+	HasCredits   bool
+	AfterTax     string
+	Prepaid      []taxRow
+	Balances     []creditBalanceRow
+	Expiring     []string
+	BalancesNote string
 	Reservations []reservationRow
 	// Unpriced is one line on usage the book does not price; the rows
 	// themselves are in the appendix.
@@ -233,6 +278,17 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 		BookVersion:  inv.BookVersion,
 		InputsHash:   inv.InputsHash,
 		RoundingNote: roundingNote,
+
+		SubtotalLabel: "Subtotal",
+		TotalLabel:    "Total",
+	}
+	if hasCredits(inv) {
+		v.HasCredits, v.SubtotalLabel, v.TotalLabel = true, taxableSubtotal, amountDue
+		v.AfterTax = inv.Money(inv.SubtotalMinor + inv.TaxMinor)
+		v.Balances, v.Expiring = creditBalances(inv, loc)
+		if len(v.Balances) > 0 {
+			v.BalancesNote = balancesNote
+		}
 	}
 	switch inv.Status {
 	case billing.StatusDraft:
@@ -259,10 +315,14 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 	}
 	// SKU groups come first, in the order the lines name them; lines
 	// without a SKU and corrections follow in their own groups.
-	var other, corrections []lineView
+	var other, corrections, credited []lineView
 	for _, l := range inv.Lines {
 		if l.Kind == billing.KindTax {
 			v.Taxes = append(v.Taxes, taxRow{No: l.No, Description: l.Description, Amount: inv.Money(l.AmountMinor)})
+			continue
+		}
+		if isPrepaidLine(l) {
+			v.Prepaid = append(v.Prepaid, taxRow{No: l.No, Description: l.Description, Amount: inv.Money(l.AmountMinor)})
 			continue
 		}
 		lv := lineView{
@@ -287,6 +347,16 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 				Quantity: shownQuantity(t.Quantity, l.Meter), UnitPrice: p, Amount: inv.Currency.Round(t.Amount).StringFixed(places)})
 		}
 		switch {
+		case isSubtotalCredit(l):
+			// The description says what the grant is ("Included GPU-hours
+			// of …", "Promotional credit (…)"): no kind before it. Money
+			// has no quantity: the amount says it all.
+			lv.Kind = ""
+			if l.Meter == "" {
+				lv.Quantity, lv.Unit = "", ""
+			}
+			credited = append(credited, lv)
+			continue
 		case l.Kind == billing.KindAdjustment || l.Kind == billing.KindCredit:
 			lv.Note = "For period " + nameOr(l.AdjustsPeriod, "(not named)")
 			if l.AdjustsInvoice != "" {
@@ -321,6 +391,9 @@ func newInvoiceView(inv *billing.Invoice) invoiceView {
 	}
 	if len(corrections) > 0 {
 		v.Groups = append(v.Groups, lineGroup{Title: correctionsGroup, Lines: corrections})
+	}
+	if len(credited) > 0 {
+		v.Groups = append(v.Groups, lineGroup{Title: creditsGroup, Lines: credited})
 	}
 	v.ShowTaxTotal = len(v.Taxes) != 1
 	for _, r := range inv.Reservations {
@@ -453,7 +526,13 @@ table.totals tr.total td { border-top: 2px solid #111; font-weight: bold; }
 footer { margin-top: 10mm; border-top: 1px solid #ddd; padding-top: 2mm; color: #555; font-size: 8pt; }
 thead { display: table-header-group; }
 tr { page-break-inside: avoid; }
-</style>
+{{if .HasCredits}}table.totals tr.aftertax td { border-top: 1px solid #111; }
+table.totals tr.prepaid td { color: #333; }
+.notes.credits td.unit, .notes.credits th.unit { text-align: left; white-space: nowrap; }
+.notes.credits td { vertical-align: top; }
+.notes.credits td:not(:first-child) { white-space: nowrap; }
+.notes.credits p.note { color: #555; font-size: 8.5pt; }
+{{end}}</style>
 </head>
 <body>
 {{with .Banner}}<div class="banner">{{.}}</div>
@@ -486,17 +565,28 @@ tr { page-break-inside: avoid; }
 <thead><tr><th>No</th><th>Description</th><th class="num">Quantity</th><th>Unit</th><th class="num">Unit price</th><th class="num">Amount ({{.Currency}})</th></tr></thead>
 {{range .Groups}}<tbody>
 <tr class="group"><th colspan="6">{{.Title}}</th></tr>
-{{range .Lines}}<tr class="line"><td>{{.No}}</td><td>{{.Kind}}: {{.Description}}{{with .Note}}<br><span class="note">{{.}}</span>{{end}}</td><td class="num">{{.Quantity}}</td><td class="unit">{{.Unit}}</td><td class="num">{{.UnitPrice}}</td><td class="num amount">{{.Amount}}</td></tr>
+{{range .Lines}}<tr class="line"><td>{{.No}}</td><td>{{with .Kind}}{{.}}: {{end}}{{.Description}}{{with .Note}}<br><span class="note">{{.}}</span>{{end}}</td><td class="num">{{.Quantity}}</td><td class="unit">{{.Unit}}</td><td class="num">{{.UnitPrice}}</td><td class="num amount">{{.Amount}}</td></tr>
 {{range .Tiers}}<tr class="tier"><td></td><td class="tierlabel">{{.Label}}</td><td class="num">{{.Quantity}}</td><td></td><td class="num">{{.UnitPrice}}</td><td class="num">{{.Amount}}</td></tr>
 {{end}}{{end}}</tbody>
 {{end}}</table>
 <table class="totals">
-<tr class="subtotal"><td>Subtotal</td><td class="num">{{.Subtotal}} {{.Currency}}</td></tr>
+<tr class="subtotal"><td>{{.SubtotalLabel}}</td><td class="num">{{.Subtotal}} {{.Currency}}</td></tr>
 {{range .Taxes}}<tr class="tax"><td>{{.Description}}</td><td class="num">{{.Amount}} {{$.Currency}}</td></tr>
 {{end}}{{if .ShowTaxTotal}}<tr class="taxtotal"><td>Tax</td><td class="num">{{.TaxTotal}} {{.Currency}}</td></tr>
-{{end}}<tr class="total"><td>Total</td><td class="num">{{.Total}} {{.Currency}}</td></tr>
+{{end}}{{if .Prepaid}}<tr class="aftertax"><td>Total after tax</td><td class="num">{{.AfterTax}} {{.Currency}}</td></tr>
+{{range .Prepaid}}<tr class="prepaid"><td>{{.Description}}</td><td class="num">{{.Amount}} {{$.Currency}}</td></tr>
+{{end}}{{end}}<tr class="total"><td>{{.TotalLabel}}</td><td class="num">{{.Total}} {{.Currency}}</td></tr>
 </table>
-{{if .Reservations}}<div class="notes">
+{{if .Balances}}<div class="notes credits">
+<p>Credit balances over the period:</p>
+<table>
+<tr><th>Grant</th><th class="unit">Unit</th><th>Before</th><th>Used</th><th>Ended</th><th>After</th></tr>
+{{range .Balances}}<tr><td>{{.Description}}</td><td class="unit">{{.Unit}}</td><td>{{.Before}}</td><td>{{.Used}}</td><td>{{.Ended}}</td><td>{{.After}}</td></tr>
+{{end}}</table>
+<p class="note">{{.BalancesNote}}</p>
+{{range .Expiring}}<p class="expiring">{{.}}</p>
+{{end}}</div>
+{{end}}{{if .Reservations}}<div class="notes">
 <p>Reserved capacity (GPU-hours):</p>
 <table>
 <tr><th>SKU</th><th>Reserved</th><th>Covered</th><th>Unused</th><th>On demand</th><th>Burst</th></tr>

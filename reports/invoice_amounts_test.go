@@ -15,6 +15,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/pricing"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -74,6 +75,14 @@ func randomAmountCase(r *rand.Rand, i int) amountCase {
 
 func (c amountCase) invoice(t *testing.T) (pricing.Result, *billing.Invoice) {
 	t.Helper()
+	return c.invoiceWith(t, nil)
+}
+
+// invoiceWith builds the case's invoice for November 2026, applying
+// grants (when there are any) as the billing run does: burnt down at the
+// period's start and end over the priced usage (credits.Burn).
+func (c amountCase) invoiceWith(t *testing.T, grants []credits.Grant) (pricing.Result, *billing.Invoice) {
+	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "version: property\ncurrency: %s\nskus:\n  H100-SXM5-80GB:\n    meters:\n", c.currency)
 	for _, m := range []pricing.Meter{pricing.GPUHours, pricing.Meter("energy_kwh")} {
@@ -113,8 +122,20 @@ func (c amountCase) invoice(t *testing.T) (pricing.Result, *billing.Invoice) {
 	if c.tax != "" {
 		cust.TaxRate = decimal.RequireFromString(c.tax)
 	}
+	var credit *billing.CreditInput
+	if len(grants) > 0 {
+		start, err := credits.Burn(grants, nil, p.Start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end, err := credits.Burn(grants, credits.ChargesOf(priced, usage, cust.TaxRate), p.End)
+		if err != nil {
+			t.Fatal(err)
+		}
+		credit = &billing.CreditInput{Start: start, End: end, NextPeriodEnd: p.End.AddDate(0, 1, 0)}
+	}
 	inv, err := billing.BuildInvoice(billing.Draft{ID: "acme/2026-11/1", Issuer: billing.Issuer{ID: "gc", Name: "GPU Cloud"},
-		Customer: cust, Period: p, Priced: priced, InputsHash: "inputs", Now: p.End})
+		Customer: cust, Period: p, Priced: priced, Credits: credit, InputsHash: "inputs", Now: p.End})
 	if err != nil {
 		t.Fatalf("%s: build invoice: %v", c.name, err)
 	}
@@ -126,6 +147,9 @@ func minor(d decimal.Decimal, places int32) int64 { return d.Shift(places).IntPa
 
 // amountCell matches a line's amount cell in the HTML.
 var amountCell = regexp.MustCompile(`<td class="num amount">([^<]*)</td>`)
+
+// prepaidRow matches a prepaid credit line's row among the HTML's totals.
+var prepaidRow = regexp.MustCompile(`<tr class="prepaid"><td>[^<]*</td><td class="num">([^<]*) [A-Z]{3}</td></tr>`)
 
 // One amount, rounded once: for random prices and quantities, the
 // engine's rounded amount, the stored line (9 places, as Decimal(38, 9)
@@ -221,24 +245,35 @@ func checkRenderings(t *testing.T, name string, inv *billing.Invoice, doc []byte
 		}
 	}
 
-	var want []string // the non-tax lines' amounts, sorted
+	// The lines' amounts, sorted: prepaid credit lines print among the
+	// totals, after the tax; the rest in the table of lines.
+	var want, wantPrepaid []string
 	for _, l := range inv.Lines {
-		if l.Kind != billing.KindTax {
+		switch l.Kind {
+		case billing.KindTax:
+		case billing.KindPrepaidCredit:
+			wantPrepaid = append(wantPrepaid, inv.Money(l.AmountMinor))
+		default:
 			want = append(want, inv.Money(l.AmountMinor))
 		}
 	}
 	slices.Sort(want)
+	slices.Sort(wantPrepaid)
 	var hb bytes.Buffer
 	if err := reports.WriteInvoiceHTML(&hb, inv); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
+	var got, gotPrepaid []string
 	for _, m := range amountCell.FindAllStringSubmatch(hb.String(), -1) {
 		got = append(got, m[1])
 	}
+	for _, m := range prepaidRow.FindAllStringSubmatch(hb.String(), -1) {
+		gotPrepaid = append(gotPrepaid, m[1])
+	}
 	slices.Sort(got)
-	if !slices.Equal(got, want) {
-		t.Errorf("%s html: line amounts %v, want %v", name, got, want)
+	slices.Sort(gotPrepaid)
+	if !slices.Equal(got, want) || !slices.Equal(gotPrepaid, wantPrepaid) {
+		t.Errorf("%s html: line amounts %v and prepaid %v, want %v and %v", name, got, gotPrepaid, want, wantPrepaid)
 	}
 
 	var tb bytes.Buffer

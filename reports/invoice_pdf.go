@@ -28,7 +28,8 @@ var pdfAligns = [6]string{"L", "L", "R", "L", "R", "R"}
 // WriteInvoice writes the invoice as an A4 PDF with the same content as
 // WriteInvoiceHTML: issuer and customer, number (or DRAFT, or a VOID
 // banner), period, the lines grouped by SKU with tier breakdowns,
-// subtotal, tax and total, and on every page a footer with the price book
+// subtotal, tax and total (with credits as the HTML has them), and on
+// every page a footer with the price book
 // version, the inputs hash and the page number. Long invoices break onto
 // further pages, repeating the table header; a line is never split.
 //
@@ -177,19 +178,26 @@ func (r *pdfInvoice) render() {
 	r.inTable, r.group = false, ""
 	pdf.Ln(3)
 
-	rows := [][2]string{{"Subtotal", v.Subtotal}}
+	rows := [][2]string{{v.SubtotalLabel, v.Subtotal}}
 	for _, t := range v.Taxes {
 		rows = append(rows, [2]string{t.Description, t.Amount})
 	}
 	if v.ShowTaxTotal {
 		rows = append(rows, [2]string{"Tax", v.TaxTotal})
 	}
-	r.ensure(float64(len(rows)+1) * (pdfLineHeight + 1))
-	for _, row := range rows {
-		r.totalRow(row[0], row[1], false)
+	if !v.HasCredits {
+		r.ensure(float64(len(rows)+1) * (pdfLineHeight + 1))
+		for _, row := range rows {
+			r.totalRow(row[0], row[1], false)
+		}
+		r.totalRow(v.TotalLabel, v.Total, true)
+	} else {
+		r.creditTotals(rows)
 	}
-	r.totalRow("Total", v.Total, true)
 
+	if len(v.Balances) > 0 {
+		r.creditBalances()
+	}
 	if len(v.Reservations) > 0 {
 		pdf.Ln(5)
 		r.ensure(3 * pdfLineHeight)
@@ -285,7 +293,11 @@ func (r *pdfInvoice) tableHeader() {
 
 // lineCells are a line's cells in column order, the note aside.
 func lineCells(l lineView) [6]string {
-	return [6]string{fmt.Sprint(l.No), l.Kind + ": " + l.Description, l.Quantity, l.Unit, l.UnitPrice, l.Amount}
+	text := l.Description
+	if l.Kind != "" {
+		text = l.Kind + ": " + text
+	}
+	return [6]string{fmt.Sprint(l.No), text, l.Quantity, l.Unit, l.UnitPrice, l.Amount}
 }
 
 // lineRows is how many text rows a line takes before its tiers: its
@@ -384,5 +396,88 @@ func (r *pdfInvoice) ensure(h float64) {
 	_, pageHeight := r.pdf.GetPageSize()
 	if r.pdf.GetY()+h > pageHeight-pdfBottomMargin {
 		r.pdf.AddPage()
+	}
+}
+
+// creditTotals prints the totals of an invoice with credits: rows (the
+// subtotal and tax), the total after tax and the prepaid credit lines
+// paying it when there are any, and the amount due. Labels take the width
+// left of the amounts, since a prepaid line names its grant.
+func (r *pdfInvoice) creditTotals(rows [][2]string) {
+	v := r.v
+	if len(v.Prepaid) > 0 {
+		rows = append(rows, [2]string{totalAfterTax, v.AfterTax})
+		for _, p := range v.Prepaid {
+			rows = append(rows, [2]string{p.Description, p.Amount})
+		}
+	}
+	r.ensure(float64(len(rows)+1) * (pdfLineHeight + 1))
+	for _, row := range rows {
+		r.wideTotalRow(row[0], row[1], row[0] == totalAfterTax)
+	}
+	r.totalRow(v.TotalLabel, v.Total, true)
+}
+
+// wideTotalRow prints a total's label, right-aligned in the width left of
+// the amount (wrapped if it needs more), and the amount on its last row;
+// ruled draws a rule above the row, as above a total.
+func (r *pdfInvoice) wideTotalRow(label, amount string, ruled bool) {
+	pdf := r.pdf
+	r.font("", 9.5, 0)
+	if ruled {
+		pdf.Line(pdfMargin+60, pdf.GetY(), pdfMargin+180, pdf.GetY())
+	}
+	rows := r.split(label, 144)
+	for i, l := range rows {
+		pdf.SetX(pdfMargin)
+		pdf.CellFormat(144, pdfLineHeight+1, l, "", 0, "R", false, 0, "")
+		cell := ""
+		if i == len(rows)-1 {
+			cell = r.tr(amount + " " + r.v.Currency)
+		}
+		pdf.CellFormat(36, pdfLineHeight+1, cell, "", 1, "R", false, 0, "")
+	}
+}
+
+// creditBalances prints the grants' accounts over the period, what Ended
+// means, and the credit that expires in the next period.
+func (r *pdfInvoice) creditBalances() {
+	pdf, v := r.pdf, r.v
+	widths := [6]float64{80, 20, 20, 20, 20, 20}
+	aligns := [6]string{"L", "L", "R", "R", "R", "R"}
+	row := func(cells [6]string) {
+		var split [6][]string
+		n := 1
+		for i, c := range cells {
+			split[i] = r.split(c, widths[i])
+			n = max(n, len(split[i]))
+		}
+		r.ensure(float64(n) * pdfLineHeight)
+		x, y := pdfMargin, pdf.GetY()
+		for i := range cells {
+			for j, s := range split[i] {
+				pdf.SetXY(x, y+float64(j)*pdfLineHeight)
+				pdf.CellFormat(widths[i], pdfLineHeight, s, "", 0, aligns[i], false, 0, "")
+			}
+			x += widths[i]
+		}
+		pdf.SetXY(pdfMargin, y+float64(n)*pdfLineHeight)
+	}
+	pdf.Ln(5)
+	r.ensure(4 * pdfLineHeight)
+	r.font("B", 9.5, 0)
+	pdf.CellFormat(0, pdfLineHeight+1, r.tr(creditBalancesHead), "", 1, "L", false, 0, "")
+	r.font("B", 8, 0)
+	row([6]string{"Grant", "Unit", "Before", "Used", "Ended", "After"})
+	r.font("", 8, 0)
+	for _, b := range v.Balances {
+		row([6]string{b.Description, b.Unit, b.Before, b.Used, b.Ended, b.After})
+	}
+	r.font("", 7.5, 85)
+	r.wrapped(0, pdfLineHeight, v.BalancesNote, "", "L")
+	r.font("", 8.5, 0)
+	for _, e := range v.Expiring {
+		r.ensure(pdfLineHeight)
+		r.wrapped(0, pdfLineHeight, e, "", "L")
 	}
 }

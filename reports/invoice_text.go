@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,7 +14,9 @@ import (
 
 // WriteInvoiceText prints an invoice for a terminal (invoice show): the
 // header, one row per line with corrections naming what they correct,
-// and the stored subtotal, tax and total.
+// and the stored subtotal, tax and total; with credits, the taxable
+// subtotal, tax, total after tax, prepaid credit and amount due, then the
+// grants' balances.
 func WriteInvoiceText(w io.Writer, inv *billing.Invoice) error {
 	ew := &errWriter{w: w}
 	loc, err := time.LoadLocation(inv.TimeZone)
@@ -33,16 +36,62 @@ func WriteInvoiceText(w io.Writer, inv *billing.Invoice) error {
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NO\tKIND\tSKU\tMETER\tQUANTITY\tAMOUNT\tDESCRIPTION\t")
 	for _, l := range inv.Lines {
+		qty := strings.TrimSpace(l.Quantity.String() + " " + unitLabel(l.Unit))
+		if l.GrantID != "" && l.Meter == "" {
+			qty = "-" // a grant of money: the amount is all there is
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.No, l.Kind, dash(l.SKU), dash(string(l.Meter)),
-			strings.TrimSpace(l.Quantity.String()+" "+unitLabel(l.Unit)), inv.Money(l.AmountMinor), l.Description)
+			qty, inv.Money(l.AmountMinor), l.Description)
 	}
 	tw.Flush()
-	fmt.Fprintf(ew, "\nsubtotal  %s %s\ntax       %s %s\ntotal     %s %s\n", inv.Money(inv.SubtotalMinor), inv.Currency.Code,
-		inv.Money(inv.TaxMinor), inv.Currency.Code, inv.Money(inv.TotalMinor), inv.Currency.Code)
+	if hasCredits(inv) {
+		writeCreditTotalsText(ew, inv, loc)
+	} else {
+		fmt.Fprintf(ew, "\nsubtotal  %s %s\ntax       %s %s\ntotal     %s %s\n", inv.Money(inv.SubtotalMinor), inv.Currency.Code,
+			inv.Money(inv.TaxMinor), inv.Currency.Code, inv.Money(inv.TotalMinor), inv.Currency.Code)
+	}
 	if line, _ := unpricedUsage(inv.Unpriced); line != "" {
 		fmt.Fprintf(ew, "\n%s\n", line)
 	}
 	return ew.err
+}
+
+// writeCreditTotalsText prints the totals of an invoice with credits (the
+// lines above list every credit line) and the grants' accounts.
+func writeCreditTotalsText(w io.Writer, inv *billing.Invoice, loc *time.Location) {
+	type total struct {
+		label string
+		minor int64
+	}
+	totals := []total{{"subtotal (taxable)", inv.SubtotalMinor}, {"tax", inv.TaxMinor}}
+	if slices.ContainsFunc(inv.Lines, isPrepaidLine) {
+		totals = append(totals, total{"total after tax", inv.SubtotalMinor + inv.TaxMinor}, total{"prepaid credit", inv.PrepaidMinor})
+	}
+	totals = append(totals, total{"amount due", inv.TotalMinor})
+	// Labels to the left, amounts aligned on the right.
+	width := 0
+	for _, t := range totals {
+		width = max(width, len(inv.Money(t.minor)))
+	}
+	fmt.Fprintln(w)
+	for _, t := range totals {
+		fmt.Fprintf(w, "%-18s  %*s %s\n", t.label, width, inv.Money(t.minor), inv.Currency.Code)
+	}
+	rows, expiring := creditBalances(inv, loc)
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\ncredit balances over the period\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GRANT\tUNIT\tBEFORE\tUSED\tENDED\tAFTER\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Description, r.Unit, r.Before, r.Used, r.Ended, r.After)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%s\n", balancesNote)
+	for _, e := range expiring {
+		fmt.Fprintf(w, "%s\n", e)
+	}
 }
 
 func short(hash string) string {

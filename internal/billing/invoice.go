@@ -171,7 +171,12 @@ func (inv *Invoice) Document() ([]byte, error) {
 		l.From, l.To = l.From.UTC(), l.To.UTC()
 		c.Lines[i] = l
 	}
-	for _, t := range []**time.Time{&c.FinalizedAt, &c.VoidedAt} {
+	c.Credits = append([]CreditStatement(nil), inv.Credits...)
+	expiries := []**time.Time{&c.FinalizedAt, &c.VoidedAt}
+	for i := range c.Credits {
+		expiries = append(expiries, &c.Credits[i].ExpiresAt)
+	}
+	for _, t := range expiries {
 		if *t != nil {
 			u := (*t).UTC()
 			*t = &u

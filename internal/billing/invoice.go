@@ -172,11 +172,11 @@ func (inv *Invoice) Document() ([]byte, error) {
 		c.Lines[i] = l
 	}
 	c.Credits = append([]CreditStatement(nil), inv.Credits...)
-	expiries := []**time.Time{&c.FinalizedAt, &c.VoidedAt}
+	stamps := []**time.Time{&c.FinalizedAt, &c.VoidedAt}
 	for i := range c.Credits {
-		expiries = append(expiries, &c.Credits[i].ExpiresAt)
+		stamps = append(stamps, &c.Credits[i].ExpiresAt)
 	}
-	for _, t := range expiries {
+	for _, t := range stamps {
 		if *t != nil {
 			u := (*t).UTC()
 			*t = &u

@@ -17,6 +17,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auditqueue"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/cli"
+	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/jobs"
 	"github.com/gpumeter/gpumeter/internal/quota"
@@ -91,6 +92,11 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	invoices.Announce = webhook.NewPublisher(s, time.Now)
 	ins := insights.New(store.NewInsightsReader(s), webhook.NewPublisher(s, time.Now), prices, time.Now, g.logger)
 	use := usage.New(s, cfg.Billing, time.Now)
+	creditCustomers, err := cfg.Billing.CreditCustomers()
+	if err != nil {
+		return cli.Usage(err)
+	}
+	creditSvc := credits.NewService(s, use, creditCustomers, time.Now)
 	quotas, err := quota.NewService(use, s, cfg.Billing, cfg.Quotas, time.Now, g.logger)
 	if err != nil {
 		return cli.Usage(err)
@@ -176,7 +182,8 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, AuditQueue: auditQueue, PDF: pdf,
 		Usage: use, Cost: use, Tenants: use, Invoices: billing.NewInvoiceService(s, cfg.Billing.Issuer.ID),
 		Chargeback: billing.NewChargebackService(s, cfg.Chargeback), Quotas: quotas,
-		Kubernetes: admission.NewWebhook(quotas, cfg.Kubernetes), Insights: ins})
+		Kubernetes: admission.NewWebhook(quotas, cfg.Kubernetes), Insights: ins,
+		Credits: creditSvc, CreditSettings: cfg.Credits})
 	err = srv.Serve(ctx, ln)
 	stopAPI() // after the last request: the audit writer flushes what it holds
 	waitAPI()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/internal/usage"
+	"github.com/gpumeter/gpumeter/pricing"
 )
 
 // creditsOf is the credit domain over s for the customers cs on the clock
@@ -349,4 +351,46 @@ func TestCreditsScopesValidationAndVoid(t *testing.T) {
 	if len(ledger) != len(before)+1 {
 		t.Errorf("%d grants in the ledger, want %d", len(ledger), len(before)+1)
 	}
+}
+
+// withCreditGrants serves credits on api over the fixture and gives its
+// customers grants whose accounts hold every property of the API's
+// answers: acme's prepaid dollar and ten included H100 hours, both used
+// up in October (its money depleted today), globex's promotional credit
+// expiring in three days (its depletion read from a forecast), initech's
+// monthly allowance of included hours with a rollover cap (config,
+// recurring); and a prepaid grant of acme's to void, whose id it returns.
+func (f *fixture) withCreditGrants(t *testing.T, api server.API) (server.API, string) {
+	t.Helper()
+	ctx := context.Background()
+	cs := f.customers
+	cs.Customers = slices.Clone(cs.Customers)
+	capTwo := decimal.NewFromInt(2)
+	for i, c := range cs.Customers {
+		if c.Tenant == "initech" {
+			cs.Customers[i].Credits = credits.Plan{Recurring: []credits.Recurring{{Series: "monthly", Kind: credits.Included,
+				Amount: decimal.NewFromInt(5), Meter: pricing.GPUHours, Start: "2026-10", RolloverCap: &capTwo, Note: "five hours a month"}}}
+		}
+	}
+	svc := creditsOf(t, f.store, cs, time.Now)
+	now := time.Now().UTC()
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	oct := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	var voidable string
+	for i, g := range []credits.Grant{
+		{Tenant: "acme", Kind: credits.Prepaid, Amount: decimal.NewFromInt(1), EffectiveAt: oct},
+		{Tenant: "acme", Kind: credits.Included, Amount: decimal.NewFromInt(10), Meter: pricing.GPUHours, SKUClass: "H100-SXM5-80GB",
+			EffectiveAt: oct, ExpiresAt: oct.AddDate(0, 1, 0)},
+		{Tenant: "globex", Kind: credits.Promotional, Amount: decimal.NewFromInt(5), EffectiveAt: month, ExpiresAt: now.Add(72 * time.Hour),
+			Source: "campaign", Note: "welcome"},
+		{Tenant: "acme", Kind: credits.Prepaid, Amount: decimal.NewFromInt(2)},
+	} {
+		stored, err := svc.Grant(ctx, g)
+		if err != nil {
+			t.Fatalf("grant %d: %v", i, err)
+		}
+		voidable = stored.ID
+	}
+	api.Credits, api.CreditSettings = svc, credits.DefaultSettings()
+	return api, voidable
 }

@@ -101,13 +101,15 @@ func (s *Service) Account(ctx context.Context, req AccountRequest) (Account, err
 			return Account{}, err
 		}
 	}
+	// What is left now: the burn-down's draws run to its AsOf (the last
+	// full hour), and a grant given since counts at once.
 	loc := c.location()
-	acc.Money, acc.Included = RemainingAt(acc.Result, acc.AsOf)
+	acc.Money, acc.Included = RemainingAt(acc.Result, now)
 	for _, g := range grants {
-		acc.HasMoney = acc.HasMoney || (g.Money() && !g.EffectiveAt.After(acc.AsOf))
+		acc.HasMoney = acc.HasMoney || (g.Money() && !g.EffectiveAt.After(now))
 	}
 	acc.Daily = DailyBalances(acc.Result, loc, now)
-	acc.Expiring = Expiring(acc.Result, acc.AsOf, req.ExpiringDays)
+	acc.Expiring = Expiring(acc.Result, now, req.ExpiringDays)
 
 	today := startOfDay(now, loc)
 	switch {
@@ -122,7 +124,7 @@ func (s *Service) Account(ctx context.Context, req AccountRequest) (Account, err
 		if len(fc.Days) > 0 {
 			acc.ForecastThrough = fc.Days[len(fc.Days)-1].End
 		}
-		day, err := depletion(grants, charges, fc, c.TaxRate)
+		day, err := depletion(grants, charges, fc, now, c.TaxRate)
 		if err != nil {
 			return Account{}, err
 		}
@@ -190,19 +192,17 @@ func drawn(d Draw) decimal.Decimal {
 }
 
 // DailyBalances are the days of the month holding now (in loc) up to
-// today, each with what res leaves at its end: midnight, or res's AsOf
-// for the day holding it. One burn-down answers every day.
+// today, each with what res leaves at its end: midnight, or now for
+// today (res's draws run to its AsOf, the last full hour). One burn-down
+// answers every day.
 func DailyBalances(res Result, loc *time.Location, now time.Time) []Day {
 	var out []Day
 	first := startOfDay(now, loc)
 	first = time.Date(first.Year(), first.Month(), 1, 0, 0, 0, 0, loc)
 	for day := first; !day.After(now); day = day.AddDate(0, 0, 1) {
 		end := day.AddDate(0, 0, 1)
-		if res.AsOf.Before(end) {
-			end = res.AsOf
-		}
-		if end.Before(day) {
-			end = day
+		if now.Before(end) {
+			end = now
 		}
 		money, included := RemainingAt(res, end)
 		out = append(out, Day{Start: day.UTC(), End: end.UTC(), Money: money, Included: included})
@@ -211,13 +211,13 @@ func DailyBalances(res Result, loc *time.Location, now time.Time) []Day {
 }
 
 // Expiring are the balances with something left whose grant expires after
-// asOf and within days of it, soonest first.
-func Expiring(res Result, asOf time.Time, days int) []Balance {
-	until := asOf.AddDate(0, 0, days)
+// now and within days of it, soonest first.
+func Expiring(res Result, now time.Time, days int) []Balance {
+	until := now.AddDate(0, 0, days)
 	var out []Balance
 	for _, b := range res.Balances {
 		g := b.Grant
-		if b.Remaining.Sign() > 0 && g.VoidedAt == nil && !g.ExpiresAt.IsZero() && g.ExpiresAt.After(asOf) && !g.ExpiresAt.After(until) {
+		if b.Remaining.Sign() > 0 && g.VoidedAt == nil && !g.ExpiresAt.IsZero() && g.ExpiresAt.After(now) && !g.ExpiresAt.After(until) {
 			out = append(out, b)
 		}
 	}
@@ -231,11 +231,11 @@ func Expiring(res Result, asOf time.Time, days int) []Balance {
 // money left is zero, when the forecast's spend after its AsOf is burnt
 // down after the actual charges: each day's spend (its running cost less
 // the day before's, the first less the cost so far) is a charge of money
-// at the day's start (or AsOf), with the customer's tax, which prepaid
-// credit pays too. The forecast's spend has no meter: included quantities
+// at the day's start (or now, so that a grant given since the forecast's
+// AsOf pays it), with the customer's tax, which prepaid credit pays too. The forecast's spend has no meter: included quantities
 // left are not set against it, so the date errs early when they remain.
 // Nil when the money outlasts the forecast.
-func depletion(grants []Grant, charges []Charge, fc Forecast, taxRate decimal.Decimal) (*time.Time, error) {
+func depletion(grants []Grant, charges []Charge, fc Forecast, now time.Time, taxRate decimal.Decimal) (*time.Time, error) {
 	projected := slices.Clone(charges)
 	prev := fc.SoFar
 	var days []ForecastDay
@@ -250,8 +250,8 @@ func depletion(grants []Grant, charges []Charge, fc Forecast, taxRate decimal.De
 			continue // a day that lowers the running cost (a tier) gives nothing back
 		}
 		at := d.Start
-		if at.Before(fc.AsOf) {
-			at = fc.AsOf
+		if at.Before(now) {
+			at = now
 		}
 		projected = append(projected, Charge{At: at, Amount: spend, Quantity: decimal.Zero, TaxRate: taxRate})
 	}

@@ -172,7 +172,7 @@ func TestCreditsAccountByHand(t *testing.T) {
 		date := time.Date(2026, 10, i+1, 0, 0, 0, 0, time.UTC)
 		end := date.AddDate(0, 0, 1)
 		if i == 10 {
-			end = creditNow.Truncate(time.Hour)
+			end = creditNow // today: what is left now
 		}
 		if d.Date != date.Format(time.DateOnly) || !d.End.Equal(end) || !eq(d.MoneyRemaining, wantMoney[i]) ||
 			len(d.IncludedRemaining) != 1 || d.IncludedRemaining[0].Meter != "gpu_hours" || !eq(d.IncludedRemaining[0].Remaining, wantIncluded[i]) {
@@ -356,8 +356,9 @@ func TestCreditsScopesValidationAndVoid(t *testing.T) {
 // withCreditGrants serves credits on api over the fixture and gives its
 // customers grants whose accounts hold every property of the API's
 // answers: acme's prepaid dollar and ten included H100 hours, both used
-// up in October (its money depleted today), globex's promotional credit
-// expiring in three days (its depletion read from a forecast), initech's
+// up in October, and its promotional credit expiring in three days (its
+// depletion read from a forecast); globex's prepaid dollar, used up in
+// October (its money depleted today); initech's
 // monthly allowance of included hours with a rollover cap (config,
 // recurring); and a prepaid grant of acme's to void, whose id it returns.
 func (f *fixture) withCreditGrants(t *testing.T, api server.API) (server.API, string) {
@@ -381,8 +382,9 @@ func (f *fixture) withCreditGrants(t *testing.T, api server.API) (server.API, st
 		{Tenant: "acme", Kind: credits.Prepaid, Amount: decimal.NewFromInt(1), EffectiveAt: oct},
 		{Tenant: "acme", Kind: credits.Included, Amount: decimal.NewFromInt(10), Meter: pricing.GPUHours, SKUClass: "H100-SXM5-80GB",
 			EffectiveAt: oct, ExpiresAt: oct.AddDate(0, 1, 0)},
-		{Tenant: "globex", Kind: credits.Promotional, Amount: decimal.NewFromInt(5), EffectiveAt: month, ExpiresAt: now.Add(72 * time.Hour),
+		{Tenant: "acme", Kind: credits.Promotional, Amount: decimal.NewFromInt(3), EffectiveAt: month, ExpiresAt: now.Add(72 * time.Hour),
 			Source: "campaign", Note: "welcome"},
+		{Tenant: "globex", Kind: credits.Prepaid, Amount: decimal.NewFromInt(1), EffectiveAt: oct},
 		{Tenant: "acme", Kind: credits.Prepaid, Amount: decimal.NewFromInt(2)},
 	} {
 		stored, err := svc.Grant(ctx, g)

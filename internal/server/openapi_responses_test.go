@@ -192,8 +192,8 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 		{"capacity for a tenant key", ts, "GET", "/v1/insights/capacity", "/v1/insights/capacity", acme, "", 403},
 		{"capacity where insights are off", plain, "GET", "/v1/insights/capacity", "/v1/insights/capacity", admin, "", 404},
 
-		{"credits used up, included hours too", ts, "GET", "/v1/credits", "/v1/credits?tenant=acme", acme, "", 200},
-		{"credits expiring soon, with a forecast", ts, "GET", "/v1/credits", "/v1/credits?tenant=globex", admin, "", 200},
+		{"credits used up, included hours too, some expiring", ts, "GET", "/v1/credits", "/v1/credits?tenant=acme", acme, "", 200},
+		{"credits depleted", ts, "GET", "/v1/credits", "/v1/credits?tenant=globex", admin, "", 200},
 		{"credits of a recurring allowance", ts, "GET", "/v1/credits", "/v1/credits?tenant=initech", admin, "", 200},
 		{"the credit summary", ts, "GET", "/v1/credits", "/v1/credits", admin, "", 200},
 		{"credits with an unknown parameter", ts, "GET", "/v1/credits", "/v1/credits?month=2026-10", admin, "", 400},

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -186,6 +187,10 @@ func (s *Server) postVoid(api API) gin.HandlerFunc {
 	})
 }
 
+// decimalText is an amount as the API writes decimals, 40 characters at
+// most.
+var decimalText = regexp.MustCompile(`^-?[0-9]{1,30}(\.[0-9]{1,9})?$`)
+
 const grantFields = `(want {"tenant","kind","amount","currency","meter","sku_class","priority","effective_at","expires_at","source","note"})`
 
 // decodeStrict reads one JSON object into v: no unknown field, nothing
@@ -265,10 +270,17 @@ func (b grantRequest) grant() (credits.Grant, error) {
 	g := credits.Grant{Tenant: b.Tenant, Kind: credits.Kind(b.Kind), Currency: b.Currency, Meter: pricing.Meter(b.Meter), SKUClass: b.SKUClass,
 		Priority: b.Priority, Source: b.Source, Note: b.Note}
 	var err error
-	if b.Amount == "" {
+	switch {
+	case b.Amount == "":
 		errs = append(errs, errors.New("amount: required (a decimal string, e.g. \"100.00\")"))
-	} else if g.Amount, err = decimal.NewFromString(b.Amount); err != nil {
-		errs = append(errs, fmt.Errorf("amount %q: not a decimal number", truncate(b.Amount, 64)))
+	case !decimalText.MatchString(b.Amount):
+		// Plain digits only: an exponent ("1e-999999999") would make a
+		// number whose text alone fills the memory.
+		errs = append(errs, fmt.Errorf("amount %q: not a decimal number of at most 40 digits, e.g. \"100.00\"", truncate(b.Amount, 64)))
+	default:
+		if g.Amount, err = decimal.NewFromString(b.Amount); err != nil {
+			errs = append(errs, fmt.Errorf("amount %q: not a decimal number", truncate(b.Amount, 64)))
+		}
 	}
 	for _, t := range []struct {
 		name string

@@ -140,12 +140,13 @@ func (s *Service) Account(ctx context.Context, req AccountRequest) (Account, err
 	return acc, nil
 }
 
-// RemainingAt is what the burn-down res leaves at t (at most its AsOf):
-// money across the money grants and each meter's included quantity, as a
-// burn-down to t would give them. A grant counts from its EffectiveAt
-// until it expires or is voided; what it has then is its Granted (with
-// what rolled into it) less its draws before t. The burn-down is
-// sequential in time, so its draws before t are those of a burn-down to t.
+// RemainingAt is what the burn-down res leaves at t (at most its AsOf,
+// or any time before its next draw): money across the money grants and
+// each meter's included quantity, as a burn-down to t would give them. A
+// grant counts from its EffectiveAt until it expires or is voided; what
+// it has then is its Granted (with what rolled into it) less its draws
+// before t. The burn-down is sequential in time, so its draws before t
+// are those of a burn-down to t.
 func RemainingAt(res Result, t time.Time) (money decimal.Decimal, included []MeterQuantity) {
 	used := map[string]decimal.Decimal{}
 	for _, d := range res.Draws {
@@ -153,6 +154,12 @@ func RemainingAt(res Result, t time.Time) (money decimal.Decimal, included []Met
 			used[d.GrantID] = used[d.GrantID].Add(drawn(d))
 		}
 	}
+	return remaining(res, t, used)
+}
+
+// remaining is what the grants of res have at t, used[id] of each drawn
+// before t.
+func remaining(res Result, t time.Time, used map[string]decimal.Decimal) (money decimal.Decimal, included []MeterQuantity) {
 	money = decimal.Zero
 	byMeter := map[pricing.Meter]decimal.Decimal{}
 	var meters []pricing.Meter
@@ -199,12 +206,20 @@ func DailyBalances(res Result, loc *time.Location, now time.Time) []Day {
 	var out []Day
 	first := startOfDay(now, loc)
 	first = time.Date(first.Year(), first.Month(), 1, 0, 0, 0, 0, loc)
+	// Burn makes its draws in time order: one pass over them serves
+	// every day.
+	used := map[string]decimal.Decimal{}
+	next := 0
 	for day := first; !day.After(now); day = day.AddDate(0, 0, 1) {
 		end := day.AddDate(0, 0, 1)
 		if now.Before(end) {
 			end = now
 		}
-		money, included := RemainingAt(res, end)
+		for ; next < len(res.Draws) && res.Draws[next].At.Before(end); next++ {
+			d := res.Draws[next]
+			used[d.GrantID] = used[d.GrantID].Add(drawn(d))
+		}
+		money, included := remaining(res, end, used)
 		out = append(out, Day{Start: day.UTC(), End: end.UTC(), Money: money, Included: included})
 	}
 	return out

@@ -189,7 +189,8 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, AuditQueue: auditQueue, PDF: pdf,
 		Usage: use, Cost: use, Tenants: use, Invoices: billing.NewInvoiceService(s, cfg.Billing.Issuer.ID),
 		Chargeback: billing.NewChargebackService(s, cfg.Chargeback), Quotas: quotas,
-		Kubernetes: admission.NewWebhook(quotas, cfg.Kubernetes), Insights: ins})
+		Kubernetes: admission.NewWebhook(quotas, cfg.Kubernetes), Insights: ins,
+		Credits: credit, CreditSettings: cfg.Credits})
 	err = srv.Serve(ctx, ln)
 	stopAPI() // after the last request: the audit writer flushes what it holds
 	waitAPI()

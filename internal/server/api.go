@@ -21,6 +21,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auditqueue"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/reports"
 )
@@ -70,6 +71,10 @@ type API struct {
 	Quotas     QuotaService
 	Kubernetes KubernetesService
 	Insights   InsightsService
+	// Credits serves /v1/credits (its reads scoped by Tenants, its
+	// depletion dates from Cost's forecast); nil: 404 there.
+	Credits        CreditsService
+	CreditSettings credits.Settings
 	// PDF renders invoices and chargebacks as PDF (the zero value: the
 	// embedded Go fonts; reports.pdf_font configures another).
 	PDF reports.PDF
@@ -149,6 +154,9 @@ func (s *Server) MountAPI(ctx context.Context, reg prometheus.Registerer, api AP
 	authed.GET("/insights/rightsize", s.getRightSize(api.Insights))
 	authed.GET("/insights/anomalies", s.getAnomalies(api.Insights))
 	authed.GET("/insights/capacity", s.getCapacity(api.Insights, api.Now))
+	authed.GET("/credits", s.getCredits(api))
+	authed.POST("/credits", s.postCredits(api))
+	authed.POST("/credits/:id/void", s.postVoid(api))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

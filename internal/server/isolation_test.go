@@ -38,6 +38,7 @@ func (f *fixture) fullAPI(t *testing.T) (*httptest.Server, []string) {
 	qcfg.Rules = []quota.Rule{{Tenant: "acme", ConcurrentGPUs: lim("8")}, {Tenant: "globex", ConcurrentGPUs: lim("8")}, {Tenant: "initech", Spend: lim("100")}}
 	api, q := f.quotaAPI(t, qcfg, true, map[string]string{"team-acme": "acme", "team-globex": "globex"})
 	api.Insights = f.insights(t, time.Now)
+	api, _ = f.withCreditGrants(t, api)
 	ts, srv, _ := f.mount(t, api, q)
 	var routes []string
 	for _, r := range srv.Handler().(*gin.Engine).Routes() {
@@ -87,6 +88,11 @@ func TestAPIIsolationOnEveryRoute(t *testing.T) {
 		// The fixture holds three days: the admin key is told it needs two
 		// weeks of history; every other key must get 403 first.
 		{"GET", "/v1/insights/capacity", "/v1/insights/capacity?to=2026-10-05T00:00:00Z&weeks=2", "", http.StatusBadRequest, ""},
+		{"GET", "/v1/credits", "/v1/credits", "", 0, ""},
+		{"GET", "/v1/credits", "/v1/credits?tenant=globex", "", 0, "globex"},
+		{"GET", "/v1/credits", "/v1/credits?tenant=initech", "", 0, "initech"},
+		{"POST", "/v1/credits", "/v1/credits", `{"tenant":"initech","kind":"prepaid","amount":"1"}`, 0, ""},
+		{"POST", "/v1/credits/:id/void", "/v1/credits/cg_000000000000/void", `{"reason":"r"}`, 0, ""},
 	}
 	covered := map[string]bool{"GET /v1/openapi.json": true} // public, names no tenant
 	for _, r := range routes {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,6 +60,7 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 		{Department: "research", GPUModel: "H100-SXM5-80GB", GPUHours: lim("1000")}, {Tenant: "initech", Spend: lim("100")}}
 	api, q := f.quotaAPI(t, qcfg, true, map[string]string{"team-acme": "acme", "team-globex": "globex"})
 	api.Insights = f.insights(t, time.Now)
+	api, voidable := f.withCreditGrants(t, api)
 	ts, _, _ := f.mount(t, api, q)
 	// The same on 25 September's clock: tokyo's month so far has a trend.
 	september, _ := f.serve(t, server.DefaultConfig(), func() time.Time { return time.Date(2026, 9, 25, 12, 0, 0, 0, time.UTC) })
@@ -189,12 +191,28 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 		{"capacity on one week", ts, "GET", "/v1/insights/capacity", "/v1/insights/capacity?weeks=1", admin, "", 400},
 		{"capacity for a tenant key", ts, "GET", "/v1/insights/capacity", "/v1/insights/capacity", acme, "", 403},
 		{"capacity where insights are off", plain, "GET", "/v1/insights/capacity", "/v1/insights/capacity", admin, "", 404},
+
+		{"credits used up, included hours too, some expiring", ts, "GET", "/v1/credits", "/v1/credits?tenant=acme", acme, "", 200},
+		{"credits depleted", ts, "GET", "/v1/credits", "/v1/credits?tenant=globex", admin, "", 200},
+		{"credits of a recurring allowance", ts, "GET", "/v1/credits", "/v1/credits?tenant=initech", admin, "", 200},
+		{"the credit summary", ts, "GET", "/v1/credits", "/v1/credits", admin, "", 200},
+		{"credits with an unknown parameter", ts, "GET", "/v1/credits", "/v1/credits?month=2026-10", admin, "", 400},
+		{"another tenant's credits", ts, "GET", "/v1/credits", "/v1/credits?tenant=globex", acme, "", 404},
+		{"a grant", ts, "POST", "/v1/credits", "/v1/credits", admin,
+			`{"tenant":"globex","kind":"included","amount":"10","meter":"gpu_hours","sku_class":"H100-SXM5-80GB","priority":1,"expires_at":"2099-01-01T00:00:00Z","source":"order 7","note":"n"}`, 201},
+		{"a grant of a negative amount", ts, "POST", "/v1/credits", "/v1/credits", admin, `{"tenant":"globex","kind":"prepaid","amount":"-1"}`, 400},
+		{"a grant by a tenant key", ts, "POST", "/v1/credits", "/v1/credits", acme, `{"tenant":"acme","kind":"prepaid","amount":"1"}`, 403},
+		{"a grant where credits are not served", plain, "POST", "/v1/credits", "/v1/credits", admin, `{"tenant":"acme","kind":"prepaid","amount":"1"}`, 404},
+		{"a void", ts, "POST", "/v1/credits/{id}/void", "/v1/credits/" + voidable + "/void", admin, `{"reason":"sold in error"}`, 200},
+		{"a void without a reason", ts, "POST", "/v1/credits/{id}/void", "/v1/credits/" + voidable + "/void", admin, `{}`, 400},
+		{"a void by a tenant key", ts, "POST", "/v1/credits/{id}/void", "/v1/credits/" + voidable + "/void", acme, `{"reason":"r"}`, 403},
+		{"a void of no grant", ts, "POST", "/v1/credits/{id}/void", "/v1/credits/cg_000000000000/void", admin, `{"reason":"r"}`, 404},
 	}
 	// Every operation but the document's own: 401 without a key, 413 over
 	// the body limit, 429 over the rate limit, 500 when ClickHouse fails.
 	for path, item := range doc.Paths.Map() {
 		for method := range item.Operations() {
-			target := strings.ReplaceAll(path, "{ref}", f.invs["acme"].Number)
+			target := strings.ReplaceAll(strings.ReplaceAll(path, "{ref}", f.invs["acme"].Number), "{id}", "cg_000000000000")
 			cases = append(cases, openAPICase{"over the body limit", limited, method, path, target, limitedKey, strings.Repeat("x", 17), 413})
 			if path == "/v1/openapi.json" {
 				continue
@@ -330,6 +348,12 @@ func coverProperties(shown map[string]bool, name string, s *openapi3.SchemaRef, 
 	for _, sub := range s.Value.AllOf {
 		coverProperties(shown, name, sub, v)
 	}
+	// Of oneOf, the alternative the answer is.
+	for _, sub := range s.Value.OneOf {
+		if sub.Value != nil && sub.Value.VisitJSON(v) == nil {
+			coverProperties(shown, name, sub, v)
+		}
+	}
 	switch x := v.(type) {
 	case map[string]any:
 		for k, child := range x {
@@ -360,7 +384,7 @@ func listProperties(out, visited map[string]bool, name string, s *openapi3.Schem
 		visited[s.Ref] = true
 	}
 	name = schemaName(name, "", s)
-	for _, sub := range s.Value.AllOf {
+	for _, sub := range append(slices.Clone(s.Value.AllOf), s.Value.OneOf...) {
 		listProperties(out, visited, name, sub)
 	}
 	for k, p := range s.Value.Properties {

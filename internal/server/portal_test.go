@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
 	"github.com/gpumeter/gpumeter/collectors"
@@ -21,6 +22,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
+	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
@@ -219,6 +221,12 @@ func TestPortalDrawsTheForecastBand(t *testing.T) {
 // sideways at either width; the screenshots are kept as artefacts.
 func TestPortalViewsAtTwoWidths(t *testing.T) {
 	f := newFixture(t, server.DefaultConfig())
+	// Served with credit: acme's grants (one expiring), globex's used up,
+	// initech's monthly allowance.
+	api := storeAPI(f.store, f.customers, f.chargeback, usage.New(f.store, f.customers, time.Now))
+	api.Insights = f.insights(t, time.Now)
+	api, _ = f.withCreditGrants(t, api)
+	f.srv, _, _ = serveAPI(t, server.DefaultConfig(), prometheus.NewRegistry(), api, nil)
 	art := harness.ArtifactDir(t)
 	getJSON := func(token, path string, v any) {
 		t.Helper()
@@ -226,6 +234,38 @@ func TestPortalViewsAtTwoWidths(t *testing.T) {
 		if code != 200 || json.Unmarshal(body, v) != nil {
 			t.Fatalf("%s: %d %s", path, code, body)
 		}
+	}
+	// What the credit views must show, from the API.
+	var acmeCredit struct {
+		MoneyRemaining string `json:"money_remaining"`
+		Depletion      *string
+		Balances       []struct {
+			Grant     struct{ ID string }
+			Remaining string
+		}
+		Daily []struct {
+			Date           string
+			MoneyRemaining string `json:"money_remaining"`
+		}
+		Expiring []struct{ Grant struct{ ID string } }
+	}
+	getJSON(f.tokens["admin"], "/v1/credits?tenant=acme", &acmeCredit)
+	if len(acmeCredit.Balances) == 0 || len(acmeCredit.Daily) == 0 || len(acmeCredit.Expiring) == 0 {
+		t.Fatalf("acme's credit has no balances, days or expiring grants to show: %+v", acmeCredit)
+	}
+	type creditCustomer struct {
+		Tenant         string
+		DaysLeft       *int   `json:"days_left"`
+		MoneyRemaining string `json:"money_remaining"`
+	}
+	summaries := map[string][]creditCustomer{}
+	for _, key := range []string{"admin", "research"} {
+		var sum struct{ Customers []creditCustomer }
+		getJSON(f.tokens[key], "/v1/credits", &sum)
+		summaries[key] = sum.Customers
+	}
+	if len(summaries["admin"]) != 3 || summaries["admin"][0].Tenant != "globex" || len(summaries["research"]) != 2 {
+		t.Fatalf("credit summaries: %+v", summaries)
 	}
 	type cost struct {
 		Tenant string `json:"tenant"`
@@ -284,6 +324,41 @@ func TestPortalViewsAtTwoWidths(t *testing.T) {
 					if !strings.Contains(dom, "through 31 Oct 2026, 24:00 UTC") {
 						t.Errorf("as-of not in words and the tenant's zone")
 					}
+					// The credit section: the API's figures, drawn.
+					if !strings.Contains(dom, `id="credit-section"`) || strings.Contains(dom, `id="credit-section" hidden`) || strings.Contains(dom, "Credit unavailable") {
+						t.Fatalf("no credit section for acme")
+					}
+					if !strings.Contains(dom, `data-amount="`+acmeCredit.MoneyRemaining+`"`) {
+						t.Errorf("credit left: the API's %s not shown", acmeCredit.MoneyRemaining)
+					}
+					for _, b := range acmeCredit.Balances {
+						if !strings.Contains(dom, `data-credit-grant="`+b.Grant.ID+`" data-remaining="`+b.Remaining+`"`) {
+							t.Errorf("grant %s: no row with the API's %s left", b.Grant.ID, b.Remaining)
+						}
+					}
+					var drawn, want []string
+					for _, m := range regexp.MustCompile(`data-credit-day="([^"]+)" data-credit-left="([^"]+)"`).FindAllStringSubmatch(dom, -1) {
+						drawn = append(drawn, m[1]+"="+m[2])
+					}
+					for _, d := range acmeCredit.Daily {
+						want = append(want, d.Date+"="+d.MoneyRemaining)
+					}
+					if !slices.Equal(drawn, want) {
+						t.Errorf("burn-down points %v, the API's days %v", drawn, want)
+					}
+					if wantDep := ""; acmeCredit.Depletion != nil {
+						wantDep = *acmeCredit.Depletion
+						if !strings.Contains(dom, `data-depletion="`+wantDep+`"`) {
+							t.Errorf("depletion: the API's %q not shown", wantDep)
+						}
+					} else if !strings.Contains(dom, `data-depletion=""`) || !strings.Contains(dom, "not this month") {
+						t.Errorf("no depletion this month: not said")
+					}
+					for _, b := range acmeCredit.Expiring {
+						if !strings.Contains(dom, `data-expiring-grant="`+b.Grant.ID+`"`) {
+							t.Errorf("expiring grant %s not listed", b.Grant.ID)
+						}
+					}
 				case "fleet":
 					var listed []string
 					for _, m := range regexp.MustCompile(`data-tenant="([^"]+)" data-so-far="([^"]+)"`).FindAllStringSubmatch(dom, -1) {
@@ -298,6 +373,22 @@ func TestPortalViewsAtTwoWidths(t *testing.T) {
 					})
 					if fmt.Sprint(listed) != fmt.Sprint(sorted) || !sameSet(listed, tc.tenants) {
 						t.Errorf("spenders %v, want %v, top spender first", listed, tc.tenants)
+					}
+					// Close to depletion: the API's summary, in its order.
+					var rows, wantRows []string
+					for _, m := range regexp.MustCompile(`data-credit-tenant="([^"]+)" data-days-left="([^"]*)" data-money-remaining="([^"]+)"`).FindAllStringSubmatch(dom, -1) {
+						rows = append(rows, m[1]+" "+m[2]+" "+m[3])
+					}
+					key := map[string]string{"fleet-admin": "admin", "fleet-department": "research"}[tc.name]
+					for _, c := range summaries[key] {
+						days := ""
+						if c.DaysLeft != nil {
+							days = fmt.Sprint(*c.DaysLeft)
+						}
+						wantRows = append(wantRows, c.Tenant+" "+days+" "+c.MoneyRemaining)
+					}
+					if !slices.Equal(rows, wantRows) || strings.Contains(dom, `id="depletion-section" hidden`) {
+						t.Errorf("close to depletion %v, the API's %v", rows, wantRows)
 					}
 					if tc.name == "fleet-admin" {
 						m := regexp.MustCompile(`id="fleet-allocated"[^>]*data-value="([^"]+)"|data-value="([^"]+)"[^>]*id="fleet-allocated"`).FindStringSubmatch(dom)

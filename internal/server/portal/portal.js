@@ -330,6 +330,114 @@
     return Promise.all([eff.catch(note), held.catch(note), an.catch(note)]);
   }
 
+  // dateLabel shows a day the API gives as YYYY-MM-DD (already in the
+  // tenant's zone): "17 Oct".
+  function dateLabel(date, opts) { return fmt(date + "T12:00:00Z", "UTC", opts || { day: "numeric", month: "short" }); }
+  // creditAmount shows a grant's figure in its unit: money at the
+  // currency's places, an included quantity at its meter's.
+  function creditAmount(v, grant, currency, places) {
+    if (grant.kind === "included") { return qty(v, grant.meter) + " " + (UNITS[grant.meter] || grant.meter); }
+    return fixed(v, places) + " " + currency;
+  }
+  function includedText(list) {
+    return list.map(function (m) { return qty(m.remaining, m.meter) + " " + (UNITS[m.meter] || m.meter); }).join(" + ");
+  }
+
+  // creditChart draws the burn-down of the month so far: what was left at
+  // each day's end (today: now) as a line, money when the tenant has a
+  // money grant, else its included quantity, each day's exact figure in
+  // its tooltip.
+  function creditChart(acc, places) {
+    var money = acc.balances.some(function (b) { return b.grant.kind !== "included"; });
+    var meter = money ? "" : (acc.included_remaining[0] || {}).meter;
+    var unit = money ? acc.currency : (UNITS[meter] || meter);
+    var value = function (d) {
+      if (money) { return d.money_remaining; }
+      var m = d.included_remaining.filter(function (x) { return x.meter === meter; })[0];
+      return m ? m.remaining : "0";
+    };
+    var label = function (v) { return money ? fixed(v, places) : qty(v, meter); };
+    el("credit-chart-what").textContent = money ? "(money left at each day's end, today's now)" : "(" + unit + " left at each day's end, today's now)";
+    var days = acc.daily, W = chartWidth("credit-chart"), H = 220, left = 52, bottom = 28, top = 26, max = 0;
+    days.forEach(function (d) { max = Math.max(max, parseFloat(value(d))); });
+    var ticks = niceTicks(max), axisMax = ticks[ticks.length - 1];
+    var root = svg("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "credit left by day", "data-credit-unit": unit });
+    var y = function (v) { return H - bottom - parseFloat(v) / axisMax * (H - bottom - top); };
+    ticks.forEach(function (t) {
+      root.appendChild(svg("line", { x1: left, x2: W, y1: y(t), y2: y(t), stroke: "#eceef1" }));
+      root.appendChild(svg("text", { x: left - 6, y: y(t) + 4, "text-anchor": "end", "font-size": 12, fill: "#6b7280", "data-tick": tickText(t) }))
+        .textContent = tickText(t);
+    });
+    root.appendChild(svg("text", { x: 4, y: 12, "font-size": 12, fill: "#6b7280" })).textContent = unit;
+    var slot = (W - left) / Math.max(days.length, 1), step = labelStep(days.length, W - left);
+    var x = function (k) { return left + (k + 0.5) * slot; };
+    root.appendChild(svg("polyline", { points: days.map(function (d, k) { return x(k).toFixed(1) + "," + y(value(d)).toFixed(1); }).join(" "),
+      fill: "none", stroke: "#1f77b4", "stroke-width": 2.5, "data-credit-line": "1" }));
+    days.forEach(function (d, k) {
+      var c = svg("circle", { cx: x(k), cy: y(value(d)), r: 3, fill: "#1f77b4", "data-credit-day": d.date, "data-credit-left": value(d) });
+      root.appendChild(titled(c, dateLabel(d.date) + ": " + label(value(d)) + " " + unit + " left"));
+      if (k % step === 0) {
+        root.appendChild(svg("text", { x: x(k), y: H - 8, "text-anchor": "middle", "font-size": 12, fill: "#6b7280" })).textContent = dateLabel(d.date);
+      }
+    });
+    clear("credit-chart").appendChild(root);
+  }
+
+  // creditView fills the tenant's credit section from /v1/credits: what
+  // is left, when it runs out, the balance of every grant, the burn-down
+  // by day and what expires soon. No grant: the section stays hidden; a
+  // failure is a note, not a broken portal.
+  function creditView(cost) {
+    var places = (String(cost.so_far).split(".")[1] || "").length;
+    return api("/v1/credits?" + query({ tenant: cost.tenant })).then(function (acc) {
+      if (acc.balances.length === 0) { return; }
+      el("credit-section").hidden = false; // laid out first: the chart takes its box's width
+      var cur = acc.currency, m = el("credit-money");
+      m.textContent = fixed(acc.money_remaining, places) + " " + cur;
+      m.dataset.amount = acc.money_remaining;
+      el("credit-included").textContent = acc.included_remaining.length ? includedText(acc.included_remaining) + " included left" : "";
+      var dep = el("credit-depletion"), note = el("credit-depletion-note");
+      dep.dataset.depletion = acc.depletion || "";
+      if (acc.depletion) {
+        dep.textContent = dateLabel(acc.depletion, { day: "numeric", month: "short", year: "numeric" });
+        note.textContent = acc.days_left === 0 ? "no money credit left" : "in " + acc.days_left + (acc.days_left === 1 ? " day" : " days") + ", at the forecast spend";
+      } else if (acc.forecast_through) {
+        dep.textContent = "not this month";
+        note.textContent = "the forecast spend leaves credit " + through(acc.forecast_through, acc.time_zone);
+      } else {
+        dep.textContent = "–";
+        note.textContent = "no money credit: included hours only";
+      }
+      var tbody = rowsOf("credit-balances");
+      acc.balances.forEach(function (b) {
+        var g = b.grant, tr = document.createElement("tr");
+        tr.dataset.creditGrant = g.id;
+        tr.dataset.remaining = b.remaining;
+        text(tr, "td", g.id + (g.note ? " · " + g.note : "") + (g.voided_at ? " (voided)" : ""));
+        text(tr, "td", g.kind + (g.sku_class ? " " + g.sku_class : ""));
+        [b.granted, b.used, b.expired, b.voided, b.rolled_over, b.remaining].forEach(function (v) { text(tr, "td", creditAmount(v, g, cur, places), "num"); });
+        text(tr, "td", g.expires_at ? fmt(g.expires_at, acc.time_zone, { day: "numeric", month: "short", year: "numeric" }) : "never");
+        tbody.appendChild(tr);
+      });
+      var ebody = rowsOf("credit-expiring");
+      if (acc.expiring.length === 0) { var none = document.createElement("tr"); text(none, "td", "nothing expires soon", "muted").colSpan = 4; ebody.appendChild(none); }
+      acc.expiring.forEach(function (b) {
+        var tr = document.createElement("tr");
+        tr.dataset.expiringGrant = b.grant.id;
+        text(tr, "td", b.grant.id);
+        text(tr, "td", b.grant.kind);
+        text(tr, "td", creditAmount(b.remaining, b.grant, cur, places), "num");
+        text(tr, "td", fmt(b.grant.expires_at, acc.time_zone, { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", hourCycle: "h23" }));
+        ebody.appendChild(tr);
+      });
+      creditChart(acc, places);
+    }).catch(function (e) {
+      var n = el("credit-note");
+      n.textContent = "Credit unavailable: " + e.message;
+      n.hidden = false;
+    });
+  }
+
   // tenantView draws one tenant's month: its own (tenant "") for a tenant's
   // key, or one an operator opened from the fleet view.
   function tenantView(tenant) {
@@ -337,8 +445,11 @@
     el("tenant-view").hidden = false;
     el("back").hidden = !tenant;
     ["meters", "invoices", "anomalies"].forEach(rowsOf);
-    ["chart", "legend", "held-chart", "held-legend", "forecast-chart", "forecast-legend"].forEach(clear);
+    ["chart", "legend", "held-chart", "held-legend", "forecast-chart", "forecast-legend", "credit-chart"].forEach(clear);
+    ["credit-balances", "credit-expiring"].forEach(rowsOf);
     el("forecast-section").hidden = true;
+    el("credit-section").hidden = true;
+    el("credit-note").hidden = true;
     el("insights-note").hidden = true;
     el("trend").hidden = true;
     document.body.dataset.view = "tenant";
@@ -388,7 +499,7 @@
       var usage = cost.as_of > cost.start
         ? api("/v1/usage?" + query({ from: cost.start, to: cost.as_of, step: "day", group_by: tenant ? "tenant,sku" : "sku", meters: "gpu_hours", tz: tz }))
         : Promise.resolve({ points: [] });
-      return Promise.all([usage, api("/v1/invoices?" + query({ page_size: 100, tenant: tenant })), insights(cost, tenant), tz]);
+      return Promise.all([usage, api("/v1/invoices?" + query({ page_size: 100, tenant: tenant })), insights(cost, tenant), tz, creditView(cost)]);
     }).then(function (all) {
       var tz = all[3];
       barChart("chart", "legend", all[0].points.filter(function (p) { return !tenant || p.tenant === tenant; }).map(function (p) {
@@ -447,7 +558,8 @@
     var eff = api("/v1/insights/efficiency?" + query(range)).catch(function (e) { note(e); return null; });
     var an = api("/v1/insights/anomalies?" + query({ from: start, to: next })).catch(function (e) { note(e); return { anomalies: [] }; });
     var capacity = admin ? api("/v1/insights/capacity").catch(function (e) { note(e); return null; }) : Promise.resolve(null);
-    return Promise.all([costs, usage, eff, an, capacity]).then(function (all) {
+    var credit = api("/v1/credits").catch(function (e) { note(e); return null; });
+    return Promise.all([costs, usage, eff, an, capacity, credit]).then(function (all) {
       var costList = all[0], points = all[1].points, rep = all[2];
       // Capacity is every GPU-hour of the fleet, idle capacity the ones
       // nobody held (usage's tenant "").
@@ -552,8 +664,34 @@
         });
         el("capacity-section").hidden = false;
       }
+      if (all[5]) { depletionRows(all[5].customers, rows, places); }
       el("fleet-view").dataset.drawn = "1";
     });
+  }
+
+  // depletionRows lists the customers with credit, soonest to run out
+  // first (the API's order), each opening its tenant's view.
+  function depletionRows(customers, rows, places) {
+    var tbody = rowsOf("depletion");
+    if (customers.length === 0) { var none = document.createElement("tr"); text(none, "td", "no customer has credit", "muted").colSpan = 5; tbody.appendChild(none); }
+    customers.forEach(function (c) {
+      var like = rows.filter(function (r) { return r.tenant === c.tenant; })[0];
+      var tr = document.createElement("tr"), td = document.createElement("td"), a = document.createElement("a");
+      tr.dataset.creditTenant = c.tenant;
+      tr.dataset.daysLeft = c.days_left === null ? "" : String(c.days_left);
+      tr.dataset.moneyRemaining = c.money_remaining;
+      a.href = "#";
+      a.textContent = c.tenant;
+      a.addEventListener("click", function (ev) { ev.preventDefault(); open(c.tenant); });
+      td.appendChild(a);
+      tr.appendChild(td);
+      text(tr, "td", fixed(c.money_remaining, like ? places(like.cost) : 2) + " " + c.currency, "num");
+      text(tr, "td", c.included_remaining.length ? includedText(c.included_remaining) : "–", "num");
+      text(tr, "td", c.depletion ? dateLabel(c.depletion, { day: "numeric", month: "short", year: "numeric" }) : "not this month");
+      text(tr, "td", c.days_left === null ? "–" : String(c.days_left), "num");
+      tbody.appendChild(tr);
+    });
+    el("depletion-section").hidden = false;
   }
 
   var operator = null;

@@ -105,7 +105,7 @@ const (
 // bounds. Exponent forms ("1e3") are refused everywhere, so a file and a
 // flag accept the same texts.
 func ParseQuantity(s string) (decimal.Decimal, error) {
-	d, err := parseDecimal(s)
+	d, err := ParseDecimal(s)
 	if err != nil {
 		return decimal.Decimal{}, fault.Validation(err)
 	}
@@ -115,8 +115,10 @@ func ParseQuantity(s string) (decimal.Decimal, error) {
 	return d, nil
 }
 
-// parseDecimal reads a decimal from its text, never through a float.
-func parseDecimal(s string) (decimal.Decimal, error) {
+// ParseDecimal reads a decimal from its text, never through a float: plain
+// notation only (no exponent, which could ask for a gigabyte of digits),
+// within the engine's places and integer digits.
+func ParseDecimal(s string) (decimal.Decimal, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return decimal.Decimal{}, errors.New("empty number")
@@ -197,7 +199,7 @@ type dec struct {
 
 func (x *dec) UnmarshalYAML(n *yaml.Node) error {
 	return decodeScalar(n, x, "a decimal number", func(s string) (dec, error) {
-		d, err := parseDecimal(s)
+		d, err := ParseDecimal(s)
 		return dec{v: d, set: true}, err
 	})
 }
@@ -218,14 +220,14 @@ func (x *fraction) UnmarshalYAML(n *yaml.Node) error {
 func parseFraction(s string) (fraction, error) {
 	num, den, ok := strings.Cut(s, "/")
 	if !ok {
-		d, err := parseDecimal(s)
+		d, err := ParseDecimal(s)
 		return fraction{v: d, num: d, den: decimal.NewFromInt(1), set: true}, err
 	}
-	a, err := parseDecimal(num)
+	a, err := ParseDecimal(num)
 	if err != nil {
 		return fraction{}, err
 	}
-	b, err := parseDecimal(den)
+	b, err := ParseDecimal(den)
 	if err != nil {
 		return fraction{}, err
 	}
@@ -278,6 +280,6 @@ func parseUpTo(s string) (upTo, error) {
 	if v := strings.ToLower(strings.TrimSpace(s)); v == "inf" || v == ".inf" || v == "+inf" {
 		return upTo{set: true, open: true}, nil
 	}
-	d, err := parseDecimal(s)
+	d, err := ParseDecimal(s)
 	return upTo{v: d, set: true}, err
 }

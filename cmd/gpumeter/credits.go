@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/shopspring/decimal"
 	"github.com/spf13/cobra"
 
 	"github.com/gpumeter/gpumeter/internal/billing"
@@ -62,8 +61,8 @@ Bad input is refused with exit status 2 and nothing is stored.`,
 	fs.StringVar(&gr.Note, "note", "", "a note")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		var err error
-		if gr.Amount, err = decimal.NewFromString(*amount); err != nil {
-			return cli.Usagef("--amount %q: not a decimal number", *amount)
+		if gr.Amount, err = pricing.ParseDecimal(*amount); err != nil {
+			return cli.Usagef("--amount: %v", err)
 		}
 		gr.Kind, gr.Meter, gr.EffectiveAt, gr.ExpiresAt = credits.Kind(*kind), pricing.Meter(*meter), *effective, *expires
 		svc, s, err := creditsService(cmd.Context(), g)

@@ -29,7 +29,8 @@ func TestCreditsCLI(t *testing.T) {
 		want string
 	}{
 		{"zero amount", []string{"--tenant", "alpha", "--kind", "prepaid", "--amount", "0"}, "--amount 0: must be above zero"},
-		{"not a number", []string{"--tenant", "alpha", "--kind", "prepaid", "--amount", "lots"}, `--amount "lots": not a decimal number`},
+		{"not a number", []string{"--tenant", "alpha", "--kind", "prepaid", "--amount", "lots"}, `--amount: "lots" is not a decimal number`},
+		{"an exponent", []string{"--tenant", "alpha", "--kind", "prepaid", "--amount", "1e-999999999"}, `--amount: "1e-999999999" is not a decimal number`},
 		{"another currency", []string{"--tenant", "alpha", "--kind", "prepaid", "--amount", "5", "--currency", "USD"}, `--currency "USD": the customer is billed in EUR`},
 		{"expiry before effective", []string{"--tenant", "alpha", "--kind", "promotional", "--amount", "5", "--effective", "2026-11-10", "--expires", "2026-11-01"},
 			"--expires 2026-11-01T00:00:00Z: not after --effective"},

@@ -64,7 +64,7 @@ func TestDecide(t *testing.T) {
 			take: map[string]string{"H100-SXM5-80GB": "0.5", "": "1.4285714286"}},
 		{name: "held hours are not used twice", cover: Cover{Currency: "USD", Money: dec("2"),
 			Hours: map[string]decimal.Decimal{"H100-SXM5-80GB": dec("2")}, Rates: rates()},
-			held: Held{Money: decimal.Zero, Hours: map[string]decimal.Decimal{"H100-SXM5-80GB": dec("1.5")}, Count: 1},
+			held:  Held{Money: decimal.Zero, Hours: map[string]decimal.Decimal{"H100-SXM5-80GB": dec("1.5")}, Count: 1},
 			needs: []Need{{h100, dec("1")}}, horizon: time.Hour, allowed: true, needed: "1.5", take: map[string]string{"H100-SXM5-80GB": "0.5"}},
 		{name: "a SKU the book does not price is refused", cover: Cover{Currency: "USD", Money: dec("1000"), Rates: rates()},
 			needs: []Need{{"L40S", dec("1")}}, horizon: time.Hour, allowed: false, needed: "0", reason: []string{"prices no gpu_hours of L40S"}},

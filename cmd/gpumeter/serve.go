@@ -17,6 +17,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auditqueue"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/cli"
+	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/jobs"
 	"github.com/gpumeter/gpumeter/internal/quota"
@@ -96,6 +97,14 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 		return cli.Usage(err)
 	}
 	reg.MustRegister(quotas)
+	// credit_only customers' admission checks their credit (docs/credits.md).
+	creditCustomers, err := cfg.Billing.CreditCustomers()
+	if err != nil {
+		return cli.Usage(err)
+	}
+	if err := quotas.GateCredits(credits.NewService(s, use, creditCustomers, time.Now), cfg.Credits); err != nil {
+		return cli.Usage(err)
+	}
 	sched, err := jobs.NewScheduler(g.logger, reg)
 	if err != nil {
 		return err

@@ -107,6 +107,13 @@ func (q *Service) admitCredit(rs []Request) (Decision, error) {
 		return Decision{}, err
 	}
 	if !chk.Allowed {
+		// The quotas were not asked: the spend over the request's own
+		// duration is priced here, at the rates the credit used.
+		_, cover, _ := q.gate.holds.Held(tenant)
+		for i, n := range needs {
+			hours := decimal.NewFromInt(int64(rs[i].Duration)).DivRound(decimal.NewFromInt(int64(time.Hour)), 18)
+			demand.Spend = demand.Spend.Add(n.GPUs.Mul(hours).Mul(cover.Rates[n.SKU]))
+		}
 		return Decision{Reason: chk.Reason, Headroom: map[Metric]decimal.Decimal{}, Demand: demand, Stale: chk.Stale,
 			DryRun: rs[0].DryRun, CreditRefused: true}, nil
 	}

@@ -97,6 +97,11 @@ func TestAPICreditOnlyAdmission(t *testing.T) {
 		t.Fatalf("acme, credit_then_invoice, through the webhook: %d %v", code, d)
 	}
 
+	code, d = post(t, url, f.tokens["globex"], `{"gpu_model":"H100-SXM5-80GB","count":8,"expected_duration":"30m"}`)
+	if code != 200 || d["allowed"] != false || d["admission_id"] != "" || d["gpu_equivalents"] != "8" || d["gpu_hours"] != "4" || d["spend"] != "12" ||
+		!strings.Contains(fmt.Sprint(d["reason"]), "needed 24.00 USD for 8 GPU-equivalents of H100-SXM5-80GB over the 1h horizon") {
+		t.Fatalf("8 GPUs for 30m, the horizon an hour: %d %v", code, d)
+	}
 	code, d = post(t, url, f.tokens["globex"], `{"gpu_model":"H100-SXM5-80GB","count":7,"expected_duration":"1h","dry_run":true}`)
 	if code != 200 || d["allowed"] != true || d["admission_id"] != "" || !strings.Contains(fmt.Sprint(d["reason"]), "needed 21.00 USD") {
 		t.Fatalf("dry run of 7: %d %v", code, d)

@@ -245,4 +245,19 @@ func TestHoldsLifetime(t *testing.T) {
 			t.Fatalf("held after the horizon was measured: %+v", held)
 		}
 	})
+	t.Run("usage measured exactly to its end ends a hold", func(t *testing.T) {
+		h := NewHolds()
+		at := now.Truncate(time.Hour)
+		c := cover
+		c.ReadAt = at
+		h.SetCover("acme", c)
+		if chk, _ := h.Admit("acme", need, p, at, ok("a")); !chk.Allowed {
+			t.Fatal(chk.Reason)
+		}
+		c.AsOf, c.ReadAt = at.Add(time.Hour), at.Add(61*time.Minute)
+		h.SetCover("acme", c)
+		if held, _, _ := h.Held("acme"); held.Count != 0 {
+			t.Fatalf("held %+v with its hour measured", held)
+		}
+	})
 }

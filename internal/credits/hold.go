@@ -112,12 +112,12 @@ type Check struct {
 // then money at the SKU's rate. Exactly enough is enough. Pure.
 func Decide(cover Cover, held Held, needs []Need, horizon time.Duration) Check {
 	hours := decimal.NewFromInt(int64(horizon)).DivRound(decimal.NewFromInt(int64(time.Hour)), 18)
-	left := map[string]decimal.Decimal{}
+	left := make(map[string]decimal.Decimal, len(cover.Hours))
 	for class, h := range cover.Hours {
 		left[class] = h.Sub(held.Hours[class])
 	}
 	chk := Check{Balance: cover.Money, Held: held, Needed: decimal.Zero, Left: cover.Money.Sub(held.Money),
-		Take: Hold{Money: decimal.Zero, Hours: map[string]decimal.Decimal{}}}
+		Take: Hold{Money: decimal.Zero}}
 	var unpriced []string
 	var parts []string
 	for _, n := range needs {
@@ -131,6 +131,9 @@ func Decide(cover Cover, held Held, needs []Need, horizon time.Duration) Check {
 			}
 			take := decimal.Min(want, avail)
 			left[class] = avail.Sub(take)
+			if chk.Take.Hours == nil { // most holds take no included hours: no map
+				chk.Take.Hours = map[string]decimal.Decimal{}
+			}
 			chk.Take.Hours[class] = chk.Take.Hours[class].Add(take)
 			want = want.Sub(take)
 			fromHours = fromHours.Add(take)

@@ -103,6 +103,10 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 		return cli.Usage(err)
 	}
 	reg.MustRegister(quotas)
+	// credit_only customers' admission checks their credit (docs/credits.md).
+	if err := quotas.GateCredits(credit, cfg.Credits); err != nil {
+		return cli.Usage(err)
+	}
 	sched, err := jobs.NewScheduler(g.logger, reg)
 	if err != nil {
 		return err

@@ -2,7 +2,8 @@
 gpumeter admission for Slurm (JobSubmitPlugins=lua): before slurmctld
 accepts a job that asks for GPUs, ask gpumeter's POST /v1/admission whether
 the job's tenant may start that many GPUs of that model for the job's time
-limit (docs/slurm.md, docs/quotas.md). Jobs without GPUs, and jobs of
+limit, and, for a credit_only customer, whether its credit pays for them
+(docs/slurm.md, docs/quotas.md, docs/credits.md). Jobs without GPUs, and jobs of
 accounts the config does not name (unless unmapped = "account"), are not
 asked about.
 

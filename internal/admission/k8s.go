@@ -138,6 +138,9 @@ func decide(ctx context.Context, d Decider, scope auth.Scope, cfg Config, req *a
 	if err != nil {
 		return deny(403, "%s for tenant %s: %v", what, tenant, err)
 	}
+	if dec.CreditRefused {
+		return deny(403, "%s is refused for tenant %s, whose credit cannot pay for it: %s", what, tenant, dec.Reason)
+	}
 	if !dec.Allowed {
 		return deny(403, "%s would break a quota of tenant %s: %s", what, tenant, dec.Reason)
 	}

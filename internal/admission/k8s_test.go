@@ -104,6 +104,39 @@ func TestReviewAllowsAndDenies(t *testing.T) {
 	}
 }
 
+// creditDecider refuses as the quota service refuses a credit_only
+// customer whose balance cannot pay for the work.
+type creditDecider struct{}
+
+func (creditDecider) AdmitAll(context.Context, auth.Scope, []quota.Request) (quota.Decision, error) {
+	return quota.Decision{CreditRefused: true,
+		Reason: "credit_only: balance 2.00 USD, held 0.00 USD by 0 admitted, needed 21.00 USD for 3 GPU-equivalents of H100-SXM5-80GB over the 1h horizon: the balance cannot cover it"}, nil
+}
+
+func TestReviewSaysCreditRefusals(t *testing.T) {
+	cfg := Config{Namespaces: map[string]string{"team-acme": "acme"}, DefaultDuration: time.Hour}
+	out, err := Review(context.Background(), creditDecider{}, auth.Scope{Kind: auth.KindAdmin}, cfg, []byte(review))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp struct {
+		Response struct {
+			Allowed bool
+			Status  *struct {
+				Code    int
+				Message string
+			} `json:"status"`
+		}
+	}
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Response.Allowed || resp.Response.Status == nil || resp.Response.Status.Code != 403 ||
+		!strings.Contains(resp.Response.Status.Message, "nvidia.com/gpu x 3, nvidia.com/mig-3g.40gb x 2 is refused for tenant acme, whose credit cannot pay for it: credit_only: balance 2.00 USD") {
+		t.Fatalf("refused: %s", out)
+	}
+}
+
 func TestReviewLeavesOthersAlone(t *testing.T) {
 	d := &fakeDecider{allow: func(quota.Request) bool { return false }}
 	for name, c := range map[string]struct {

@@ -136,6 +136,10 @@ type Decision struct {
 	Stale    bool     `json:"stale,omitempty"`
 	// DryRun: decided, nothing held, no ID.
 	DryRun bool `json:"dry_run,omitempty"`
+	// CreditRefused: a credit_only customer's balance cannot cover the
+	// work over the credit horizon (Reason says by how much); no quota
+	// was consulted.
+	CreditRefused bool `json:"-"`
 }
 
 type reservation struct {

@@ -75,6 +75,7 @@ type Service struct {
 	cfg       Config
 	now       func() time.Time
 	logger    *slog.Logger
+	gate      *creditGate // nil: no credit_only admission (GateCredits)
 }
 
 // NewService builds the evaluator for cfg over the configured customers;
@@ -113,13 +114,16 @@ func (q *Service) Run(ctx context.Context, announce CrossingAnnouncer) {
 
 // Refresh takes a new snapshot now and announces its crossings (none
 // with a nil announce). A crossing that cannot be announced is logged:
-// the snapshot is in force either way.
+// the snapshot is in force either way. With GateCredits, the credit_only
+// customers' balances are read after it; a customer whose balance cannot
+// be read keeps its last one (stale in time) and the error is returned.
 func (q *Service) Refresh(ctx context.Context, announce CrossingAnnouncer) error {
 	s, err := q.snapshot(ctx)
 	if err != nil {
 		return err
 	}
 	crossings := q.eval.Update(s)
+	creditErr := q.gate.refresh(ctx, s)
 	for _, c := range crossings {
 		q.logger.Info("quota threshold crossed", "subject", c.Subject, "metric", c.Metric, "level", c.Level, "value", c.Value, "threshold", c.Limit)
 	}
@@ -128,10 +132,15 @@ func (q *Service) Refresh(ctx context.Context, announce CrossingAnnouncer) error
 			q.logger.Error("announce quota crossings; they are lost", "crossings", len(crossings), "err", err)
 		}
 	}
-	return nil
+	return creditErr
 }
 
+// needsSpend: spend is priced for tenants under a spend rule, and for
+// credit_only customers, whose admission needs its rates.
 func (q *Service) needsSpend(tenant, dept string) bool {
+	if q.gate.gates(tenant) {
+		return true
+	}
 	for _, r := range q.cfg.Rules {
 		if r.Spend != nil && (r.Tenant == tenant || (r.Department != "" && r.Department == dept)) {
 			return true
@@ -292,6 +301,12 @@ func (q *Service) AdmitAll(ctx context.Context, scope auth.Scope, rs []Request) 
 		if !q.allows(scope, r.Tenant) {
 			return Decision{}, fault.NotFoundf("tenant %q: not found", r.Tenant)
 		}
+	}
+	if len(rs) > 0 && q.gate.gates(rs[0].Tenant) {
+		if err := validateAll(rs); err != nil {
+			return Decision{}, err
+		}
+		return q.admitCredit(rs)
 	}
 	return q.eval.AdmitAll(rs)
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
@@ -128,10 +130,15 @@ func BenchmarkMonthToDateUsage(b *testing.B) {
 
 // BenchmarkAdmission sends admission requests through the HTTP handler on
 // loopback from 1 and 32 clients: 300 tenants with concurrency and
-// GPU-hour quotas, decided from memory. Reports p50, p99 and decisions
-// per second as the clients see them, and server_p99_ms, the time the
-// server spent in the handler chain (what the request-duration histogram
-// in /metrics shows).
+// GPU-hour quotas, each a billing customer, decided from memory. Each
+// load runs twice, credits=off (every customer credit_then_invoice) and
+// credits=on (every customer credit_only, with a prepaid grant that
+// covers the whole run, so each admission is checked against its
+// balance less its holds and holds its hour of spend), one after the
+// other in the same process. Reports p50, p99 and decisions per second as
+// the clients see them, and server_p99_ms, the time the server spent in
+// the handler chain (what the request-duration histogram in /metrics
+// shows).
 //
 // The clients share the machine's cores with the server, so in the same
 // run it measures two references: floor, the same client against a bare
@@ -148,29 +155,61 @@ func BenchmarkAdmission(b *testing.B) {
 	logger := slog.New(slog.DiscardHandler)
 	cfg := quota.DefaultConfig()
 	cfg.ReservationTTL = time.Second // admissions do not pile up over the run
+	pairs := make([][2]string, 0, tenants)
 	for i := range tenants {
-		cfg.Rules = append(cfg.Rules, quota.Rule{Tenant: fmt.Sprintf("tenant-%03d", i),
+		tenant := fmt.Sprintf("tenant-%03d", i)
+		cfg.Rules = append(cfg.Rules, quota.Rule{Tenant: tenant,
 			ConcurrentGPUs: &quota.Limit{Limit: decimal.NewFromInt(1_000_000)}, GPUHours: &quota.Limit{Limit: decimal.NewFromInt(1_000_000_000)}})
+		pairs = append(pairs, [2]string{tenant, "research"})
 	}
-	svc := usage.New(s, billing.Customers{}, time.Now)
-	q, err := quota.NewService(svc, s, billing.Customers{}, cfg, time.Now, logger)
-	if err != nil {
+	path := filepath.Join(b.TempDir(), "book.yaml")
+	if err := os.WriteFile(path, []byte(book+"  H100-SXM5-80GB/3g.40gb: {meters: {gpu_hours: {unit_price: \"1.40\"}}}\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	if err := q.Refresh(ctx, nil); err != nil {
-		b.Fatal(err)
+	// One service per mode over the same store and tenants, as serve
+	// wires it: the credit gate on, and credit_only customers or none.
+	serveMode := func(settlement credits.Settlement) (*httptest.Server, string, *timedHandler) {
+		cs := customersOn(path, pairs...)
+		for i := range cs.Customers {
+			cs.Customers[i].Credits.Settlement = settlement
+		}
+		svc := usage.New(s, cs, time.Now)
+		ccs, err := cs.CreditCustomers()
+		if err != nil {
+			b.Fatal(err)
+		}
+		balances := credits.NewService(s, svc, ccs, time.Now)
+		if settlement == credits.CreditOnly {
+			for _, c := range cs.Customers {
+				if _, err := balances.Grant(ctx, credits.Grant{Tenant: c.Tenant, Kind: credits.Prepaid, Amount: decimal.NewFromInt(1_000_000_000),
+					EffectiveAt: time.Now().Add(-time.Minute), Source: "admission benchmark"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		q, err := quota.NewService(svc, s, cs, cfg, time.Now, logger)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := q.GateCredits(balances, credits.DefaultSettings()); err != nil {
+			b.Fatal(err)
+		}
+		if err := q.Refresh(ctx, nil); err != nil {
+			b.Fatal(err)
+		}
+		api := storeAPI(s, cs, billing.ChargebackConfig{}, svc)
+		api.Audit, api.Quotas = nopAudit{}, q
+		var handler *timedHandler
+		ts, token := benchAPI(b, s, auth.Scope{Kind: auth.KindAdmin}, api, func(h http.Handler) http.Handler {
+			handler = &timedHandler{next: h}
+			return handler
+		})
+		return ts, token, handler
 	}
-	api := storeAPI(s, billing.Customers{}, billing.ChargebackConfig{}, svc)
-	api.Audit, api.Quotas = nopAudit{}, q
-	var handler *timedHandler
-	ts, token := benchAPI(b, s, auth.Scope{Kind: auth.KindAdmin}, api, func(h http.Handler) http.Handler {
-		handler = &timedHandler{next: h}
-		return handler
-	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
 	var n atomic.Int64
 	var sample []byte // one answer, for the floor's fixed body
-	post := func(url string) func() error {
+	post := func(url, token, want string) func() error {
 		return func() error {
 			i := n.Add(1)
 			body := fmt.Sprintf(`{"tenant":"tenant-%03d","gpu_model":"H100-SXM5-80GB","profile":"3g.40gb","count":%d,"expected_duration":"2h"}`, i%tenants, 1+i%7)
@@ -182,7 +221,7 @@ func BenchmarkAdmission(b *testing.B) {
 			}
 			data, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != 200 {
+			if resp.StatusCode != 200 || !strings.Contains(string(data), want) {
 				return fmt.Errorf("status %d: %s", resp.StatusCode, data)
 			}
 			if sample == nil {
@@ -191,9 +230,23 @@ func BenchmarkAdmission(b *testing.B) {
 			return nil
 		}
 	}
-	admit := post(ts.URL + "/v1/admission")
-	if err := admit(); err != nil {
-		b.Fatal(err)
+	type mode struct {
+		name    string
+		admit   func() error
+		handler *timedHandler
+	}
+	var modes []mode
+	for _, m := range []struct {
+		name       string
+		settlement credits.Settlement
+		want       string // in every answer: admitted, by the quotas alone or with the credit
+	}{{"off", credits.CreditThenInvoice, `"reason":"within every quota"`}, {"on", credits.CreditOnly, `the balance covers it`}} {
+		ts, token, handler := serveMode(m.settlement)
+		admit := post(ts.URL+"/v1/admission", token, m.want)
+		if err := admit(); err != nil {
+			b.Fatalf("credits=%s: %v", m.name, err)
+		}
+		modes = append(modes, mode{m.name, admit, handler})
 	}
 	bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -201,13 +254,17 @@ func BenchmarkAdmission(b *testing.B) {
 		_, _ = w.Write(sample)
 	}))
 	defer bare.Close()
-	floor := post(bare.URL + "/v1/admission")
+	floor := post(bare.URL+"/v1/admission", "", "")
 	for _, conns := range []int{1, 32} {
-		b.Run(fmt.Sprintf("clients=%d", conns), func(b *testing.B) { load(b, conns, 0, admit, "decisions/s", handler) })
+		for _, m := range modes {
+			b.Run(fmt.Sprintf("clients=%d/credits=%s", conns, m.name), func(b *testing.B) { load(b, conns, 0, m.admit, "decisions/s", m.handler) })
+		}
 		b.Run(fmt.Sprintf("clients=%d/floor", conns), func(b *testing.B) { load(b, conns, 0, floor, "decisions/s", nil) })
 	}
 	for _, perSecond := range []int{1000, 4000} {
-		b.Run(fmt.Sprintf("clients=32/paced=%d", perSecond), func(b *testing.B) { load(b, 32, perSecond, admit, "decisions/s", handler) })
+		for _, m := range modes {
+			b.Run(fmt.Sprintf("clients=32/paced=%d/credits=%s", perSecond, m.name), func(b *testing.B) { load(b, 32, perSecond, m.admit, "decisions/s", m.handler) })
+		}
 		b.Run(fmt.Sprintf("clients=32/paced=%d/floor", perSecond), func(b *testing.B) { load(b, 32, perSecond, floor, "decisions/s", nil) })
 	}
 }

@@ -1,0 +1,185 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/auth"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/credits"
+	"github.com/gpumeter/gpumeter/internal/rollup"
+	"github.com/gpumeter/gpumeter/internal/usage"
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// noUsage is a fleet with nothing measured this month, priced by one book.
+type noUsage struct{ book *pricing.Book }
+
+func (noUsage) RollupState(context.Context) (rollup.State, error) { return rollup.State{}, nil }
+func (noUsage) Rows(context.Context, usage.Query, rollup.State) ([]usage.Row, error) {
+	return nil, nil
+}
+func (noUsage) HourlyUsage(context.Context, auth.Scope, string, time.Time, time.Time) ([]pricing.Usage, error) {
+	return nil, nil
+}
+func (u noUsage) Pricing(billing.Customer) (*pricing.Book, *pricing.Contract, error) {
+	return u.book, nil, nil
+}
+
+type noneLive struct{}
+
+func (noneLive) LatestHoldings(context.Context, time.Time, time.Time) ([]Holding, error) {
+	return nil, nil
+}
+
+// balances answers a prepaid balance per tenant, or err.
+type balances struct {
+	left  map[string]decimal.Decimal
+	asOf  time.Time
+	err   error
+	reads int
+}
+
+func (b *balances) Balance(_ context.Context, tenant string) (credits.Result, error) {
+	b.reads++
+	if b.err != nil {
+		return credits.Result{}, b.err
+	}
+	g := credits.Grant{ID: "cg_" + tenant, Tenant: tenant, Kind: credits.Prepaid, Amount: b.left[tenant], Currency: "USD",
+		EffectiveAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	return credits.Result{AsOf: b.asOf, Balances: []credits.Balance{{Grant: g, Granted: g.Amount, Remaining: b.left[tenant]}}}, nil
+}
+
+const creditBook = `version: credit-gate-1
+currency: {code: USD, rounding: {minor_units: 2, mode: half_away_from_zero}}
+skus:
+  H100-SXM5-80GB: {meters: {gpu_hours: {unit_price: "3.00"}}}
+`
+
+// creditService is a quota service over no usage with astro credit_only
+// and acme credit_then_invoice, both on creditBook, its clock at *now.
+func creditService(t *testing.T, cfg Config, b *balances, now *time.Time) *Service {
+	t.Helper()
+	book, err := pricing.ParseBook([]byte(creditBook))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := billing.Customers{Customers: []billing.Customer{
+		{Tenant: "astro", Currency: "USD", Book: "book.yaml", Credits: credits.Plan{Settlement: credits.CreditOnly}},
+		{Tenant: "acme", Currency: "USD", Book: "book.yaml"},
+	}}
+	q, err := NewService(noUsage{book}, noneLive{}, cs, cfg, func() time.Time { return *now }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.GateCredits(b, credits.DefaultSettings()); err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func h100s(tenant string, n int) []Request {
+	return []Request{{Tenant: tenant, GPUModel: "H100-SXM5-80GB", Count: n, Duration: time.Hour}}
+}
+
+func TestCreditGate(t *testing.T) {
+	admin := auth.Scope{Kind: auth.KindAdmin}
+	ctx := context.Background()
+	now := time.Date(2026, 12, 6, 10, 20, 0, 0, time.UTC)
+
+	t.Run("a credit refusal consults no quota and holds nothing", func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Rules = []Rule{{Tenant: "astro", ConcurrentGPUs: &Limit{Limit: decimal.NewFromInt(100)}}}
+		b := &balances{left: map[string]decimal.Decimal{"astro": decimal.NewFromInt(9)}, asOf: now.Truncate(time.Hour)}
+		q := creditService(t, cfg, b, &now)
+		if err := q.Refresh(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		d, err := q.AdmitAll(ctx, admin, h100s("astro", 4))
+		if err != nil || d.Allowed || !d.CreditRefused || d.ID != "" ||
+			!strings.Contains(d.Reason, "balance 9.00 USD, held 0.00 USD by 0 admitted, needed 12.00 USD") {
+			t.Fatalf("4 GPUs on 9 USD: %+v %v", d, err)
+		}
+		states, _ := q.eval.State()
+		if len(states) != 1 || !states[0].Admitted.IsZero() {
+			t.Fatalf("quota state %+v: the refusal reserved quota", states)
+		}
+		d, err = q.AdmitAll(ctx, admin, h100s("astro", 3))
+		if err != nil || !d.Allowed || d.ID == "" || !strings.HasPrefix(d.Reason, "within every quota; credit_only: balance 9.00 USD") {
+			t.Fatalf("3 GPUs on 9 USD: %+v %v", d, err)
+		}
+		if states, _ := q.eval.State(); !states[0].Admitted.Equal(decimal.NewFromInt(3)) {
+			t.Fatalf("quota state %+v: the admission holds 3 GPUs", states)
+		}
+	})
+
+	t.Run("credit_then_invoice customers are not gated", func(t *testing.T) {
+		b := &balances{left: map[string]decimal.Decimal{}, asOf: now.Truncate(time.Hour)}
+		q := creditService(t, DefaultConfig(), b, &now)
+		if err := q.Refresh(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if b.reads != 1 {
+			t.Fatalf("balances read %d times, want astro's only", b.reads)
+		}
+		d, err := q.AdmitAll(ctx, admin, h100s("acme", 1000))
+		if err != nil || !d.Allowed || d.Reason != "no quota applies" {
+			t.Fatalf("acme: %+v %v", d, err)
+		}
+	})
+
+	t.Run("an unreadable balance fails closed, by on_stale", func(t *testing.T) {
+		b := &balances{err: errors.New("clickhouse down")}
+		q := creditService(t, DefaultConfig(), b, &now)
+		if err := q.Refresh(ctx, nil); err == nil || !strings.Contains(err.Error(), "credit balance of astro: clickhouse down") {
+			t.Fatalf("refresh: %v", err)
+		}
+		d, err := q.AdmitAll(ctx, admin, h100s("astro", 1))
+		if err != nil || d.Allowed || !d.Stale || !strings.Contains(d.Reason, "no credit balance read yet; failing closed") {
+			t.Fatalf("%+v %v", d, err)
+		}
+	})
+
+	t.Run("holds end once a balance has measured their horizon", func(t *testing.T) {
+		now := now
+		b := &balances{left: map[string]decimal.Decimal{"astro": decimal.NewFromInt(6)}, asOf: now.Truncate(time.Hour)}
+		q := creditService(t, DefaultConfig(), b, &now)
+		if err := q.Refresh(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := q.AdmitAll(ctx, admin, h100s("astro", 2)); !d.Allowed {
+			t.Fatal(d.Reason)
+		}
+		if d, _ := q.AdmitAll(ctx, admin, h100s("astro", 1)); d.Allowed {
+			t.Fatal("admitted past the balance")
+		}
+		// 11:25: usage measured to 11:00, the hold runs to 11:20 and stays.
+		now = now.Add(65 * time.Minute)
+		b.asOf = now.Truncate(time.Hour)
+		if err := q.Refresh(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if held, _, _ := q.CreditHeld("astro"); held.Count != 1 {
+			t.Fatalf("held %+v at 11:25", held)
+		}
+		// 12:05: measured to 12:00; the balance shows the 6 USD spent and
+		// a top-up of 3: one GPU fits again.
+		now = now.Add(40 * time.Minute)
+		b.asOf, b.left["astro"] = now.Truncate(time.Hour), decimal.NewFromInt(3)
+		if err := q.Refresh(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if held, _, _ := q.CreditHeld("astro"); held.Count != 0 {
+			t.Fatalf("held %+v at 12:05", held)
+		}
+		if d, _ := q.AdmitAll(ctx, admin, h100s("astro", 1)); !d.Allowed {
+			t.Fatal(d.Reason)
+		}
+	})
+}

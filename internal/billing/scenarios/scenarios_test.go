@@ -20,10 +20,12 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -78,7 +80,11 @@ type step struct {
 	Reason    string  `yaml:"reason"`
 	Grants    []grant `yaml:"grant"`      // grants given (through the credit service)
 	VoidGrant string  `yaml:"void_grant"` // a grant's name, voided at the step's clock with reason
-	At        string  `yaml:"at"`         // the run's clock (RFC 3339); default now
+	// Admit are admission requests decided one after another at the step's
+	// clock by the quota service with credit_only customers' credit gated
+	// (credits.DefaultSettings: a 1 h horizon), after one refresh.
+	Admit []admit `yaml:"admit"`
+	At    string  `yaml:"at"` // the run's clock (RFC 3339); default now
 	// SetTimeZone changes customers' time zones in the config from this
 	// step on (tenant → zone).
 	SetTimeZone map[string]string `yaml:"set_time_zone"`
@@ -312,11 +318,35 @@ func runScenario(t *testing.T, sc scenario) {
 				}
 				names[got.ID], names[g.Name] = g.Name, got.ID
 			}
+		case len(st.Admit) > 0:
+			quotas, err := quota.NewService(usagedomain.New(s, cs, clock), s, cs, quota.DefaultConfig(), clock, logger)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := quotas.GateCredits(creditSvc, credits.DefaultSettings()); err != nil {
+				t.Fatal(err)
+			}
+			if err := quotas.Refresh(ctx, nil); err != nil {
+				t.Fatalf("%s: refresh: %v", where, err)
+			}
+			for j, a := range st.Admit {
+				if a.Why == "" {
+					t.Errorf("%s.admit[%d]: no derivation (why)", where, j)
+				}
+				d, err := quotas.Admit(ctx, auth.Scope{Kind: auth.KindAdmin}, quota.Request{Tenant: a.Tenant, GPUModel: a.GPUModel,
+					Profile: a.Profile, Count: a.Count, Duration: time.Hour})
+				if err != nil {
+					t.Fatalf("%s.admit[%d]: %v", where, j, err)
+				}
+				if d.Allowed != a.Allowed || !strings.Contains(d.Reason, a.Reason) {
+					t.Errorf("%s.admit[%d]: allowed %v (%s), want %v saying %q", where, j, d.Allowed, d.Reason, a.Allowed, a.Reason)
+				}
+			}
 		case st.VoidGrant != "":
 			_, err := creditSvc.Void(ctx, credits.VoidRequest{ID: names[st.VoidGrant], Reason: st.Reason})
 			refused(err, "void grant "+st.VoidGrant)
 		default:
-			t.Fatalf("%s: want usage, run, finalize, void, grant or void_grant", where)
+			t.Fatalf("%s: want usage, run, finalize, void, grant, void_grant or admit", where)
 		}
 		got := map[string]billing.Outcome{}
 		for _, o := range outs {
@@ -393,6 +423,17 @@ func (u usage) samples(t *testing.T, where string) []collectors.Sample {
 		}
 	}
 	return out
+}
+
+// admit is one admission request and what its decision must be.
+type admit struct {
+	Tenant   string `yaml:"tenant"`
+	GPUModel string `yaml:"gpu_model"`
+	Profile  string `yaml:"profile"`
+	Count    int    `yaml:"count"`
+	Allowed  bool   `yaml:"allowed"`
+	Reason   string `yaml:"reason"` // a substring of the decision's reason
+	Why      string `yaml:"why"`
 }
 
 // ecredit is a grant's account an invoice must show.

@@ -52,6 +52,10 @@ type Config struct {
 	Unauthenticated RateLimit `yaml:"unauthenticated_rate_limit"`
 	// AuditQueue keeps the audit entries ClickHouse refuses, on disk.
 	AuditQueue auditqueue.Config `yaml:"audit_queue"`
+	// TLS of the API listener (tls.go). Without it serve refuses to start
+	// unless PlainHTTP asks for plain HTTP by name.
+	TLS       TLSConfig `yaml:"tls"`
+	PlainHTTP bool      `yaml:"plain_http"`
 }
 
 // RateLimit is a token bucket per API key: PerSecond requests on average,
@@ -110,6 +114,7 @@ func (c Config) Validate() error {
 	if err := c.AuditQueue.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("server.audit_queue.%w", err))
 	}
+	errs = append(errs, c.TLS.validate()...)
 	return errors.Join(errs...)
 }
 

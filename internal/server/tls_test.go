@@ -118,8 +118,12 @@ type syncLog struct {
 	buf bytes.Buffer
 }
 
-func (l *syncLog) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.Write(p) }
-func (l *syncLog) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.String() }
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+func (l *syncLog) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.String() }
 
 func TestTLSCertificateRotation(t *testing.T) {
 	dir := t.TempDir()

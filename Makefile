@@ -158,7 +158,7 @@ demo: clickhouse build
 	echo "  API:    curl -H 'Authorization: Bearer $$admin' 'http://$(DEMO_LISTEN)/v1/invoices?period=2026-11'" && \
 	echo "          curl -H 'Authorization: Bearer $$admin' 'http://$(DEMO_LISTEN)/v1/cost?tenant=acme&month=2026-11'" && \
 	echo "  metrics (operators only, its own port): curl http://$(DEMO_METRICS_LISTEN)/metrics" && \
-	exec $(BIN) --clickhouse $(DEMO_DSN) --config $(DEMO_CONFIG) --log-level warn serve --listen $(DEMO_LISTEN) --metrics-listen $(DEMO_METRICS_LISTEN) --audit-queue $(DEMO_OUT)/audit-queue
+	exec $(BIN) --clickhouse $(DEMO_DSN) --config $(DEMO_CONFIG) --log-level warn serve --plain-http --listen $(DEMO_LISTEN) --metrics-listen $(DEMO_METRICS_LISTEN) --audit-queue $(DEMO_OUT)/audit-queue
 
 clean:
 	rm -rf bin

@@ -89,7 +89,7 @@ func TestServeRunsTheCreditJob(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(strings.Replace(string(body), "@every 1s", "every tuesday", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := gpumeter(t, "--clickhouse", dsn, "--config", bad, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "")
+	code, _, stderr := gpumeter(t, "--clickhouse", dsn, "--config", bad, "serve", "--plain-http", "--listen", "127.0.0.1:0", "--metrics-listen", "")
 	if code != 2 || !strings.Contains(stderr, "credits.schedule") {
 		t.Errorf("a bad credits.schedule: exit %d, %s; want 2 naming it", code, stderr)
 	}

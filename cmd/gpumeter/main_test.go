@@ -165,7 +165,7 @@ func TestClickHouseDownIsARuntimeFailureWithExit1(t *testing.T) {
 		{"usage", "--from", "2026-11-01"},
 		{"rollup", "--from", "2026-11-01", "--to", "2026-11-02"},
 		{"retention"},
-		{"serve", "--listen", "127.0.0.1:0"},
+		{"serve", "--plain-http", "--listen", "127.0.0.1:0"},
 		{"mig", "plan", "--from-clickhouse", "--demand", demand},
 		{"demo"},
 		{"import", samples},
@@ -291,7 +291,7 @@ func TestServeRefusesABadScheduleWithExit2(t *testing.T) {
 	for _, key := range []string{"rollup", "retention"} {
 		t.Run(key, func(t *testing.T) {
 			conf := writeTemp(t, "c.yaml", key+": {schedule: \"every tuesday\"}\n")
-			code, _, stderr := gpumeter(t, "--config", conf, "--clickhouse", "clickhouse://127.0.0.1:1/none", "serve", "--listen", "127.0.0.1:0")
+			code, _, stderr := gpumeter(t, "--config", conf, "--clickhouse", "clickhouse://127.0.0.1:1/none", "serve", "--plain-http", "--listen", "127.0.0.1:0")
 			if code != 2 || !strings.Contains(stderr, key+".schedule") || !strings.Contains(stderr, "every tuesday") {
 				t.Fatalf("exit %d, stderr %q; want 2 naming %s.schedule", code, stderr, key)
 			}

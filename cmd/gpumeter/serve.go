@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -31,7 +32,7 @@ import (
 
 func newServeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "serve [--listen ADDR] [--metrics-listen ADDR] [--audit-queue DIR]",
+		Use:   "serve (--tls-cert FILE --tls-key FILE | --plain-http) [--listen ADDR] [--metrics-listen ADDR] [--audit-queue DIR]",
 		Short: "run the server: HTTP API and portal, scheduled rollups, retention and invoices",
 		Long: `serve runs the server: /healthz, /readyz, the /v1 API and the customer portal
 (/portal/) on --listen (docs/api.md); /metrics on its own --metrics-listen,
@@ -39,8 +40,11 @@ since it names tenants; quota admission (docs/quotas.md); webhook delivery;
 and the cron jobs of the config: the hourly rollup, raw retention, the
 monthly invoice run (with a billing section) and anomaly detection (with
 insights.schedule). The flags' defaults are the config's server section.
+The API listener speaks TLS 1.2+ with --tls-cert and --tls-key (re-read when
+they change; --tls-client-ca checks client certificates), or plain HTTP only
+with --plain-http; with neither serve refuses to start (docs/operations.md).
 SIGINT or SIGTERM stops it after the requests in flight.`,
-		Example: "  gpumeter --config /etc/gpumeter/gpumeter.yaml serve --listen 0.0.0.0:8080 --metrics-listen 127.0.0.1:9402",
+		Example: "  gpumeter --config /etc/gpumeter/gpumeter.yaml serve --listen 0.0.0.0:8443 --tls-cert /etc/gpumeter/tls/tls.crt --tls-key /etc/gpumeter/tls/tls.key --metrics-listen 127.0.0.1:9402\n  gpumeter serve --listen 127.0.0.1:8080 --plain-http",
 		Args:    cli.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -48,12 +52,21 @@ SIGINT or SIGTERM stops it after the requests in flight.`,
 	fs.StringVar(&srv.Listen, "listen", srv.Listen, "HTTP listen address of the API and portal")
 	fs.StringVar(&srv.AuditQueue.Dir, "audit-queue", srv.AuditQueue.Dir, "directory of the on-disk queue of audit entries ClickHouse refused; empty drops them (counted)")
 	fs.StringVar(&srv.MetricsListen, "metrics-listen", srv.MetricsListen, "HTTP listen address of /metrics (apart from the API); empty disables")
+	fs.StringVar(&srv.TLS.CertFile, "tls-cert", srv.TLS.CertFile, "PEM certificate (chain) of the API listener, re-read when it changes (server.tls.cert_file)")
+	fs.StringVar(&srv.TLS.KeyFile, "tls-key", srv.TLS.KeyFile, "PEM private key of --tls-cert (server.tls.key_file)")
+	fs.StringVar(&srv.TLS.ClientCAFile, "tls-client-ca", srv.TLS.ClientCAFile, "PEM CA that client certificates must chain to; clients without one are refused unless server.tls.client_auth is verify_if_given (server.tls.client_ca_file)")
+	fs.BoolVar(&srv.PlainHTTP, "plain-http", srv.PlainHTTP, "serve the API in plain HTTP, without TLS (server.plain_http); warned about on a non-loopback address")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg := g.cfg
 		cli.ConfigDefault(fs, "listen", &srv.Listen, cfg.Server.Listen)
 		cli.ConfigDefault(fs, "audit-queue", &srv.AuditQueue.Dir, cfg.Server.AuditQueue.Dir)
 		cli.ConfigDefault(fs, "metrics-listen", &srv.MetricsListen, cfg.Server.MetricsListen)
 		cfg.Server.Listen, cfg.Server.AuditQueue.Dir, cfg.Server.MetricsListen = srv.Listen, srv.AuditQueue.Dir, srv.MetricsListen
+		cli.ConfigDefault(fs, "tls-cert", &srv.TLS.CertFile, cfg.Server.TLS.CertFile)
+		cli.ConfigDefault(fs, "tls-key", &srv.TLS.KeyFile, cfg.Server.TLS.KeyFile)
+		cli.ConfigDefault(fs, "tls-client-ca", &srv.TLS.ClientCAFile, cfg.Server.TLS.ClientCAFile)
+		cli.ConfigDefault(fs, "plain-http", &srv.PlainHTTP, cfg.Server.PlainHTTP)
+		cfg.Server.TLS.CertFile, cfg.Server.TLS.KeyFile, cfg.Server.TLS.ClientCAFile, cfg.Server.PlainHTTP = srv.TLS.CertFile, srv.TLS.KeyFile, srv.TLS.ClientCAFile, srv.PlainHTTP
 		return runServe(cmd.Context(), g, cfg)
 	}
 	return cmd
@@ -68,6 +81,20 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	}
 	if err := cfg.Server.Validate(); err != nil {
 		return cli.Usage(err)
+	}
+	// The API's transport is settled, and its files read, before anything
+	// is dialled: a missing key is the input error it is.
+	if err := cfg.Server.RequireTransport(); err != nil {
+		return cli.Usage(err)
+	}
+	var tlsConfig *tls.Config
+	if cfg.Server.TLS.Enabled() {
+		if tlsConfig, err = cfg.Server.TLS.Load(g.logger); err != nil {
+			return cli.Usage(err)
+		}
+	}
+	if w := cfg.Server.PlainHTTPWarning(cfg.Server.Listen); w != "" {
+		g.logger.Warn(w, "listen", cfg.Server.Listen)
 	}
 	prices, err := insightPrices(g, "")
 	if err != nil {
@@ -160,7 +187,10 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Server.Listen, err)
 	}
-	g.logger.Info("serving", "addr", ln.Addr().String(), "portal_url", portalURL(ln.Addr()))
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
+	g.logger.Info("serving", "addr", ln.Addr().String(), "tls", tlsConfig != nil, "portal_url", portalURL(ln.Addr(), tlsConfig != nil))
 	checks := []server.Check{{Name: "clickhouse", Ready: s.Ping},
 		{Name: "migrations", Ready: func(ctx context.Context) error { return s.Migrated(ctx, schemas.FS) }}}
 	// /metrics names tenants and their quota figures: it has a listener of
@@ -206,7 +236,7 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 }
 
 // portalURL is where a browser on this host finds the portal.
-func portalURL(addr net.Addr) string {
+func portalURL(addr net.Addr, overTLS bool) string {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
 		return ""
@@ -214,5 +244,9 @@ func portalURL(addr net.Addr) string {
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		host = "localhost"
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/portal/"
+	scheme := "http://"
+	if overTLS {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(host, port) + "/portal/"
 }

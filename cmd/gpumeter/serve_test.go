@@ -25,7 +25,7 @@ func TestServeAnswersHealthReadinessAndMetrics(t *testing.T) {
 	done := make(chan int, 1)
 	var stderr bytes.Buffer
 	go func() {
-		done <- run(ctx, []string{"--clickhouse", dsn, "serve", "--metrics-listen", metricsAddr, "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, &stderr)
+		done <- run(ctx, []string{"--clickhouse", dsn, "serve", "--plain-http", "--metrics-listen", metricsAddr, "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, &stderr)
 	}()
 
 	get := func(path string) (int, string) { return harness.HTTPGet(addr, path) }
@@ -63,7 +63,7 @@ func startServe(t *testing.T, global ...string) (addr string, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, append(global, "serve", "--listen", addr, "--metrics-listen", "", "--audit-queue", t.TempDir()), io.Discard, io.Discard)
+		done <- run(ctx, append(global, "serve", "--plain-http", "--listen", addr, "--metrics-listen", "", "--audit-queue", t.TempDir()), io.Discard, io.Discard)
 	}()
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); <-done }) }
@@ -81,7 +81,7 @@ func TestServeReadinessFollowsClickHouseAndMigrations(t *testing.T) {
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--clickhouse", dsn, "serve", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, io.Discard)
+		done <- run(ctx, []string{"--clickhouse", dsn, "serve", "--plain-http", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, io.Discard)
 	}()
 	ready := func(want int, says string) func() bool {
 		return func() bool {
@@ -107,7 +107,7 @@ func TestServeReadinessFollowsClickHouseAndMigrations(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	go func() {
-		done <- run(ctx2, []string{"--clickhouse", fmt.Sprintf("clickhouse://%s/%s", cfg.Addrs[0], cfg.Database), "serve", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, io.Discard)
+		done <- run(ctx2, []string{"--clickhouse", fmt.Sprintf("clickhouse://%s/%s", cfg.Addrs[0], cfg.Database), "serve", "--plain-http", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr}, io.Discard, io.Discard)
 	}()
 	eventually(t, "unready without migrations", 30*time.Second, ready(503, `"migrations"`))
 	cancel2()

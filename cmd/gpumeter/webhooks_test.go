@@ -63,7 +63,7 @@ func TestWebhooksDeliverFinalizedInvoices(t *testing.T) {
 	done := make(chan int, 1)
 	var serveErr syncBuffer
 	go func() {
-		done <- run(ctx, append(g, "--log-level", "warn", "serve", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", "127.0.0.1:0"), io.Discard, &serveErr) // port 0: no race for a free port
+		done <- run(ctx, append(g, "--log-level", "warn", "serve", "--plain-http", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", "127.0.0.1:0"), io.Discard, &serveErr) // port 0: no race for a free port
 	}()
 	eventually(t, "three deliveries", 90*time.Second, func() bool {
 		select {

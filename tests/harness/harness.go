@@ -331,7 +331,7 @@ func GetAuthed(t testing.TB, addr, token, path string) (int, []byte) {
 func StartServe(t testing.TB, global ...string) (addr string, stop func()) {
 	t.Helper()
 	addr = FreeAddr(t)
-	p := Start(t, append(global, "serve", "--listen", addr, "--metrics-listen", "", "--audit-queue", t.TempDir())...)
+	p := Start(t, append(global, "serve", "--plain-http", "--listen", addr, "--metrics-listen", "", "--audit-queue", t.TempDir())...)
 	var once sync.Once
 	stop = func() { once.Do(func() { p.Stop(t, time.Minute) }) }
 	t.Cleanup(stop)

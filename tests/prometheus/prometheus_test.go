@@ -55,7 +55,7 @@ func TestPrometheusScrapesCollectorAndServer(t *testing.T) {
 	collectAddr, serveAddr, metricsAddr, promAddr := harness.FreeAddr(t), harness.FreeAddr(t), harness.FreeAddr(t), harness.FreeAddr(t)
 	collect := harness.Start(t, "collect", "--simulate", "--hosts", "1", "--gpus", "2", "--interval", "5s", "--speed", "1",
 		"--start", collectStart.Format(time.RFC3339), "--sink", "discard", "--listen", collectAddr)
-	serve := harness.Start(t, "--clickhouse", dsn, "serve", "--metrics-listen", metricsAddr, "--audit-queue", t.TempDir(), "--listen", serveAddr)
+	serve := harness.Start(t, "--clickhouse", dsn, "serve", "--plain-http", "--metrics-listen", metricsAddr, "--audit-queue", t.TempDir(), "--listen", serveAddr)
 	harness.Eventually(t, "the collector's first poll", 60*time.Second, func() bool { code, _ := harness.HTTPGet(collectAddr, "/readyz"); return code == 200 })
 	harness.Eventually(t, "serve to listen", 60*time.Second, func() bool { code, _ := harness.HTTPGet(serveAddr, "/healthz"); return code == 200 })
 

@@ -136,7 +136,7 @@ func startAdmission(t *testing.T, cfg string, before func(dsn string)) *admissio
 		t.Fatalf("keys create: exit %d: %s", code, stderr)
 	}
 	addr := harness.FreeAddr(t)
-	serve := harness.Start(t, "--clickhouse", dsn, "--config", cfg, "serve", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr)
+	serve := harness.Start(t, "--clickhouse", dsn, "--config", cfg, "serve", "--plain-http", "--metrics-listen", "127.0.0.1:0", "--audit-queue", t.TempDir(), "--listen", addr)
 	stopServer := func() {
 		// SIGTERM ends a command as Ctrl-C does (main cancels its context).
 		if code := serve.Stop(t, 30*time.Second); code != 0 {

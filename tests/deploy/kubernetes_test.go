@@ -30,12 +30,13 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/gpumeter/gpumeter/collectors/attribution"
+	"github.com/gpumeter/gpumeter/internal/server/tlstest"
 	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // kubeExternalSecrets are the Secrets the manifests use but do not ship
 // (they hold a password and a private key; configmap.yaml and server.yaml
-// say how to create them), with the keys the manifests may reference.
+// say how to create them; the test makes a stand-in TLS pair), with the keys the manifests may reference.
 var kubeExternalSecrets = map[string][]string{
 	"gpumeter/gpumeter-clickhouse":  {"dsn"},
 	"gpumeter/gpumeter-webhook-tls": {"tls.crt", "tls.key"},
@@ -308,6 +309,18 @@ func kubeVolumeFiles(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.Con
 	var mounts []string
 	for _, vm := range c.VolumeMounts {
 		v := kubeVolume(w, vm.Name)
+		if v != nil && v.Secret != nil && slices.Contains(kubeExternalSecrets[w.namespace+"/"+v.Secret.SecretName], "tls.key") {
+			// A TLS Secret the manifests do not ship: a pair made here
+			// stands in, so that serve loads it as it would the real one.
+			root := filepath.Join(dir, vm.MountPath)
+			if err := os.MkdirAll(root, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// tls.crt and tls.key, the kubernetes.io/tls keys.
+			tlstest.NewCA(t, "stand-in CA").Server(t, "gpumeter.gpumeter.svc").Write(t, root, "tls")
+			mounts = append(mounts, vm.MountPath)
+			continue
+		}
 		if v == nil || v.ConfigMap == nil {
 			continue
 		}
@@ -736,8 +749,9 @@ func checkKubeHealthProbes(t *testing.T, where string, c corev1.Container, liste
 	}
 }
 
-// checkKubeServer: serve's port, probes and user, and the TLS sidecar that
-// forwards the webhook to it.
+// checkKubeServer: serve's port, probes and user, and its TLS: serve
+// terminates TLS itself with a pair from a mounted Secret, and the probes
+// speak HTTPS.
 func checkKubeServer(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.Container, inv deployInvocation, uid int64) {
 	t.Helper()
 	where := w.where + " container " + c.Name
@@ -750,6 +764,29 @@ func checkKubeServer(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.Con
 		t.Errorf("%s: --listen %s is loopback only: the Service cannot reach it", where, listen)
 	}
 	checkKubeHealthProbes(t, where, c, listen)
+	if _, plain := flagValue(c.Args, "plain-http"); plain || inv.cfg.Server.PlainHTTP {
+		t.Errorf("%s: serve with --plain-http on %s: the API, portal and webhook cross the cluster network unencrypted", where, listen)
+	}
+	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+		if p != nil && p.HTTPGet != nil && p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+			t.Errorf("%s: probe of %s speaks %q to a TLS listener; want scheme: HTTPS", where, p.HTTPGet.Path, p.HTTPGet.Scheme)
+		}
+	}
+	for _, flag := range []string{"tls-cert", "tls-key"} {
+		p, _ := flagValue(c.Args, flag)
+		vm := kubeMount(c, p)
+		if vm == nil {
+			t.Errorf("%s: --%s %q is on no mount", where, flag, p)
+			continue
+		}
+		v := kubeVolume(w, vm.Name)
+		if v == nil || v.Secret == nil || !slices.Contains(kubeExternalSecrets[w.namespace+"/"+v.Secret.SecretName], strings.TrimPrefix(p, vm.MountPath+"/")) {
+			t.Errorf("%s: --%s %q is no key of the TLS Secret", where, flag, p)
+		}
+		if vm.SubPath != "" {
+			t.Errorf("%s: --%s %q is mounted by subPath, which the kubelet never updates: a renewed certificate would not reach serve", where, flag, p)
+		}
+	}
 	metrics, ok := flagValue(inv.cmdArgs, "metrics-listen")
 	if !ok {
 		metrics = inv.cfg.Server.MetricsListen
@@ -764,29 +801,11 @@ func checkKubeServer(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.Con
 	if a := w.template.Spec.AutomountServiceAccountToken; a == nil || *a {
 		t.Errorf("%s: the server needs no service-account token: automountServiceAccountToken: false", where)
 	}
+	// serve needs no TLS sidecar any more; one left beside it would be a
+	// second, unchecked way in.
 	for _, s := range w.template.Spec.Containers {
-		if s.Name == c.Name {
-			continue
-		}
-		target, _ := flagValue(s.Args, "target")
-		if target != fmt.Sprintf("127.0.0.1:%d", port) {
-			t.Errorf("%s: sidecar %s forwards to %q; want serve's 127.0.0.1:%d", where, s.Name, target, port)
-		}
-		l, _ := flagValue(s.Args, "listen")
-		if kubeContainerPort(s, intstr.FromInt32(listenPort(t, where, l))) == 0 {
-			t.Errorf("%s: sidecar %s listens on %q, none of its ports", where, s.Name, l)
-		}
-		for _, flag := range []string{"cert", "key"} {
-			p, _ := flagValue(s.Args, flag)
-			vm := kubeMount(s, p)
-			if vm == nil {
-				t.Errorf("%s: sidecar %s --%s %q is on no mount", where, s.Name, flag, p)
-				continue
-			}
-			v := kubeVolume(w, vm.Name)
-			if v == nil || v.Secret == nil || !slices.Contains(kubeExternalSecrets[w.namespace+"/"+v.Secret.SecretName], strings.TrimPrefix(p, vm.MountPath+"/")) {
-				t.Errorf("%s: sidecar %s --%s %q is no key of the TLS Secret", where, s.Name, flag, p)
-			}
+		if s.Name != c.Name {
+			t.Errorf("%s: container %s beside serve; serve terminates TLS itself", where, s.Name)
 		}
 	}
 }
@@ -873,7 +892,7 @@ func kubeServiceTarget(w kubeWorkload, p corev1.ServicePort) *corev1.Container {
 }
 
 // checkKubeWebhooks: the webhook calls the server's Service on a port
-// that reaches the TLS sidecar, at a route the server has, and never
+// that reaches serve's TLS listener, at a route the server has, and never
 // applies to gpumeter's own namespace.
 func checkKubeWebhooks(t *testing.T, m kubeManifests) {
 	t.Helper()
@@ -923,8 +942,13 @@ func checkKubeWebhooks(t *testing.T, m kubeManifests) {
 			switch {
 			case target == nil:
 				t.Errorf("%s: port %d of Service %s reaches no container", where, port, svc.Name)
-			case isGpumeterImage(target.Image):
-				t.Errorf("%s: port %d reaches %s, which speaks plain HTTP; the API server calls webhooks over TLS", where, port, target.Name)
+			case !isGpumeterImage(target.Image):
+				t.Errorf("%s: port %d reaches %s, not serve", where, port, target.Name)
+			default:
+				cert, _ := flagValue(target.Args, "tls-cert")
+				if _, plain := flagValue(target.Args, "plain-http"); plain || cert == "" {
+					t.Errorf("%s: port %d reaches %s, which speaks plain HTTP (no --tls-cert); the API server calls webhooks over TLS", where, port, target.Name)
+				}
 			}
 			if h.NamespaceSelector == nil {
 				t.Errorf("%s: no namespaceSelector: it would apply to gpumeter's own pods", where)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumeter/gpumeter/internal/server/tlstest"
 	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
@@ -65,13 +66,38 @@ func systemdExecStart(t *testing.T, name string, u systemdUnit) []string {
 	if len(execs) != 1 {
 		t.Fatalf("%s: %d ExecStart= lines; want 1", name, len(execs))
 	}
-	if strings.ContainsAny(execs[0], `"'$%\`) || strings.ContainsAny(execs[0][:1], "-@+!:") {
+	// %d, the credentials' directory, is the one specifier the caller
+	// expands (systemdCredentials).
+	if strings.ContainsAny(strings.ReplaceAll(execs[0], "%d/", ""), `"'$%\`) || strings.ContainsAny(execs[0][:1], "-@+!:") {
 		t.Fatalf("%s: ExecStart=%s: quoting, prefixes, variables and specifiers are not checked here", name, execs[0])
 	}
 	return strings.Fields(execs[0])
 }
 
 // systemdUnits are the unit files of deploy/systemd by name.
+// systemdCredentials writes stand-ins for the unit's LoadCredential=
+// files, which must be under /etc/gpumeter/: a TLS pair made here, the
+// key for an id ending in .key, the certificate otherwise. It returns
+// each id's stand-in file.
+func systemdCredentials(t *testing.T, u systemdUnit) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	certFile, keyFile := tlstest.NewCA(t, "stand-in CA").Server(t, "gpumeter.example.com").Write(t, dir, "pair")
+	creds := map[string]string{}
+	for _, lc := range u["Service"]["LoadCredential"] {
+		id, src, ok := strings.Cut(lc, ":")
+		if !ok || !within(src, "/etc/gpumeter") {
+			t.Errorf("LoadCredential=%s: want ID:/etc/gpumeter/...", lc)
+			continue
+		}
+		creds[id] = certFile
+		if strings.HasSuffix(id, ".key") {
+			creds[id] = keyFile
+		}
+	}
+	return creds
+}
+
 var systemdUnits = []string{"gpumeter-collector.service", "gpumeter-server.service"}
 
 // The units run commands the CLI accepts, with the hardening each says it
@@ -120,11 +146,19 @@ func TestSystemdUnits(t *testing.T) {
 			if argv[0] != "/usr/local/bin/gpumeter" {
 				t.Errorf("ExecStart runs %s; want /usr/local/bin/gpumeter", argv[0])
 			}
-			// The config the unit names is the example beside it.
+			// The config the unit names is the example beside it; the
+			// credentials are stand-ins in a directory of their own.
+			creds := systemdCredentials(t, u)
 			args := slices.Clone(argv[1:])
 			for i, a := range args {
 				if strings.HasPrefix(a, "/etc/gpumeter/") {
 					args[i] = harness.RepoFile(t, "deploy/systemd/"+strings.TrimPrefix(a, "/etc/gpumeter/"))
+				}
+				if id, ok := strings.CutPrefix(a, "%d/"); ok {
+					if _, loaded := creds[id]; !loaded {
+						t.Errorf("ExecStart names credential %s, which no LoadCredential= loads", id)
+					}
+					args[i] = creds[id]
 				}
 			}
 			inv := checkDeployCommand(t, name, args)
@@ -168,6 +202,16 @@ func TestSystemdUnits(t *testing.T) {
 				}
 				if queue != "" && (state == "" || !within(queue, filepath.Join("/var/lib", state))) {
 					t.Errorf("the audit queue %s is not under StateDirectory=%q (/var/lib/%s), the only place ProtectSystem=strict lets it write", queue, state, state)
+				}
+				// TLS with the credentials systemd copies for the dynamic
+				// user, never plain HTTP on the host's addresses.
+				if _, plain := flagValue(argv, "plain-http"); plain || inv.cfg.Server.PlainHTTP {
+					t.Errorf("serve with --plain-http: the API crosses the network unencrypted; want --tls-cert and --tls-key")
+				}
+				for _, flag := range []string{"tls-cert", "tls-key"} {
+					if v, _ := flagValue(argv, flag); !strings.HasPrefix(v, "%d/") {
+						t.Errorf("--%s %q: want a credential (%%d/...) from LoadCredential=, which the dynamic user can read", flag, v)
+					}
 				}
 			default:
 				t.Errorf("unit runs gpumeter %s; want collect or serve", inv.command)

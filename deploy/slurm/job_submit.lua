@@ -11,7 +11,7 @@ Install beside slurm.conf as job_submit.lua, with its config beside it as
 gpumeter-admission.conf (a Lua file returning a table):
 
   return {
-    url = "http://gpumeter.example:8080/v1/admission",
+    url = "https://gpumeter.example:8443/v1/admission",
     curl_config = "/etc/slurm/gpumeter-curl.conf", -- header = "Authorization: Bearer <key>"
     timeout_seconds = 2,
     on_error = "deny",            -- server unreachable or a 5xx: "deny" or "allow"

@@ -39,6 +39,7 @@ type kubeHAWant struct {
 	dsnSecret     string // the Secret of GPUMETER_CLICKHOUSE (key dsn)
 	tlsSecret     string // serve's certificate and key
 	clientCA      string // the Secret of --tls-client-ca; "" for none
+	probeMetrics  bool   // the probes ask the metrics port (HTTP), not the API port (HTTPS)
 }
 
 // kubeServe is the Deployment running gpumeter serve and its container.
@@ -98,10 +99,15 @@ func checkKubeHA(t testing.TB, m kubeManifests, want kubeHAWant) {
 	// Probes and TLS.
 	where := w.where + " container " + c.Name
 	listen, _ := flagValue(c.Args, "listen")
-	checkKubeHealthProbes(t, where, *c, listen)
+	metrics, _ := flagValue(c.Args, "metrics-listen")
+	checkKubeHealthProbes(t, where, *c, listen, metrics)
+	wantScheme, wantPort := corev1.URISchemeHTTPS, "https"
+	if want.probeMetrics {
+		wantScheme, wantPort = corev1.URISchemeHTTP, "metrics"
+	}
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
-		if p != nil && p.HTTPGet != nil && p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
-			t.Errorf("%s: probe of %s over %q; want HTTPS, the API port's", where, p.HTTPGet.Path, p.HTTPGet.Scheme)
+		if p != nil && p.HTTPGet != nil && (p.HTTPGet.Scheme != wantScheme || kubeContainerPort(*c, p.HTTPGet.Port) != kubeContainerPort(*c, intstr.FromString(wantPort))) {
+			t.Errorf("%s: probe of %s on port %s over %q; want %s over %s", where, p.HTTPGet.Path, p.HTTPGet.Port.String(), p.HTTPGet.Scheme, wantPort, wantScheme)
 		}
 	}
 	for _, flag := range []string{"tls-cert", "tls-key"} {

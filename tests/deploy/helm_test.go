@@ -13,6 +13,7 @@ import (
 	"helm.sh/helm/v4/pkg/engine"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/gpumeter/gpumeter/tests/harness"
 )
@@ -101,6 +102,8 @@ func TestHelmChart(t *testing.T) {
 			func(w *kubeHAWant) { w.collector = false }, ""},
 		{"client CA", map[string]any{"tls": map[string]any{"clientCA": map[string]any{"secretName": "gpumeter-client-ca"}}}, true,
 			func(w *kubeHAWant) { w.clientCA = "gpumeter-client-ca" }, "Secret gpumeter-client-ca (key ca.crt)"},
+		{"probes on the metrics port", map[string]any{"server": map[string]any{"probePort": "metrics"}}, false,
+			func(w *kubeHAWant) { w.probeMetrics = true }, ""},
 		{"DSN secret", map[string]any{"clickhouse": map[string]any{"secretName": "ch-dsn", "secretKey": "dsn"}}, false,
 			func(w *kubeHAWant) { w.dsnSecret = "ch-dsn" }, "Secret ch-dsn (key dsn)"},
 	} {
@@ -183,6 +186,11 @@ func TestKubeHAChecksCatchBreakage(t *testing.T) {
 			}
 		}, "automountServiceAccountToken: true"},
 		{"probe over HTTP", func(m *kubeManifests) { _, c, _ := kubeServe(*m); c.ReadinessProbe.HTTPGet.Scheme = "HTTP" }, "the port serves HTTPS"},
+		{"probe on metrics", func(m *kubeManifests) {
+			_, c, _ := kubeServe(*m)
+			c.LivenessProbe.HTTPGet.Port = intstr.FromString("metrics")
+			c.LivenessProbe.HTTPGet.Scheme = "HTTP"
+		}, "want https over HTTPS"},
 		{"failurePolicy", func(m *kubeManifests) {
 			ig := admissionregistrationv1.Ignore
 			m.webhooks[0].Webhooks[0].FailurePolicy = &ig

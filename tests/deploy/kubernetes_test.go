@@ -733,7 +733,7 @@ func checkKubeCollector(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.
 	if port := listenPort(t, where, f.listen); kubeContainerPort(c, intstr.FromInt32(port)) == 0 {
 		t.Errorf("%s: --listen %s is none of the container's ports", where, f.listen)
 	}
-	checkKubeHealthProbes(t, where, c, f.listen)
+	checkKubeHealthProbes(t, where, c, f.listen, "")
 
 	sa := m.accounts[w.namespace+"/"+spec.ServiceAccountName]
 	token := sa != nil && (sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken) &&
@@ -781,20 +781,33 @@ func kubeGrants(m kubeManifests, namespace, account string) []rbacv1.PolicyRule 
 }
 
 // checkKubeHealthProbes: liveness on /healthz and readiness on /readyz of
-// the port the command listens on, over TLS where it serves TLS.
-func checkKubeHealthProbes(t testing.TB, where string, c corev1.Container, listen string) {
+// the port the command listens on, over TLS where it serves TLS; or, for
+// serve, of its metrics listener (plain HTTP, the same two paths), which
+// metricsListen names ("" for a command without one).
+func checkKubeHealthProbes(t testing.TB, where string, c corev1.Container, listen, metricsListen string) {
 	t.Helper()
 	port := listenPort(t, where, listen)
-	scheme := corev1.URISchemeHTTP
-	if _, tls := flagValue(c.Args, "tls-cert"); tls {
-		scheme = corev1.URISchemeHTTPS
+	var metrics int32 = -1
+	if metricsListen != "" {
+		metrics = listenPort(t, where, metricsListen)
 	}
 	for _, p := range []struct {
 		probe *corev1.Probe
 		path  string
 	}{{c.LivenessProbe, "/healthz"}, {c.ReadinessProbe, "/readyz"}} {
-		if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || kubeContainerPort(c, p.probe.HTTPGet.Port) != port {
-			t.Errorf("%s: want an httpGet probe of %s on port %d (the --listen port)", where, p.path, port)
+		if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path {
+			t.Errorf("%s: want an httpGet probe of %s", where, p.path)
+			continue
+		}
+		scheme := corev1.URISchemeHTTP
+		switch got := kubeContainerPort(c, p.probe.HTTPGet.Port); got {
+		case port:
+			if _, tls := flagValue(c.Args, "tls-cert"); tls {
+				scheme = corev1.URISchemeHTTPS
+			}
+		case metrics:
+		default:
+			t.Errorf("%s: the probe of %s is on port %d; want the --listen port %d", where, p.path, got, port)
 			continue
 		}
 		if got := cmp.Or(p.probe.HTTPGet.Scheme, corev1.URISchemeHTTP); got != scheme {
@@ -816,11 +829,11 @@ func checkKubeServer(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.Con
 	if host := strings.TrimSuffix(listen, fmt.Sprintf(":%d", port)); host == "127.0.0.1" || host == "localhost" {
 		t.Errorf("%s: --listen %s is loopback only: the Service cannot reach it", where, listen)
 	}
-	checkKubeHealthProbes(t, where, c, listen)
 	metrics, ok := flagValue(inv.cmdArgs, "metrics-listen")
 	if !ok {
 		metrics = inv.cfg.Server.MetricsListen
 	}
+	checkKubeHealthProbes(t, where, c, listen, metrics)
 	if mport := listenPort(t, where, metrics); kubeContainerPort(c, intstr.FromInt32(mport)) == 0 || mport == port {
 		t.Errorf("%s: --metrics-listen %s: want a container port of its own, apart from the API's %d", where, metrics, port)
 	}

@@ -85,7 +85,7 @@ func renderChart(t *testing.T, c *chart.Chart, overrides map[string]any) (map[st
 func TestHelmChart(t *testing.T) {
 	c := loadChart(t)
 	base := kubeHAWant{replicas: 3, failurePolicy: admissionregistrationv1.Fail, collector: true,
-		dsnSecret: "gpumeter-clickhouse", tlsSecret: "gpumeter-tls"}
+		dsnSecret: "gpumeter-clickhouse", tlsSecret: "gpumeter-webhook-tls"}
 	for _, tc := range []struct {
 		name      string
 		overrides map[string]any
@@ -153,7 +153,7 @@ func TestKubeHAChecksCatchBreakage(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := kubeHAWant{replicas: 3, failurePolicy: admissionregistrationv1.Fail, collector: true,
-		dsnSecret: "gpumeter-clickhouse", tlsSecret: "gpumeter-tls"}
+		dsnSecret: "gpumeter-clickhouse", tlsSecret: "gpumeter-webhook-tls"}
 	for _, tc := range []struct {
 		name   string
 		break_ func(m *kubeManifests)

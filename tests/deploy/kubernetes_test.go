@@ -41,9 +41,9 @@ import (
 // say how to create them), with the keys the manifests may reference. The
 // client CA is the chart's option (helm_test.go).
 var kubeExternalSecrets = map[string][]string{
-	"gpumeter/gpumeter-clickhouse": {"dsn"},
-	"gpumeter/gpumeter-tls":        {"tls.crt", "tls.key"},
-	"gpumeter/gpumeter-client-ca":  {"ca.crt"},
+	"gpumeter/gpumeter-clickhouse":  {"dsn"},
+	"gpumeter/gpumeter-webhook-tls": {"tls.crt", "tls.key"},
+	"gpumeter/gpumeter-client-ca":   {"ca.crt"},
 }
 
 // kubeFieldSamples stand in for the downward API when a test expands
@@ -253,7 +253,7 @@ func TestKubeManifests(t *testing.T) {
 	m := loadKubeManifests(t)
 	checkKubeAll(t, m, true)
 	checkKubeHA(t, m, kubeHAWant{replicas: 3, failurePolicy: admissionregistrationv1.Fail, collector: true,
-		dsnSecret: "gpumeter-clickhouse", tlsSecret: "gpumeter-tls"})
+		dsnSecret: "gpumeter-clickhouse", tlsSecret: "gpumeter-webhook-tls"})
 }
 
 // checkKubeAll holds a set of manifests to the cross-checks of
@@ -846,9 +846,19 @@ func checkKubeServer(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.Con
 			t.Errorf("%s: sidecar %s: serve terminates TLS itself and needs none", where, s.Name)
 		}
 	}
-	for _, flag := range []string{"tls-cert", "tls-key"} {
-		if p, ok := flagValue(c.Args, flag); !ok || kubeSecretFile(w, c, p) == "" {
+	if _, plain := flagValue(c.Args, "plain-http"); plain {
+		t.Errorf("%s: serve with --plain-http on %s: the API, portal and webhook would cross the cluster network unencrypted", where, listen)
+	}
+	for _, flag := range []string{"tls-cert", "tls-key", "tls-client-ca"} {
+		p, ok := flagValue(c.Args, flag)
+		if !ok && flag == "tls-client-ca" {
+			continue
+		}
+		if !ok || kubeSecretFile(w, c, p) == "" {
 			t.Errorf("%s: --%s %q is no key of a mounted Secret", where, flag, p)
+		}
+		if vm := kubeMount(c, p); vm != nil && vm.SubPath != "" {
+			t.Errorf("%s: --%s %q is mounted by subPath, which the kubelet never updates: a renewed certificate would not reach serve", where, flag, p)
 		}
 	}
 }

@@ -101,7 +101,11 @@ func TestHelmChart(t *testing.T) {
 		{"collector off", map[string]any{"collector": map[string]any{"enabled": false}}, false,
 			func(w *kubeHAWant) { w.collector = false }, ""},
 		{"client CA", map[string]any{"tls": map[string]any{"clientCA": map[string]any{"secretName": "gpumeter-client-ca"}}}, true,
-			func(w *kubeHAWant) { w.clientCA = "gpumeter-client-ca" }, "Secret gpumeter-client-ca (key ca.crt)"},
+			func(w *kubeHAWant) { w.clientCA, w.probeMetrics = "gpumeter-client-ca", true }, "Secret gpumeter-client-ca (key ca.crt)"},
+		{"client CA, certificates optional", map[string]any{
+			"tls":    map[string]any{"clientCA": map[string]any{"secretName": "gpumeter-client-ca"}},
+			"config": map[string]any{"server": map[string]any{"tls": map[string]any{"client_auth": "verify_if_given"}}},
+		}, false, func(w *kubeHAWant) { w.clientCA = "gpumeter-client-ca" }, ""},
 		{"probes on the metrics port", map[string]any{"server": map[string]any{"probePort": "metrics"}}, false,
 			func(w *kubeHAWant) { w.probeMetrics = true }, ""},
 		{"DSN secret", map[string]any{"clickhouse": map[string]any{"secretName": "ch-dsn", "secretKey": "dsn"}}, false,

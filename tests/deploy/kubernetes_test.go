@@ -3,6 +3,7 @@ package deploy
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -30,16 +33,17 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/gpumeter/gpumeter/collectors/attribution"
-	"github.com/gpumeter/gpumeter/internal/server/tlstest"
 	"github.com/gpumeter/gpumeter/tests/harness"
 )
 
 // kubeExternalSecrets are the Secrets the manifests use but do not ship
 // (they hold a password and a private key; configmap.yaml and server.yaml
-// say how to create them; the test makes a stand-in TLS pair), with the keys the manifests may reference.
+// say how to create them), with the keys the manifests may reference. The
+// client CA is the chart's option (helm_test.go).
 var kubeExternalSecrets = map[string][]string{
 	"gpumeter/gpumeter-clickhouse":  {"dsn"},
 	"gpumeter/gpumeter-webhook-tls": {"tls.crt", "tls.key"},
+	"gpumeter/gpumeter-client-ca":   {"ca.crt"},
 }
 
 // kubeFieldSamples stand in for the downward API when a test expands
@@ -58,7 +62,7 @@ type kubeObject struct {
 func kubeDecoder() *serializerjson.Serializer {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme,
-		rbacv1.AddToScheme, admissionregistrationv1.AddToScheme} {
+		rbacv1.AddToScheme, admissionregistrationv1.AddToScheme, policyv1.AddToScheme, networkingv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err) // static registration of k8s.io/api types
 		}
@@ -105,7 +109,8 @@ func stripYAMLComments(doc []byte) []byte {
 	return b.Bytes()
 }
 
-// kubeManifests are deploy/kubernetes/*.yaml, decoded.
+// kubeManifests are deploy/kubernetes/*.yaml or the chart's rendered
+// templates, decoded.
 type kubeManifests struct {
 	objects    []kubeObject
 	namespaces map[string]*corev1.Namespace
@@ -116,6 +121,8 @@ type kubeManifests struct {
 	bindings   []kubeBinding
 	webhooks   []*admissionregistrationv1.ValidatingWebhookConfiguration
 	workloads  []kubeWorkload
+	pdbs       []*policyv1.PodDisruptionBudget
+	netpols    []*networkingv1.NetworkPolicy
 }
 
 type kubeBinding struct {
@@ -130,6 +137,7 @@ type kubeWorkload struct {
 	namespace string
 	selector  *metav1.LabelSelector
 	template  corev1.PodTemplateSpec
+	replicas  *int32 // a Deployment's
 }
 
 func loadKubeManifests(t *testing.T) kubeManifests {
@@ -138,15 +146,31 @@ func loadKubeManifests(t *testing.T) kubeManifests {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in deploy/kubernetes (%v)", err)
 	}
-	dec := kubeDecoder()
-	m := kubeManifests{namespaces: map[string]*corev1.Namespace{}, configMaps: map[string]*corev1.ConfigMap{},
-		accounts: map[string]*corev1.ServiceAccount{}, roles: map[string][]rbacv1.PolicyRule{}}
+	docs := map[string][]byte{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		objs, err := decodeManifests(dec, filepath.Base(f), data)
+		docs[filepath.Base(f)] = data
+	}
+	return indexKubeManifests(t, docs)
+}
+
+// indexKubeManifests decodes every document of docs (file name → content)
+// strictly and indexes the objects by kind.
+func indexKubeManifests(t *testing.T, docs map[string][]byte) kubeManifests {
+	t.Helper()
+	dec := kubeDecoder()
+	m := kubeManifests{namespaces: map[string]*corev1.Namespace{}, configMaps: map[string]*corev1.ConfigMap{},
+		accounts: map[string]*corev1.ServiceAccount{}, roles: map[string][]rbacv1.PolicyRule{}}
+	names := make([]string, 0, len(docs))
+	for name := range docs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		objs, err := decodeManifests(dec, name, docs[name])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,11 +210,15 @@ func loadKubeManifests(t *testing.T) kubeManifests {
 		case *admissionregistrationv1.ValidatingWebhookConfiguration:
 			m.webhooks = append(m.webhooks, v)
 		case *appsv1.Deployment:
-			m.workloads = append(m.workloads, kubeWorkload{"Deployment/" + nsName, v.Namespace, v.Spec.Selector, v.Spec.Template})
+			m.workloads = append(m.workloads, kubeWorkload{"Deployment/" + nsName, v.Namespace, v.Spec.Selector, v.Spec.Template, v.Spec.Replicas})
 		case *appsv1.DaemonSet:
-			m.workloads = append(m.workloads, kubeWorkload{"DaemonSet/" + nsName, v.Namespace, v.Spec.Selector, v.Spec.Template})
+			m.workloads = append(m.workloads, kubeWorkload{"DaemonSet/" + nsName, v.Namespace, v.Spec.Selector, v.Spec.Template, nil})
 		case *batchv1.Job:
-			m.workloads = append(m.workloads, kubeWorkload{"Job/" + nsName, v.Namespace, nil, v.Spec.Template})
+			m.workloads = append(m.workloads, kubeWorkload{"Job/" + nsName, v.Namespace, nil, v.Spec.Template, nil})
+		case *policyv1.PodDisruptionBudget:
+			m.pdbs = append(m.pdbs, v)
+		case *networkingv1.NetworkPolicy:
+			m.netpols = append(m.netpols, v)
 		default:
 			t.Errorf("%s: %s: no cross-reference checks for this kind here", o.file, key)
 		}
@@ -223,6 +251,16 @@ func TestKubeStrictDecodingRefusesUnknownFields(t *testing.T) {
 // the gpumeter command lines, which the CLI's own flag parsing accepts.
 func TestKubeManifests(t *testing.T) {
 	m := loadKubeManifests(t)
+	checkKubeAll(t, m, true)
+	checkKubeHA(t, m, kubeHAWant{replicas: 1, failurePolicy: admissionregistrationv1.Fail, collector: true,
+		dsnSecret: "gpumeter-clickhouse", tlsSecret: "gpumeter-webhook-tls"})
+}
+
+// checkKubeAll holds a set of manifests to the cross-checks of
+// TestKubeManifests; cli runs the gpumeter command lines through the binary
+// too (seconds per set).
+func checkKubeAll(t *testing.T, m kubeManifests, cli bool) {
+	t.Helper()
 	for _, o := range m.objects {
 		checkKubeMeta(t, o, m)
 	}
@@ -246,6 +284,9 @@ func TestKubeManifests(t *testing.T) {
 			if len(c.Command) > 0 {
 				t.Errorf("%s: container %s overrides the image's entrypoint (gpumeter) with %q", w.where, c.Name, c.Command)
 			}
+			if !cli {
+				continue
+			}
 			inv := checkKubeCommand(t, m, w, c)
 			cmds[inv.command]++
 			switch inv.command {
@@ -256,9 +297,11 @@ func TestKubeManifests(t *testing.T) {
 			}
 		}
 	}
+	// Which of them must be there is checkKubeHA's (the collector may be
+	// turned off in the chart).
 	for _, cmd := range []string{"collect", "serve", "migrate"} {
-		if cmds[cmd] != 1 {
-			t.Errorf("%d containers run gpumeter %s; want 1", cmds[cmd], cmd)
+		if cmds[cmd] > 1 {
+			t.Errorf("%d containers run gpumeter %s; want at most 1", cmds[cmd], cmd)
 		}
 	}
 	checkKubeRBAC(t, m)
@@ -303,39 +346,42 @@ func checkKubeLabels(t *testing.T, where string, l map[string]string) {
 }
 
 // kubeVolumeFiles materializes the ConfigMap volumes a container mounts
-// under dir, at dir+mountPath, as the kubelet would project them.
+// under dir, at dir+mountPath, as the kubelet would project them, and the
+// external Secrets' volumes with stand-ins (kubeSecretSample).
 func kubeVolumeFiles(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.Container, dir string) []string {
 	t.Helper()
 	var mounts []string
 	for _, vm := range c.VolumeMounts {
 		v := kubeVolume(w, vm.Name)
-		if v != nil && v.Secret != nil && slices.Contains(kubeExternalSecrets[w.namespace+"/"+v.Secret.SecretName], "tls.key") {
-			// A TLS Secret the manifests do not ship: a pair made here
-			// stands in, so that serve loads it as it would the real one.
-			root := filepath.Join(dir, vm.MountPath)
-			if err := os.MkdirAll(root, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			// tls.crt and tls.key, the kubernetes.io/tls keys.
-			tlstest.NewCA(t, "stand-in CA").Server(t, "gpumeter.gpumeter.svc").Write(t, root, "tls")
-			mounts = append(mounts, vm.MountPath)
-			continue
-		}
-		if v == nil || v.ConfigMap == nil {
-			continue
-		}
-		cm := m.configMaps[w.namespace+"/"+v.ConfigMap.Name]
-		if cm == nil {
-			continue // reported by checkKubeWorkload
-		}
 		files := map[string]string{}
-		if len(v.ConfigMap.Items) == 0 {
-			for k, d := range cm.Data {
-				files[k] = d
+		switch {
+		case v == nil:
+			continue
+		case v.ConfigMap != nil:
+			cm := m.configMaps[w.namespace+"/"+v.ConfigMap.Name]
+			if cm == nil {
+				continue // reported by checkKubeWorkload
 			}
-		}
-		for _, it := range v.ConfigMap.Items {
-			files[it.Path] = cm.Data[it.Key]
+			if len(v.ConfigMap.Items) == 0 {
+				for k, d := range cm.Data {
+					files[k] = d
+				}
+			}
+			for _, it := range v.ConfigMap.Items {
+				files[it.Path] = cm.Data[it.Key]
+			}
+		case v.Secret != nil:
+			keys := kubeExternalSecrets[w.namespace+"/"+v.Secret.SecretName]
+			if len(v.Secret.Items) == 0 {
+				for _, k := range keys {
+					files[k] = kubeSecretSample(t, k)
+				}
+			}
+			for _, it := range v.Secret.Items {
+				files[it.Path] = kubeSecretSample(t, it.Key)
+			}
+		default:
+			continue
 		}
 		root := filepath.Join(dir, vm.MountPath)
 		for p, d := range files {
@@ -687,7 +733,7 @@ func checkKubeCollector(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.
 	if port := listenPort(t, where, f.listen); kubeContainerPort(c, intstr.FromInt32(port)) == 0 {
 		t.Errorf("%s: --listen %s is none of the container's ports", where, f.listen)
 	}
-	checkKubeHealthProbes(t, where, c, f.listen)
+	checkKubeHealthProbes(t, where, c, f.listen, "")
 
 	sa := m.accounts[w.namespace+"/"+spec.ServiceAccountName]
 	token := sa != nil && (sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken) &&
@@ -735,23 +781,43 @@ func kubeGrants(m kubeManifests, namespace, account string) []rbacv1.PolicyRule 
 }
 
 // checkKubeHealthProbes: liveness on /healthz and readiness on /readyz of
-// the port the command listens on.
-func checkKubeHealthProbes(t *testing.T, where string, c corev1.Container, listen string) {
+// the port the command listens on, over TLS where it serves TLS; or, for
+// serve, of its metrics listener (plain HTTP, the same two paths), which
+// metricsListen names ("" for a command without one).
+func checkKubeHealthProbes(t testing.TB, where string, c corev1.Container, listen, metricsListen string) {
 	t.Helper()
 	port := listenPort(t, where, listen)
+	var metrics int32 = -1
+	if metricsListen != "" {
+		metrics = listenPort(t, where, metricsListen)
+	}
 	for _, p := range []struct {
 		probe *corev1.Probe
 		path  string
 	}{{c.LivenessProbe, "/healthz"}, {c.ReadinessProbe, "/readyz"}} {
-		if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || kubeContainerPort(c, p.probe.HTTPGet.Port) != port {
-			t.Errorf("%s: want an httpGet probe of %s on port %d (the --listen port)", where, p.path, port)
+		if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path {
+			t.Errorf("%s: want an httpGet probe of %s", where, p.path)
+			continue
+		}
+		scheme := corev1.URISchemeHTTP
+		switch got := kubeContainerPort(c, p.probe.HTTPGet.Port); got {
+		case port:
+			if _, tls := flagValue(c.Args, "tls-cert"); tls {
+				scheme = corev1.URISchemeHTTPS
+			}
+		case metrics:
+		default:
+			t.Errorf("%s: the probe of %s is on port %d; want the --listen port %d", where, p.path, got, port)
+			continue
+		}
+		if got := cmp.Or(p.probe.HTTPGet.Scheme, corev1.URISchemeHTTP); got != scheme {
+			t.Errorf("%s: the probe of %s asks over %s; the port serves %s", where, p.path, got, scheme)
 		}
 	}
 }
 
-// checkKubeServer: serve's port, probes and user, and its TLS: serve
-// terminates TLS itself with a pair from a mounted Secret, and the probes
-// speak HTTPS.
+// checkKubeServer: serve's port, probes and user, its TLS from the mounted
+// Secret, and no sidecar: serve terminates TLS itself.
 func checkKubeServer(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.Container, inv deployInvocation, uid int64) {
 	t.Helper()
 	where := w.where + " container " + c.Name
@@ -763,34 +829,11 @@ func checkKubeServer(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.Con
 	if host := strings.TrimSuffix(listen, fmt.Sprintf(":%d", port)); host == "127.0.0.1" || host == "localhost" {
 		t.Errorf("%s: --listen %s is loopback only: the Service cannot reach it", where, listen)
 	}
-	checkKubeHealthProbes(t, where, c, listen)
-	if _, plain := flagValue(c.Args, "plain-http"); plain || inv.cfg.Server.PlainHTTP {
-		t.Errorf("%s: serve with --plain-http on %s: the API, portal and webhook cross the cluster network unencrypted", where, listen)
-	}
-	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
-		if p != nil && p.HTTPGet != nil && p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
-			t.Errorf("%s: probe of %s speaks %q to a TLS listener; want scheme: HTTPS", where, p.HTTPGet.Path, p.HTTPGet.Scheme)
-		}
-	}
-	for _, flag := range []string{"tls-cert", "tls-key"} {
-		p, _ := flagValue(c.Args, flag)
-		vm := kubeMount(c, p)
-		if vm == nil {
-			t.Errorf("%s: --%s %q is on no mount", where, flag, p)
-			continue
-		}
-		v := kubeVolume(w, vm.Name)
-		if v == nil || v.Secret == nil || !slices.Contains(kubeExternalSecrets[w.namespace+"/"+v.Secret.SecretName], strings.TrimPrefix(p, vm.MountPath+"/")) {
-			t.Errorf("%s: --%s %q is no key of the TLS Secret", where, flag, p)
-		}
-		if vm.SubPath != "" {
-			t.Errorf("%s: --%s %q is mounted by subPath, which the kubelet never updates: a renewed certificate would not reach serve", where, flag, p)
-		}
-	}
 	metrics, ok := flagValue(inv.cmdArgs, "metrics-listen")
 	if !ok {
 		metrics = inv.cfg.Server.MetricsListen
 	}
+	checkKubeHealthProbes(t, where, c, listen, metrics)
 	if mport := listenPort(t, where, metrics); kubeContainerPort(c, intstr.FromInt32(mport)) == 0 || mport == port {
 		t.Errorf("%s: --metrics-listen %s: want a container port of its own, apart from the API's %d", where, metrics, port)
 	}
@@ -798,16 +841,53 @@ func checkKubeServer(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.Con
 	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != uid {
 		t.Errorf("%s: want runAsNonRoot and runAsUser %d, the Dockerfile's USER", where, uid)
 	}
-	if a := w.template.Spec.AutomountServiceAccountToken; a == nil || *a {
-		t.Errorf("%s: the server needs no service-account token: automountServiceAccountToken: false", where)
-	}
-	// serve needs no TLS sidecar any more; one left beside it would be a
-	// second, unchecked way in.
 	for _, s := range w.template.Spec.Containers {
 		if s.Name != c.Name {
-			t.Errorf("%s: container %s beside serve; serve terminates TLS itself", where, s.Name)
+			t.Errorf("%s: sidecar %s: serve terminates TLS itself and needs none", where, s.Name)
 		}
 	}
+	if _, plain := flagValue(c.Args, "plain-http"); plain || inv.cfg.Server.PlainHTTP {
+		t.Errorf("%s: serve with --plain-http on %s: the API, portal and webhook would cross the cluster network unencrypted", where, listen)
+	}
+	for _, flag := range []string{"tls-cert", "tls-key", "tls-client-ca"} {
+		p, ok := flagValue(c.Args, flag)
+		if !ok && flag == "tls-client-ca" {
+			continue
+		}
+		if !ok || kubeSecretFile(w, c, p) == "" {
+			t.Errorf("%s: --%s %q is no key of a mounted Secret", where, flag, p)
+		}
+		if vm := kubeMount(c, p); vm != nil && vm.SubPath != "" {
+			t.Errorf("%s: --%s %q is mounted by subPath, which the kubelet never updates: a renewed certificate would not reach serve", where, flag, p)
+		}
+	}
+}
+
+// kubeSecretFile is the Secret whose key path is, as c mounts it ("" when
+// none).
+func kubeSecretFile(w kubeWorkload, c corev1.Container, path string) string {
+	vm := kubeMount(c, path)
+	if vm == nil {
+		return ""
+	}
+	v := kubeVolume(w, vm.Name)
+	if v == nil || v.Secret == nil {
+		return ""
+	}
+	rel := strings.TrimPrefix(path, vm.MountPath+"/")
+	key := rel
+	if len(v.Secret.Items) > 0 {
+		key = ""
+		for _, it := range v.Secret.Items {
+			if it.Path == rel {
+				key = it.Key
+			}
+		}
+	}
+	if !slices.Contains(kubeExternalSecrets[w.namespace+"/"+v.Secret.SecretName], key) {
+		return ""
+	}
+	return v.Secret.SecretName
 }
 
 // checkKubeRBAC: bindings name roles and accounts that exist, and no rule
@@ -826,9 +906,12 @@ func checkKubeRBAC(t *testing.T, m kubeManifests) {
 	}
 	for key, rules := range m.roles {
 		for _, r := range rules {
+			// The one write: the leader election's Lease, in a Role of
+			// the server's own namespace.
+			lease := strings.HasPrefix(key, "Role/") && slices.Equal(r.APIGroups, []string{"coordination.k8s.io"}) && slices.Equal(r.Resources, []string{"leases"})
 			for _, v := range r.Verbs {
-				if v != "get" && v != "list" && v != "watch" {
-					t.Errorf("%s: verb %q: gpumeter only reads", key, v)
+				if v != "get" && v != "list" && v != "watch" && !(lease && (v == "create" || v == "update")) {
+					t.Errorf("%s: verb %q on %v: gpumeter only reads, but for its Lease", key, v, r.Resources)
 				}
 			}
 			for _, res := range append(append(append([]string(nil), r.Resources...), r.APIGroups...), r.Verbs...) {
@@ -892,8 +975,9 @@ func kubeServiceTarget(w kubeWorkload, p corev1.ServicePort) *corev1.Container {
 }
 
 // checkKubeWebhooks: the webhook calls the server's Service on a port
-// that reaches serve's TLS listener, at a route the server has, and never
-// applies to gpumeter's own namespace.
+// that reaches serve's TLS listener, at a route the server has, with a
+// failurePolicy said outright, and never applies to gpumeter's own
+// namespace.
 func checkKubeWebhooks(t *testing.T, m kubeManifests) {
 	t.Helper()
 	if len(m.webhooks) == 0 {
@@ -939,16 +1023,16 @@ func checkKubeWebhooks(t *testing.T, m kubeManifests) {
 					}
 				}
 			}
-			switch {
+			switch _, tls := flagValue(deref(target).Args, "tls-cert"); {
 			case target == nil:
 				t.Errorf("%s: port %d of Service %s reaches no container", where, port, svc.Name)
-			case !isGpumeterImage(target.Image):
-				t.Errorf("%s: port %d reaches %s, not serve", where, port, target.Name)
-			default:
-				cert, _ := flagValue(target.Args, "tls-cert")
-				if _, plain := flagValue(target.Args, "plain-http"); plain || cert == "" {
-					t.Errorf("%s: port %d reaches %s, which speaks plain HTTP (no --tls-cert); the API server calls webhooks over TLS", where, port, target.Name)
-				}
+			case !isGpumeterImage(target.Image) || !slices.Contains(target.Args, "serve"):
+				t.Errorf("%s: port %d reaches %s, not gpumeter serve", where, port, target.Name)
+			case !tls:
+				t.Errorf("%s: port %d reaches %s, which speaks plain HTTP; the API server calls webhooks over TLS", where, port, target.Name)
+			}
+			if fp := deref(h.FailurePolicy); fp != admissionregistrationv1.Fail && fp != admissionregistrationv1.Ignore {
+				t.Errorf("%s: failurePolicy %q: say Fail or Ignore", where, fp)
 			}
 			if h.NamespaceSelector == nil {
 				t.Errorf("%s: no namespaceSelector: it would apply to gpumeter's own pods", where)
@@ -1018,7 +1102,7 @@ func checkKubePrometheusTarget(t *testing.T, m kubeManifests) {
 			case "metrics":
 				metrics = true
 				want = append(want, fmt.Sprintf("%s:%d", s.Name, p.Port))
-			case "http":
+			case "http", "https":
 				http = true
 			}
 		}

@@ -1,0 +1,135 @@
+package election
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// ledger records every term any candidate of one election gains and
+// checks, at the moment a term begins, that every earlier term has already
+// ended and that the fencing token grew: two leaders at once, or a token
+// that does not fence the previous leader, is a violation.
+type ledger struct {
+	mu         sync.Mutex
+	terms      []*Term
+	holders    []string
+	violations []string
+	gained     chan gain
+}
+
+type gain struct {
+	identity string
+	term     *Term
+	at       time.Time
+}
+
+func newLedger() *ledger { return &ledger{gained: make(chan gain, 256)} }
+
+func (l *ledger) record(identity string, term *Term) {
+	now := time.Now()
+	l.mu.Lock()
+	for i, old := range l.terms {
+		if old.Held() {
+			l.violations = append(l.violations, fmt.Sprintf("%s gained token %d while %s still held token %d",
+				identity, term.Token, l.holders[i], old.Token))
+		}
+	}
+	if n := len(l.terms); n > 0 && term.Token <= l.terms[n-1].Token {
+		l.violations = append(l.violations, fmt.Sprintf("%s gained token %d, not above the previous leader's %d",
+			identity, term.Token, l.terms[n-1].Token))
+	}
+	if term.Identity != identity {
+		l.violations = append(l.violations, fmt.Sprintf("the term of %s names %q", identity, term.Identity))
+	}
+	l.terms = append(l.terms, term)
+	l.holders = append(l.holders, identity)
+	l.mu.Unlock()
+	l.gained <- gain{identity: identity, term: term, at: now}
+}
+
+// check fails the test on any violation so far.
+func (l *ledger) check(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, v := range l.violations {
+		t.Errorf("election violated: %s", v)
+	}
+}
+
+// held counts the terms running now.
+func (l *ledger) held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, term := range l.terms {
+		if term.Held() {
+			n++
+		}
+	}
+	return n
+}
+
+// next waits for the next term to begin.
+func (l *ledger) next(t *testing.T, within time.Duration) gain {
+	t.Helper()
+	select {
+	case g := <-l.gained:
+		return g
+	case <-time.After(within):
+		t.Fatalf("no leader within %s (%d terms so far)", within, len(l.terms))
+		return gain{}
+	}
+}
+
+// expectNone fails when a term begins within the window.
+func (l *ledger) expectNone(t *testing.T, window time.Duration) {
+	t.Helper()
+	select {
+	case g := <-l.gained:
+		t.Fatalf("%s also became leader (token %d)", g.identity, g.term.Token)
+	case <-time.After(window):
+	}
+}
+
+// campaignLoop keeps e campaigning, as a server replica would: lead until
+// the term ends, then stand again, until ctx ends.
+func campaignLoop(ctx context.Context, e Elector, identity string, l *ledger) {
+	go func() {
+		for ctx.Err() == nil {
+			term, err := e.Campaign(ctx)
+			if err != nil {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				continue
+			}
+			l.record(identity, term)
+			select {
+			case <-term.Done():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// testLogger shows warnings on stderr; it never uses t.Log, which panics
+// when the client's goroutines log after the test has returned.
+func testLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: testLogLevel}))
+}
+
+var testLogLevel = func() slog.Level {
+	if os.Getenv("ELECTION_TEST_DEBUG") != "" {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
+}()

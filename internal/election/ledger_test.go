@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -116,6 +117,15 @@ func campaignLoop(ctx context.Context, e Elector, identity string, l *ledger) {
 			case <-term.Done():
 			case <-ctx.Done():
 				return
+			}
+			// A replica resigns when it shuts down: it stays out for a
+			// while, so that the handover goes to another replica.
+			if errors.Is(context.Cause(term.Context()), ErrResigned) {
+				select {
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+					return
+				}
 			}
 		}
 	}()

@@ -170,6 +170,18 @@ func (k *Kubernetes) Campaign(ctx context.Context) (*Term, error) {
 	case leading = <-started:
 	case <-ctx.Done():
 		stopRun()
+		<-runDone
+		// Acquired just as the campaign was called off: give the Lease
+		// back rather than make the others wait out a whole lease.
+		select {
+		case <-started:
+			rctx, cancel := context.WithTimeout(context.Background(), k.opts.RenewDeadline)
+			defer cancel()
+			if err := k.release(rctx); err != nil {
+				k.log.Warn("election: releasing a lease acquired after the campaign ended", "err", err)
+			}
+		default:
+		}
 		return nil, ctx.Err()
 	case <-stopped:
 		stopRun()
@@ -219,8 +231,10 @@ func (k *Kubernetes) token(ctx context.Context) (int64, error) {
 	return int64(*lease.Spec.LeaseTransitions), nil
 }
 
-// Leader implements Elector: the Lease's holderIdentity while the lease
-// is unexpired by this replica's clock.
+// Leader implements Elector: the Lease's holderIdentity. An expired but
+// not yet taken Lease still names its holder: judging expiry from the
+// renewTime another replica wrote would need the clocks to agree, and a
+// forward to a dead leader fails anyway.
 func (k *Kubernetes) Leader(ctx context.Context) (Leader, error) {
 	lease, err := k.opts.Client.CoordinationV1().Leases(k.opts.Namespace).Get(ctx, k.opts.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -230,7 +244,7 @@ func (k *Kubernetes) Leader(ctx context.Context) (Leader, error) {
 		return Leader{}, fmt.Errorf("election: kubernetes: read lease %s/%s: %w", k.opts.Namespace, k.opts.Name, err)
 	}
 	holder := holderOf(lease)
-	if holder == "" || leaseExpired(lease, time.Now()) {
+	if holder == "" {
 		return Leader{}, ErrNoLeader
 	}
 	var token int64
@@ -245,13 +259,6 @@ func holderOf(lease *coordinationv1.Lease) string {
 		return ""
 	}
 	return *lease.Spec.HolderIdentity
-}
-
-func leaseExpired(lease *coordinationv1.Lease, now time.Time) bool {
-	if lease.Spec.RenewTime == nil || lease.Spec.LeaseDurationSeconds == nil {
-		return true
-	}
-	return !lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second).After(now)
 }
 
 // Resign implements Elector: the term ends, the election loop stops, and

@@ -234,3 +234,25 @@ func TestNewKubernetesRefusesBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// A closed leader releases the Lease: with nobody else standing, the
+// others read no leader instead of a dead one's address.
+func TestLeaseNoLeaderAfterClose(t *testing.T) {
+	api := newFakeAPI()
+	electors, l := leaseCandidates(t, api, 1)
+	first := l.next(t, 5*time.Second)
+	reader, err := NewKubernetes(KubernetesOptions{
+		Client: api, Namespace: "gpumeter", Name: "gpumeter", Identity: "10.0.0.9:8443",
+		LeaseDuration: testLeaseDuration, RenewDeadline: testRenewDeadline, RetryPeriod: testRetryPeriod,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitLeaderSeen(t, reader, first.term.Leader, time.Second)
+	if err := electors[first.identity].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.Leader(context.Background()); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("Leader after the only candidate closed: %v, want ErrNoLeader", err)
+	}
+}

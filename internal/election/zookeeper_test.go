@@ -1,9 +1,13 @@
 package election
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +29,7 @@ func TestZooKeeper(t *testing.T) {
 	t.Run("HandoverWhenLeaderCloses", func(t *testing.T) { testHandoverOnClose(t, server) })
 	t.Run("PartitionedLeaderStepsDownBeforeSuccessor", func(t *testing.T) { testPartitionedLeader(t, server) })
 	t.Run("NoTwoLeadersOverHandovers", func(t *testing.T) { testHandoverLoop(t, server) })
+	t.Run("HandoverWhenLeaderProcessIsKilled", func(t *testing.T) { testHandoverOnKill(t, server) })
 	t.Run("NoLeaderWithoutCandidates", func(t *testing.T) {
 		e := newTestZooKeeper(t, server, "empty", "127.0.0.1:7000")
 		if _, err := e.Leader(context.Background()); !errors.Is(err, ErrNoLeader) {
@@ -243,4 +248,86 @@ func TestCandidatesOrderBySequence(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("candidates = %v, want %v", got, want)
 	}
+}
+
+// helperEnv makes the test binary a leader process (TestLeaderProcess).
+const helperEnv = "ELECTION_TEST_LEADER_PROCESS"
+
+// TestLeaderProcess is not a test on its own: run by testHandoverOnKill
+// as a child process, it stands in the election named by helperEnv
+// ("server name identity"), prints "leading TOKEN" when it leads, and
+// then waits to be killed.
+func TestLeaderProcess(t *testing.T) {
+	spec := os.Getenv(helperEnv)
+	if spec == "" {
+		return
+	}
+	f := strings.Fields(spec)
+	e, err := NewZooKeeper(ZooKeeperOptions{Servers: []string{f[0]}, SessionTimeout: testSessionTimeout, Name: f[1], Identity: f[2], Logger: testLogger()})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	term, err := e.Campaign(context.Background())
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Println("leading", term.Token)
+	<-term.Done()
+	fmt.Println("lost", context.Cause(term.Context()))
+	os.Exit(1)
+}
+
+// testHandoverOnKill SIGKILLs a leader process: no session close reaches
+// the server, which hands over when the session times out.
+func testHandoverOnKill(t *testing.T, server string) {
+	const name, leaderID = "kill", "127.0.0.1:9101"
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaderProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s", helperEnv, server, name, leaderID))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "leading ") {
+		t.Fatalf("leader process said %q, want leading", lines.Text())
+	}
+	l := newLedger()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	others := map[string]*ZooKeeper{}
+	for _, id := range []string{"127.0.0.1:9102", "127.0.0.1:9103"} {
+		others[id] = newTestZooKeeper(t, server, name, id)
+		campaignLoop(ctx, others[id], id, l)
+	}
+	for _, e := range others {
+		awaitLeaderSeen(t, e, Leader{Identity: leaderID, Token: leaderToken(t, lines.Text())}, 5*time.Second)
+	}
+	l.expectNone(t, 200*time.Millisecond)
+
+	start := time.Now()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	next := l.next(t, testSessionTimeout+4*testTick+2*time.Second)
+	handover := next.at.Sub(start)
+	t.Logf("SIGKILLed leader: %s leads after %s (session timeout %s, tick %s)", next.identity, handover, testSessionTimeout, testTick)
+	if handover > testSessionTimeout+testTick+time.Second {
+		t.Errorf("handover took %s, want at most the session timeout and a tick, %s", handover, testSessionTimeout+testTick)
+	}
+	l.check(t)
+}
+
+func leaderToken(t *testing.T, line string) int64 {
+	t.Helper()
+	var token int64
+	if _, err := fmt.Sscanf(line, "leading %d", &token); err != nil {
+		t.Fatalf("leader process line %q: %v", line, err)
+	}
+	return token
 }

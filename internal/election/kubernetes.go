@@ -12,7 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
@@ -20,7 +20,9 @@ import (
 
 // KubernetesOptions configure a Lease elector.
 type KubernetesOptions struct {
-	Client kubernetes.Interface
+	// Client of the coordination.k8s.io API (a clientset's
+	// CoordinationV1()): the elector touches Leases only.
+	Client coordinationclient.CoordinationV1Interface
 	// Namespace and Name of the coordination.k8s.io Lease.
 	Namespace string
 	Name      string
@@ -132,7 +134,7 @@ func (k *Kubernetes) Campaign(ctx context.Context) (*Term, error) {
 
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: k.opts.Namespace, Name: k.opts.Name},
-		Client:     k.opts.Client.CoordinationV1(),
+		Client:     k.opts.Client,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: k.opts.Identity},
 	}
 	started := make(chan context.Context, 1)
@@ -218,7 +220,7 @@ func (k *Kubernetes) Campaign(ctx context.Context) (*Term, error) {
 // token reads leaseTransitions right after acquiring: the Lease must name
 // this replica, or the term never began.
 func (k *Kubernetes) token(ctx context.Context) (int64, error) {
-	lease, err := k.opts.Client.CoordinationV1().Leases(k.opts.Namespace).Get(ctx, k.opts.Name, metav1.GetOptions{})
+	lease, err := k.opts.Client.Leases(k.opts.Namespace).Get(ctx, k.opts.Name, metav1.GetOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("election: kubernetes: read lease %s/%s: %w", k.opts.Namespace, k.opts.Name, err)
 	}
@@ -236,7 +238,7 @@ func (k *Kubernetes) token(ctx context.Context) (int64, error) {
 // renewTime another replica wrote would need the clocks to agree, and a
 // forward to a dead leader fails anyway.
 func (k *Kubernetes) Leader(ctx context.Context) (Leader, error) {
-	lease, err := k.opts.Client.CoordinationV1().Leases(k.opts.Namespace).Get(ctx, k.opts.Name, metav1.GetOptions{})
+	lease, err := k.opts.Client.Leases(k.opts.Namespace).Get(ctx, k.opts.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return Leader{}, ErrNoLeader
 	}
@@ -291,7 +293,7 @@ func (k *Kubernetes) Resign(ctx context.Context) error {
 // update carries the read's resourceVersion, so it never overwrites a
 // successor.
 func (k *Kubernetes) release(ctx context.Context) error {
-	leases := k.opts.Client.CoordinationV1().Leases(k.opts.Namespace)
+	leases := k.opts.Client.Leases(k.opts.Namespace)
 	lease, err := leases.Get(ctx, k.opts.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("election: kubernetes: release lease %s/%s: %w", k.opts.Namespace, k.opts.Name, err)

@@ -105,7 +105,7 @@ func leaseCandidates(t *testing.T, api *fakeAPI, n int) (map[string]*Kubernetes,
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("10.0.0.%d:8443", i+1)
 		e, err := NewKubernetes(KubernetesOptions{
-			Client: api, Namespace: "gpumeter", Name: "gpumeter", Identity: id,
+			Client: api.CoordinationV1(), Namespace: "gpumeter", Name: "gpumeter", Identity: id,
 			LeaseDuration: testLeaseDuration, RenewDeadline: testRenewDeadline, RetryPeriod: testRetryPeriod,
 			Logger: testLogger(),
 		})
@@ -213,7 +213,7 @@ func TestLeaseHandoverOnResign(t *testing.T) {
 }
 
 func TestNewKubernetesRefusesBadOptions(t *testing.T) {
-	good := KubernetesOptions{Client: fake.NewClientset(), Namespace: "gpumeter", Name: "gpumeter", Identity: "10.0.0.1:8443",
+	good := KubernetesOptions{Client: fake.NewClientset().CoordinationV1(), Namespace: "gpumeter", Name: "gpumeter", Identity: "10.0.0.1:8443",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 	if _, err := NewKubernetes(good); err != nil {
 		t.Fatalf("client-go's default timings refused: %v", err)
@@ -242,7 +242,7 @@ func TestLeaseNoLeaderAfterClose(t *testing.T) {
 	electors, l := leaseCandidates(t, api, 1)
 	first := l.next(t, 5*time.Second)
 	reader, err := NewKubernetes(KubernetesOptions{
-		Client: api, Namespace: "gpumeter", Name: "gpumeter", Identity: "10.0.0.9:8443",
+		Client: api.CoordinationV1(), Namespace: "gpumeter", Name: "gpumeter", Identity: "10.0.0.9:8443",
 		LeaseDuration: testLeaseDuration, RenewDeadline: testRenewDeadline, RetryPeriod: testRetryPeriod,
 	})
 	if err != nil {

@@ -13,8 +13,9 @@ import (
 
 // ledger records every term any candidate of one election gains and
 // checks, at the moment a term begins, that every earlier term has already
-// ended and that the fencing token grew: two leaders at once, or a token
-// that does not fence the previous leader, is a violation.
+// ended and that the fencing token grew if the leader changed: two leaders
+// at once, or a token that does not fence the previous leader, is a
+// violation.
 type ledger struct {
 	mu         sync.Mutex
 	terms      []*Term
@@ -40,9 +41,15 @@ func (l *ledger) record(identity string, term *Term) {
 				identity, term.Token, l.holders[i], old.Token))
 		}
 	}
-	if n := len(l.terms); n > 0 && term.Token <= l.terms[n-1].Token {
-		l.violations = append(l.violations, fmt.Sprintf("%s gained token %d, not above the previous leader's %d",
-			identity, term.Token, l.terms[n-1].Token))
+	// A replica that leads again with nobody between keeps its token (a
+	// ZooKeeper connection back within the session, a Lease re-taken by
+	// its holder); any other successor must hold a higher one.
+	if n := len(l.terms); n > 0 {
+		prev := l.terms[n-1].Token
+		if term.Token < prev || term.Token == prev && l.holders[n-1] != identity {
+			l.violations = append(l.violations, fmt.Sprintf("%s gained token %d after %s's %d: not above it",
+				identity, term.Token, l.holders[n-1], prev))
+		}
 	}
 	if term.Identity != identity {
 		l.violations = append(l.violations, fmt.Sprintf("the term of %s names %q", identity, term.Identity))
@@ -143,3 +150,20 @@ var testLogLevel = func() slog.Level {
 	}
 	return slog.LevelWarn
 }()
+
+// The ledger's checks themselves: an overlap and a token that does not
+// grow are caught, a clean handover and a same-holder reclaim are not.
+func TestLedgerCatchesOverlapAndStaleTokens(t *testing.T) {
+	l := newLedger()
+	a := newTerm(Leader{Identity: "a:1", Token: 5})
+	l.record("a:1", a)
+	a.end(ErrResigned)
+	l.record("a:1", newTerm(Leader{Identity: "a:1", Token: 5})) // reclaimed, nobody between
+	if len(l.violations) != 0 {
+		t.Fatalf("clean history flagged: %v", l.violations)
+	}
+	l.record("b:1", newTerm(Leader{Identity: "b:1", Token: 5})) // a's second term still held, same token
+	if len(l.violations) != 2 {
+		t.Fatalf("overlap with a stale token: %d violations %v, want 2", len(l.violations), l.violations)
+	}
+}

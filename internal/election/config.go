@@ -3,8 +3,12 @@ package election
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
+
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 )
 
 // Backends an election can run on.
@@ -113,4 +117,37 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// FromConfig builds the elector the config chooses; the caller checks
+// for BackendNone first (a single replica runs no election). The
+// Kubernetes backend uses the pod's in-cluster credentials: its service
+// account needs get, create and update on leases in the namespace.
+func FromConfig(c Config, log *slog.Logger) (Elector, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	switch c.Backend {
+	case BackendZooKeeper:
+		return NewZooKeeper(ZooKeeperOptions{
+			Servers: c.ZooKeeper.Servers, SessionTimeout: c.ZooKeeper.SessionTimeout, Root: c.ZooKeeper.Root,
+			Name: c.Name, Identity: c.Identity, Logger: log,
+		})
+	case BackendKubernetes:
+		rc, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("election.backend kubernetes: %w", err)
+		}
+		client, err := coordinationclient.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("election.backend kubernetes: %w", err)
+		}
+		return NewKubernetes(KubernetesOptions{
+			Client: client, Namespace: c.Kubernetes.Namespace, Name: c.Name, Identity: c.Identity,
+			LeaseDuration: c.Kubernetes.LeaseDuration, RenewDeadline: c.Kubernetes.RenewDeadline,
+			RetryPeriod: c.Kubernetes.RetryPeriod, Logger: log,
+		})
+	default:
+		return nil, errors.New("election.backend: none chosen: a single replica runs no election")
+	}
 }

@@ -66,3 +66,21 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		t.Fatalf("zookeeper with an empty kubernetes section: %v", err)
 	}
 }
+
+func TestFromConfigRefuses(t *testing.T) {
+	if _, err := FromConfig(DefaultConfig(), nil); err == nil {
+		t.Error("built an elector for a single replica")
+	}
+	bad := DefaultConfig()
+	bad.Backend = BackendZooKeeper
+	if _, err := FromConfig(bad, nil); err == nil || !strings.Contains(err.Error(), "election.identity") {
+		t.Errorf("invalid config: %v, want the validation error", err)
+	}
+	// Outside a pod there are no in-cluster credentials: a clear error.
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	k8s := DefaultConfig()
+	k8s.Backend, k8s.Identity, k8s.Kubernetes.Namespace = BackendKubernetes, "10.0.0.1:8443", "gpumeter"
+	if _, err := FromConfig(k8s, nil); err == nil || !strings.Contains(err.Error(), "election.backend kubernetes") {
+		t.Errorf("kubernetes outside a cluster: %v", err)
+	}
+}

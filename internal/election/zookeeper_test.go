@@ -30,6 +30,23 @@ func TestZooKeeper(t *testing.T) {
 	t.Run("PartitionedLeaderStepsDownBeforeSuccessor", func(t *testing.T) { testPartitionedLeader(t, server) })
 	t.Run("NoTwoLeadersOverHandovers", func(t *testing.T) { testHandoverLoop(t, server) })
 	t.Run("HandoverWhenLeaderProcessIsKilled", func(t *testing.T) { testHandoverOnKill(t, server) })
+	t.Run("FromConfig", func(t *testing.T) {
+		c := DefaultConfig()
+		c.Backend, c.Name, c.Identity = BackendZooKeeper, "from-config", "127.0.0.1:7100"
+		c.ZooKeeper.Servers, c.ZooKeeper.SessionTimeout = []string{server}, testSessionTimeout
+		e, err := FromConfig(c, testLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		term, err := e.Campaign(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		awaitLeaderSeen(t, e, term.Leader, 5*time.Second)
+	})
 	t.Run("NoLeaderWithoutCandidates", func(t *testing.T) {
 		e := newTestZooKeeper(t, server, "empty", "127.0.0.1:7000")
 		if _, err := e.Leader(context.Background()); !errors.Is(err, ErrNoLeader) {

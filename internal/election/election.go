@@ -23,10 +23,12 @@ type Elector interface {
 	// replica may campaign again. Only one Campaign runs at a time.
 	Campaign(ctx context.Context) (*Term, error)
 	// Leader is the current leader as the engine sees it now (possibly
-	// this replica), or ErrNoLeader while there is none.
+	// this replica), or ErrNoLeader while there is none. It waits on the
+	// engine: give ctx a deadline.
 	Leader(ctx context.Context) (Leader, error)
 	// Resign ends this replica's Term, if any, and withdraws its
-	// candidacy so that another replica can lead at once.
+	// candidacy so that another replica can lead at once. A Campaign
+	// still running stands again: cancel its context first.
 	Resign(ctx context.Context) error
 	// Close resigns and releases the connection to the engine.
 	Close() error

@@ -11,6 +11,11 @@ import (
 	"time"
 )
 
+// slack is what the failover bounds allow beyond the documented figure: the
+// tests run beside others on a loaded 2-core machine, where timers and the
+// ZooKeeper JVM run late. The figures measured are logged.
+const slack = 2 * time.Second
+
 // ledger records every term any candidate of one election gains and
 // checks, at the moment a term begins, that every earlier term has already
 // ended and that the fencing token grew if the leader changed: two leaders

@@ -81,8 +81,10 @@ slurm:
 slurm-stop:
 	scripts/slurm.sh stop
 
-# Debian's zookeeper for the replicated cluster test, which starts its own
-# instance (storetest.StartZooKeeper); installed here, outside test timeouts.
+# Debian's zookeeper for the replicated cluster test and the leader
+# election's tests (internal/election), which start their own instances
+# (storetest.StartZooKeeper); installed here, outside test timeouts. A
+# ZooKeeper that cannot be installed or started fails them, never skips.
 zookeeper:
 	scripts/zookeeper.sh install
 

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # A standalone ZooKeeper on loopback for the replicated cluster test
 # (ClickHouse's Replicated*MergeTree tables keep their replicas in step
-# through it). Production runs ClickHouse Keeper or a ZooKeeper ensemble.
+# through it) and the leader election's tests (internal/election, each on
+# a private instance: storetest.StartZooKeeper). Production runs ClickHouse
+# Keeper or a ZooKeeper ensemble.
+#
+# tickTime is 500 ms, so the server grants sessions of 1-10 s (2-20
+# ticks): the election tests ask for 2 s to keep a failover short.
 #
 #   scripts/zookeeper.sh install|start|stop|status
 #

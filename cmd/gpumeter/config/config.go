@@ -18,6 +18,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/admission"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/credits"
+	"github.com/gpumeter/gpumeter/internal/election"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/rollup"
@@ -41,6 +42,8 @@ type Config struct {
 	Insights   insights.Config          `yaml:"insights"`
 	Credits    credits.Settings         `yaml:"credits"`
 	Reports    Reports                  `yaml:"reports"`
+	// Election chooses the leader among server replicas (docs/ha.md).
+	Election election.Config `yaml:"election"`
 }
 
 // ClickHouse says where usage is stored.
@@ -69,6 +72,7 @@ func Default() Config {
 		Insights:   insights.DefaultConfig(),
 		Collector:  agent.DefaultSettings(),
 		Credits:    credits.DefaultSettings(),
+		Election:   election.DefaultConfig(),
 	}
 }
 
@@ -118,7 +122,7 @@ func (c Config) Validate() error {
 	}
 	for _, err := range []error{c.Server.Validate(), c.Rollup.Validate(), c.Retention.Validate(),
 		c.Collector.Validate(), c.Billing.Validate(),
-		c.Chargeback.Validate(), c.Quotas.Validate(), c.Webhooks.Validate(), c.Insights.Validate(), c.Credits.Validate()} {
+		c.Chargeback.Validate(), c.Quotas.Validate(), c.Webhooks.Validate(), c.Insights.Validate(), c.Credits.Validate(), c.Election.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}

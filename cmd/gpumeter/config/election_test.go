@@ -1,0 +1,36 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/election"
+)
+
+func TestLoadElection(t *testing.T) {
+	cfg, err := Load(write(t, "election:\n  backend: zookeeper\n  identity: 10.0.0.5:8080\n"+
+		"  zookeeper:\n    servers: [zk-0:2181, zk-1:2181, zk-2:2181]\n    session_timeout: 6s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := cfg.Election
+	if e.Backend != election.BackendZooKeeper || e.Name != "gpumeter" || e.Identity != "10.0.0.5:8080" ||
+		len(e.ZooKeeper.Servers) != 3 || e.ZooKeeper.SessionTimeout != 6*time.Second || e.ZooKeeper.Root != "/gpumeter/election" {
+		t.Fatalf("election section: %+v", e)
+	}
+	if cfg, err := Load(write(t, "")); err != nil || cfg.Election.Backend != election.BackendNone {
+		t.Fatalf("no election section: backend %q, %v; want a single replica", cfg.Election.Backend, err)
+	}
+	for name, body := range map[string]string{
+		"no identity":   "election:\n  backend: kubernetes\n  kubernetes:\n    namespace: gpumeter\n",
+		"unknown key":   "election:\n  backend: zookeeper\n  identity: a:1\n  zookeeper:\n    server: [zk:2181]\n",
+		"renew > lease": "election:\n  backend: kubernetes\n  identity: a:1\n  kubernetes:\n    namespace: g\n    renew_deadline: 20s\n",
+	} {
+		if _, err := Load(write(t, body)); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if name != "unknown key" && !strings.Contains(err.Error(), "election.") {
+			t.Errorf("%s: %v does not name the election field", name, err)
+		}
+	}
+}

@@ -14,22 +14,24 @@ var _ usage.TenantHoursReader = (*Store)(nil)
 type tenantHoursQuery usage.TenantHoursQuery
 
 // toSQL is TenantHours' statement and arguments: the usage of each tenant
-// in [FirstTenant, LastTenant] per hour and SKU, ordered by tenant, hour
-// and SKU. Both sources are deduplicated (FINAL); the hourly rollups
-// leave tombstones out (samples > 0, as the usage query does), and their
-// sums per hour and SKU over departments are the sums the usage query's
-// rows give (sum per meter, max for a peak). The tenant range reads one
-// stretch of usage_hourly's primary key (tenant, hour, …), so a batch of
-// tenants costs the server the grouping of its own rows only.
+// in [FirstTenant, LastTenant], ordered by tenant, hour and SKU. Both
+// sources are deduplicated (FINAL). Raw samples are summed per hour and
+// SKU here. The hourly rollups are read as the rows FINAL keeps, one per
+// tenant, hour, department and SKU, tombstones left out (samples > 0, as
+// the usage query does), and TenantHours sums the departments of an hour
+// and SKU, adjacent in this order, as the usage query's sums do (sum per
+// meter, max for a peak, meter.Values.Add). On ClickHouse 18.16 grouping
+// those rows on the server cost three to four times the sort (one batch
+// of 500 tenants: 1.5-2.7 s against 0.45-0.7 s). The tenant range reads
+// one stretch of usage_hourly's primary key (tenant, hour, …).
 func (q tenantHoursQuery) toSQL() (string, []any) {
-	table, timeCol, extra := "usage_samples", "start", ""
+	args := []any{q.From.UTC(), q.To.UTC(), q.FirstTenant, q.LastTenant}
 	if q.Source == usage.SourceHourly {
-		table, timeCol, extra = "usage_hourly", "hour", " AND samples > 0"
+		return "SELECT tenant, hour, sku, " + meterColumns("") + " FROM usage_hourly FINAL" +
+			" WHERE hour >= ? AND hour < ? AND tenant >= ? AND tenant <= ? AND samples > 0 ORDER BY tenant, hour, sku", args
 	}
-	return "SELECT tenant, toStartOfHour(" + timeCol + ") AS bucket, sku, " + meterColumns("sum") +
-			" FROM " + table + " FINAL WHERE " + timeCol + " >= ? AND " + timeCol + " < ? AND tenant >= ? AND tenant <= ?" + extra +
-			" GROUP BY tenant, bucket, sku ORDER BY tenant, bucket, sku",
-		[]any{q.From.UTC(), q.To.UTC(), q.FirstTenant, q.LastTenant}
+	return "SELECT tenant, toStartOfHour(start) AS bucket, sku, " + meterColumns("sum") + " FROM usage_samples FINAL" +
+		" WHERE start >= ? AND start < ? AND tenant >= ? AND tenant <= ? GROUP BY tenant, bucket, sku ORDER BY tenant, bucket, sku", args
 }
 
 // TenantHours streams the usage of the tenants in [q.FirstTenant,
@@ -64,6 +66,10 @@ func (s *Store) TenantHours(ctx context.Context, q usage.TenantHoursQuery, each 
 		}
 		current = tenant
 		r.Tenant, r.Bucket = tenant, r.Bucket.UTC()
+		if n := len(rows); n > 0 && rows[n-1].Bucket.Equal(r.Bucket) && rows[n-1].SKU == r.SKU {
+			rows[n-1].Values = rows[n-1].Values.Add(r.Values) // another department's row of the hour and SKU
+			return nil
+		}
 		rows = append(rows, r)
 		return nil
 	})

@@ -52,7 +52,7 @@ func TestFleetBalancesEqualEachBalance(t *testing.T) {
 	}
 	nov20 := now.Truncate(time.Hour).Add(time.Hour) // the open hour's samples too
 	add(oct, nov20, "acme", h100, h100, "", 1, full)
-	add(oct.AddDate(0, 0, 3), nov20, "acme", a100, a100, "", 1, meter.Values{GPUMicroseconds: 1_800_000_000})
+	add(oct.AddDate(0, 0, 3), nov20, "acme", a100, a100, "", 1, meter.Values{GPUMicroseconds: 1_800_000_000, MemPeakBytes: 3 << 30})
 	add(oct.AddDate(0, 0, 20), nov20, "berlin", a100, a100, "", 1, full)
 	add(oct.AddDate(0, 0, 20), nov20, "berlin", mig, a100, "3g.40gb", 2, full)
 	add(oct.AddDate(0, 0, 10), nov20, "delta", h100, h100, "", 3, full)
@@ -61,6 +61,14 @@ func TestFleetBalancesEqualEachBalance(t *testing.T) {
 	add(oct, nov20, "zz-stranger", h100, h100, "", 1, full)
 	add(oct, nov20, "nogrants", h100, h100, "", 1, full)
 	add(oct.AddDate(0, 0, 30), nov20, "york", mig, a100, "3g.40gb", 1, full)
+	// acme's A100 hours in a second department too: the rollups hold a
+	// row per department, which the fleet's read sums (peaks by maximum).
+	for _, x := range usageHours(oct.AddDate(0, 0, 3), nov20, "acme", "research", a100, a100, "", 2,
+		meter.Values{GPUMicroseconds: 900_000_000, MemPeakBytes: 7 << 30, EnergyMillijoules: 333_333_333}) {
+		x.GPUUUID += "-research"
+		x.ID = collectors.SampleID(x.Host, x.GPUUUID, x.Tenant, x.Workload, x.Start)
+		samples = append(samples, x)
+	}
 	if err := s.InsertSamples(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
@@ -179,3 +187,108 @@ func balanceText(r credits.Result) string {
 }
 
 var _ usage.TenantHoursReader = (*store.Store)(nil)
+
+// BenchmarkFleetBalances10kCustomers is the balance benchmark:
+// 10,000 customers (a shared price book, every third in Europe/Berlin,
+// tax rates 0-19 %), three grants each (100 included H100 GPU-hours, 500
+// USD promotional expiring November 16th, 2,000 USD prepaid), and a
+// month of hourly rollups on two SKUs (an H100 half-used, a MIG
+// 3g.40gb slice of an A100; 14.4 M rows), written by ClickHouse itself
+// and merged before the clock starts. "read" streams the rollups of the
+// whole fleet, batch by batch, and does nothing with them; "balances" is
+// FleetBalances as of December 1st: the ledger, the read, pricing each
+// customer's months, spreading them into charges, and the burn-down.
+func BenchmarkFleetBalances10kCustomers(b *testing.B) {
+	const tenants = 10_000
+	ctx := context.Background()
+	s := storetest.New(b)
+	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	dec := nov.AddDate(0, 1, 0)
+	tenant := "concat('tenant-', toString(10000 + intDiv(number, %d)))"
+	for _, stmt := range []string{
+		fmt.Sprintf("INSERT INTO usage_hourly (hour, tenant, department, sku, samples, gpu_microseconds, energy_millijoules, version)"+
+			" SELECT toDateTime(%d + intDiv(number %% 1440, 2) * 3600), "+tenant+", 'ml',"+
+			" if(number %% 2 = 0, 'H100-SXM5-80GB', 'A100-SXM4-80GB/3g.40gb'), 1,"+
+			" if(number %% 2 = 0, 1800000000, 3600000000), 700000000, 1 FROM system.numbers LIMIT %d",
+			nov.Unix(), 1440, tenants*1440),
+		fmt.Sprintf("INSERT INTO credit_grants (grant_id, tenant, kind, amount, currency, meter, sku_class, priority, effective_at,"+
+			" expires_at, series, has_rollover, rollover_cap, source, note, created_at, voided_at, void_reason, version)"+
+			" SELECT concat('g-', toString(number)), "+tenant+", ['included', 'promotional', 'prepaid'][number %% 3 + 1],"+
+			" toDecimal128([100, 500, 2000][number %% 3 + 1], 9), if(number %% 3 = 0, '', 'USD'), if(number %% 3 = 0, 'gpu_hours', ''),"+
+			" if(number %% 3 = 0, 'H100-SXM5-80GB', ''), 0, toDateTime(%d), toDateTime(if(number %% 3 = 1, %d, 0)), '', 0,"+
+			" toDecimal128(0, 9), 'bench', '', toDateTime(%d), toDateTime(0), '', 1 FROM system.numbers LIMIT %d",
+			3, nov.Unix(), nov.AddDate(0, 0, 15).Unix(), nov.Unix(), tenants*3),
+		"OPTIMIZE TABLE usage_hourly FINAL",
+		"OPTIMIZE TABLE credit_grants FINAL",
+	} {
+		if err := s.ExecForTest(ctx, stmt); err != nil {
+			b.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if n, err := s.CountForTest(ctx, "SELECT count() FROM usage_hourly"); err != nil || n != tenants*1440 {
+		b.Fatalf("%d rollup rows, %v", n, err)
+	}
+	if err := s.SaveRollupState(ctx, rollup.StateKey, rollup.State{ClosedThrough: dec, Watermark: dec, CompletedVersion: 1}, 1); err != nil {
+		b.Fatal(err)
+	}
+	waitForMerges(b, s)
+	book := writeTestBook(b, b.TempDir())
+	cs := billing.Customers{Issuer: billing.Issuer{ID: "bench", Name: "Bench"}, Schedule: billing.DefaultInvoiceSchedule}
+	for i := range tenants {
+		c := billing.Customer{Tenant: fmt.Sprintf("tenant-%d", 10000+i), Name: fmt.Sprint(i), Currency: "USD", TimeZone: "UTC",
+			TaxRate: decimal.NewFromInt(int64(i % 20)), Book: book}
+		if i%3 == 0 {
+			c.TimeZone = "Europe/Berlin"
+		}
+		cs.Customers = append(cs.Customers, c)
+	}
+	customers, err := cs.CreditCustomers()
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := func() time.Time { return dec }
+	svc := credits.NewService(s, usage.New(s, cs, now), customers, now)
+	// One customer's fleet balance against its own, outside the clock.
+	fleet, err := svc.FleetBalances(ctx, dec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, i := range []int{0, 1, tenants - 1} {
+		one, err := svc.BalanceAt(ctx, customers[i].Tenant, dec)
+		if err != nil || fleet[i].Err != nil || balanceText(one) != balanceText(fleet[i].Result) || len(one.Balances) != 3 {
+			b.Fatalf("%s: fleet %s (%v), own %s (%v)", customers[i].Tenant, balanceText(fleet[i].Result), fleet[i].Err, balanceText(one), err)
+		}
+	}
+
+	b.Run("read", func(b *testing.B) {
+		for range b.N {
+			rows := 0
+			q := usage.TenantHoursQuery{From: nov.Add(-time.Hour), To: dec, Source: usage.SourceHourly}
+			for k := 0; k < tenants; k += 500 {
+				q.FirstTenant, q.LastTenant = customers[k].Tenant, customers[min(k+500, tenants)-1].Tenant
+				if err := s.TenantHours(ctx, q, func(_ string, r []usage.Row) error { rows += len(r); return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if rows != tenants*1440 {
+				b.Fatalf("%d rows", rows)
+			}
+		}
+		b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/run")
+	})
+	b.Run("balances", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			fleet, err := svc.FleetBalances(ctx, dec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, fb := range fleet {
+				if fb.Err != nil || len(fb.Result.Balances) != 3 {
+					b.Fatalf("%s: %v, %d balances", fb.Customer.Tenant, fb.Err, len(fb.Result.Balances))
+				}
+			}
+		}
+		b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/run")
+	})
+}

@@ -3,6 +3,7 @@ package credits
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -12,7 +13,9 @@ import (
 // pass (the usage domain): the charges of each customer named in from
 // (from that time on) up to to (or now, if earlier), each customer's
 // handed to each with the hour they run to, or the error that kept them
-// from being priced. An error of each, or of a read, ends the pass.
+// from being priced. each may be called from several goroutines at once,
+// once per customer, in any order. An error of each, or of a read, ends
+// the pass.
 type FleetCharger interface {
 	FleetCharges(ctx context.Context, from map[string]time.Time, to time.Time,
 		each func(tenant string, charges []Charge, asOf time.Time, err error) error) error
@@ -75,13 +78,21 @@ func (s *Service) FleetBalances(ctx context.Context, at time.Time) ([]FleetBalan
 		}
 		from[c.Tenant] = first
 	}
-	done := map[string]bool{}
+	// Called concurrently: index is only read, and each call writes its
+	// own customer's entries.
+	done := make([]bool, len(s.customers))
+	var mu sync.Mutex
 	err = fc.FleetCharges(ctx, from, at, func(tenant string, charges []Charge, asOf time.Time, err error) error {
 		i, ok := index[tenant]
-		if !ok || done[tenant] {
+		mu.Lock()
+		again := ok && done[i]
+		if ok {
+			done[i] = true
+		}
+		mu.Unlock()
+		if !ok || again {
 			return nil
 		}
-		done[tenant] = true
 		if err == nil {
 			out[i].Result, err = Balances(byTenant[tenant], charges, asOf)
 		}
@@ -94,8 +105,7 @@ func (s *Service) FleetBalances(ctx context.Context, at time.Time) ([]FleetBalan
 		return nil, fmt.Errorf("fleet balances: %w", err)
 	}
 	for tenant := range from {
-		if !done[tenant] {
-			i := index[tenant]
+		if i := index[tenant]; !done[i] {
 			out[i].Result, out[i].Err = Result{}, fmt.Errorf("balance of %s: its usage was not priced", tenant)
 		}
 	}

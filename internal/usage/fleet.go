@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
@@ -72,10 +74,12 @@ type fleetTenant struct {
 // for the whole fleet at once: the rollups of all of them in a few reads
 // (a batch of tenants each, streamed tenant by tenant), the raw samples of
 // the hours not yet rolled up in one read per batch. Each customer's
-// charges go to each (in tenant order) with the hour they run to, or
+// charges go to each with the hour they run to, or
 // with the error that kept them from being priced; an error of each, or
-// of a read, ends the run. The charges equal Charges' to the last digit:
-// the same rows, split at the same hour, priced month by month alike.
+// of a read, ends the run. each is called from several goroutines at
+// once (one per CPU), in no particular order. The charges equal Charges'
+// to the last digit: the same rows, split at the same hour, priced month
+// by month alike.
 func (s *Service) FleetCharges(ctx context.Context, from map[string]time.Time, to time.Time,
 	each func(tenant string, charges []credits.Charge, asOf time.Time, err error) error) error {
 	reader, ok := s.store.(TenantHoursReader)
@@ -136,10 +140,19 @@ func (s *Service) fleetTenant(c billing.Customer, start, asOf time.Time) (*fleet
 	return &fleetTenant{c: c, loc: loc, first: first, book: book, contract: contract}, nil
 }
 
+// fleetJob is one tenant of a batch to price, with its rollup rows.
+type fleetJob struct {
+	ft     *fleetTenant
+	hourly []Row
+}
+
 // fleetBatch prices one batch of tenants (sorted by tenant): its raw
 // samples after closed first (held, a few hours each), then its rollups
-// before closed, streamed; each tenant is priced as its rollup rows end,
-// and those without any after the stream.
+// before closed, streamed; each tenant goes to the pricing workers as its
+// rollup rows end, and those without any after the stream. The workers
+// (one per CPU) price while the stream goes on, so the server's sort,
+// the decoding and the decimal work overlap; at most one tenant per
+// worker and one waiting are held besides the batch's raw rows.
 func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batch []*fleetTenant, closed, asOf time.Time,
 	each func(tenant string, charges []credits.Charge, asOf time.Time, err error) error) error {
 	from := batch[0].first.Start
@@ -163,31 +176,74 @@ func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batc
 			return err
 		}
 	}
-	var scratch []pricing.Usage
-	price := func(ft *fleetTenant, hourly []Row) error {
-		ft.unread = false
-		scratch = fleetUsage(scratch[:0], ft.first.Start, hourly, raw[ft.c.Tenant])
-		charges, err := ft.charges(scratch, asOf)
-		return each(ft.c.Tenant, charges, asOf, err)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		failOnce sync.Once
+		failed   error
+	)
+	fail := func(err error) {
+		failOnce.Do(func() { failed = err; cancel() })
 	}
-	next := 0 // batch[:next] are priced or have rollup rows coming
-	if hourlyTo := minTime(closed, asOf); hourlyTo.After(from) {
-		q := TenantHoursQuery{From: from, To: hourlyTo, FirstTenant: first, LastTenant: last, Source: SourceHourly}
+	jobs := make(chan fleetJob, 1)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var scratch []pricing.Usage
+			for j := range jobs {
+				if ctx.Err() != nil {
+					continue // failed: drain
+				}
+				scratch = fleetUsage(scratch[:0], j.ft.first.Start, j.hourly, raw[j.ft.c.Tenant])
+				charges, err := j.ft.charges(scratch, asOf)
+				if err := each(j.ft.c.Tenant, charges, asOf, err); err != nil {
+					fail(err)
+				}
+			}
+		}()
+	}
+	send := func(ft *fleetTenant, hourly []Row) error {
+		ft.unread = false
+		select {
+		case jobs <- fleetJob{ft: ft, hourly: hourly}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	err := s.streamBatch(ctx, reader, batch, index, from, minTime(closed, asOf), send)
+	close(jobs)
+	wg.Wait()
+	if failed != nil {
+		return failed
+	}
+	return err
+}
+
+// streamBatch sends each tenant of the batch with its rollup rows in
+// [from, to), in tenant order, then those without any.
+func (s *Service) streamBatch(ctx context.Context, reader TenantHoursReader, batch []*fleetTenant, index map[string]*fleetTenant,
+	from, to time.Time, send func(*fleetTenant, []Row) error) error {
+	next := 0 // batch[:next] are sent or have rollup rows coming
+	if to.After(from) {
+		q := TenantHoursQuery{From: from, To: to, FirstTenant: batch[0].c.Tenant, LastTenant: batch[len(batch)-1].c.Tenant, Source: SourceHourly}
 		err := reader.TenantHours(ctx, q, func(tenant string, rows []Row) error {
 			ft := index[tenant]
 			if ft == nil {
 				return nil // usage of a tenant that is no customer in the range
 			}
-			// Tenants before this one have no rollup rows: price them first,
-			// in tenant order.
+			// Tenants before this one have no rollup rows: send them first.
 			for ; next < len(batch) && batch[next].c.Tenant < tenant; next++ {
 				if batch[next].unread {
-					if err := price(batch[next], nil); err != nil {
+					if err := send(batch[next], nil); err != nil {
 						return err
 					}
 				}
 			}
-			return price(ft, rows)
+			return send(ft, slices.Clone(rows)) // the reader reuses rows
 		})
 		if err != nil {
 			return err
@@ -195,7 +251,7 @@ func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batc
 	}
 	for _, ft := range batch {
 		if ft.unread {
-			if err := price(ft, nil); err != nil {
+			if err := send(ft, nil); err != nil {
 				return err
 			}
 		}

@@ -40,9 +40,10 @@ type JobReport struct {
 	Failed    int // customers whose balance could not be read
 }
 
-// Run runs the job once. A customer whose balance cannot be read is
+// Run runs the job once. A customer whose balance cannot be derived is
 // logged and skipped, and the run fails at the end, after the others'
-// notices are published.
+// notices are published; a failed read of the ledger or of the fleet's
+// usage fails the run before any is published.
 func (j *Job) Run(ctx context.Context) (JobReport, error) {
 	var rep JobReport
 	n, err := j.svc.Recur(ctx)
@@ -50,19 +51,20 @@ func (j *Job) Run(ctx context.Context) (JobReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("credit job: %w", err)
 	}
+	// Every customer's balance in one pass over the fleet's usage.
+	balances, err := j.svc.FleetBalances(ctx, j.svc.now())
+	if err != nil {
+		return rep, fmt.Errorf("credit job: %w", err)
+	}
 	var due []Notice
-	for _, c := range j.svc.Customers() {
-		if err := ctx.Err(); err != nil {
-			return rep, err
-		}
-		r, err := j.svc.Balance(ctx, c.Tenant)
-		if err != nil {
+	for _, b := range balances {
+		if b.Err != nil {
 			rep.Failed++
-			j.logger.Error("credit balance", "tenant", c.Tenant, "err", err)
+			j.logger.Error("credit balance", "tenant", b.Customer.Tenant, "err", b.Err)
 			continue
 		}
 		rep.Customers++
-		due = append(due, Due(c, r, j.settings, j.now())...)
+		due = append(due, Due(b.Customer, b.Result, j.settings, j.now())...)
 	}
 	rep.Due = len(due)
 	if rep.Published, err = j.pub.CreditNotices(ctx, due); err != nil {

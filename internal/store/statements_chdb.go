@@ -80,6 +80,7 @@ func CheckedStatements(from, to time.Time, tenant string, version uint64) []Stat
 	out = append(out, Statement{Name: "billing usage", SQL: sql, Args: args})
 	sql, args = billingUsageSQL(from, to, tenant)
 	out = append(out, Statement{Name: "billing usage of a tenant", SQL: sql, Args: args})
+	out = append(out, tenantHoursStatements(from, to)...)
 	out = append(out, Statement{Name: "live concurrency (argMax)", SQL: liveConcurrencySQL, Args: []any{from, to}})
 	out = append(out,
 		Statement{Name: "chargeback usage", SQL: chargebackUsageSQL, Args: []any{from, to}},
@@ -108,6 +109,17 @@ func CheckedStatements(from, to time.Time, tenant string, version uint64) []Stat
 		Statement{Name: "insights gpus by model", SQL: gpusByModelSQL, Args: []any{from, to}},
 		Statement{Name: "insights first hour", SQL: firstHourSQL},
 	)
+	return out
+}
+
+// tenantHoursStatements are the fleet's reads of usage per tenant
+// (credit_usage.go), of both sources, for every tenant.
+func tenantHoursStatements(from, to time.Time) []Statement {
+	var out []Statement
+	for _, src := range []usage.Source{usage.SourceHourly, usage.SourceRaw} {
+		sql, args := tenantHoursQuery{From: from, To: to, FirstTenant: "", LastTenant: "zzzz", Source: src}.toSQL()
+		out = append(out, Statement{Name: "tenant hours " + string(src), SQL: sql, Args: args})
+	}
 	return out
 }
 

@@ -1,0 +1,319 @@
+package usage
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/credits"
+	"github.com/gpumeter/gpumeter/internal/fault"
+	"github.com/gpumeter/gpumeter/pricing"
+)
+
+// TenantHoursQuery is the usage of the tenants in [FirstTenant,
+// LastTenant] (by byte order) in [From, To), per tenant, hour and SKU,
+// from one source.
+type TenantHoursQuery struct {
+	From, To                time.Time
+	FirstTenant, LastTenant string
+	Source                  Source
+}
+
+// Validate reports every problem, each naming its field.
+func (q TenantHoursQuery) Validate() error {
+	var errs []error
+	if q.From.IsZero() || q.To.IsZero() {
+		errs = append(errs, errors.New("from/to: both required"))
+	} else if !q.To.After(q.From) {
+		errs = append(errs, errors.New("to: must be after from"))
+	} else if !collectors.InStorableRange(q.From) || !collectors.InStorableRange(q.To) {
+		errs = append(errs, errors.New("from/to: outside 1970-01-01 .. 2106-02-07"))
+	}
+	if q.LastTenant < q.FirstTenant {
+		errs = append(errs, fmt.Errorf("last_tenant %q: before first_tenant %q", clip(q.LastTenant, 64), clip(q.FirstTenant, 64)))
+	}
+	if q.Source != SourceRaw && q.Source != SourceHourly {
+		errs = append(errs, fmt.Errorf("source: unknown %q (want raw or hourly)", q.Source))
+	}
+	return fault.Validation(errors.Join(errs...))
+}
+
+// TenantHoursReader streams a TenantHoursQuery tenant by tenant: each
+// tenant's rows (Bucket, Tenant, SKU and the meters set), in hour and SKU
+// order, go to each in tenant order once they are read; tenants without
+// rows are not called, and rows is reused after each returns
+// (internal/store meets it).
+type TenantHoursReader interface {
+	TenantHours(ctx context.Context, q TenantHoursQuery, each func(tenant string, rows []Row) error) error
+}
+
+// fleetBatchTenants is how many tenants one read of the fleet covers: the
+// server groups one batch's rows at a time (a month of two SKUs: 720,000
+// rows), and the service holds one batch's raw samples of the open hours.
+const fleetBatchTenants = 500
+
+// fleetTenant is a customer FleetCharges prices: its months from first.
+type fleetTenant struct {
+	c              billing.Customer
+	loc            *time.Location
+	first          billing.Period
+	book           *pricing.Book
+	contract       *pricing.Contract
+	hourly, unread bool
+}
+
+// FleetCharges are Charges for every configured customer named in from
+// (the time its charges count from), up to to (or now, if earlier), read
+// for the whole fleet at once: the rollups of all of them in a few reads
+// (a batch of tenants each, streamed tenant by tenant), the raw samples of
+// the hours not yet rolled up in one read per batch. Each customer's
+// charges go to each with the hour they run to, or
+// with the error that kept them from being priced; an error of each, or
+// of a read, ends the run. each is called from several goroutines at
+// once (one per CPU), in no particular order. The charges equal Charges'
+// to the last digit: the same rows, split at the same hour, priced month
+// by month alike.
+func (s *Service) FleetCharges(ctx context.Context, from map[string]time.Time, to time.Time,
+	each func(tenant string, charges []credits.Charge, asOf time.Time, err error) error) error {
+	reader, ok := s.store.(TenantHoursReader)
+	if !ok {
+		return fault.Internal(errors.New("fleet charges: the store cannot read usage tenant by tenant"))
+	}
+	asOf := s.now().UTC().Truncate(time.Hour)
+	if to.Before(asOf) {
+		asOf = to.UTC().Truncate(time.Hour)
+	}
+	var fleet []*fleetTenant
+	seen := map[string]bool{}
+	for _, c := range s.customers.Customers {
+		start, ok := from[c.Tenant]
+		if !ok || seen[c.Tenant] {
+			continue
+		}
+		seen[c.Tenant] = true
+		ft, err := s.fleetTenant(c, start, asOf)
+		if err != nil || ft == nil {
+			if err := each(c.Tenant, nil, asOf, err); err != nil {
+				return err
+			}
+			continue
+		}
+		fleet = append(fleet, ft)
+	}
+	slices.SortFunc(fleet, func(a, b *fleetTenant) int { return cmp.Compare(a.c.Tenant, b.c.Tenant) })
+	state, err := s.RollupState(ctx)
+	if err != nil {
+		return err
+	}
+	for len(fleet) > 0 {
+		n := min(fleetBatchTenants, len(fleet))
+		if err := s.fleetBatch(ctx, reader, fleet[:n], state.ClosedThrough, asOf, each); err != nil {
+			return err
+		}
+		fleet = fleet[n:]
+	}
+	return nil
+}
+
+// fleetTenant is c's months from the one holding start up to asOf with
+// its book and contract; nil when none has begun.
+func (s *Service) fleetTenant(c billing.Customer, start, asOf time.Time) (*fleetTenant, error) {
+	loc, err := c.Location()
+	if err != nil {
+		return nil, err
+	}
+	first, err := billing.MonthlyPeriod(start.In(loc).Format("2006-01"), loc)
+	if err != nil || !first.Start.Before(asOf) {
+		return nil, err
+	}
+	book, contract, err := s.pricing.Pricing(c)
+	if err != nil {
+		return nil, fault.Internal(err)
+	}
+	return &fleetTenant{c: c, loc: loc, first: first, book: book, contract: contract}, nil
+}
+
+// fleetJob is one tenant of a batch to price, with its rollup rows.
+type fleetJob struct {
+	ft     *fleetTenant
+	hourly []Row
+}
+
+// fleetBatch prices one batch of tenants (sorted by tenant): its raw
+// samples after closed first (held, a few hours each), then its rollups
+// before closed, streamed; each tenant goes to the pricing workers as its
+// rollup rows end, and those without any after the stream. The workers
+// (one per CPU) price while the stream goes on, so the server's sort,
+// the decoding and the decimal work overlap; at most one tenant per
+// worker and one waiting are held besides the batch's raw rows.
+func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batch []*fleetTenant, closed, asOf time.Time,
+	each func(tenant string, charges []credits.Charge, asOf time.Time, err error) error) error {
+	from := batch[0].first.Start
+	index := make(map[string]*fleetTenant, len(batch))
+	for _, ft := range batch {
+		from = minTime(from, ft.first.Start)
+		ft.unread = true
+		index[ft.c.Tenant] = ft
+	}
+	first, last := batch[0].c.Tenant, batch[len(batch)-1].c.Tenant
+	raw := map[string][]Row{}
+	if rawFrom := maxTime(from, closed); asOf.After(rawFrom) {
+		q := TenantHoursQuery{From: rawFrom, To: asOf, FirstTenant: first, LastTenant: last, Source: SourceRaw}
+		err := reader.TenantHours(ctx, q, func(tenant string, rows []Row) error {
+			if index[tenant] != nil {
+				raw[tenant] = slices.Clone(rows)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		failOnce sync.Once
+		failed   error
+	)
+	fail := func(err error) {
+		failOnce.Do(func() { failed = err; cancel() })
+	}
+	jobs := make(chan fleetJob, 1)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var scratch []pricing.Usage
+			for j := range jobs {
+				if ctx.Err() != nil {
+					continue // failed: drain
+				}
+				scratch = fleetUsage(scratch[:0], j.ft.first.Start, j.hourly, raw[j.ft.c.Tenant])
+				charges, err := j.ft.charges(scratch, asOf)
+				if err := each(j.ft.c.Tenant, charges, asOf, err); err != nil {
+					fail(err)
+				}
+			}
+		}()
+	}
+	send := func(ft *fleetTenant, hourly []Row) error {
+		ft.unread = false
+		select {
+		case jobs <- fleetJob{ft: ft, hourly: hourly}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	err := s.streamBatch(ctx, reader, batch, index, from, minTime(closed, asOf), send)
+	close(jobs)
+	wg.Wait()
+	if failed != nil {
+		return failed
+	}
+	return err
+}
+
+// streamBatch sends each tenant of the batch with its rollup rows in
+// [from, to), in tenant order, then those without any.
+func (s *Service) streamBatch(ctx context.Context, reader TenantHoursReader, batch []*fleetTenant, index map[string]*fleetTenant,
+	from, to time.Time, send func(*fleetTenant, []Row) error) error {
+	next := 0 // batch[:next] are sent or have rollup rows coming
+	if to.After(from) {
+		q := TenantHoursQuery{From: from, To: to, FirstTenant: batch[0].c.Tenant, LastTenant: batch[len(batch)-1].c.Tenant, Source: SourceHourly}
+		err := reader.TenantHours(ctx, q, func(tenant string, rows []Row) error {
+			ft := index[tenant]
+			if ft == nil {
+				return nil // usage of a tenant that is no customer in the range
+			}
+			// Tenants before this one have no rollup rows: send them first.
+			for ; next < len(batch) && batch[next].c.Tenant < tenant; next++ {
+				if batch[next].unread {
+					if err := send(batch[next], nil); err != nil {
+						return err
+					}
+				}
+			}
+			return send(ft, slices.Clone(rows)) // the reader reuses rows
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, ft := range batch {
+		if ft.unread {
+			if err := send(ft, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fleetUsage appends the hourly rows from start on, then the raw ones, as
+// the engine's usage (both in hour and SKU order, raw hours after the
+// rollups'), to out.
+func fleetUsage(out []pricing.Usage, start time.Time, hourly, raw []Row) []pricing.Usage {
+	for _, rows := range [][]Row{hourly, raw} {
+		for _, r := range rows {
+			if !r.Bucket.Before(start) {
+				out = append(out, pricing.UsageOf(r.Bucket, r.SKU, r.Values)...)
+			}
+		}
+	}
+	return out
+}
+
+// charges prices each month of ft from its first up to asOf from usage
+// (in hour order), as its invoice prices it, and spreads each into hourly
+// charges: Charges' loop over usage already read.
+func (ft *fleetTenant) charges(usage []pricing.Usage, asOf time.Time) ([]credits.Charge, error) {
+	var out []credits.Charge
+	for p := ft.first; p.Start.Before(asOf); {
+		end := minTime(p.End, asOf)
+		// The month's rows: usage is in hour order. Capped, so that
+		// nothing the engine appends can reach the next month's.
+		i := 0
+		for i < len(usage) && usage[i].Hour.Before(end) {
+			i++
+		}
+		rows := usage[:i:i]
+		usage = usage[i:]
+		if len(rows) == 0 {
+			rows = nil // as Charges reads an empty month
+		}
+		priced, err := pricing.Price(pricing.Input{Tenant: ft.c.Tenant, Start: p.Start.In(ft.loc), End: end.In(ft.loc), Usage: rows,
+			Book: ft.book, Contract: ft.contract})
+		if err != nil {
+			return nil, fault.Internal(err)
+		}
+		out = append(out, credits.ChargesOf(priced, rows, ft.c.TaxRate)...)
+		if p, err = billing.MonthlyPeriod(p.End.In(ft.loc).Format("2006-01"), ft.loc); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

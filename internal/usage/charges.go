@@ -7,7 +7,6 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/credits"
-	"github.com/gpumeter/gpumeter/internal/fault"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -24,40 +23,27 @@ func (s *Service) Charges(ctx context.Context, tenant string, from, to time.Time
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	loc, err := c.Location()
-	if err != nil {
-		return nil, time.Time{}, err
-	}
 	asOf := s.now().UTC().Truncate(time.Hour)
 	if to.Before(asOf) {
 		asOf = to.UTC().Truncate(time.Hour)
 	}
-	first, err := billing.MonthlyPeriod(from.In(loc).Format("2006-01"), loc)
-	if err != nil || !first.Start.Before(asOf) {
+	ft, err := s.fleetTenant(c, from, asOf)
+	if err != nil || ft == nil {
 		return nil, asOf, err // nothing has begun yet
 	}
-	book, contract, err := s.pricing.Pricing(c)
-	if err != nil {
-		return nil, time.Time{}, fault.Internal(err)
-	}
-	var out []credits.Charge
-	for p := first; p.Start.Before(asOf); {
-		end := p.End
-		if asOf.Before(end) {
-			end = asOf
-		}
-		rows, err := s.HourlyUsage(ctx, admin, tenant, p.Start, end)
+	// Each month read on its own (the tenant-month blocks answer it), in
+	// month order, as the fleet's pricing takes them.
+	var usage []pricing.Usage
+	for p := ft.first; p.Start.Before(asOf); {
+		rows, err := s.HourlyUsage(ctx, admin, tenant, p.Start, minTime(p.End, asOf))
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		priced, err := pricing.Price(pricing.Input{Tenant: tenant, Start: p.Start.In(loc), End: end.In(loc), Usage: rows, Book: book, Contract: contract})
-		if err != nil {
-			return nil, time.Time{}, fault.Internal(err)
-		}
-		out = append(out, credits.ChargesOf(priced, rows, c.TaxRate)...)
-		if p, err = billing.MonthlyPeriod(p.End.In(loc).Format("2006-01"), loc); err != nil {
+		usage = append(usage, rows...)
+		if p, err = billing.MonthlyPeriod(p.End.In(ft.loc).Format("2006-01"), ft.loc); err != nil {
 			return nil, time.Time{}, err
 		}
 	}
-	return out, asOf, nil
+	out, err := ft.charges(usage, asOf)
+	return out, asOf, err
 }

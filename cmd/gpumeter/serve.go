@@ -19,8 +19,10 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/credits"
+	"github.com/gpumeter/gpumeter/internal/election"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/jobs"
+	"github.com/gpumeter/gpumeter/internal/leader"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
@@ -162,8 +164,15 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 			return err
 		}})
 	}
+	// Leader-only work (the jobs, webhook delivery, quota crossings) runs
+	// while gate is open: always for a single replica, during each term
+	// with an election (docs/ha.md).
+	gate := leader.Solo()
+	if cfg.Election.Backend != election.BackendNone {
+		gate = leader.NewGate()
+	}
 	for _, j := range scheduled {
-		if err := sched.Add(ctx, j.name, j.spec, j.timeout, j.run); err != nil {
+		if err := sched.Add(ctx, j.name, j.spec, j.timeout, leaderJob(gate, j.run)); err != nil {
 			return cli.Usagef("%s.schedule: %w", j.key, err)
 		}
 	}
@@ -211,13 +220,26 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	}
 	sched.Start()
 	defer sched.Stop()
+	if cfg.Election.Backend != election.BackendNone {
+		// Stands once the listener is up (followers forward here); on
+		// shutdown it resigns so that another replica leads at once.
+		elector, err := election.FromConfig(cfg.Election, g.logger)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		campaignDone := make(chan struct{})
+		go func() { defer close(campaignDone); leader.Campaign(ctx, elector, gate, g.logger) }()
+		defer func() { <-campaignDone }()
+	}
 	// The API's background work (quota evaluation, webhook delivery, the
 	// audit writer) outlives ctx until the last request is answered.
 	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
 	var background sync.WaitGroup
-	background.Go(func() { quotas.Run(apiCtx, webhook.NewPublisher(s, time.Now)) })
+	background.Go(func() { quotas.Run(apiCtx, leaderAnnouncer{gate, webhook.NewPublisher(s, time.Now)}) })
 	if len(cfg.Webhooks.Endpoints) > 0 {
-		background.Go(func() { webhook.NewSender(cfg.Webhooks, s, g.logger).Run(apiCtx, s) })
+		sender := webhook.NewSender(cfg.Webhooks, s, g.logger)
+		background.Go(func() { gate.WhileLeading(apiCtx, func(ctx context.Context) { sender.Run(ctx, s) }) })
 	}
 	srv := server.New(cfg.Server, reg, g.logger, checks...)
 	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, AuditQueue: auditQueue, PDF: pdf,
@@ -233,6 +255,34 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 		return err
 	}
 	return nil
+}
+
+// leaderJob runs a scheduled job only while gate is open, cancelled when
+// the term ends; a follower's turn is skipped, not counted as a run.
+func leaderJob(gate *leader.Gate, run func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel, ok := gate.Within(ctx)
+		if !ok {
+			return jobs.ErrSkipped
+		}
+		defer cancel()
+		return run(ctx)
+	}
+}
+
+// leaderAnnouncer announces quota crossings only from the leader: every
+// replica refreshes its snapshot (and so marks the same crossings seen),
+// one puts them in the outbox.
+type leaderAnnouncer struct {
+	gate *leader.Gate
+	next quota.CrossingAnnouncer
+}
+
+func (a leaderAnnouncer) QuotaCrossed(ctx context.Context, cs []quota.Crossing) error {
+	if !a.gate.Leading() {
+		return nil
+	}
+	return a.next.QuotaCrossed(ctx, cs)
 }
 
 // portalURL is where a browser on this host finds the portal.

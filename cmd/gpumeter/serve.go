@@ -220,6 +220,7 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	}
 	sched.Start()
 	defer sched.Stop()
+	var forward server.AdmissionForwarder
 	if cfg.Election.Backend != election.BackendNone {
 		// Stands once the listener is up (followers forward here); on
 		// shutdown it resigns so that another replica leads at once.
@@ -228,6 +229,14 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 			ln.Close()
 			return err
 		}
+		f := cfg.Election.Forward
+		fwd, err := leader.NewForwarder(gate, elector, cfg.Election.Identity, tlsConfig != nil, leader.ForwardTLS{CAFile: f.CAFile, ServerName: f.ServerName})
+		if err != nil {
+			elector.Close()
+			ln.Close()
+			return cli.Usagef("election.forward: %w", err)
+		}
+		forward = fwd
 		campaignDone := make(chan struct{})
 		go func() { defer close(campaignDone); leader.Campaign(ctx, elector, gate, g.logger) }()
 		defer func() { <-campaignDone }()
@@ -245,7 +254,7 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, AuditQueue: auditQueue, PDF: pdf,
 		Usage: use, Cost: use, Tenants: use, Invoices: billing.NewInvoiceService(s, cfg.Billing.Issuer.ID),
 		Chargeback: billing.NewChargebackService(s, cfg.Chargeback), Quotas: quotas,
-		Kubernetes: admission.NewWebhook(quotas, cfg.Kubernetes), Insights: ins,
+		Kubernetes: admission.NewWebhook(quotas, cfg.Kubernetes), Forward: forward, Insights: ins,
 		Credits: credit, CreditSettings: cfg.Credits})
 	err = srv.Serve(ctx, ln)
 	stopAPI() // after the last request: the audit writer flushes what it holds

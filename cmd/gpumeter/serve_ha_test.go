@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,4 +88,82 @@ func TestServeRunsJobsOnlyOnTheLeader(t *testing.T) {
 	if b.rollups(t)-b2 < 1 {
 		t.Errorf("the new leader stopped running the rollup")
 	}
+}
+
+// admit posts one admission of count H100s for uni-astro to the replica
+// and returns the status, whether it was allowed and who decided it.
+func admit(t *testing.T, addr, token string, count int) (status int, allowed bool, decidedBy string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"tenant":"uni-astro","gpu_model":"H100-SXM5-80GB","count":%d,"expected_duration":"1h"}`, count)
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/admission", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("POST /v1/admission to %s: %v", addr, err)
+		return 0, false, ""
+	}
+	defer resp.Body.Close()
+	var d struct {
+		Allowed bool `json:"allowed"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Errorf("admission answer %s: %v", b, err)
+		}
+	}
+	return resp.StatusCode, d.Allowed, resp.Header.Get("Gpumeter-Decided-By")
+}
+
+// A follower forwards admissions to the leader, so a concurrency quota
+// holds exactly across replicas; with nobody leading it answers 503.
+func TestServeForwardsAdmissionsToTheLeader(t *testing.T) {
+	dsn := testDSN(t)
+	zk := storetest.StartZooKeeper(t)
+	code, out, stderr := gpumeter(t, "--clickhouse", dsn, "keys", "create", "--scope", "admin", "--expires", "1h")
+	if code != 0 {
+		t.Fatalf("keys create: exit %d\n%s", code, stderr)
+	}
+	token := strings.TrimSpace(out)
+	quotas := "quotas:\n  refresh: 1s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: 6}\n"
+	a := startReplica(t, dsn, zk, quotas)
+	eventually(t, "the first replica to lead", 10*time.Second, func() bool { return a.rollups(t) >= 1 })
+	b := startReplica(t, dsn, zk, quotas)
+
+	// 12 clients at once, half on each replica, one GPU each: exactly 6 fit.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	allowed, byLeader := 0, 0
+	for i := range 12 {
+		to := a.addr
+		if i%2 == 1 {
+			to = b.addr
+		}
+		wg.Go(func() {
+			status, ok, decidedBy := admit(t, to, token, 1)
+			mu.Lock()
+			defer mu.Unlock()
+			if status != http.StatusOK {
+				t.Errorf("admission to %s: %d", to, status)
+			}
+			if ok {
+				allowed++
+			}
+			if to == b.addr && decidedBy == a.addr {
+				byLeader++
+			}
+		})
+	}
+	wg.Wait()
+	if allowed != 6 || byLeader != 6 {
+		t.Fatalf("12 concurrent admissions of 1 GPU under a limit of 6, half sent to the follower: %d allowed (want 6), %d of the follower's decided by the leader (want 6)", allowed, byLeader)
+	}
+
+	// The leader resigns: the follower decides itself within moments.
+	a.stop()
+	eventually(t, "the follower to decide itself", 5*time.Second, func() bool { status, _, by := admit(t, b.addr, token, 1); return status == 200 && by == "" })
 }

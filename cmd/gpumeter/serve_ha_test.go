@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -29,6 +30,36 @@ type replica struct {
 // its identity its own listen address, and the rollup every second.
 func startReplica(t *testing.T, dsn string, zkPort int, extraConfig string) *replica {
 	t.Helper()
+	r, args := replicaArgs(t, dsn, zkPort, extraConfig)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, io.Discard, io.Discard) }()
+	var once sync.Once
+	r.stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(r.stop)
+	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := harness.HTTPGet(r.addr, "/readyz"); return code == 200 })
+	return r
+}
+
+// startReplicaProcess is startReplica in a child process (this test
+// binary run as gpumeter), so that it can be SIGKILLed: stop kills it.
+func startReplicaProcess(t *testing.T, dsn string, zkPort int, extraConfig string) *replica {
+	t.Helper()
+	r, args := replicaArgs(t, dsn, zkPort, extraConfig)
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "GPUMETER_TEST_AS_MAIN=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	r.stop = func() { once.Do(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) }
+	t.Cleanup(r.stop)
+	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := harness.HTTPGet(r.addr, "/readyz"); return code == 200 })
+	return r
+}
+
+func replicaArgs(t *testing.T, dsn string, zkPort int, extraConfig string) (*replica, []string) {
+	t.Helper()
 	r := &replica{addr: harness.FreeAddr(t), metrics: harness.FreeAddr(t)}
 	cfgPath := filepath.Join(t.TempDir(), "gpumeter.yaml")
 	cfg := fmt.Sprintf("election:\n  backend: zookeeper\n  identity: %s\n  zookeeper:\n    servers: [127.0.0.1:%d]\n    session_timeout: 2s\n"+
@@ -36,17 +67,8 @@ func startReplica(t *testing.T, dsn string, zkPort int, extraConfig string) *rep
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"--config", cfgPath, "--clickhouse", dsn, "serve", "--plain-http", "--listen", r.addr,
-			"--metrics-listen", r.metrics, "--audit-queue", t.TempDir()}, io.Discard, io.Discard)
-	}()
-	var once sync.Once
-	r.stop = func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(r.stop)
-	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := harness.HTTPGet(r.addr, "/readyz"); return code == 200 })
-	return r
+	return r, []string{"--config", cfgPath, "--clickhouse", dsn, "serve", "--plain-http", "--listen", r.addr,
+		"--metrics-listen", r.metrics, "--audit-queue", t.TempDir()}
 }
 
 var rollupRuns = regexp.MustCompile(`(?m)^gpumeter_job_runs_total\{task="rollup"\} (\d+)$`)
@@ -166,4 +188,57 @@ func TestServeForwardsAdmissionsToTheLeader(t *testing.T) {
 	// The leader resigns: the follower decides itself within moments.
 	a.stop()
 	eventually(t, "the follower to decide itself", 5*time.Second, func() bool { status, _, by := admit(t, b.addr, token, 1); return status == 200 && by == "" })
+}
+
+// A leader that dies without resigning (SIGKILL: its ZooKeeper session is
+// never closed) hands admissions and jobs over once its session expires:
+// the session timeout S = 2 s plus ZooKeeper's 0.5 s tick (then the job's
+// next 1 s turn); meanwhile the follower answers admissions 503.
+func TestServeHandsOverWhenTheLeaderIsKilled(t *testing.T) {
+	dsn := testDSN(t)
+	zk := storetest.StartZooKeeper(t)
+	code, out, stderr := gpumeter(t, "--clickhouse", dsn, "keys", "create", "--scope", "admin", "--expires", "1h")
+	if code != 0 {
+		t.Fatalf("keys create: exit %d\n%s", code, stderr)
+	}
+	token := strings.TrimSpace(out)
+	quotas := "quotas:\n  refresh: 1s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: 100}\n"
+	a := startReplicaProcess(t, dsn, zk, quotas)
+	eventually(t, "the first replica to lead and run the rollup", 10*time.Second, func() bool { return a.rollups(t) >= 1 })
+	b := startReplica(t, dsn, zk, quotas)
+	time.Sleep(1500 * time.Millisecond)
+	if n := b.rollups(t); n != 0 {
+		t.Fatalf("the follower ran %d rollups while the leader lived", n)
+	}
+	if status, _, by := admit(t, b.addr, token, 1); status != 200 || by != a.addr {
+		t.Fatalf("an admission on the follower: %d decided by %q, want 200 by the leader %s", status, by, a.addr)
+	}
+	killed := time.Now()
+	a.stop()
+	// Until the follower leads, its admissions answer 503 (never a
+	// decision of its own, never a hang); then it decides them.
+	var refused int
+	eventually(t, "the follower to decide admissions", 10*time.Second, func() bool {
+		status, _, by := admit(t, b.addr, token, 1)
+		if status == 200 && by == "" {
+			return true
+		}
+		if status != http.StatusServiceUnavailable {
+			t.Errorf("an admission on the follower while nobody leads: %d (decided by %q), want 503", status, by)
+		}
+		refused++
+		return false
+	})
+	decides := time.Since(killed)
+	eventually(t, "the follower to take the rollup over", 10*time.Second, func() bool { return b.rollups(t) >= 1 })
+	took := time.Since(killed)
+	t.Logf("after the leader was killed: the follower decided admissions after %v (%d answered 503 before), ran its first rollup after %v",
+		decides.Round(time.Millisecond), refused, took.Round(time.Millisecond))
+	// S + tick (+ one turn for the job), and 2 s for a loaded machine.
+	if limit := 2*time.Second + 500*time.Millisecond + 2*time.Second; decides > limit {
+		t.Errorf("admissions resumed %v after the kill, over %v", decides, limit)
+	}
+	if limit := 2*time.Second + 500*time.Millisecond + time.Second + 2*time.Second; took > limit {
+		t.Errorf("jobs resumed %v after the kill, over %v", took, limit)
+	}
 }

@@ -136,6 +136,11 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	if err := quotas.GateCredits(credit, cfg.Credits); err != nil {
 		return cli.Usage(err)
 	}
+	// Replicas keep what the leader admits in ClickHouse, for the next
+	// leader to rebuild (docs/ha.md).
+	if cfg.Election.Backend != election.BackendNone {
+		quotas.LogAdmissions(s)
+	}
 	sched, err := jobs.NewScheduler(g.logger, reg)
 	if err != nil {
 		return err
@@ -238,7 +243,10 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 		}
 		forward = fwd
 		campaignDone := make(chan struct{})
-		go func() { defer close(campaignDone); leader.Campaign(ctx, elector, gate, g.logger) }()
+		go func() {
+			defer close(campaignDone)
+			leader.Campaign(ctx, elector, gate, quotas.Rebuild, quotas.FlushLog, g.logger)
+		}()
 		defer func() { <-campaignDone }()
 	}
 	// The API's background work (quota evaluation, webhook delivery, the
@@ -246,6 +254,7 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
 	var background sync.WaitGroup
 	background.Go(func() { quotas.Run(apiCtx, leaderAnnouncer{gate, webhook.NewPublisher(s, time.Now)}) })
+	background.Go(func() { quotas.RunLog(apiCtx) })
 	if len(cfg.Webhooks.Endpoints) > 0 {
 		sender := webhook.NewSender(cfg.Webhooks, s, g.logger)
 		background.Go(func() { gate.WhileLeading(apiCtx, func(ctx context.Context) { sender.Run(ctx, s) }) })

@@ -185,15 +185,26 @@ func TestServeForwardsAdmissionsToTheLeader(t *testing.T) {
 		t.Fatalf("12 concurrent admissions of 1 GPU under a limit of 6, half sent to the follower: %d allowed (want 6), %d of the follower's decided by the leader (want 6)", allowed, byLeader)
 	}
 
-	// The leader resigns: the follower decides itself within moments.
+	// The leader resigns: the follower decides itself within moments,
+	// from the admitted work it rebuilt: the 6 GPUs the old leader holds
+	// leave no room.
 	a.stop()
-	eventually(t, "the follower to decide itself", 5*time.Second, func() bool { status, _, by := admit(t, b.addr, token, 1); return status == 200 && by == "" })
+	var allowedAfter bool
+	eventually(t, "the follower to decide itself", 5*time.Second, func() bool {
+		status, ok, by := admit(t, b.addr, token, 1)
+		allowedAfter = ok
+		return status == 200 && by == ""
+	})
+	if allowedAfter {
+		t.Errorf("the new leader admitted a 7th GPU under a limit of 6: it did not rebuild the old leader's admissions")
+	}
 }
 
 // A leader that dies without resigning (SIGKILL: its ZooKeeper session is
 // never closed) hands admissions and jobs over once its session expires:
 // the session timeout S = 2 s plus ZooKeeper's 0.5 s tick (then the job's
-// next 1 s turn); meanwhile the follower answers admissions 503.
+// next 1 s turn); meanwhile the follower answers admissions 503, and then
+// it refuses what the dead leader's admissions already hold.
 func TestServeHandsOverWhenTheLeaderIsKilled(t *testing.T) {
 	dsn := testDSN(t)
 	zk := storetest.StartZooKeeper(t)
@@ -202,7 +213,7 @@ func TestServeHandsOverWhenTheLeaderIsKilled(t *testing.T) {
 		t.Fatalf("keys create: exit %d\n%s", code, stderr)
 	}
 	token := strings.TrimSpace(out)
-	quotas := "quotas:\n  refresh: 1s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: 100}\n"
+	quotas := "quotas:\n  refresh: 1s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: 3}\n"
 	a := startReplicaProcess(t, dsn, zk, quotas)
 	eventually(t, "the first replica to lead and run the rollup", 10*time.Second, func() bool { return a.rollups(t) >= 1 })
 	b := startReplica(t, dsn, zk, quotas)
@@ -210,17 +221,23 @@ func TestServeHandsOverWhenTheLeaderIsKilled(t *testing.T) {
 	if n := b.rollups(t); n != 0 {
 		t.Fatalf("the follower ran %d rollups while the leader lived", n)
 	}
-	if status, _, by := admit(t, b.addr, token, 1); status != 200 || by != a.addr {
-		t.Fatalf("an admission on the follower: %d decided by %q, want 200 by the leader %s", status, by, a.addr)
+	if status, ok, by := admit(t, b.addr, token, 1); status != 200 || !ok || by != a.addr {
+		t.Fatalf("an admission on the follower: %d (allowed %v) decided by %q, want 200 allowed by the leader %s", status, ok, by, a.addr)
 	}
+	if status, ok, _ := admit(t, a.addr, token, 2); status != 200 || !ok {
+		t.Fatalf("2 more GPUs on the leader: %d, allowed %v", status, ok)
+	}
+	time.Sleep(300 * time.Millisecond) // the admission log is written every 100 ms
 	killed := time.Now()
 	a.stop()
 	// Until the follower leads, its admissions answer 503 (never a
 	// decision of its own, never a hang); then it decides them.
 	var refused int
+	var allowedAfter bool
 	eventually(t, "the follower to decide admissions", 10*time.Second, func() bool {
-		status, _, by := admit(t, b.addr, token, 1)
+		status, ok, by := admit(t, b.addr, token, 1)
 		if status == 200 && by == "" {
+			allowedAfter = ok
 			return true
 		}
 		if status != http.StatusServiceUnavailable {
@@ -230,6 +247,9 @@ func TestServeHandsOverWhenTheLeaderIsKilled(t *testing.T) {
 		return false
 	})
 	decides := time.Since(killed)
+	if allowedAfter {
+		t.Errorf("the new leader admitted a 4th GPU under a limit of 3: it did not rebuild the killed leader's admissions")
+	}
 	eventually(t, "the follower to take the rollup over", 10*time.Second, func() bool { return b.rollups(t) >= 1 })
 	took := time.Since(killed)
 	t.Logf("after the leader was killed: the follower decided admissions after %v (%d answered 503 before), ran its first rollup after %v",

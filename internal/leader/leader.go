@@ -99,12 +99,26 @@ func (g *Gate) WhileLeading(ctx context.Context, fn func(context.Context)) {
 // reach) before standing again.
 const retryAfter = time.Second
 
+// startTimeout bounds a term's start-up (the rebuild of admitted work):
+// past it the replica leads without it rather than leave admissions
+// unanswered (docs/ha.md).
+const startTimeout = 5 * time.Second
+
 // Campaign stands in e until ctx ends, opening g for each term and
-// closing it when the term ends. On return g is closed and e is closed,
-// which resigns, so that another replica takes over at once.
-func Campaign(ctx context.Context, e election.Elector, g *Gate, log *slog.Logger) {
+// closing it when the term ends. start, when not nil, runs at the
+// beginning of each term before g opens (a failure is logged and the
+// term goes on). On return g is closed, then stop runs (when not nil:
+// the last admission records are written before a successor reads
+// them), then e is closed, which resigns, so that another replica takes
+// over at once.
+func Campaign(ctx context.Context, e election.Elector, g *Gate, start func(context.Context) error, stop func(context.Context), log *slog.Logger) {
 	defer func() {
 		g.set(nil, 0)
+		if stop != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+			stop(sctx)
+			cancel()
+		}
 		if err := e.Close(); err != nil {
 			log.Warn("election: close", "err", err)
 		}
@@ -124,6 +138,15 @@ func Campaign(ctx context.Context, e election.Elector, g *Gate, log *slog.Logger
 			continue
 		}
 		log.Info("election: this replica leads", "token", term.Token)
+		if start != nil {
+			sctx, cancel := within(ctx, term.Context())
+			sctx, cancelTimeout := context.WithTimeout(sctx, startTimeout)
+			if err := start(sctx); err != nil {
+				log.Error("election: term start-up failed; leading without it", "err", err)
+			}
+			cancelTimeout()
+			cancel()
+		}
 		g.set(term.Context(), term.Token)
 		select {
 		case <-term.Done():

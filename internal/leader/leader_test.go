@@ -97,8 +97,11 @@ func TestCampaignGatesWork(t *testing.T) {
 	e := &fakeElector{terms: make(chan *election.Term)}
 	gate := NewGate()
 	ctx, cancel := context.WithCancel(context.Background())
+	var starts, stops atomic.Int32
 	var wg sync.WaitGroup
-	wg.Go(func() { Campaign(ctx, e, gate, slog.New(slog.DiscardHandler)) })
+	wg.Go(func() {
+		Campaign(ctx, e, gate, func(context.Context) error { starts.Add(1); return nil }, func(context.Context) { stops.Add(1) }, slog.New(slog.DiscardHandler))
+	})
 	var runs, cancelled atomic.Int32
 	wg.Go(func() {
 		gate.WhileLeading(ctx, func(ctx context.Context) { runs.Add(1); <-ctx.Done(); cancelled.Add(1) })
@@ -113,6 +116,9 @@ func TestCampaignGatesWork(t *testing.T) {
 		term, end := testTerm()
 		e.terms <- term
 		waitFor(t, "the gate to open", func() bool { return gate.Leading() && runs.Load() == int32(i+1) })
+		if starts.Load() != int32(i+1) {
+			t.Errorf("term %d opened after %d start-ups", i+1, starts.Load())
+		}
 		jobCtx, done, ok := gate.Within(context.Background())
 		if !ok {
 			t.Fatal("Within while leading")
@@ -123,8 +129,8 @@ func TestCampaignGatesWork(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	if !e.closed.Load() {
-		t.Error("the elector was not closed on shutdown")
+	if !e.closed.Load() || stops.Load() != 1 {
+		t.Errorf("on shutdown: elector closed %v, stop ran %d times; want closed, once", e.closed.Load(), stops.Load())
 	}
 }
 

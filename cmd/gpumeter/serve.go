@@ -45,7 +45,10 @@ insights.schedule). The flags' defaults are the config's server section.
 The API listener speaks TLS 1.2+ with --tls-cert and --tls-key (re-read when
 they change; --tls-client-ca checks client certificates), or plain HTTP only
 with --plain-http; with neither serve refuses to start (docs/operations.md).
-SIGINT or SIGTERM stops it after the requests in flight.`,
+With an election section, replicas elect a leader that alone runs the jobs
+and webhook delivery and decides admissions; the others forward admissions
+to it (docs/ha.md). SIGINT or SIGTERM stops it after the requests in
+flight, resigning first.`,
 		Example: "  gpumeter --config /etc/gpumeter/gpumeter.yaml serve --listen 0.0.0.0:8443 --tls-cert /etc/gpumeter/tls/tls.crt --tls-key /etc/gpumeter/tls/tls.key --metrics-listen 127.0.0.1:9402\n  gpumeter serve --listen 127.0.0.1:8080 --plain-http",
 		Args:    cli.NoArgs,
 	}

@@ -2,11 +2,14 @@ package leader
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,5 +159,46 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Over TLS the follower forwards over HTTPS and checks the leader's
+// certificate against the configured CA and name.
+func TestForwarderOverTLS(t *testing.T) {
+	leaderSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"allowed":false}`)
+	}))
+	defer leaderSrv.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaderSrv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &fakeElector{leader: election.Leader{Identity: strings.TrimPrefix(leaderSrv.URL, "https://"), Token: 1}}
+	h := http.Header{"Authorization": {"Bearer gmk_x"}}
+	for _, c := range []struct {
+		name string
+		tls  ForwardTLS
+		ok   bool
+	}{
+		{"the leader's CA, its IP", ForwardTLS{CAFile: caFile}, true},
+		{"the leader's CA, a name its certificate carries", ForwardTLS{CAFile: caFile, ServerName: "example.com"}, true},
+		{"the leader's CA, a name it does not carry", ForwardTLS{CAFile: caFile, ServerName: "gpumeter.other.svc"}, false},
+		{"the system roots", ForwardTLS{}, false},
+	} {
+		f, err := NewForwarder(NewGate(), e, "127.0.0.1:1", true, c.tls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := f.Forward(context.Background(), "/v1/admission", h, []byte(`{}`))
+		if c.ok && (err != nil || out.Status != 200 || string(out.Body) != `{"allowed":false}`) {
+			t.Errorf("%s: %+v %v, want the leader's answer", c.name, out, err)
+		}
+		if !c.ok && !errors.Is(err, ErrNoLeader) {
+			t.Errorf("%s: %v, want ErrNoLeader (certificate refused)", c.name, err)
+		}
+	}
+	if _, err := NewForwarder(NewGate(), e, "127.0.0.1:1", true, ForwardTLS{CAFile: filepath.Join(t.TempDir(), "missing.pem")}); err == nil {
+		t.Error("a missing CA file was accepted")
 	}
 }

@@ -19,8 +19,10 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/cli"
 	"github.com/gpumeter/gpumeter/internal/credits"
+	"github.com/gpumeter/gpumeter/internal/election"
 	"github.com/gpumeter/gpumeter/internal/insights"
 	"github.com/gpumeter/gpumeter/internal/jobs"
+	"github.com/gpumeter/gpumeter/internal/leader"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/server"
@@ -43,7 +45,10 @@ insights.schedule). The flags' defaults are the config's server section.
 The API listener speaks TLS 1.2+ with --tls-cert and --tls-key (re-read when
 they change; --tls-client-ca checks client certificates), or plain HTTP only
 with --plain-http; with neither serve refuses to start (docs/operations.md).
-SIGINT or SIGTERM stops it after the requests in flight.`,
+With an election section, replicas elect a leader that alone runs the jobs
+and webhook delivery and decides admissions; the others forward admissions
+to it (docs/ha.md). SIGINT or SIGTERM stops it after the requests in
+flight, resigning first.`,
 		Example: "  gpumeter --config /etc/gpumeter/gpumeter.yaml serve --listen 0.0.0.0:8443 --tls-cert /etc/gpumeter/tls/tls.crt --tls-key /etc/gpumeter/tls/tls.key --metrics-listen 127.0.0.1:9402\n  gpumeter serve --listen 127.0.0.1:8080 --plain-http",
 		Args:    cli.NoArgs,
 	}
@@ -134,6 +139,11 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	if err := quotas.GateCredits(credit, cfg.Credits); err != nil {
 		return cli.Usage(err)
 	}
+	// Replicas keep what the leader admits in ClickHouse, for the next
+	// leader to rebuild (docs/ha.md).
+	if cfg.Election.Backend != election.BackendNone {
+		quotas.LogAdmissions(s)
+	}
 	sched, err := jobs.NewScheduler(g.logger, reg)
 	if err != nil {
 		return err
@@ -162,8 +172,15 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 			return err
 		}})
 	}
+	// Leader-only work (the jobs, webhook delivery, quota crossings) runs
+	// while gate is open: always for a single replica, during each term
+	// with an election (docs/ha.md).
+	gate := leader.Solo()
+	if cfg.Election.Backend != election.BackendNone {
+		gate = leader.NewGate()
+	}
 	for _, j := range scheduled {
-		if err := sched.Add(ctx, j.name, j.spec, j.timeout, j.run); err != nil {
+		if err := sched.Add(ctx, j.name, j.spec, j.timeout, leaderJob(gate, j.run)); err != nil {
 			return cli.Usagef("%s.schedule: %w", j.key, err)
 		}
 	}
@@ -211,19 +228,45 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	}
 	sched.Start()
 	defer sched.Stop()
+	var forward server.AdmissionForwarder
+	if cfg.Election.Backend != election.BackendNone {
+		// Stands once the listener is up (followers forward here); on
+		// shutdown it resigns so that another replica leads at once.
+		elector, err := election.FromConfig(cfg.Election, g.logger)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		f := cfg.Election.Forward
+		fwd, err := leader.NewForwarder(gate, elector, cfg.Election.Identity, tlsConfig != nil, leader.ForwardTLS{CAFile: f.CAFile, ServerName: f.ServerName})
+		if err != nil {
+			elector.Close()
+			ln.Close()
+			return cli.Usagef("election.forward: %w", err)
+		}
+		forward = fwd
+		campaignDone := make(chan struct{})
+		go func() {
+			defer close(campaignDone)
+			leader.Campaign(ctx, elector, gate, quotas.Rebuild, quotas.FlushLog, g.logger)
+		}()
+		defer func() { <-campaignDone }()
+	}
 	// The API's background work (quota evaluation, webhook delivery, the
 	// audit writer) outlives ctx until the last request is answered.
 	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
 	var background sync.WaitGroup
-	background.Go(func() { quotas.Run(apiCtx, webhook.NewPublisher(s, time.Now)) })
+	background.Go(func() { quotas.Run(apiCtx, leaderAnnouncer{gate, webhook.NewPublisher(s, time.Now)}) })
+	background.Go(func() { quotas.RunLog(apiCtx) })
 	if len(cfg.Webhooks.Endpoints) > 0 {
-		background.Go(func() { webhook.NewSender(cfg.Webhooks, s, g.logger).Run(apiCtx, s) })
+		sender := webhook.NewSender(cfg.Webhooks, s, g.logger)
+		background.Go(func() { gate.WhileLeading(apiCtx, func(ctx context.Context) { sender.Run(ctx, s) }) })
 	}
 	srv := server.New(cfg.Server, reg, g.logger, checks...)
 	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, AuditQueue: auditQueue, PDF: pdf,
 		Usage: use, Cost: use, Tenants: use, Invoices: billing.NewInvoiceService(s, cfg.Billing.Issuer.ID),
 		Chargeback: billing.NewChargebackService(s, cfg.Chargeback), Quotas: quotas,
-		Kubernetes: admission.NewWebhook(quotas, cfg.Kubernetes), Insights: ins,
+		Kubernetes: admission.NewWebhook(quotas, cfg.Kubernetes), Forward: forward, Insights: ins,
 		Credits: credit, CreditSettings: cfg.Credits})
 	err = srv.Serve(ctx, ln)
 	stopAPI() // after the last request: the audit writer flushes what it holds
@@ -233,6 +276,34 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 		return err
 	}
 	return nil
+}
+
+// leaderJob runs a scheduled job only while gate is open, cancelled when
+// the term ends; a follower's turn is skipped, not counted as a run.
+func leaderJob(gate *leader.Gate, run func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel, ok := gate.Within(ctx)
+		if !ok {
+			return jobs.ErrSkipped
+		}
+		defer cancel()
+		return run(ctx)
+	}
+}
+
+// leaderAnnouncer announces quota crossings only from the leader: every
+// replica refreshes its snapshot (and so marks the same crossings seen),
+// one puts them in the outbox.
+type leaderAnnouncer struct {
+	gate *leader.Gate
+	next quota.CrossingAnnouncer
+}
+
+func (a leaderAnnouncer) QuotaCrossed(ctx context.Context, cs []quota.Crossing) error {
+	if !a.gate.Leading() {
+		return nil
+	}
+	return a.next.QuotaCrossed(ctx, cs)
 }
 
 // portalURL is where a browser on this host finds the portal.

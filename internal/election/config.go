@@ -27,9 +27,23 @@ type Config struct {
 	Name string `yaml:"name"`
 	// Identity is this replica's host:port as the other replicas reach it
 	// (where they forward admissions); each replica has its own.
-	Identity   string           `yaml:"identity"`
+	Identity string `yaml:"identity"`
+	// Forward says how followers check the leader's certificate when
+	// they forward admissions to it over TLS.
+	Forward    ForwardConfig    `yaml:"forward"`
 	ZooKeeper  ZooKeeperConfig  `yaml:"zookeeper"`
 	Kubernetes KubernetesConfig `yaml:"kubernetes"`
+}
+
+// ForwardConfig is how a follower checks the leader's certificate (serve
+// forwards over HTTPS when its own listener speaks TLS).
+type ForwardConfig struct {
+	// CAFile verifies the leader's certificate; empty: the system roots.
+	CAFile string `yaml:"ca_file"`
+	// ServerName the leader's certificate must carry; empty: the host of
+	// its identity (replicas reached by pod IP often share a certificate
+	// for the Service's DNS name: name it here).
+	ServerName string `yaml:"server_name"`
 }
 
 // ZooKeeperConfig says where the ensemble is and how long a session lasts.

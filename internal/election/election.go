@@ -96,3 +96,10 @@ func ValidateIdentity(identity string) error {
 	}
 	return nil
 }
+
+// NewTerm starts a term for an Elector built outside this package (a
+// test's); end ends it with cause.
+func NewTerm(l Leader) (term *Term, end func(cause error)) {
+	t := newTerm(l)
+	return t, t.end
+}

@@ -6,6 +6,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -65,6 +66,9 @@ func (s *Scheduler) Add(root context.Context, name, spec string, timeout time.Du
 		defer cancel()
 		start := time.Now()
 		err := fn(ctx)
+		if errors.Is(err, ErrSkipped) {
+			return // not this replica's turn: neither a run nor a failure
+		}
 		s.runs.WithLabelValues(name).Inc()
 		s.seconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		if err != nil {
@@ -83,6 +87,10 @@ func (s *Scheduler) Add(root context.Context, name, spec string, timeout time.Du
 	s.lastOK.WithLabelValues(name).SetToCurrentTime()
 	return nil
 }
+
+// ErrSkipped, returned by a job, says it did not run at all (another
+// replica leads): the run is not counted, and the last success stands.
+var ErrSkipped = errors.New("jobs: skipped")
 
 // Start runs the scheduler in its own goroutine.
 func (s *Scheduler) Start() { s.cron.Start() }

@@ -3,7 +3,9 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,5 +97,34 @@ func TestSchedulerExportsJobSeriesBeforeTheFirstRun(t *testing.T) {
 		if v, ok := got["gpumeter_job_last_success_timestamp_seconds "+task]; !ok || v < before || v > after {
 			t.Errorf("last success of %s: %v (present %v), want the time it was scheduled, in [%v, %v]", task, v, ok, before, after)
 		}
+	}
+}
+
+// A job that returns ErrSkipped (a follower replica's) counts neither a
+// run nor a failure.
+func TestSkippedRunIsNotCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := NewScheduler(slog.New(slog.DiscardHandler), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	if err := s.Add(context.Background(), "rollup", "@every 1s", time.Second, func(context.Context) error {
+		calls.Add(1)
+		return fmt.Errorf("follower: %w", ErrSkipped)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	deadline := time.Now().Add(5 * time.Second)
+	for calls.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.Stop()
+	if calls.Load() < 2 {
+		t.Fatalf("job called %d times in 5 s at @every 1s", calls.Load())
+	}
+	if runs, fails := testutil.ToFloat64(s.runs.WithLabelValues("rollup")), testutil.ToFloat64(s.fails.WithLabelValues("rollup")); runs != 0 || fails != 0 {
+		t.Errorf("skipped runs counted: runs %v, failures %v; want 0, 0", runs, fails)
 	}
 }

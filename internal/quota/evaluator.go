@@ -144,6 +144,7 @@ type Decision struct {
 
 type reservation struct {
 	id         string
+	part       int // index within its admission
 	tenant     string
 	department string
 	model      string
@@ -197,6 +198,11 @@ type Evaluator struct {
 	rules    map[string][]int // "t|tenant" or "d|department" → rule indexes
 	seq      uint64
 	crossed  map[string]bool // subject|metric|level|month
+	// logging: admissions and releases are queued in unwritten for the
+	// AdmissionLog (Service.LogAdmissions).
+	logging          bool
+	unwritten        []Admitted
+	unwrittenDropped int
 	// GPU models outside the catalogue that requests may name, by their
 	// upper-case form: those of quota rules (fixed) and those the fleet
 	// reported in the latest snapshot.
@@ -337,6 +343,7 @@ func (e *Evaluator) releaseStarted(prev, cur Snapshot) {
 				}
 				growth = growth.Sub(r.demand.GPUs)
 				e.remove(r)
+				e.logged(r.admitted(true))
 			}
 		}
 	}
@@ -574,9 +581,11 @@ func (e *Evaluator) hold(d *Decision, tenant, dept string, parts []part, now tim
 	}
 	e.seq++
 	d.ID = "adm-" + strconv.FormatInt(now.UnixMilli(), 10) + "-" + strconv.FormatUint(e.seq, 10)
-	for _, p := range parts {
-		e.add(&reservation{id: d.ID, tenant: tenant, department: dept, model: p.model,
-			demand: p.demand, expires: now.Add(e.cfg.ReservationTTL)})
+	for i, p := range parts {
+		r := &reservation{id: d.ID, part: i, tenant: tenant, department: dept, model: p.model,
+			demand: p.demand, expires: now.Add(e.cfg.ReservationTTL)}
+		e.add(r)
+		e.logged(r.admitted(false))
 	}
 }
 

@@ -75,7 +75,8 @@ type Service struct {
 	cfg       Config
 	now       func() time.Time
 	logger    *slog.Logger
-	gate      *creditGate // nil: no credit_only admission (GateCredits)
+	gate      *creditGate  // nil: no credit_only admission (GateCredits)
+	log       AdmissionLog // nil: admissions are kept in memory only
 }
 
 // NewService builds the evaluator for cfg over the configured customers;

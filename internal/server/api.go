@@ -70,7 +70,10 @@ type API struct {
 	Chargeback ChargebackService
 	Quotas     QuotaService
 	Kubernetes KubernetesService
-	Insights   InsightsService
+	// Forward sends admissions to the leader replica; nil: this replica
+	// decides every admission (a single replica).
+	Forward  AdmissionForwarder
+	Insights InsightsService
 	// Credits serves /v1/credits (its reads scoped by Tenants, its
 	// depletion dates from Cost's forecast); nil: 404 there.
 	Credits        CreditsService
@@ -147,9 +150,9 @@ func (s *Server) MountAPI(ctx context.Context, reg prometheus.Registerer, api AP
 	authed.GET("/cost", s.getCost(api.Cost))
 	authed.GET("/tenants", s.getTenants(api.Tenants))
 	authed.GET("/chargeback", s.getChargeback(api.Chargeback))
-	authed.POST("/admission", s.postAdmission(api.Quotas))
+	authed.POST("/admission", s.forwardAdmission(api.Forward), s.postAdmission(api.Quotas))
 	authed.GET("/quotas", s.getQuotas(api.Quotas))
-	authed.POST("/admission/k8s", s.postK8sAdmission(api.Kubernetes))
+	authed.POST("/admission/k8s", s.forwardAdmission(api.Forward), s.postK8sAdmission(api.Kubernetes))
 	authed.GET("/insights/efficiency", s.getEfficiency(api.Insights))
 	authed.GET("/insights/rightsize", s.getRightSize(api.Insights))
 	authed.GET("/insights/anomalies", s.getAnomalies(api.Insights))

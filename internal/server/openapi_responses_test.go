@@ -25,6 +25,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/insights"
+	"github.com/gpumeter/gpumeter/internal/leader"
 	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/server"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
@@ -62,6 +63,10 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 	api.Insights = f.insights(t, time.Now)
 	api, voidable := f.withCreditGrants(t, api)
 	ts, _, _ := f.mount(t, api, q)
+	// A follower replica with no leader to forward admissions to.
+	followerAPI := api
+	followerAPI.Forward = noLeader{}
+	follower, _, _ := f.mount(t, followerAPI, q)
 	// The same on 25 September's clock: tokyo's month so far has a trend.
 	september, _ := f.serve(t, server.DefaultConfig(), func() time.Time { return time.Date(2026, 9, 25, 12, 0, 0, 0, time.UTC) })
 
@@ -155,6 +160,7 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 		{"a denied admission", ts, "POST", "/v1/admission", "/v1/admission", admin,
 			`{"tenant":"acme","gpu_model":"H100-SXM5-80GB","count":100,"expected_duration":"1h"}`, 200},
 		{"an admission without a duration", ts, "POST", "/v1/admission", "/v1/admission", acme, `{"gpu_model":"H100-SXM5-80GB","count":1}`, 400},
+		{"an admission with no leader replica", follower, "POST", "/v1/admission", "/v1/admission", acme, admit, 503},
 		{"an admission by a portal token", ts, "POST", "/v1/admission", "/v1/admission", portal, admit, 403},
 		{"an admission for an unknown tenant", ts, "POST", "/v1/admission", "/v1/admission", admin,
 			`{"tenant":"nosuch","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`, 404},
@@ -169,6 +175,7 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 		{"a pod denied", ts, "POST", "/v1/admission/k8s", "/v1/admission/k8s", admin,
 			strings.Replace(k8sReview("team-acme"), `"nvidia.com/gpu":"1"`, `"nvidia.com/gpu":"64"`, 1), 200},
 		{"a review that is not one", ts, "POST", "/v1/admission/k8s", "/v1/admission/k8s", admin, `{}`, 400},
+		{"a review with no leader replica", follower, "POST", "/v1/admission/k8s", "/v1/admission/k8s", admin, k8sReview("team-acme"), 503},
 		{"a review by a portal token", ts, "POST", "/v1/admission/k8s", "/v1/admission/k8s", portal, k8sReview("team-acme"), 403},
 
 		{"efficiency", ts, "GET", "/v1/insights/efficiency", "/v1/insights/efficiency?" + oct, admin, "", 200},
@@ -511,4 +518,11 @@ func addSeptember(t *testing.T, f *fixture) {
 	if err != nil || len(found) == 0 {
 		t.Fatalf("anomalies of tokyo's 24 September: %v, %v", found, err)
 	}
+}
+
+// noLeader is a follower's forwarder while no replica leads.
+type noLeader struct{}
+
+func (noLeader) Forward(context.Context, string, http.Header, []byte) (leader.Forwarded, bool, error) {
+	return leader.Forwarded{}, false, leader.ErrNoLeader
 }

@@ -45,6 +45,7 @@ var shardKeys = map[string]string{
 	"webhook_attempts":   "cityHash64(event_id)",
 	"insight_anomalies":  "cityHash64(anomaly_id)",
 	"credit_grants":      "cityHash64(tenant)",
+	"quota_admissions":   "cityHash64(admission_id)",
 }
 
 // ClusterLayout says how migrations are laid out on a cluster.

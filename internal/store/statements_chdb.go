@@ -11,6 +11,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/credits"
+	"github.com/gpumeter/gpumeter/internal/quota"
 	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -172,6 +173,16 @@ func CheckedRecords(at, rawMonth time.Time) ([]Statement, error) {
 	batch("void grant", insertGrantSQL, grantRow(voided, 2))
 	read("voided grant", grantSQL, "cg_1")
 	read("all grants", grantsSQL, "", "")
+
+	// Quota admissions: two parts held, one released at version 2.
+	held := quota.Admitted{ID: "adm-1-1", Tenant: "acme", Department: "research", GPUModel: "H100-SXM5-80GB",
+		Demand: quota.Demand{GPUs: decimal.RequireFromString("0.375"), GPUHours: decimal.RequireFromString("0.75")}, Expires: at.Add(10 * time.Minute)}
+	second := held
+	second.Part = 1
+	batch("save admissions", insertAdmissionSQL, admissionRow(held), admissionRow(second))
+	held.Released = true
+	batch("release admission", insertAdmissionSQL, admissionRow(held))
+	read("held admissions", heldAdmissionsSQL, at)
 	batch("record audit", insertAuditSQL,
 		auditRow(auth.AuditEntry{At: at, KeyID: admin.ID, Scope: "admin", Method: "GET", Route: "/v1/usage",
 			Path: "/v1/usage?tenant=o'brien&x=a\\b", Status: 200, Remote: "10.0.0.7:51234", RequestID: "req-1"}),

@@ -103,6 +103,9 @@ func Load(path string) (Config, error) {
 	cfg.Billing = cfg.Billing.RelativeTo(filepath.Dir(path))
 	cfg.Chargeback = cfg.Chargeback.RelativeTo(filepath.Dir(path))
 	cfg.Reports = cfg.Reports.RelativeTo(filepath.Dir(path))
+	if id := os.Getenv(EnvElectionIdentity); id != "" {
+		cfg.Election.Identity = id
+	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}

@@ -34,3 +34,21 @@ func TestLoadElection(t *testing.T) {
 		}
 	}
 }
+
+// Replicas share one config file; GPUMETER_ELECTION_IDENTITY gives each
+// its own identity, and is validated like the file's.
+func TestElectionIdentityFromTheEnvironment(t *testing.T) {
+	path := write(t, "election:\n  backend: zookeeper\n  zookeeper:\n    servers: [zk-0:2181]\n")
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "election.identity") {
+		t.Fatalf("no identity anywhere: %v, want election.identity required", err)
+	}
+	t.Setenv(EnvElectionIdentity, "10.0.3.7:8443")
+	cfg, err := Load(path)
+	if err != nil || cfg.Election.Identity != "10.0.3.7:8443" {
+		t.Fatalf("identity from the environment: %q, %v", cfg.Election.Identity, err)
+	}
+	t.Setenv(EnvElectionIdentity, "10.0.3.7")
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "election.identity") {
+		t.Errorf("identity without a port from the environment: %v, want refused", err)
+	}
+}

@@ -6,6 +6,10 @@ const (
 	EnvConfig     = "GPUMETER_CONFIG"
 	EnvClickHouse = "GPUMETER_CLICKHOUSE"
 	EnvLogLevel   = "GPUMETER_LOG_LEVEL"
+	// EnvElectionIdentity overrides election.identity: replicas share one
+	// config file (a ConfigMap) but each has its own address, e.g.
+	// $(POD_IP):8443 in a pod spec.
+	EnvElectionIdentity = "GPUMETER_ELECTION_IDENTITY"
 )
 
 // Env holds the settings given in the environment; empty means not set.

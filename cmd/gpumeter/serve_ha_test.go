@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/tests/harness"
+)
+
+// replica is one `gpumeter serve` of a replicated deployment, in process.
+type replica struct {
+	addr, metrics string
+	stop          func()
+}
+
+// startReplica runs serve with an election on the ZooKeeper at zkPort,
+// its identity its own listen address, and the rollup every second.
+func startReplica(t *testing.T, dsn string, zkPort int, extraConfig string) *replica {
+	t.Helper()
+	r, args := replicaArgs(t, dsn, zkPort, extraConfig)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, io.Discard, io.Discard) }()
+	var once sync.Once
+	r.stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(r.stop)
+	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := harness.HTTPGet(r.addr, "/readyz"); return code == 200 })
+	return r
+}
+
+// startReplicaProcess is startReplica in a child process (this test
+// binary run as gpumeter), so that it can be SIGKILLed: stop kills it.
+func startReplicaProcess(t *testing.T, dsn string, zkPort int, extraConfig string) *replica {
+	t.Helper()
+	r, args := replicaArgs(t, dsn, zkPort, extraConfig)
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "GPUMETER_TEST_AS_MAIN=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	r.stop = func() { once.Do(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) }
+	t.Cleanup(r.stop)
+	eventually(t, "serve to be ready", 30*time.Second, func() bool { code, _ := harness.HTTPGet(r.addr, "/readyz"); return code == 200 })
+	return r
+}
+
+func replicaArgs(t *testing.T, dsn string, zkPort int, extraConfig string) (*replica, []string) {
+	t.Helper()
+	r := &replica{addr: harness.FreeAddr(t), metrics: harness.FreeAddr(t)}
+	cfgPath := filepath.Join(t.TempDir(), "gpumeter.yaml")
+	cfg := fmt.Sprintf("election:\n  backend: zookeeper\n  identity: %s\n  zookeeper:\n    servers: [127.0.0.1:%d]\n    session_timeout: 2s\n"+
+		"rollup:\n  schedule: \"@every 1s\"\n%s", r.addr, zkPort, extraConfig)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return r, []string{"--config", cfgPath, "--clickhouse", dsn, "serve", "--plain-http", "--listen", r.addr,
+		"--metrics-listen", r.metrics, "--audit-queue", t.TempDir()}
+}
+
+var rollupRuns = regexp.MustCompile(`(?m)^gpumeter_job_runs_total\{task="rollup"\} (\d+)$`)
+
+// rollups is how many rollup runs the replica has counted.
+func (r *replica) rollups(t *testing.T) int {
+	t.Helper()
+	code, body := harness.HTTPGet(r.metrics, "/metrics")
+	m := rollupRuns.FindStringSubmatch(body)
+	if code != 200 || m == nil {
+		t.Fatalf("/metrics of %s: %d, no rollup run count", r.addr, code)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// With an election configured only the leader runs the scheduled jobs;
+// when it stops, the other replica takes them over.
+func TestServeRunsJobsOnlyOnTheLeader(t *testing.T) {
+	dsn := testDSN(t)
+	zk := storetest.StartZooKeeper(t)
+	a := startReplica(t, dsn, zk, "")
+	eventually(t, "the first replica to lead and run the rollup", 10*time.Second, func() bool { return a.rollups(t) >= 1 })
+	b := startReplica(t, dsn, zk, "")
+
+	a0, b0 := a.rollups(t), b.rollups(t)
+	time.Sleep(3 * time.Second) // three runs of the schedule
+	a1, b1 := a.rollups(t), b.rollups(t)
+	if a1-a0 < 2 || b1 != b0 || b1 != 0 {
+		t.Fatalf("over 3 s at @every 1s: leader ran %d rollups, follower %d (in all %d); want at least 2 and none", a1-a0, b1-b0, b1)
+	}
+
+	stopped := time.Now()
+	a.stop() // resigns: the follower leads within milliseconds, its first run at the next second
+	eventually(t, "the follower to take the rollup over", 5*time.Second, func() bool { return b.rollups(t) > b1 })
+	t.Logf("the follower's first rollup %v after the leader stopped", time.Since(stopped).Round(time.Millisecond))
+	b2 := b.rollups(t)
+	time.Sleep(2 * time.Second)
+	if b.rollups(t)-b2 < 1 {
+		t.Errorf("the new leader stopped running the rollup")
+	}
+}
+
+// admit posts one admission of count H100s for uni-astro to the replica
+// and returns the status, whether it was allowed and who decided it.
+func admit(t *testing.T, addr, token string, count int) (status int, allowed bool, decidedBy string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"tenant":"uni-astro","gpu_model":"H100-SXM5-80GB","count":%d,"expected_duration":"1h"}`, count)
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/admission", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("POST /v1/admission to %s: %v", addr, err)
+		return 0, false, ""
+	}
+	defer resp.Body.Close()
+	var d struct {
+		Allowed bool `json:"allowed"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Errorf("admission answer %s: %v", b, err)
+		}
+	}
+	return resp.StatusCode, d.Allowed, resp.Header.Get("Gpumeter-Decided-By")
+}
+
+// A follower forwards admissions to the leader, so a concurrency quota
+// holds exactly across replicas; with nobody leading it answers 503.
+func TestServeForwardsAdmissionsToTheLeader(t *testing.T) {
+	dsn := testDSN(t)
+	zk := storetest.StartZooKeeper(t)
+	code, out, stderr := gpumeter(t, "--clickhouse", dsn, "keys", "create", "--scope", "admin", "--expires", "1h")
+	if code != 0 {
+		t.Fatalf("keys create: exit %d\n%s", code, stderr)
+	}
+	token := strings.TrimSpace(out)
+	quotas := "quotas:\n  refresh: 1s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: 6}\n"
+	a := startReplica(t, dsn, zk, quotas)
+	eventually(t, "the first replica to lead", 10*time.Second, func() bool { return a.rollups(t) >= 1 })
+	b := startReplica(t, dsn, zk, quotas)
+
+	// 12 clients at once, half on each replica, one GPU each: exactly 6 fit.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	allowed, byLeader := 0, 0
+	for i := range 12 {
+		to := a.addr
+		if i%2 == 1 {
+			to = b.addr
+		}
+		wg.Go(func() {
+			status, ok, decidedBy := admit(t, to, token, 1)
+			mu.Lock()
+			defer mu.Unlock()
+			if status != http.StatusOK {
+				t.Errorf("admission to %s: %d", to, status)
+			}
+			if ok {
+				allowed++
+			}
+			if to == b.addr && decidedBy == a.addr {
+				byLeader++
+			}
+		})
+	}
+	wg.Wait()
+	if allowed != 6 || byLeader != 6 {
+		t.Fatalf("12 concurrent admissions of 1 GPU under a limit of 6, half sent to the follower: %d allowed (want 6), %d of the follower's decided by the leader (want 6)", allowed, byLeader)
+	}
+
+	// The leader resigns: the follower decides itself within moments,
+	// from the admitted work it rebuilt: the 6 GPUs the old leader holds
+	// leave no room.
+	a.stop()
+	var allowedAfter bool
+	eventually(t, "the follower to decide itself", 5*time.Second, func() bool {
+		status, ok, by := admit(t, b.addr, token, 1)
+		allowedAfter = ok
+		return status == 200 && by == ""
+	})
+	if allowedAfter {
+		t.Errorf("the new leader admitted a 7th GPU under a limit of 6: it did not rebuild the old leader's admissions")
+	}
+}
+
+// A leader that dies without resigning (SIGKILL: its ZooKeeper session is
+// never closed) hands admissions and jobs over once its session expires:
+// the session timeout S = 2 s plus ZooKeeper's 0.5 s tick (then the job's
+// next 1 s turn); meanwhile the follower answers admissions 503, and then
+// it refuses what the dead leader's admissions already hold.
+func TestServeHandsOverWhenTheLeaderIsKilled(t *testing.T) {
+	dsn := testDSN(t)
+	zk := storetest.StartZooKeeper(t)
+	code, out, stderr := gpumeter(t, "--clickhouse", dsn, "keys", "create", "--scope", "admin", "--expires", "1h")
+	if code != 0 {
+		t.Fatalf("keys create: exit %d\n%s", code, stderr)
+	}
+	token := strings.TrimSpace(out)
+	quotas := "quotas:\n  refresh: 1s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: 3}\n"
+	a := startReplicaProcess(t, dsn, zk, quotas)
+	eventually(t, "the first replica to lead and run the rollup", 10*time.Second, func() bool { return a.rollups(t) >= 1 })
+	b := startReplica(t, dsn, zk, quotas)
+	time.Sleep(1500 * time.Millisecond)
+	if n := b.rollups(t); n != 0 {
+		t.Fatalf("the follower ran %d rollups while the leader lived", n)
+	}
+	if status, ok, by := admit(t, b.addr, token, 1); status != 200 || !ok || by != a.addr {
+		t.Fatalf("an admission on the follower: %d (allowed %v) decided by %q, want 200 allowed by the leader %s", status, ok, by, a.addr)
+	}
+	if status, ok, _ := admit(t, a.addr, token, 2); status != 200 || !ok {
+		t.Fatalf("2 more GPUs on the leader: %d, allowed %v", status, ok)
+	}
+	time.Sleep(300 * time.Millisecond) // the admission log is written every 100 ms
+	killed := time.Now()
+	a.stop()
+	// Until the follower leads, its admissions answer 503 (never a
+	// decision of its own, never a hang); then it decides them.
+	var refused int
+	var allowedAfter bool
+	eventually(t, "the follower to decide admissions", 10*time.Second, func() bool {
+		status, ok, by := admit(t, b.addr, token, 1)
+		if status == 200 && by == "" {
+			allowedAfter = ok
+			return true
+		}
+		if status != http.StatusServiceUnavailable {
+			t.Errorf("an admission on the follower while nobody leads: %d (decided by %q), want 503", status, by)
+		}
+		refused++
+		return false
+	})
+	decides := time.Since(killed)
+	if allowedAfter {
+		t.Errorf("the new leader admitted a 4th GPU under a limit of 3: it did not rebuild the killed leader's admissions")
+	}
+	eventually(t, "the follower to take the rollup over", 10*time.Second, func() bool { return b.rollups(t) >= 1 })
+	took := time.Since(killed)
+	t.Logf("after the leader was killed: the follower decided admissions after %v (%d answered 503 before), ran its first rollup after %v",
+		decides.Round(time.Millisecond), refused, took.Round(time.Millisecond))
+	// S + tick (+ one turn for the job), and 2 s for a loaded machine.
+	if limit := 2*time.Second + 500*time.Millisecond + 2*time.Second; decides > limit {
+		t.Errorf("admissions resumed %v after the kill, over %v", decides, limit)
+	}
+	if limit := 2*time.Second + 500*time.Millisecond + time.Second + 2*time.Second; took > limit {
+		t.Errorf("jobs resumed %v after the kill, over %v", took, limit)
+	}
+}

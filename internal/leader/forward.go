@@ -1,0 +1,129 @@
+package leader
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/election"
+)
+
+// ForwardedHeader marks a request one replica forwarded to the leader:
+// the receiver decides it or answers 503, never forwards it again.
+const ForwardedHeader = "Gpumeter-Forwarded-By"
+
+// forwardTimeout bounds the leader lookup and the forwarded request: well
+// inside the Kubernetes webhook's timeout (10 s by default), so the caller
+// gets a 503 and its failurePolicy rather than a timeout.
+const forwardTimeout = 5 * time.Second
+
+// maxForwardedResponse bounds the leader's answer read back.
+const maxForwardedResponse = 4 << 20
+
+// ErrNoLeader: no replica leads that this one can forward to (an election
+// is under way, or the leader it found no longer leads).
+var ErrNoLeader = errors.New("no leader replica to decide admissions; retry shortly")
+
+// Forwarder sends admissions to the leader when this replica does not
+// lead (docs/ha.md).
+type Forwarder struct {
+	gate    *Gate
+	elector election.Elector
+	self    string // this replica's identity
+	scheme  string // http or https, as every replica listens
+	client  *http.Client
+}
+
+// ForwardTLS says how a follower checks the leader's certificate.
+type ForwardTLS struct {
+	// CAFile verifies the leader's certificate; empty: the system roots.
+	CAFile string
+	// ServerName is the name the leader's certificate must carry; empty:
+	// the leader's host (its identity). Replicas reached by pod IP often
+	// share one certificate for the Service's DNS name.
+	ServerName string
+}
+
+// NewForwarder forwards to the leader e reports, over HTTPS when
+// overTLS (checked as t says), else plain HTTP.
+func NewForwarder(gate *Gate, e election.Elector, self string, overTLS bool, t ForwardTLS) (*Forwarder, error) {
+	f := &Forwarder{gate: gate, elector: e, self: self, scheme: "http"}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.Proxy = nil // replicas reach each other directly
+	if overTLS {
+		f.scheme = "https"
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+		if t.CAFile != "" {
+			pem, err := os.ReadFile(t.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("forward CA: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("forward CA %s: no PEM certificate in it", t.CAFile)
+			}
+			tc.RootCAs = pool
+		}
+		transport.TLSClientConfig = tc
+	}
+	f.client = &http.Client{Transport: transport, Timeout: forwardTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return f, nil
+}
+
+// Forwarded is the leader's answer to a forwarded request.
+type Forwarded struct {
+	Status      int
+	ContentType string
+	Body        []byte
+	Leader      string // the identity that answered
+}
+
+// Forward sends the request (path, the caller's Authorization, body) to
+// the leader when another replica leads. local is true when this replica
+// leads and decides itself. ErrNoLeader (wrapped) when there is nobody
+// to forward to, or when the request was already forwarded to this
+// replica and it does not lead.
+func (f *Forwarder) Forward(ctx context.Context, path string, header http.Header, body []byte) (out Forwarded, local bool, err error) {
+	if f.gate.Leading() {
+		return Forwarded{}, true, nil
+	}
+	if from := header.Get(ForwardedHeader); from != "" {
+		return Forwarded{}, false, fmt.Errorf("%w (forwarded by %s to a replica that does not lead)", ErrNoLeader, from)
+	}
+	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
+	defer cancel()
+	l, err := f.elector.Leader(ctx)
+	if err != nil {
+		return Forwarded{}, false, fmt.Errorf("%w: %w", ErrNoLeader, err)
+	}
+	if l.Identity == f.self { // elected, the term not begun yet (or just ended)
+		return Forwarded{}, false, fmt.Errorf("%w (this replica is taking the lead)", ErrNoLeader)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.scheme+"://"+l.Identity+path, bytes.NewReader(body))
+	if err != nil {
+		return Forwarded{}, false, fmt.Errorf("%w: leader %q: %w", ErrNoLeader, l.Identity, err)
+	}
+	req.Header.Set("Authorization", header.Get("Authorization"))
+	if ct := header.Get("Content-Type"); ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	req.Header.Set(ForwardedHeader, f.self)
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return Forwarded{}, false, fmt.Errorf("%w: forward to leader %s: %w", ErrNoLeader, l.Identity, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedResponse))
+	if err != nil {
+		return Forwarded{}, false, fmt.Errorf("%w: read the answer of leader %s: %w", ErrNoLeader, l.Identity, err)
+	}
+	return Forwarded{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: b, Leader: l.Identity}, false, nil
+}

@@ -1,0 +1,204 @@
+package leader
+
+import (
+	"context"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gpumeter/gpumeter/internal/election"
+)
+
+// fakeElector reports a fixed leader; Campaign hands out terms from a
+// channel.
+type fakeElector struct {
+	leader election.Leader
+	err    error
+	terms  chan *election.Term
+	closed atomic.Bool
+}
+
+func (f *fakeElector) Campaign(ctx context.Context) (*election.Term, error) {
+	select {
+	case t := <-f.terms:
+		return t, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+func (f *fakeElector) Leader(context.Context) (election.Leader, error) { return f.leader, f.err }
+func (f *fakeElector) Resign(context.Context) error                    { return nil }
+func (f *fakeElector) Close() error                                    { f.closed.Store(true); return nil }
+
+// A follower forwards to the leader the engine names, with the caller's
+// Authorization and its own mark; it never forwards a forwarded request
+// again, never to itself, and says ErrNoLeader when nobody leads.
+func TestForwarder(t *testing.T) {
+	var got http.Header
+	var gotBody, gotPath string
+	leaderSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, gotPath = r.Header.Clone(), r.URL.Path
+		b, _ := io.ReadAll(r.Body)
+		gotBody = string(b)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, `{"allowed":true}`)
+	}))
+	defer leaderSrv.Close()
+	leaderID := strings.TrimPrefix(leaderSrv.URL, "http://")
+	e := &fakeElector{leader: election.Leader{Identity: leaderID, Token: 7}}
+	gate := NewGate()
+	f, err := NewForwarder(gate, e, "127.0.0.1:1", false, ForwardTLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{"Authorization": {"Bearer gmk_x"}, "Content-Type": {"application/json"}}
+	out, local, err := f.Forward(context.Background(), "/v1/admission", h, []byte(`{"tenant":"a"}`))
+	if err != nil || local || out.Status != 200 || string(out.Body) != `{"allowed":true}` || out.Leader != leaderID {
+		t.Fatalf("forward: %+v local %v err %v", out, local, err)
+	}
+	if got.Get("Authorization") != "Bearer gmk_x" || got.Get(ForwardedHeader) != "127.0.0.1:1" || gotPath != "/v1/admission" || gotBody != `{"tenant":"a"}` {
+		t.Errorf("the leader got %s %q with headers %v", gotPath, gotBody, got)
+	}
+	if _, _, err := f.Forward(context.Background(), "/v1/admission", http.Header{ForwardedHeader: {"10.0.0.9:1"}}, nil); !errors.Is(err, ErrNoLeader) {
+		t.Errorf("a forwarded request on a follower: %v, want ErrNoLeader (no second hop)", err)
+	}
+	e.leader.Identity = "127.0.0.1:1"
+	if _, _, err := f.Forward(context.Background(), "/v1/admission", h, nil); !errors.Is(err, ErrNoLeader) {
+		t.Errorf("the engine names this replica before its term began: %v, want ErrNoLeader", err)
+	}
+	e.err = election.ErrNoLeader
+	if _, _, err := f.Forward(context.Background(), "/v1/admission", h, nil); !errors.Is(err, ErrNoLeader) {
+		t.Errorf("no leader: %v, want ErrNoLeader", err)
+	}
+	e.err = nil
+	leaderSrv.Close()
+	e.leader.Identity = leaderID
+	if _, _, err := f.Forward(context.Background(), "/v1/admission", h, nil); !errors.Is(err, ErrNoLeader) {
+		t.Errorf("the leader unreachable: %v, want ErrNoLeader", err)
+	}
+	gate.set(context.Background(), 1)
+	if _, local, err := f.Forward(context.Background(), "/v1/admission", http.Header{ForwardedHeader: {"x:1"}}, nil); !local || err != nil {
+		t.Errorf("leading: local %v, %v; want local", local, err)
+	}
+}
+
+// Campaign opens the gate for each term and closes it when the term
+// ends; WhileLeading's work runs during each term and is cancelled with
+// it; on shutdown the elector is closed.
+func TestCampaignGatesWork(t *testing.T) {
+	e := &fakeElector{terms: make(chan *election.Term)}
+	gate := NewGate()
+	ctx, cancel := context.WithCancel(context.Background())
+	var starts, stops atomic.Int32
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		Campaign(ctx, e, gate, func(context.Context) error { starts.Add(1); return nil }, func(context.Context) { stops.Add(1) }, slog.New(slog.DiscardHandler))
+	})
+	var runs, cancelled atomic.Int32
+	wg.Go(func() {
+		gate.WhileLeading(ctx, func(ctx context.Context) { runs.Add(1); <-ctx.Done(); cancelled.Add(1) })
+	})
+	if gate.Leading() {
+		t.Fatal("leading before any term")
+	}
+	if _, _, ok := gate.Within(ctx); ok {
+		t.Fatal("Within while not leading")
+	}
+	for i := range 2 {
+		term, end := testTerm()
+		e.terms <- term
+		waitFor(t, "the gate to open", func() bool { return gate.Leading() && runs.Load() == int32(i+1) })
+		if starts.Load() != int32(i+1) {
+			t.Errorf("term %d opened after %d start-ups", i+1, starts.Load())
+		}
+		jobCtx, done, ok := gate.Within(context.Background())
+		if !ok {
+			t.Fatal("Within while leading")
+		}
+		end()
+		waitFor(t, "the term's work to stop", func() bool { return !gate.Leading() && cancelled.Load() == int32(i+1) && jobCtx.Err() != nil })
+		done()
+	}
+	cancel()
+	wg.Wait()
+	if !e.closed.Load() || stops.Load() != 1 {
+		t.Errorf("on shutdown: elector closed %v, stop ran %d times; want closed, once", e.closed.Load(), stops.Load())
+	}
+}
+
+func TestSoloAlwaysLeads(t *testing.T) {
+	g := Solo()
+	ctx, cancel, ok := g.Within(context.Background())
+	if !g.Leading() || !ok || ctx.Err() != nil {
+		t.Fatal("a single replica does not lead")
+	}
+	cancel()
+}
+
+func testTerm() (*election.Term, func()) {
+	term, end := election.NewTerm(election.Leader{Identity: "127.0.0.1:1", Token: 1})
+	return term, func() { end(election.ErrLeadershipLost) }
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Over TLS the follower forwards over HTTPS and checks the leader's
+// certificate against the configured CA and name.
+func TestForwarderOverTLS(t *testing.T) {
+	leaderSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"allowed":false}`)
+	}))
+	defer leaderSrv.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaderSrv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &fakeElector{leader: election.Leader{Identity: strings.TrimPrefix(leaderSrv.URL, "https://"), Token: 1}}
+	h := http.Header{"Authorization": {"Bearer gmk_x"}}
+	for _, c := range []struct {
+		name string
+		tls  ForwardTLS
+		ok   bool
+	}{
+		{"the leader's CA, its IP", ForwardTLS{CAFile: caFile}, true},
+		{"the leader's CA, a name its certificate carries", ForwardTLS{CAFile: caFile, ServerName: "example.com"}, true},
+		{"the leader's CA, a name it does not carry", ForwardTLS{CAFile: caFile, ServerName: "gpumeter.other.svc"}, false},
+		{"the system roots", ForwardTLS{}, false},
+	} {
+		f, err := NewForwarder(NewGate(), e, "127.0.0.1:1", true, c.tls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := f.Forward(context.Background(), "/v1/admission", h, []byte(`{}`))
+		if c.ok && (err != nil || out.Status != 200 || string(out.Body) != `{"allowed":false}`) {
+			t.Errorf("%s: %+v %v, want the leader's answer", c.name, out, err)
+		}
+		if !c.ok && !errors.Is(err, ErrNoLeader) {
+			t.Errorf("%s: %v, want ErrNoLeader (certificate refused)", c.name, err)
+		}
+	}
+	if _, err := NewForwarder(NewGate(), e, "127.0.0.1:1", true, ForwardTLS{CAFile: filepath.Join(t.TempDir(), "missing.pem")}); err == nil {
+		t.Error("a missing CA file was accepted")
+	}
+}

@@ -1,0 +1,163 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Admitted is one part of an admission the leader holds: what a new
+// leader rebuilds (docs/ha.md).
+type Admitted struct {
+	ID         string // the admission's id; its parts share it
+	Part       int    // the part's index within the admission
+	Tenant     string
+	Department string
+	GPUModel   string
+	Demand     Demand
+	Expires    time.Time
+	Released   bool // its work showed up in the measured usage
+}
+
+// AdmissionLog keeps the admissions the leader holds durably, so that a
+// new leader starts from them instead of from zero (internal/store meets
+// it with the quota_admissions table).
+type AdmissionLog interface {
+	// SaveAdmissions writes admissions (again, with Released, when their
+	// work showed up).
+	SaveAdmissions(ctx context.Context, as []Admitted) error
+	// HeldAdmissions lists those neither released nor expired at now.
+	HeldAdmissions(ctx context.Context, now time.Time) ([]Admitted, error)
+}
+
+// maxUnwritten bounds the admissions kept for the log while it refuses
+// them (ClickHouse down): admission goes on from memory, the oldest
+// records are dropped and a failover could then forget them.
+const maxUnwritten = 100_000
+
+func (r *reservation) admitted(released bool) Admitted {
+	return Admitted{ID: r.id, Part: r.part, Tenant: r.tenant, Department: r.department, GPUModel: r.model,
+		Demand: r.demand, Expires: r.expires, Released: released}
+}
+
+// logged queues r's record for the log; the caller holds e.mu.
+func (e *Evaluator) logged(a Admitted) {
+	if !e.logging {
+		return
+	}
+	if len(e.unwritten) >= maxUnwritten {
+		e.unwritten = e.unwritten[1:]
+		e.unwrittenDropped++
+	}
+	e.unwritten = append(e.unwritten, a)
+}
+
+// takeUnwritten hands over the records not yet written.
+func (e *Evaluator) takeUnwritten() ([]Admitted, int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out, dropped := e.unwritten, e.unwrittenDropped
+	e.unwritten, e.unwrittenDropped = nil, 0
+	return out, dropped
+}
+
+// putBack returns records the log refused, ahead of newer ones.
+func (e *Evaluator) putBack(as []Admitted) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.unwritten = append(as, e.unwritten...)
+	if over := len(e.unwritten) - maxUnwritten; over > 0 {
+		e.unwritten = e.unwritten[over:]
+		e.unwrittenDropped += over
+	}
+}
+
+// Restore replaces the admissions held with as (a new leader's rebuild),
+// dropping the expired and released ones.
+func (e *Evaluator) Restore(as []Admitted) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	e.queue, e.byTenant, e.sums = nil, map[string][]*reservation{}, map[string]Demand{}
+	sort.SliceStable(as, func(i, j int) bool { return as[i].Expires.Before(as[j].Expires) })
+	for _, a := range as {
+		if a.Released || !now.Before(a.Expires) {
+			continue
+		}
+		e.add(&reservation{id: a.ID, part: a.Part, tenant: a.Tenant, department: a.Department, model: a.GPUModel,
+			demand: a.Demand, expires: a.Expires})
+	}
+}
+
+// LogAdmissions makes the service record what it admits (and releases)
+// in log, written by RunLog, and rebuild from it with Rebuild. Call it
+// before Run and the first admission.
+func (q *Service) LogAdmissions(log AdmissionLog) {
+	q.log = log
+	q.eval.mu.Lock()
+	q.eval.logging = true
+	q.eval.mu.Unlock()
+}
+
+// logFlush is how often admissions are written: a failover forgets at
+// most the admissions of the last interval (docs/ha.md).
+const logFlush = 100 * time.Millisecond
+
+// RunLog writes the admission records every logFlush until ctx ends,
+// then once more.
+func (q *Service) RunLog(ctx context.Context) {
+	if q.log == nil {
+		return
+	}
+	t := time.NewTicker(logFlush)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			q.flushLog(context.WithoutCancel(ctx))
+			return
+		case <-t.C:
+			q.flushLog(ctx)
+		}
+	}
+}
+
+// FlushLog writes the admission records not written yet: a leader
+// calls it when it stops leading, before its successor rebuilds.
+func (q *Service) FlushLog(ctx context.Context) {
+	if q.log != nil {
+		q.flushLog(ctx)
+	}
+}
+
+func (q *Service) flushLog(ctx context.Context) {
+	as, dropped := q.eval.takeUnwritten()
+	if dropped > 0 {
+		q.logger.Error("admission records dropped while the log refused them; a failover forgets those admissions", "dropped", dropped)
+	}
+	if len(as) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := q.log.SaveAdmissions(ctx, as); err != nil {
+		q.logger.Warn("write admission records; kept for the next try", "records", len(as), "err", err)
+		q.eval.putBack(as)
+	}
+}
+
+// Rebuild replaces the admissions held with those the log holds: a new
+// leader calls it before its first decision.
+func (q *Service) Rebuild(ctx context.Context) error {
+	if q.log == nil {
+		return nil
+	}
+	as, err := q.log.HeldAdmissions(ctx, q.now())
+	if err != nil {
+		return fmt.Errorf("rebuild admitted work: %w", err)
+	}
+	q.eval.Restore(as)
+	q.logger.Info("rebuilt admitted work from the admission log", "parts", len(as))
+	return nil
+}

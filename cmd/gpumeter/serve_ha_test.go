@@ -144,14 +144,7 @@ func admit(t *testing.T, addr, token string, count int) (status int, allowed boo
 // A follower forwards admissions to the leader, so a concurrency quota
 // holds exactly across replicas; with nobody leading it answers 503.
 func TestServeForwardsAdmissionsToTheLeader(t *testing.T) {
-	dsn := testDSN(t)
-	zk := storetest.StartZooKeeper(t)
-	code, out, stderr := gpumeter(t, "--clickhouse", dsn, "keys", "create", "--scope", "admin", "--expires", "1h")
-	if code != 0 {
-		t.Fatalf("keys create: exit %d\n%s", code, stderr)
-	}
-	token := strings.TrimSpace(out)
-	quotas := "quotas:\n  refresh: 1s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: 6}\n"
+	dsn, zk, token, quotas := haSetup(t, 6)
 	a := startReplica(t, dsn, zk, quotas)
 	eventually(t, "the first replica to lead", 10*time.Second, func() bool { return a.rollups(t) >= 1 })
 	b := startReplica(t, dsn, zk, quotas)
@@ -206,14 +199,7 @@ func TestServeForwardsAdmissionsToTheLeader(t *testing.T) {
 // next 1 s turn); meanwhile the follower answers admissions 503, and then
 // it refuses what the dead leader's admissions already hold.
 func TestServeHandsOverWhenTheLeaderIsKilled(t *testing.T) {
-	dsn := testDSN(t)
-	zk := storetest.StartZooKeeper(t)
-	code, out, stderr := gpumeter(t, "--clickhouse", dsn, "keys", "create", "--scope", "admin", "--expires", "1h")
-	if code != 0 {
-		t.Fatalf("keys create: exit %d\n%s", code, stderr)
-	}
-	token := strings.TrimSpace(out)
-	quotas := "quotas:\n  refresh: 1s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: 3}\n"
+	dsn, zk, token, quotas := haSetup(t, 3)
 	a := startReplicaProcess(t, dsn, zk, quotas)
 	eventually(t, "the first replica to lead and run the rollup", 10*time.Second, func() bool { return a.rollups(t) >= 1 })
 	b := startReplica(t, dsn, zk, quotas)
@@ -261,4 +247,19 @@ func TestServeHandsOverWhenTheLeaderIsKilled(t *testing.T) {
 	if limit := 2*time.Second + 500*time.Millisecond + time.Second + 2*time.Second; took > limit {
 		t.Errorf("jobs resumed %v after the kill, over %v", took, limit)
 	}
+}
+
+// haSetup is what the admission failover tests share: ClickHouse, a
+// ZooKeeper, an admin key, and a concurrency quota of limit GPUs on
+// uni-astro refreshed every second.
+func haSetup(t *testing.T, limit int) (dsn string, zkPort int, token, quotas string) {
+	t.Helper()
+	dsn = testDSN(t)
+	zkPort = storetest.StartZooKeeper(t)
+	code, out, stderr := gpumeter(t, "--clickhouse", dsn, "keys", "create", "--scope", "admin", "--expires", "1h")
+	if code != 0 {
+		t.Fatalf("keys create: exit %d\n%s", code, stderr)
+	}
+	quotas = fmt.Sprintf("quotas:\n  refresh: 1s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: %d}\n", limit)
+	return dsn, zkPort, strings.TrimSpace(out), quotas
 }

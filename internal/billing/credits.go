@@ -106,7 +106,9 @@ func creditLines(in *CreditInput, cur pricing.Currency, kinds []credits.Kind, p 
 	}
 	var out []Line
 	left := max(limit, 0)
-	for _, b := range usedOrder(in.End.Balances) {
+	inOrder := slices.Clone(in.End.Balances)
+	slices.SortStableFunc(inOrder, func(a, b credits.Balance) int { return credits.CompareUse(a.Grant, b.Grant) })
+	for _, b := range inOrder {
 		g := b.Grant
 		if !slices.Contains(kinds, g.Kind) {
 			continue
@@ -128,30 +130,6 @@ func creditLines(in *CreditInput, cur pricing.Currency, kinds []credits.Kind, p 
 		}
 		out = append(out, l)
 	}
-	return out
-}
-
-// usedOrder is the order credits are applied in: the burn-down's (included
-// first, then priority, earliest expiry, the oldest, the id).
-func usedOrder(bs []credits.Balance) []credits.Balance {
-	out := slices.Clone(bs)
-	rank := func(k credits.Kind) int {
-		if k == credits.Included {
-			return 0
-		}
-		return 1
-	}
-	never := func(t time.Time) time.Time {
-		if t.IsZero() {
-			return time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
-		}
-		return t
-	}
-	slices.SortStableFunc(out, func(a, b credits.Balance) int {
-		x, y := a.Grant, b.Grant
-		return cmp.Or(cmp.Compare(rank(x.Kind), rank(y.Kind)), cmp.Compare(x.Priority, y.Priority),
-			never(x.ExpiresAt).Compare(never(y.ExpiresAt)), x.CreatedAt.Compare(y.CreatedAt), cmp.Compare(x.ID, y.ID))
-	})
 	return out
 }
 

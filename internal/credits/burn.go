@@ -108,15 +108,7 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		ga, gb := grants[a], grants[b]
-		return cmp.Or(
-			cmp.Compare(kindRank(ga.Kind), kindRank(gb.Kind)),
-			cmp.Compare(ga.Priority, gb.Priority),
-			compareExpiry(ga.ExpiresAt, gb.ExpiresAt),
-			ga.CreatedAt.Compare(gb.CreatedAt),
-			cmp.Compare(ga.ID, gb.ID))
-	})
+	slices.SortStableFunc(order, func(a, b int) int { return CompareUse(grants[a], grants[b]) })
 	// Expiries and voids happen at their instant, before the charges of
 	// that instant (a grant expiring at 00:00 does not cover 00:00-01:00).
 	type ending struct {
@@ -276,6 +268,18 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 		}
 	}
 	return res, nil
+}
+
+// CompareUse orders grants as the burn-down uses them: included first,
+// then money; then by priority, earliest expiry (never last), the oldest
+// grant, the id. Invoices apply their lines in the same order.
+func CompareUse(a, b Grant) int {
+	return cmp.Or(
+		cmp.Compare(kindRank(a.Kind), kindRank(b.Kind)),
+		cmp.Compare(a.Priority, b.Priority),
+		compareExpiry(a.ExpiresAt, b.ExpiresAt),
+		a.CreatedAt.Compare(b.CreatedAt),
+		cmp.Compare(a.ID, b.ID))
 }
 
 func kindRank(k Kind) int {

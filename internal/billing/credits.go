@@ -33,11 +33,11 @@ func creditKind(k credits.Kind) pricing.Kind {
 	return KindPrepaidCredit
 }
 
-// CreditBalances burns a customer's grants down as of a time (the credit
-// domain, credits.Service.BalanceAt): the runner asks for the start and
-// the end of each invoiced period.
+// CreditBalances burns a customer's grants down as of several times from
+// one pricing of its usage (the credit domain, credits.Service.BalancesAt):
+// the runner asks for the start and the end of each invoiced period.
 type CreditBalances interface {
-	BalanceAt(ctx context.Context, tenant string, at time.Time) (credits.Result, error)
+	BalancesAt(ctx context.Context, tenant string, times ...time.Time) ([]credits.Result, error)
 }
 
 // CreditStatement is one grant's account on an invoice, in the grant's

@@ -459,16 +459,13 @@ func (r *Runner) creditInput(ctx context.Context, st *ledger, c Customer, loc *t
 	if r.Credits == nil {
 		return nil, nil
 	}
-	end, err := r.Credits.BalanceAt(ctx, c.Tenant, p.End)
+	rs, err := r.Credits.BalancesAt(ctx, c.Tenant, p.Start, p.End)
 	if err != nil {
 		return nil, fmt.Errorf("credits of %s for %s: %w", c.Tenant, p.Label, err)
 	}
+	start, end := rs[0], rs[1]
 	if len(end.Balances) == 0 {
 		return nil, nil
-	}
-	start, err := r.Credits.BalanceAt(ctx, c.Tenant, p.Start)
-	if err != nil {
-		return nil, fmt.Errorf("credits of %s for %s: %w", c.Tenant, p.Label, err)
 	}
 	next, err := MonthlyPeriod(p.End.In(loc).Format("2006-01"), loc)
 	if err != nil {

@@ -87,6 +87,20 @@ func TestFleetBalances(t *testing.T) {
 			continue
 		}
 		fallback[i].Result.Draws = nil
+		// Two times from one pricing burn as two calls do.
+		early := nov.Add(20 * time.Hour)
+		both, err := svc.BalancesAt(context.Background(), c.Tenant, early, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := svc.BalanceAt(context.Background(), c.Tenant, early)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if balanceFigures(both[0]) != balanceFigures(first) || balanceFigures(both[1]) != balanceFigures(one) {
+			t.Errorf("BalancesAt %s: %s and %s, want %s and %s", c.Tenant, balanceFigures(both[0]), balanceFigures(both[1]),
+				balanceFigures(first), balanceFigures(one))
+		}
 		for name, got := range map[string]FleetBalance{"fleet": fleet[i], "fallback": fallback[i]} {
 			if got.Err != nil || balanceFigures(got.Result) != balanceFigures(one) {
 				t.Errorf("%s %s: %s (%v), want %s", name, c.Tenant, balanceFigures(got.Result), got.Err, balanceFigures(one))

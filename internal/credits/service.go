@@ -213,23 +213,49 @@ func (s *Service) Balance(ctx context.Context, tenant string) (Result, error) {
 // (or now, if earlier): each month from its first grant's, priced as its
 // invoice prices it.
 func (s *Service) BalanceAt(ctx context.Context, tenant string, at time.Time) (Result, error) {
-	grants, err := s.Grants(ctx, tenant)
+	rs, err := s.BalancesAt(ctx, tenant, at)
 	if err != nil {
 		return Result{}, err
 	}
+	return rs[0], nil
+}
+
+// BalancesAt is BalanceAt at each of several times (an invoice's period
+// start and end) from one read of the grants and one pricing of the usage
+// up to the latest of them: the burn-down is causal, so a burn to an
+// earlier time over the same charges is the balance then.
+func (s *Service) BalancesAt(ctx context.Context, tenant string, times ...time.Time) ([]Result, error) {
+	grants, err := s.Grants(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Result, len(times))
 	if len(grants) == 0 {
-		return Result{AsOf: at.UTC().Truncate(time.Hour), Uncovered: decimal.Zero}, nil
+		for i, t := range times {
+			out[i] = Result{AsOf: t.UTC().Truncate(time.Hour), Uncovered: decimal.Zero}
+		}
+		return out, nil
 	}
 	// Usage before the first grant no grant could cover.
-	from := grants[0].EffectiveAt
+	from, latest := grants[0].EffectiveAt, time.Time{}
 	for _, g := range grants {
 		from = minTime(from, g.EffectiveAt)
 	}
-	charges, asOf, err := s.charges.Charges(ctx, tenant, from, at)
-	if err != nil {
-		return Result{}, err
+	for _, t := range times {
+		if t.After(latest) {
+			latest = t
+		}
 	}
-	return Burn(grants, charges, asOf)
+	charges, asOf, err := s.charges.Charges(ctx, tenant, from, latest)
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range times {
+		if out[i], err = Burn(grants, charges, minTime(asOf, t.UTC().Truncate(time.Hour))); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/election"
@@ -39,6 +40,47 @@ type Forwarder struct {
 	self    string // this replica's identity
 	scheme  string // http or https, as every replica listens
 	client  *http.Client
+
+	// The leader last read from the engine, kept for leaderTTL so that a
+	// forwarded admission does not ask the engine (ZooKeeper: two round
+	// trips) every time; forgotten when forwarding to it fails or it
+	// answers 503 (it no longer leads).
+	leaderTTL time.Duration
+	now       func() time.Time
+	mu        sync.Mutex
+	cached    election.Leader
+	cachedAt  time.Time
+}
+
+// leaderTTL is how long a follower forwards to the leader it last read.
+const leaderTTL = time.Second
+
+// leader is the engine's leader, from the cache while it is fresh.
+func (f *Forwarder) leader(ctx context.Context) (election.Leader, error) {
+	f.mu.Lock()
+	if f.cached.Identity != "" && f.now().Sub(f.cachedAt) < f.leaderTTL {
+		l := f.cached
+		f.mu.Unlock()
+		return l, nil
+	}
+	f.mu.Unlock()
+	l, err := f.elector.Leader(ctx)
+	if err != nil {
+		return l, err
+	}
+	f.mu.Lock()
+	f.cached, f.cachedAt = l, f.now()
+	f.mu.Unlock()
+	return l, nil
+}
+
+// forget drops the cached leader when it is identity.
+func (f *Forwarder) forget(identity string) {
+	f.mu.Lock()
+	if f.cached.Identity == identity {
+		f.cached = election.Leader{}
+	}
+	f.mu.Unlock()
 }
 
 // ForwardTLS says how a follower checks the leader's certificate.
@@ -54,7 +96,7 @@ type ForwardTLS struct {
 // NewForwarder forwards to the leader e reports, over HTTPS when
 // overTLS (checked as t says), else plain HTTP.
 func NewForwarder(gate *Gate, e election.Elector, self string, overTLS bool, t ForwardTLS) (*Forwarder, error) {
-	f := &Forwarder{gate: gate, elector: e, self: self, scheme: "http"}
+	f := &Forwarder{gate: gate, elector: e, self: self, scheme: "http", leaderTTL: leaderTTL, now: time.Now}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.Proxy = nil // replicas reach each other directly
 	if overTLS {
@@ -100,11 +142,12 @@ func (f *Forwarder) Forward(ctx context.Context, path string, header http.Header
 	}
 	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
 	defer cancel()
-	l, err := f.elector.Leader(ctx)
+	l, err := f.leader(ctx)
 	if err != nil {
 		return Forwarded{}, false, fmt.Errorf("%w: %w", ErrNoLeader, err)
 	}
 	if l.Identity == f.self { // elected, the term not begun yet (or just ended)
+		f.forget(l.Identity)
 		return Forwarded{}, false, fmt.Errorf("%w (this replica is taking the lead)", ErrNoLeader)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.scheme+"://"+l.Identity+path, bytes.NewReader(body))
@@ -118,9 +161,13 @@ func (f *Forwarder) Forward(ctx context.Context, path string, header http.Header
 	req.Header.Set(ForwardedHeader, f.self)
 	resp, err := f.client.Do(req)
 	if err != nil {
+		f.forget(l.Identity)
 		return Forwarded{}, false, fmt.Errorf("%w: forward to leader %s: %w", ErrNoLeader, l.Identity, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		f.forget(l.Identity) // it no longer leads, or cannot decide yet
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedResponse))
 	if err != nil {
 		return Forwarded{}, false, fmt.Errorf("%w: read the answer of leader %s: %w", ErrNoLeader, l.Identity, err)

@@ -62,6 +62,7 @@ func TestForwarder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.leaderTTL = 0 // every call asks the elector, which this test changes between calls
 	h := http.Header{"Authorization": {"Bearer gmk_x"}, "Content-Type": {"application/json"}}
 	out, local, err := f.Forward(context.Background(), "/v1/admission", h, []byte(`{"tenant":"a"}`))
 	if err != nil || local || out.Status != 200 || string(out.Body) != `{"allowed":true}` || out.Leader != leaderID {
@@ -91,6 +92,60 @@ func TestForwarder(t *testing.T) {
 	if _, local, err := f.Forward(context.Background(), "/v1/admission", http.Header{ForwardedHeader: {"x:1"}}, nil); !local || err != nil {
 		t.Errorf("leading: local %v, %v; want local", local, err)
 	}
+}
+
+// A follower forwards to the leader it last read for leaderTTL, without
+// asking the engine again, and asks again at once when that leader fails
+// it or answers 503.
+func TestForwarderCachesTheLeader(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }))
+	defer srv.Close()
+	e := &countingElector{fakeElector: fakeElector{leader: election.Leader{Identity: strings.TrimPrefix(srv.URL, "http://")}}}
+	f, err := NewForwarder(NewGate(), e, "127.0.0.1:1", false, ForwardTLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	f.now = func() time.Time { return now }
+	forward := func() int {
+		out, _, err := f.Forward(context.Background(), "/v1/admission", http.Header{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Status
+	}
+	for range 3 {
+		forward()
+	}
+	if e.calls != 1 {
+		t.Errorf("three forwards within %s asked the elector %d times, want once", leaderTTL, e.calls)
+	}
+	now = now.Add(leaderTTL)
+	forward()
+	if e.calls != 2 {
+		t.Errorf("after %s the elector was asked %d times in all, want twice", leaderTTL, e.calls)
+	}
+	status = http.StatusServiceUnavailable
+	if got := forward(); got != http.StatusServiceUnavailable {
+		t.Fatalf("status %d", got)
+	}
+	status = http.StatusOK
+	forward()
+	if e.calls != 3 {
+		t.Errorf("after the leader answered 503 the elector was asked %d times in all, want 3 (asked again at once)", e.calls)
+	}
+}
+
+// countingElector counts the leader lookups.
+type countingElector struct {
+	fakeElector
+	calls int
+}
+
+func (c *countingElector) Leader(ctx context.Context) (election.Leader, error) {
+	c.calls++
+	return c.fakeElector.Leader(ctx)
 }
 
 // Campaign opens the gate for each term and closes it when the term

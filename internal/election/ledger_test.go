@@ -65,6 +65,13 @@ func (l *ledger) record(identity string, term *Term) {
 	l.gained <- gain{identity: identity, term: term, at: now}
 }
 
+// count is how many terms have begun.
+func (l *ledger) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.terms)
+}
+
 // check fails the test on any violation so far.
 func (l *ledger) check(t *testing.T) {
 	t.Helper()
@@ -125,18 +132,24 @@ func campaignLoop(ctx context.Context, e Elector, identity string, l *ledger) {
 				continue
 			}
 			l.record(identity, term)
+			n := l.count()
 			select {
 			case <-term.Done():
 			case <-ctx.Done():
 				return
 			}
-			// A replica resigns when it shuts down: it stays out for a
-			// while, so that the handover goes to another replica.
+			// A replica resigns when it shuts down: it stays out until
+			// another replica has led (or, with nobody else standing, a
+			// few seconds), so that the handover goes to another replica
+			// however late the others stand again on a loaded machine.
 			if errors.Is(context.Cause(term.Context()), ErrResigned) {
-				select {
-				case <-time.After(time.Second):
-				case <-ctx.Done():
-					return
+				out := time.Now().Add(3 * time.Second)
+				for l.count() == n && time.Now().Before(out) {
+					select {
+					case <-time.After(20 * time.Millisecond):
+					case <-ctx.Done():
+						return
+					}
 				}
 			}
 		}

@@ -286,7 +286,7 @@ func TestEffectiveCounts(t *testing.T) {
 		{"MIG resource without a profile", corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/mig-": "1"})}}, "names no MIG profile", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wants, err := effective(tc.spec, nil)
+			wants, err := effective(tc.spec, Config{}, 0)
 			if tc.isErr {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("got %+v, %v; want an error with %q", wants, err, tc.want)

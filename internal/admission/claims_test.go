@@ -38,7 +38,7 @@ func (d *evaluatorDecider) AdmitAll(_ context.Context, _ auth.Scope, rs []quota.
 
 // newEvaluator holds tenant acme to limit concurrent GPU-equivalents,
 // with usedGPUs H100s in use.
-func newEvaluator(t *testing.T, limit, usedGPUs string) *evaluatorDecider {
+func newEvaluator(t testing.TB, limit, usedGPUs string) *evaluatorDecider {
 	t.Helper()
 	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	cfg := quota.DefaultConfig()
@@ -53,7 +53,7 @@ func newEvaluator(t *testing.T, limit, usedGPUs string) *evaluatorDecider {
 }
 
 // claimObjects are testdata/dra/claims.json as API objects.
-func claimObjects(t *testing.T) []runtime.Object {
+func claimObjects(t testing.TB) []runtime.Object {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", "dra", "claims.json"))
 	if err != nil {
@@ -88,7 +88,7 @@ func claimObjects(t *testing.T) []runtime.Object {
 
 // podReview wraps testdata/dra/<file>, with replacements applied in
 // pairs, in an AdmissionReview as the API server sends it.
-func podReview(t *testing.T, file string, replace ...string) []byte {
+func podReview(t testing.TB, file string, replace ...string) []byte {
 	t.Helper()
 	pod, err := os.ReadFile(filepath.Join("testdata", "dra", file))
 	if err != nil {
@@ -291,6 +291,58 @@ func TestConfigValidate(t *testing.T) {
 		"kubernetes.hami.memory_percentage_resource \"nvidia.com/gpu\": also kubernetes.hami.memory_resource"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v; want it to name %s", err, want)
+		}
+	}
+}
+
+// Whatever the API server sends, the webhook answers without panicking:
+// an error for a body that is no review, else a review for its uid.
+func FuzzReviewWithClaims(f *testing.F) {
+	f.Add([]byte(review))
+	for _, file := range []string{"pod-template.json", "pod-claim.json", "pod-hami.json"} {
+		pod, err := os.ReadFile(filepath.Join("testdata", "dra", file))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(fmt.Appendf(nil, `{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "kind": {"kind": "Pod"},
+			"namespace": "team-acme", "operation": "CREATE", "object": %s}}`, pod))
+	}
+	objs := claimObjects(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		d := &fakeDecider{allow: func(quota.Request) bool { return true }}
+		w := NewWebhook(d, claimsConfig()).WithClaims(NewAPIClaims(fake.NewClientset(objs...).ResourceV1()))
+		out, err := w.Review(context.Background(), auth.Scope{Kind: auth.KindAdmin}, body)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v, want ErrMalformed", err)
+			}
+			return
+		}
+		var a reviewAnswer
+		if err := json.Unmarshal(out, &a); err != nil || a.Response.UID == "" {
+			t.Fatalf("answer %s: %v", out, err)
+		}
+		if !a.Response.Allowed && (a.Response.Status == nil || a.Response.Status.Code >= 500) {
+			t.Fatalf("denial without a 4xx status: %s", out)
+		}
+	})
+}
+
+// BenchmarkReviewClaims decides a Pod with a MIG ResourceClaimTemplate
+// through the real evaluator, the claim read from client-go's fake
+// clientset (in memory: an API server round trip comes on top).
+func BenchmarkReviewClaims(b *testing.B) {
+	reader := NewAPIClaims(fake.NewClientset(claimObjects(b)...).ResourceV1())
+	cfg := claimsConfig()
+	body := podReview(b, "pod-template.json", `"double-gpu"`, `"mig-devices"`)
+	dry := strings.Replace(string(body), `"operation": "CREATE",`, `"operation": "CREATE", "dryRun": true,`, 1)
+	d := newEvaluator(b, "1000000", "0")
+	w := NewWebhook(d, cfg).WithClaims(reader)
+	b.ReportAllocs()
+	for b.Loop() {
+		out, err := w.Review(context.Background(), auth.Scope{Kind: auth.KindAdmin}, []byte(dry))
+		if err != nil || !strings.Contains(string(out), `"allowed":true`) {
+			b.Fatalf("%s %v", out, err)
 		}
 	}
 }

@@ -129,7 +129,7 @@ fuzz:
 
 bench: clickhouse
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/store/
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/importer/ ./pricing/... ./internal/partition/... ./internal/insights/ ./internal/spool/... ./collectors/...
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/importer/ ./pricing/... ./internal/partition/... ./internal/insights/ ./internal/spool/... ./collectors/... ./internal/admission/
 
 # lint also fails when go.mod or go.sum is not what `go mod tidy` would write
 # (a direct dependency marked // indirect, a missing go.sum line).

@@ -43,7 +43,8 @@ FUZZ_TARGETS := \
 	./internal/chargeback:FuzzAllocateChargeback \
 	./internal/chargeback:FuzzParseCarbonCSV \
 	./internal/sacct:FuzzParseSacct \
-	./internal/sacct:FuzzParseAccounts
+	./internal/sacct:FuzzParseAccounts \
+	./internal/admission:FuzzReviewWithClaims:5000x
 
 # Packages with concurrency that also run under the race detector.
 RACE_PKGS := ./collectors/... ./internal/billing ./internal/quota ./internal/server ./internal/spool/...

@@ -1,7 +1,8 @@
 // Package admission is the quota service's Kubernetes adapter: it answers
 // ValidatingAdmissionWebhook reviews (admission.k8s.io/v1) for Pods, whose
-// NVIDIA GPU and MIG requests are checked against the quotas of the tenant
-// their namespace maps to.
+// NVIDIA GPU and MIG requests (device plugin resources, HAMi's shares, and
+// Dynamic Resource Allocation claims) are checked against the quotas of
+// the tenant their namespace maps to.
 package admission
 
 import (

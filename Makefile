@@ -43,7 +43,8 @@ FUZZ_TARGETS := \
 	./internal/chargeback:FuzzAllocateChargeback \
 	./internal/chargeback:FuzzParseCarbonCSV \
 	./internal/sacct:FuzzParseSacct \
-	./internal/sacct:FuzzParseAccounts
+	./internal/sacct:FuzzParseAccounts \
+	./internal/admission:FuzzReviewWithClaims:5000x
 
 # Packages with concurrency that also run under the race detector.
 RACE_PKGS := ./collectors/... ./internal/billing ./internal/quota ./internal/server ./internal/spool/...
@@ -129,7 +130,7 @@ fuzz:
 
 bench: clickhouse
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/store/
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/importer/ ./pricing/... ./internal/partition/... ./internal/insights/ ./internal/spool/... ./collectors/...
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/importer/ ./pricing/... ./internal/partition/... ./internal/insights/ ./internal/spool/... ./collectors/... ./internal/admission/
 
 # lint also fails when go.mod or go.sum is not what `go mod tidy` would write
 # (a direct dependency marked // indirect, a missing go.sum line).

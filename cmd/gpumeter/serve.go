@@ -262,11 +262,21 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 		sender := webhook.NewSender(cfg.Webhooks, s, g.logger)
 		background.Go(func() { gate.WhileLeading(apiCtx, func(ctx context.Context) { sender.Run(ctx, s) }) })
 	}
+	// The Pod webhook reads the ResourceClaims Pods name with the pod's
+	// service account; where it has none, Pods with claims are denied.
+	podWebhook := admission.NewWebhook(quotas, cfg.Kubernetes)
+	if len(cfg.Kubernetes.Namespaces) > 0 {
+		if claims, err := admission.InClusterClaims(); err != nil {
+			g.logger.Warn("kubernetes: resource claims cannot be read, so Pods with resourceClaims are denied", "err", err)
+		} else {
+			podWebhook.WithClaims(claims)
+		}
+	}
 	srv := server.New(cfg.Server, reg, g.logger, checks...)
 	waitAPI := srv.MountAPI(apiCtx, reg, server.API{Keys: s, Audit: s, AuditQueue: auditQueue, PDF: pdf,
 		Usage: use, Cost: use, Tenants: use, Invoices: billing.NewInvoiceService(s, cfg.Billing.Issuer.ID),
 		Chargeback: billing.NewChargebackService(s, cfg.Chargeback), Quotas: quotas,
-		Kubernetes: admission.NewWebhook(quotas, cfg.Kubernetes), Forward: forward, Insights: ins,
+		Kubernetes: podWebhook, Forward: forward, Insights: ins,
 		Credits: credit, CreditSettings: cfg.Credits})
 	err = srv.Serve(ctx, ln)
 	stopAPI() // after the last request: the audit writer flushes what it holds

@@ -1,7 +1,8 @@
 // Package admission is the quota service's Kubernetes adapter: it answers
 // ValidatingAdmissionWebhook reviews (admission.k8s.io/v1) for Pods, whose
-// NVIDIA GPU and MIG requests are checked against the quotas of the tenant
-// their namespace maps to.
+// NVIDIA GPU and MIG requests (device plugin resources, HAMi's shares, and
+// Dynamic Resource Allocation claims) are checked against the quotas of
+// the tenant their namespace maps to.
 package admission
 
 import (
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shopspring/decimal"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/auth"
 	"github.com/gpumeter/gpumeter/internal/fault"
+	"github.com/gpumeter/gpumeter/internal/gpucatalog"
 	"github.com/gpumeter/gpumeter/internal/quota"
 )
 
@@ -37,23 +40,6 @@ const (
 	DurationAnnotation = "gpumeter.io/expected-duration" // e.g. 6h
 )
 
-// Config maps namespaces to tenants and fills in what a Pod leaves out.
-type Config struct {
-	Namespaces      map[string]string `yaml:"namespaces"`       // namespace → tenant
-	DefaultModel    string            `yaml:"default_model"`    // when a Pod names none
-	DefaultDuration time.Duration     `yaml:"default_duration"` // when a Pod names none
-	// GPUResources names the GPU resources of the cluster beyond the
-	// device plugin's own (nvidia.com/gpu, nvidia.com/mig-*, and either
-	// with .shared): the names a time-slicing config's rename gives, or the
-	// GPU operator's KubeVirt passthrough and vGPU names
-	// (nvidia.com/GH100_H100_SXM5_80GB). Each maps to the MIG profile one
-	// device is ("" for a whole GPU).
-	GPUResources map[string]string `yaml:"gpu_resources"`
-}
-
-// DefaultConfig assumes work runs an hour.
-func DefaultConfig() Config { return Config{DefaultDuration: time.Hour} }
-
 // Decider is the quota evaluator, in the webhook key's scope. A Pod's
 // GPU resources are admitted together: all held, or none.
 type Decider interface {
@@ -68,8 +54,13 @@ var ErrMalformed = fault.Validation(errors.New("malformed AdmissionReview"))
 // Review decides an AdmissionReview and returns the review to send back.
 // A Pod whose GPU requests would break a hard quota is denied with a
 // message kubectl shows; Pods of unmapped namespaces, Pods without GPU
-// requests and other objects are allowed.
+// requests and other objects are allowed. It reads no claims: a Pod with
+// resourceClaims is denied (Webhook.WithClaims reads them).
 func Review(ctx context.Context, d Decider, scope auth.Scope, cfg Config, body []byte) ([]byte, error) {
+	return reviewWith(ctx, d, nil, scope, cfg, body)
+}
+
+func reviewWith(ctx context.Context, d Decider, claims ClaimReader, scope auth.Scope, cfg Config, body []byte) ([]byte, error) {
 	var rev admissionv1.AdmissionReview
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	if err := dec.Decode(&rev); err != nil {
@@ -78,7 +69,7 @@ func Review(ctx context.Context, d Decider, scope auth.Scope, cfg Config, body [
 	if rev.APIVersion != "admission.k8s.io/v1" || rev.Kind != "AdmissionReview" || rev.Request == nil || rev.Request.UID == "" {
 		return nil, fmt.Errorf("%w: want apiVersion admission.k8s.io/v1, kind AdmissionReview and a request with a uid", ErrMalformed)
 	}
-	resp := decide(ctx, d, scope, cfg, rev.Request)
+	resp := decide(ctx, d, claims, scope, cfg, rev.Request)
 	resp.UID = rev.Request.UID
 	out := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Response: resp}
 	return json.Marshal(out)
@@ -89,7 +80,28 @@ func deny(code int32, format string, a ...any) *admissionv1.AdmissionResponse {
 		Reason: metav1.StatusReasonForbidden, Message: "gpumeter: " + fmt.Sprintf(format, a...)}}
 }
 
-func decide(ctx context.Context, d Decider, scope auth.Scope, cfg Config, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+// modelWeigher weighs devices of model (as the Pod names it) by the GPU
+// catalogue, and gives one GPU's memory in MiB for HAMi's memory grants
+// (0 when the catalogue does not know the model).
+func modelWeigher(model string) (weigher, int64) {
+	canonical, known := gpucatalog.CanonicalModel(model)
+	var memoryMiB int64
+	if m, ok := gpucatalog.LookupModel(canonical); known && ok {
+		memoryMiB = int64(m.MemoryGB) * 1024
+	}
+	return func(profile string) (decimal.Decimal, bool) {
+		if !known {
+			return decimal.Decimal{}, false
+		}
+		num, den, ok := gpucatalog.GPUEquivalent(gpucatalog.SKU(canonical, profile))
+		if !ok {
+			return decimal.Decimal{}, false
+		}
+		return decimal.NewFromInt(int64(num)).DivRound(decimal.NewFromInt(int64(den)), 18), true
+	}, memoryMiB
+}
+
+func decide(ctx context.Context, d Decider, claims ClaimReader, scope auth.Scope, cfg Config, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	allow := &admissionv1.AdmissionResponse{Allowed: true}
 	if req.Kind.Kind != "Pod" || (req.Operation != admissionv1.Create && req.Operation != "") {
 		return allow
@@ -102,16 +114,28 @@ func decide(ctx context.Context, d Decider, scope auth.Scope, cfg Config, req *a
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
 		return deny(400, "the Pod in the review does not decode: %v", err)
 	}
-	wants, err := effective(pod.Spec, cfg.GPUResources)
-	if err != nil {
-		return deny(400, "%v", err)
-	}
-	if len(wants) == 0 {
-		return allow
-	}
 	model := pod.Annotations[ModelAnnotation]
 	if model == "" {
 		model = cfg.DefaultModel
+	}
+	weigh, memoryMiB := modelWeigher(model)
+	wants, err := effective(pod.Spec, cfg, memoryMiB)
+	if err != nil {
+		return deny(400, "%v", err)
+	}
+	fromClaims, err := claimWants(ctx, claims, cfg.DRA, req.Namespace, pod.Spec, weigh)
+	if err != nil {
+		return deny(403, "%v", err)
+	}
+	var all wantList
+	for _, w := range append(wants, fromClaims...) {
+		if err := all.add(w); err != nil {
+			return deny(400, "%v", err)
+		}
+	}
+	wants = all.list
+	if len(wants) == 0 {
+		return allow
 	}
 	if model == "" {
 		return deny(400, "pod requests GPUs but names no GPU model: set the annotation %s", ModelAnnotation)
@@ -130,7 +154,7 @@ func decide(ctx context.Context, d Decider, scope auth.Scope, cfg Config, req *a
 	reqs := make([]quota.Request, 0, len(wants))
 	names := make([]string, 0, len(wants))
 	for _, w := range wants {
-		reqs = append(reqs, quota.Request{Tenant: tenant, GPUModel: model, Profile: w.profile, Count: int(w.count), Duration: duration, DryRun: dryRun})
+		reqs = append(reqs, quota.Request{Tenant: tenant, GPUModel: model, Profile: w.profile, Count: int(w.count), Duration: duration, DryRun: dryRun, Share: w.share})
 		names = append(names, w.what)
 	}
 	what := strings.Join(names, ", ")
@@ -169,13 +193,45 @@ func parseResource(name string, extra map[string]string) (profile string, ok boo
 	return p, true, nil
 }
 
-// want is what a Pod asks for of one MIG profile ("" for whole GPUs),
-// summed over the resource names that give it (nvidia.com/gpu and
+// want is what a Pod asks for of one MIG profile ("" for whole GPUs) at
+// one share of each device (zero for whole devices), summed over the
+// resource names and claims that give it (nvidia.com/gpu and
 // nvidia.com/gpu.shared).
 type want struct {
 	profile string
+	share   decimal.Decimal
 	count   int64
 	what    string // "nvidia.com/gpu x 3, nvidia.com/gpu.shared x 1"
+}
+
+// wantList sums wants of one profile and share, in the order first seen.
+type wantList struct {
+	list []want
+	at   map[string]int
+}
+
+// add sums w into the list, refused once a sum is over quota.MaxCount.
+func (l *wantList) add(w want) error {
+	if w.count == 0 {
+		return nil
+	}
+	if l.at == nil {
+		l.at = map[string]int{}
+	}
+	key := w.profile + "@" + w.share.String()
+	i, seen := l.at[key]
+	if !seen {
+		l.at[key] = len(l.list)
+		l.list = append(l.list, w)
+		return nil
+	}
+	sum, err := addCount(l.list[i].count, w.count)
+	if err != nil {
+		return fmt.Errorf("%s with %s: %w", l.list[i].what, w.what, err)
+	}
+	l.list[i].count = sum
+	l.list[i].what += ", " + w.what
+	return nil
 }
 
 // deviceCount is a container's quantity of a GPU resource, refused when
@@ -200,6 +256,10 @@ func addCount(a, b int64) (int64, error) {
 	return a + b, nil
 }
 
+// quantityOf is a container's quantity of one resource, ok false when it
+// asks for none.
+type quantityOf func(c corev1.Container) (q resource.Quantity, ok bool, err error)
+
 // effective is the Pod's GPU and MIG requests by Kubernetes' rule (the
 // scheduler's PodRequests): per resource, the containers' sum plus the
 // sidecars' (init containers with restartPolicy Always, which keep
@@ -207,8 +267,10 @@ func addCount(a, b int64) (int64, error) {
 // with the sidecars started before it. A container's extended resource is
 // its request, else its limit (the two must be equal for extended
 // resources). Resources giving the same profile are summed, in the order
-// of their names.
-func effective(spec corev1.PodSpec, extra map[string]string) ([]want, error) {
+// of their names. Under HAMi, nvidia.com/gpu is counted per granted share
+// (hami.go), each share as a resource of its own; memoryMiB is one GPU's
+// memory, for HAMi's memory grants (0 when not known).
+func effective(spec corev1.PodSpec, cfg Config, memoryMiB int64) ([]want, error) {
 	names := map[corev1.ResourceName]bool{}
 	for _, cs := range [][]corev1.Container{spec.Containers, spec.InitContainers} {
 		for _, c := range cs {
@@ -218,6 +280,9 @@ func effective(spec corev1.PodSpec, extra map[string]string) ([]want, error) {
 			for n := range c.Resources.Limits {
 				names[n] = true
 			}
+			if _, asks, _ := cfg.HAMi.share(c, memoryMiB); asks {
+				names[gpuResource] = true // HAMi's default of one GPU
+			}
 		}
 	}
 	sorted := make([]string, 0, len(names))
@@ -225,43 +290,84 @@ func effective(spec corev1.PodSpec, extra map[string]string) ([]want, error) {
 		sorted = append(sorted, string(n))
 	}
 	sort.Strings(sorted)
-	var out []want
-	byProfile := map[string]int{}
+	var out wantList
 	for _, s := range sorted {
-		profile, ok, err := parseResource(s, extra)
+		profile, ok, err := parseResource(s, cfg.GPUResources)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			continue
 		}
-		v, err := podCount(spec, corev1.ResourceName(s))
+		name := corev1.ResourceName(s)
+		if s == gpuResource {
+			if err := hamiWants(&out, spec, cfg.HAMi, memoryMiB); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		v, err := podCount(spec, func(c corev1.Container) (resource.Quantity, bool, error) {
+			q, ok := c.Resources.Requests[name]
+			if !ok {
+				q, ok = c.Resources.Limits[name]
+			}
+			return q, ok, nil
+		})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s, err)
 		}
-		if v == 0 {
-			continue
+		if err := out.add(want{profile: profile, count: v, what: fmt.Sprintf("%s x %d", s, v)}); err != nil {
+			return nil, err
 		}
-		i, seen := byProfile[profile]
-		if !seen {
-			byProfile[profile] = len(out)
-			out = append(out, want{profile: profile, count: v, what: fmt.Sprintf("%s x %d", s, v)})
-			continue
-		}
-		if out[i].count, err = addCount(out[i].count, v); err != nil {
-			return nil, fmt.Errorf("%s with %s: %w", out[i].what, s, err)
-		}
-		out[i].what += fmt.Sprintf(", %s x %d", s, v)
 	}
-	return out, nil
+	return out.list, nil
+}
+
+// hamiWants adds the Pod's nvidia.com/gpu, by the share HAMi grants each
+// container (the whole GPU where it grants none), each share counted by
+// Kubernetes' rule as a resource of its own.
+func hamiWants(out *wantList, spec corev1.PodSpec, h HAMiConfig, memoryMiB int64) error {
+	shares := map[string]decimal.Decimal{}
+	for _, cs := range [][]corev1.Container{spec.Containers, spec.InitContainers} {
+		for _, c := range cs {
+			sh, _, err := h.share(c, memoryMiB)
+			if err != nil {
+				return err
+			}
+			shares[sh.String()] = sh
+		}
+	}
+	for _, key := range sortedKeys(shares) {
+		sh := shares[key]
+		v, err := podCount(spec, func(c corev1.Container) (resource.Quantity, bool, error) {
+			csh, asks, err := h.share(c, memoryMiB)
+			if err != nil || !csh.Equal(sh) {
+				return resource.Quantity{}, false, err
+			}
+			q, ok := hamiGPUs(c, asks)
+			return q, ok, nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", gpuResource, err)
+		}
+		w := want{count: v, what: fmt.Sprintf("%s x %d", gpuResource, v)}
+		if !sh.Equal(one) {
+			w.share = sh
+			w.what += fmt.Sprintf(" at %s%% (HAMi)", sh.Mul(hundred).String())
+		}
+		if err := out.add(w); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // podCount is one resource's effective count in the Pod.
-func podCount(spec corev1.PodSpec, name corev1.ResourceName) (int64, error) {
+func podCount(spec corev1.PodSpec, of quantityOf) (int64, error) {
 	count := func(c corev1.Container) (int64, error) {
-		q, ok := c.Resources.Requests[name]
-		if !ok {
-			q, ok = c.Resources.Limits[name]
+		q, ok, err := of(c)
+		if err != nil {
+			return 0, err
 		}
 		if !ok {
 			return 0, nil

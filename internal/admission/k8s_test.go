@@ -286,7 +286,7 @@ func TestEffectiveCounts(t *testing.T) {
 		{"MIG resource without a profile", corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/mig-": "1"})}}, "names no MIG profile", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wants, err := effective(tc.spec, nil)
+			wants, err := effective(tc.spec, Config{}, 0)
 			if tc.isErr {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("got %+v, %v; want an error with %q", wants, err, tc.want)
@@ -296,6 +296,56 @@ func TestEffectiveCounts(t *testing.T) {
 			var got []string
 			for _, w := range wants {
 				got = append(got, fmt.Sprintf("%s=%d", w.profile, w.count))
+			}
+			if err != nil || strings.Join(got, " ") != tc.want {
+				t.Fatalf("got %q, %v; want %q", strings.Join(got, " "), err, tc.want)
+			}
+		})
+	}
+}
+
+// HAMi's grants: each share of nvidia.com/gpu counts by Kubernetes' rule
+// on its own; a container without a share is whole GPUs.
+func TestEffectiveHAMiShares(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	ctr := func(name string, res map[string]string) corev1.Container {
+		c := corev1.Container{Name: name, Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}}}
+		for n, q := range res {
+			c.Resources.Limits[corev1.ResourceName(n)] = resource.MustParse(q)
+		}
+		return c
+	}
+	cfg := DefaultConfig()
+	for _, tc := range []struct {
+		name string
+		spec corev1.PodSpec
+		want string
+	}{
+		{"two quarters and a whole GPU", corev1.PodSpec{Containers: []corev1.Container{
+			ctr("a", map[string]string{"nvidia.com/gpu": "2", "nvidia.com/gpucores": "25"}),
+			ctr("b", map[string]string{"nvidia.com/gpu": "1"})}}, "@0.25=2 =1"},
+		{"an init container's share is its own resource", corev1.PodSpec{
+			InitContainers: []corev1.Container{ctr("i", map[string]string{"nvidia.com/gpu": "3", "nvidia.com/gpucores": "50"})},
+			Containers:     []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50"})}}, "@0.5=3"},
+		{"a sidecar's share runs beside the containers'", func() corev1.PodSpec {
+			s := ctr("s", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpucores": "10"})
+			s.RestartPolicy = &always
+			return corev1.PodSpec{InitContainers: []corev1.Container{s}, Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpucores": "10"})}}
+		}(), "@0.1=2"},
+		{"memory percentage above cores", corev1.PodSpec{Containers: []corev1.Container{
+			ctr("a", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpucores": "10", "nvidia.com/gpumem-percentage": "40"})}}, "@0.4=1"},
+		{"memory in MiB of an 80 GB GPU", corev1.PodSpec{Containers: []corev1.Container{
+			ctr("a", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpucores": "10", "nvidia.com/gpumem": "20480"})}}, "@0.25=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wants, err := effective(tc.spec, cfg, 81920)
+			var got []string
+			for _, w := range wants {
+				s := w.profile
+				if !w.share.IsZero() {
+					s += "@" + w.share.String()
+				}
+				got = append(got, fmt.Sprintf("%s=%d", s, w.count))
 			}
 			if err != nil || strings.Join(got, " ") != tc.want {
 				t.Fatalf("got %q, %v; want %q", strings.Join(got, " "), err, tc.want)

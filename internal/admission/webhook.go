@@ -12,6 +12,7 @@ import (
 type Webhook struct {
 	decider Decider
 	cfg     Config
+	claims  ClaimReader
 }
 
 // The webhook admits a Pod's GPU resources together through the quota
@@ -23,8 +24,15 @@ func NewWebhook(d Decider, cfg Config) *Webhook {
 	return &Webhook{decider: d, cfg: cfg}
 }
 
+// WithClaims reads the ResourceClaims and templates Pods name through r;
+// without it, a Pod with resourceClaims is denied.
+func (w *Webhook) WithClaims(r ClaimReader) *Webhook {
+	w.claims = r
+	return w
+}
+
 // Review decides one AdmissionReview in the webhook key's scope; a body
 // that is none is ErrMalformed (a validation error).
 func (w *Webhook) Review(ctx context.Context, scope auth.Scope, body []byte) ([]byte, error) {
-	return Review(ctx, w.decider, scope, w.cfg, body)
+	return reviewWith(ctx, w.decider, w.claims, scope, w.cfg, body)
 }

@@ -51,6 +51,11 @@ type Request struct {
 	Count    int           `json:"count"`
 	Duration time.Duration `json:"-"`
 	DryRun   bool          `json:"dry_run,omitempty"`
+	// Share is the part of each device the work holds where devices are
+	// shared by a granted quota of compute (HAMi's nvidia.com/gpucores):
+	// 0.25 counts a quarter of each. Zero counts whole devices. Only the
+	// Kubernetes webhook sets it; the HTTP API asks for whole devices.
+	Share decimal.Decimal `json:"-"`
 }
 
 // Limits of one request.
@@ -93,6 +98,9 @@ func (r Request) Validate() error {
 	}
 	if r.Duration <= 0 || r.Duration > maxDuration {
 		errs = append(errs, fmt.Errorf("expected_duration %s: want more than 0 and at most %s", r.Duration, maxDuration))
+	}
+	if r.Share.IsNegative() || r.Share.GreaterThan(decimal.NewFromInt(1)) {
+		errs = append(errs, fmt.Errorf("share %s: want more than 0 and at most 1 (0 for whole devices)", r.Share))
 	}
 	if strings.TrimSpace(r.GPUModel) != "" {
 		if _, _, err := Weight(r.SKU()); err != nil {
@@ -493,6 +501,7 @@ func (e *Evaluator) AdmitAll(reqs []Request) (Decision, error) {
 		if err != nil { // validated above
 			return Decision{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
+		gpus = req.shared(gpus)
 		p := part{model: model, demand: Demand{GPUs: gpus}}
 		hours := decimal.NewFromInt(int64(req.Duration)).DivRound(decimal.NewFromInt(int64(time.Hour)), 18)
 		p.demand.GPUHours = gpus.Mul(hours)

@@ -240,3 +240,22 @@ func devices(sku string, count int) (decimal.Decimal, error) {
 	}
 	return decimal.NewFromInt(num*int64(count)).DivRound(decimal.NewFromInt(den), 18), nil
 }
+
+// shared is gpus, the request's devices in GPU-equivalents, counted at
+// the request's Share of each (all of them when Share is zero).
+func (r Request) shared(gpus decimal.Decimal) decimal.Decimal {
+	if r.Share.IsZero() {
+		return gpus
+	}
+	return gpus.Mul(r.Share)
+}
+
+// GPUEquivalents is what the request holds at once: Count devices of its
+// SKU, at its Share of each.
+func (r Request) GPUEquivalents() (decimal.Decimal, error) {
+	gpus, err := devices(r.SKU(), r.Count)
+	if err != nil {
+		return decimal.Decimal{}, err
+	}
+	return r.shared(gpus), nil
+}

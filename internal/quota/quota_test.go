@@ -72,6 +72,30 @@ func TestAdmitAtTheLimitAndWithMIGWeights(t *testing.T) {
 	}
 }
 
+// A share of a device (HAMi's nvidia.com/gpucores) counts that part of
+// it: four 25 % shares are exactly one GPU, and a fifth does not fit.
+func TestAdmitShares(t *testing.T) {
+	c := &clock{time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
+	e := newEval(t, testConfig(Rule{Tenant: "acme", ConcurrentGPUs: limit("1", "", ""), GPUHours: limit("10", "", "")}), c)
+	e.Update(snapshot(c.t, TenantState{Tenant: "acme"}))
+	quarter := Request{Tenant: "acme", GPUModel: h100, Count: 1, Duration: 2 * time.Hour, Share: d("0.25")}
+	for i := range 4 {
+		dec, err := e.Admit(quarter)
+		if err != nil || !dec.Allowed || !dec.Demand.GPUs.Equal(d("0.25")) || !dec.Demand.GPUHours.Equal(d("0.5")) {
+			t.Fatalf("share %d: %+v, %v", i, dec, err)
+		}
+	}
+	dec, err := e.Admit(quarter)
+	if err != nil || dec.Allowed || !strings.Contains(dec.Reason, "concurrent_gpus would be 1.25, over the hard limit 1") {
+		t.Fatalf("fifth share: %+v, %v", dec, err)
+	}
+	// A share of a MIG instance is that share of its weight: half a
+	// 3g.40gb is 3/14 of a GPU.
+	if g, err := (Request{GPUModel: h100, Profile: "3g.40gb", Count: 7, Share: d("0.5")}).GPUEquivalents(); err != nil || !g.Equal(d("1.5")) {
+		t.Fatalf("7 x half a 3g.40gb = %s, %v; want 1.5", g, err)
+	}
+}
+
 // Requests that together would exceed the quota, at once: exactly as many
 // are admitted as fit, never one more.
 func TestConcurrentAdmissionsNeverOverAdmit(t *testing.T) {
@@ -201,6 +225,8 @@ func TestBadRequests(t *testing.T) {
 		"unknown profile": {Tenant: "acme", GPUModel: h100, Profile: "9g.99gb", Count: 1, Duration: time.Hour},
 		"no duration":     {Tenant: "acme", GPUModel: h100, Count: 1},
 		"a year":          {Tenant: "acme", GPUModel: h100, Count: 1, Duration: 365 * 24 * time.Hour},
+		"negative share":  {Tenant: "acme", GPUModel: h100, Count: 1, Duration: time.Hour, Share: d("-0.25")},
+		"share over one":  {Tenant: "acme", GPUModel: h100, Count: 1, Duration: time.Hour, Share: d("1.01")},
 	} {
 		if _, err := e.Admit(r); !errors.Is(err, ErrInvalid) || !fault.IsValidation(err) {
 			t.Errorf("%s: %v, want ErrInvalid, a validation error", name, err)

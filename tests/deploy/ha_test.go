@@ -77,16 +77,28 @@ func checkKubeHA(t testing.TB, m kubeManifests, want kubeHAWant) {
 	checkKubeNetworkPolicy(t, m, w, c)
 
 	// The Lease: exactly get, create and update on leases, in a Role of
-	// the server's namespace, and the token to use it.
+	// the server's namespace; with the admission webhook, get on the DRA
+	// claims and templates Pods name, in a ClusterRole of that alone
+	// (tenants' namespaces vary); and the token to use them.
 	spec := w.template.Spec
 	wantLease := []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}}}
-	if granted := kubeGrants(m, w.namespace, spec.ServiceAccountName); !kubeRulesEqual(granted, wantLease) {
-		t.Errorf("%s: account %s is granted %+v; want %+v", w.where, spec.ServiceAccountName, granted, wantLease)
+	wantClaims := []rbacv1.PolicyRule{{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims", "resourceclaimtemplates"}, Verbs: []string{"get"}}}
+	wantGrants := wantLease
+	if len(m.webhooks) > 0 {
+		wantGrants = append(append([]rbacv1.PolicyRule(nil), wantLease...), wantClaims...)
+	}
+	granted := kubeGrants(m, w.namespace, spec.ServiceAccountName)
+	slices.SortFunc(granted, func(a, b rbacv1.PolicyRule) int {
+		return cmp.Compare(strings.Join(a.APIGroups, ","), strings.Join(b.APIGroups, ","))
+	})
+	if !kubeRulesEqual(granted, wantGrants) {
+		t.Errorf("%s: account %s is granted %+v; want %+v", w.where, spec.ServiceAccountName, granted, wantGrants)
 	}
 	for _, b := range m.bindings {
 		for _, s := range b.subjects {
-			if s.Name == spec.ServiceAccountName && s.Namespace == w.namespace && !strings.HasPrefix(b.roleKey, "Role/"+w.namespace+"/") {
-				t.Errorf("%s: binds %s to the server: want a Role of namespace %s only", b.name, b.roleKey, w.namespace)
+			if s.Name == spec.ServiceAccountName && s.Namespace == w.namespace && !strings.HasPrefix(b.roleKey, "Role/"+w.namespace+"/") &&
+				!(strings.HasPrefix(b.roleKey, "ClusterRole/") && kubeRulesEqual(m.roles[b.roleKey], wantClaims)) {
+				t.Errorf("%s: binds %s to the server: want a Role of namespace %s, or a ClusterRole of get on resourceclaims and resourceclaimtemplates only", b.name, b.roleKey, w.namespace)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -181,6 +182,13 @@ func TestKubeHAChecksCatchBreakage(t *testing.T) {
 				}
 			}
 		}, "is granted"},
+		{"claims listed", func(m *kubeManifests) {
+			for k, r := range m.roles {
+				if strings.HasPrefix(k, "ClusterRole/") && slices.Contains(r[0].Resources, "resourceclaims") {
+					r[0].Verbs = append(r[0].Verbs, "list")
+				}
+			}
+		}, "or a ClusterRole of get on resourceclaims and resourceclaimtemplates only"},
 		{"no token", func(m *kubeManifests) {
 			_, c, _ := kubeServe(*m)
 			for i, w := range m.workloads {

@@ -125,7 +125,7 @@ func (c Config) Validate() error {
 	}
 	for _, err := range []error{c.Server.Validate(), c.Rollup.Validate(), c.Retention.Validate(),
 		c.Collector.Validate(), c.Billing.Validate(),
-		c.Chargeback.Validate(), c.Quotas.Validate(), c.Webhooks.Validate(), c.Insights.Validate(), c.Credits.Validate(), c.Election.Validate()} {
+		c.Chargeback.Validate(), c.Quotas.Validate(), c.Kubernetes.Validate(), c.Webhooks.Validate(), c.Insights.Validate(), c.Credits.Validate(), c.Election.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}

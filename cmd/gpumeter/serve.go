@@ -232,7 +232,7 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	if cfg.Election.Backend != election.BackendNone {
 		// Stands once the listener is up (followers forward here); on
 		// shutdown it resigns so that another replica leads at once.
-		elector, err := election.FromConfig(cfg.Election, g.logger)
+		elector, err := election.FromConfigWith(cfg.Election, g.leases, g.logger)
 		if err != nil {
 			ln.Close()
 			return err

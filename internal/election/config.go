@@ -138,6 +138,13 @@ func (c Config) Validate() error {
 // Kubernetes backend uses the pod's in-cluster credentials: its service
 // account needs get, create and update on leases in the namespace.
 func FromConfig(c Config, log *slog.Logger) (Elector, error) {
+	return FromConfigWith(c, nil, log)
+}
+
+// FromConfigWith is FromConfig with the Kubernetes backend's Lease client
+// given (tests pass a fake API server's); nil: the pod's in-cluster
+// credentials. The ZooKeeper backend ignores it.
+func FromConfigWith(c Config, leases coordinationclient.CoordinationV1Interface, log *slog.Logger) (Elector, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -148,16 +155,17 @@ func FromConfig(c Config, log *slog.Logger) (Elector, error) {
 			Name: c.Name, Identity: c.Identity, Logger: log,
 		})
 	case BackendKubernetes:
-		rc, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("election.backend kubernetes: %w", err)
-		}
-		client, err := coordinationclient.NewForConfig(rc)
-		if err != nil {
-			return nil, fmt.Errorf("election.backend kubernetes: %w", err)
+		if leases == nil {
+			rc, err := rest.InClusterConfig()
+			if err != nil {
+				return nil, fmt.Errorf("election.backend kubernetes: %w", err)
+			}
+			if leases, err = coordinationclient.NewForConfig(rc); err != nil {
+				return nil, fmt.Errorf("election.backend kubernetes: %w", err)
+			}
 		}
 		return NewKubernetes(KubernetesOptions{
-			Client: client, Namespace: c.Kubernetes.Namespace, Name: c.Name, Identity: c.Identity,
+			Client: leases, Namespace: c.Kubernetes.Namespace, Name: c.Name, Identity: c.Identity,
 			LeaseDuration: c.Kubernetes.LeaseDuration, RenewDeadline: c.Kubernetes.RenewDeadline,
 			RetryPeriod: c.Kubernetes.RetryPeriod, Logger: log,
 		})

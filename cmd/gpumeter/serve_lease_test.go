@@ -168,3 +168,32 @@ func TestServeLeaseElection(t *testing.T) {
 		t.Errorf("the Lease's holders over the run: %q, want %q", got, want)
 	}
 }
+
+// serve with an election refuses a listener that requires a client
+// certificate of every client (a client CA without client_auth
+// verify_if_given): the followers' forwards present none. Exit 2 before
+// anything is dialled; verify_if_given gets past the check.
+func TestServeElectionRefusesRequiredClientCerts(t *testing.T) {
+	down := "clickhouse://127.0.0.1:1/none"
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.pem")
+	election := "election:\n  backend: kubernetes\n  identity: 10.0.0.1:8443\n  kubernetes: {namespace: gpumeter}\n"
+	files := "cert_file: " + missing + ", key_file: " + missing + ", client_ca_file: " + missing
+	for _, c := range []struct {
+		name, tls string
+		refused   bool
+	}{
+		{"a client CA, certificates required by default", "{" + files + "}", true},
+		{"certificates required by name", "{" + files + ", client_auth: require}", true},
+		{"certificates checked when given", "{" + files + ", client_auth: verify_if_given}", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := writeTemp(t, "ha.yaml", election+"server:\n  tls: "+c.tls+"\n")
+			code, _, stderr := gpumeter(t, "--config", cfg, "--clickhouse", down, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "")
+			refusal := strings.Contains(stderr, "server.tls.client_auth: verify_if_given with an election")
+			if code != 2 || refusal != c.refused {
+				t.Fatalf("exit %d, refusal named %v (want exit 2, %v):\n%s", code, refusal, c.refused, stderr)
+			}
+		})
+	}
+}

@@ -46,6 +46,21 @@ type ForwardConfig struct {
 	ServerName string `yaml:"server_name"`
 }
 
+// CheckClientAuth refuses an election whose replicas require client
+// certificates of every client (server.tls.client_ca_file without
+// client_auth verify_if_given): a follower forwards admissions to the
+// leader's API port presenting none, so the leader's listener would
+// refuse them all. verify_if_given checks a certificate when one is given
+// and lets the forward in, authenticated by the caller's key as any
+// request is (docs/ha.md).
+func (c Config) CheckClientAuth(serverRequiresClientCert bool) error {
+	if c.Backend == BackendNone || !serverRequiresClientCert {
+		return nil
+	}
+	return errors.New("election: the replicas forward admissions to the leader without a client certificate, " +
+		"so server.tls.client_ca_file (--tls-client-ca) needs server.tls.client_auth: verify_if_given with an election")
+}
+
 // ZooKeeperConfig says where the ensemble is and how long a session lasts.
 type ZooKeeperConfig struct {
 	Servers []string `yaml:"servers"`

@@ -13,6 +13,7 @@ import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/gpumeter/gpumeter/cmd/gpumeter/config"
 	"github.com/gpumeter/gpumeter/internal/cli"
@@ -32,6 +33,9 @@ type globals struct {
 	stderr     io.Writer
 	logger     *slog.Logger
 	cfg        config.Config
+	// leases is serve's client of the Lease election; nil: the pod's
+	// in-cluster API (tests give a fake API server's).
+	leases coordinationclient.CoordinationV1Interface
 }
 
 func main() {

@@ -92,6 +92,9 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	if err := cfg.Server.RequireTransport(); err != nil {
 		return cli.Usage(err)
 	}
+	if err := cfg.Election.CheckClientAuth(cfg.Server.TLS.ClientCAFile != "" && cfg.Server.TLS.ClientAuth != server.ClientAuthVerifyIfGiven); err != nil {
+		return cli.Usage(err)
+	}
 	var tlsConfig *tls.Config
 	if cfg.Server.TLS.Enabled() {
 		if tlsConfig, err = cfg.Server.TLS.Load(g.logger); err != nil {
@@ -232,7 +235,7 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	if cfg.Election.Backend != election.BackendNone {
 		// Stands once the listener is up (followers forward here); on
 		// shutdown it resigns so that another replica leads at once.
-		elector, err := election.FromConfig(cfg.Election, g.logger)
+		elector, err := election.FromConfigWith(cfg.Election, g.leases, g.logger)
 		if err != nil {
 			ln.Close()
 			return err

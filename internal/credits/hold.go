@@ -103,7 +103,8 @@ type Check struct {
 	Held    Held
 	Needed  decimal.Decimal
 	Left    decimal.Decimal
-	// Take is what the work would hold if admitted.
+	// Take is what the work would hold if admitted; once Holds.Admit has
+	// held it, with its admission's ID and Until.
 	Take Hold
 }
 
@@ -311,15 +312,48 @@ func (h *Holds) Admit(tenant string, needs []Need, p Policy, now time.Time, admi
 	if err != nil || id == "" {
 		return chk, err
 	}
-	hold := chk.Take
-	hold.ID, hold.Until = id, now.Add(p.Horizon)
-	a.holds = append(a.holds, hold)
-	a.held.Money = a.held.Money.Add(hold.Money)
-	for class, v := range hold.Hours {
+	chk.Take.ID, chk.Take.Until = id, now.Add(p.Horizon)
+	a.add(chk.Take)
+	return chk, nil
+}
+
+// add holds x; the caller holds a.mu.
+func (a *account) add(x Hold) {
+	a.holds = append(a.holds, x)
+	a.held.Money = a.held.Money.Add(x.Money)
+	for class, v := range x.Hours {
 		a.held.Hours[class] = a.held.Hours[class].Add(v)
 	}
 	a.held.Count++
-	return chk, nil
+}
+
+// Restore replaces every tenant's holds with byTenant's (a new leader's
+// rebuild from the admission log, docs/ha.md); the covers stay, and the
+// holds a tenant's cover has measured already are dropped. A tenant
+// missing from byTenant holds nothing afterwards.
+func (h *Holds) Restore(byTenant map[string][]Hold) {
+	h.mu.Lock()
+	tenants := make(map[string]bool, len(h.accounts)+len(byTenant))
+	for t := range h.accounts {
+		tenants[t] = true
+	}
+	h.mu.Unlock()
+	for t := range byTenant {
+		tenants[t] = true
+	}
+	for t := range tenants {
+		a := h.account(t)
+		a.mu.Lock()
+		clear(a.holds)
+		a.holds = a.holds[:0]
+		a.held = Held{Money: decimal.Zero, Hours: map[string]decimal.Decimal{}}
+		for _, x := range byTenant[t] {
+			if a.cover == nil || x.Until.After(a.cover.AsOf) {
+				a.add(x)
+			}
+		}
+		a.mu.Unlock()
+	}
 }
 
 // stale decides without a fresh cover by the policy: failing open, the

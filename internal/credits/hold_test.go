@@ -261,3 +261,56 @@ func TestHoldsLifetime(t *testing.T) {
 		}
 	})
 }
+
+// Restore (a new leader's rebuild) replaces every tenant's holds, keeps
+// the covers, drops what a cover has measured already, and the restored
+// holds refuse what would go below zero; Admit hands back the hold it
+// took with its ID and end, which is what the log records.
+func TestHoldsRestore(t *testing.T) {
+	now := time.Date(2026, 12, 6, 10, 30, 0, 0, time.UTC)
+	p := Policy{Horizon: time.Hour, StaleAfter: 5 * time.Minute}
+	cover := Cover{AsOf: now.Truncate(time.Hour), ReadAt: now, Currency: "USD", Money: dec("6"),
+		Hours: map[string]decimal.Decimal{h100: dec("1")}, Rates: rates()}
+
+	old := NewHolds()
+	old.SetCover("acme", cover)
+	chk, err := old.Admit("acme", []Need{{h100, dec("2")}}, p, now, func() (string, error) { return "adm-1", nil })
+	if err != nil || !chk.Allowed {
+		t.Fatalf("%+v %v", chk, err)
+	}
+	taken := chk.Take
+	if taken.ID != "adm-1" || !taken.Until.Equal(now.Add(time.Hour)) || !taken.Money.Equal(dec("3")) || !taken.Hours[h100].Equal(dec("1")) {
+		t.Fatalf("the hold taken: %+v", taken)
+	}
+
+	successor := NewHolds()
+	successor.SetCover("acme", cover)
+	successor.SetCover("astro", cover)
+	if chk, _ := successor.Admit("astro", []Need{{h100, dec("1")}}, p, now, func() (string, error) { return "adm-stale", nil }); !chk.Allowed {
+		t.Fatal(chk.Reason)
+	}
+	measured := Hold{ID: "adm-0", Money: dec("100"), Until: cover.AsOf}
+	successor.Restore(map[string][]Hold{"acme": {taken, measured}})
+	held, _, _ := successor.Held("acme")
+	if held.Count != 1 || !held.Money.Equal(dec("3")) || !held.Hours[h100].Equal(dec("1")) {
+		t.Fatalf("acme restored: %+v, want adm-1 alone (adm-0 ended at the cover's AsOf)", held)
+	}
+	if held, _, _ := successor.Held("astro"); held.Count != 0 || !held.Money.IsZero() {
+		t.Fatalf("astro, missing from the log, still holds %+v", held)
+	}
+	// 6 USD and 1 included hour, of which adm-1 holds 3 USD and the hour:
+	// 2 more GPUs need 6 USD.
+	chk, _ = successor.Admit("acme", []Need{{h100, dec("2")}}, p, now, func() (string, error) { return "adm-2", nil })
+	if chk.Allowed || !strings.Contains(chk.Reason, "balance 6.00 USD, held 3.00 USD by 1 admitted, needed 6.00 USD") {
+		t.Fatalf("after the rebuild: %+v", chk)
+	}
+	if chk, _ = successor.Admit("acme", []Need{{h100, dec("1")}}, p, now, func() (string, error) { return "adm-3", nil }); !chk.Allowed {
+		t.Fatalf("1 GPU on the 3 USD left: %s", chk.Reason)
+	}
+	// Before any cover, nothing is dropped.
+	fresh := NewHolds()
+	fresh.Restore(map[string][]Hold{"acme": {taken, measured}})
+	if held, _, _ := fresh.Held("acme"); held.Count != 2 || !held.Money.Equal(dec("103")) {
+		t.Fatalf("restored with no cover: %+v", held)
+	}
+}

@@ -46,6 +46,21 @@ type ForwardConfig struct {
 	ServerName string `yaml:"server_name"`
 }
 
+// CheckClientAuth refuses an election whose replicas require client
+// certificates of every client (server.tls.client_ca_file without
+// client_auth verify_if_given): a follower forwards admissions to the
+// leader's API port presenting none, so the leader's listener would
+// refuse them all. verify_if_given checks a certificate when one is given
+// and lets the forward in, authenticated by the caller's key as any
+// request is (docs/ha.md).
+func (c Config) CheckClientAuth(serverRequiresClientCert bool) error {
+	if c.Backend == BackendNone || !serverRequiresClientCert {
+		return nil
+	}
+	return errors.New("election: the replicas forward admissions to the leader without a client certificate, " +
+		"so server.tls.client_ca_file (--tls-client-ca) needs server.tls.client_auth: verify_if_given with an election")
+}
+
 // ZooKeeperConfig says where the ensemble is and how long a session lasts.
 type ZooKeeperConfig struct {
 	Servers []string `yaml:"servers"`
@@ -138,6 +153,13 @@ func (c Config) Validate() error {
 // Kubernetes backend uses the pod's in-cluster credentials: its service
 // account needs get, create and update on leases in the namespace.
 func FromConfig(c Config, log *slog.Logger) (Elector, error) {
+	return FromConfigWith(c, nil, log)
+}
+
+// FromConfigWith is FromConfig with the Kubernetes backend's Lease client
+// given (tests pass a fake API server's); nil: the pod's in-cluster
+// credentials. The ZooKeeper backend ignores it.
+func FromConfigWith(c Config, leases coordinationclient.CoordinationV1Interface, log *slog.Logger) (Elector, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -148,16 +170,17 @@ func FromConfig(c Config, log *slog.Logger) (Elector, error) {
 			Name: c.Name, Identity: c.Identity, Logger: log,
 		})
 	case BackendKubernetes:
-		rc, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("election.backend kubernetes: %w", err)
-		}
-		client, err := coordinationclient.NewForConfig(rc)
-		if err != nil {
-			return nil, fmt.Errorf("election.backend kubernetes: %w", err)
+		if leases == nil {
+			rc, err := rest.InClusterConfig()
+			if err != nil {
+				return nil, fmt.Errorf("election.backend kubernetes: %w", err)
+			}
+			if leases, err = coordinationclient.NewForConfig(rc); err != nil {
+				return nil, fmt.Errorf("election.backend kubernetes: %w", err)
+			}
 		}
 		return NewKubernetes(KubernetesOptions{
-			Client: client, Namespace: c.Kubernetes.Namespace, Name: c.Name, Identity: c.Identity,
+			Client: leases, Namespace: c.Kubernetes.Namespace, Name: c.Name, Identity: c.Identity,
 			LeaseDuration: c.Kubernetes.LeaseDuration, RenewDeadline: c.Kubernetes.RenewDeadline,
 			RetryPeriod: c.Kubernetes.RetryPeriod, Logger: log,
 		})

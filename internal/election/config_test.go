@@ -84,3 +84,20 @@ func TestFromConfigRefuses(t *testing.T) {
 		t.Errorf("kubernetes outside a cluster: %v", err)
 	}
 }
+
+// Replicas forward admissions without a client certificate: an election
+// is refused where every client must present one, and allowed where a
+// certificate is only checked when given, or without an election.
+func TestCheckClientAuth(t *testing.T) {
+	k8s := DefaultConfig()
+	k8s.Backend = BackendKubernetes
+	if err := k8s.CheckClientAuth(true); err == nil || !strings.Contains(err.Error(), "client_auth: verify_if_given") {
+		t.Errorf("an election with client certificates required: %v, want a refusal naming verify_if_given", err)
+	}
+	if err := k8s.CheckClientAuth(false); err != nil {
+		t.Errorf("an election with client certificates optional: %v", err)
+	}
+	if err := DefaultConfig().CheckClientAuth(true); err != nil {
+		t.Errorf("a single replica with client certificates required: %v", err)
+	}
+}

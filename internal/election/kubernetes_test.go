@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	ktesting "k8s.io/client-go/testing"
+
+	"github.com/gpumeter/gpumeter/internal/election/electiontest"
 )
 
 // Lease timings of the tests: client-go's defaults (15 s, 10 s, 2 s)
@@ -25,79 +21,19 @@ const (
 	testRetryPeriod   = 200 * time.Millisecond
 )
 
-// fakeAPI is client-go's fake clientset made to behave like an API server
-// where the election depends on it: every write of a Lease gets a new
-// resourceVersion and an update carrying a stale one is refused with a
-// conflict (the fake's tracker alone would let two candidates overwrite
-// each other). cutOff lists holders whose writes fail, as if they had lost
-// their connection to the API server.
-type fakeAPI struct {
-	*fake.Clientset
-	mu      sync.Mutex
-	version int
-	cutOff  map[string]bool
-}
+// fakeAPI is the API server of the Lease tests (electiontest.LeaseAPI).
+type fakeAPI = electiontest.LeaseAPI
 
-func newFakeAPI() *fakeAPI {
-	api := &fakeAPI{Clientset: fake.NewClientset(), cutOff: map[string]bool{}}
-	leases := coordinationv1.SchemeGroupVersion.WithResource("leases")
-	api.PrependReactor("create", "leases", func(a ktesting.Action) (bool, runtime.Object, error) {
-		lease := a.(ktesting.CreateAction).GetObject().(*coordinationv1.Lease)
-		if api.isCutOff(holderOf(lease)) {
-			return true, nil, errors.New("fake API: connection refused")
-		}
-		lease.ResourceVersion = api.nextVersion()
-		return false, nil, nil // the tracker stores it
-	})
-	api.PrependReactor("update", "leases", func(a ktesting.Action) (bool, runtime.Object, error) {
-		lease := a.(ktesting.UpdateAction).GetObject().(*coordinationv1.Lease)
-		if api.isCutOff(holderOf(lease)) {
-			return true, nil, errors.New("fake API: connection refused")
-		}
-		// The fake holds its lock through the whole reactor chain, so
-		// this compare and the tracker's write are one step.
-		stored, err := api.Tracker().Get(leases, lease.Namespace, lease.Name)
-		if err != nil {
-			return false, nil, nil
-		}
-		if rv := stored.(*coordinationv1.Lease).ResourceVersion; rv != lease.ResourceVersion {
-			return true, nil, apierrors.NewConflict(leases.GroupResource(), lease.Name,
-				fmt.Errorf("resourceVersion %s is stale, stored %s", lease.ResourceVersion, rv))
-		}
-		lease.ResourceVersion = api.nextVersion()
-		return false, nil, nil
-	})
-	return api
-}
+func newFakeAPI() *fakeAPI { return electiontest.NewLeaseAPI() }
 
-func (api *fakeAPI) nextVersion() string {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.version++
-	return strconv.Itoa(api.version)
-}
-
-func (api *fakeAPI) isCutOff(holder string) bool {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	return api.cutOff[holder]
-}
-
-func (api *fakeAPI) cut(holder string) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.cutOff[holder] = true
-}
-
-func (api *fakeAPI) lease(t *testing.T) *coordinationv1.Lease {
+func leaseOf(t *testing.T, api *fakeAPI) *coordinationv1.Lease {
 	t.Helper()
-	lease, err := api.CoordinationV1().Leases("gpumeter").Get(context.Background(), "gpumeter", metav1.GetOptions{})
+	lease, err := api.Lease(context.Background(), "gpumeter", "gpumeter")
 	if err != nil {
 		t.Fatalf("read the lease: %v", err)
 	}
 	return lease
 }
-
 func leaseCandidates(t *testing.T, api *fakeAPI, n int) (map[string]*Kubernetes, *ledger) {
 	t.Helper()
 	l := newLedger()
@@ -132,7 +68,7 @@ func TestLeaseOneLeaderAmongThree(t *testing.T) {
 	if n := l.held(); n != 1 {
 		t.Fatalf("%d terms held, want 1", n)
 	}
-	if got := holderOf(api.lease(t)); got != first.identity {
+	if got := holderOf(leaseOf(t, api)); got != first.identity {
 		t.Fatalf("lease holderIdentity %q, want the leader %s", got, first.identity)
 	}
 	for _, e := range electors {
@@ -149,7 +85,7 @@ func TestLeaseHandoverWhenLeaderStopsRenewing(t *testing.T) {
 	electors, l := leaseCandidates(t, api, 3)
 	first := l.next(t, 5*time.Second)
 	start := time.Now()
-	api.cut(first.identity)
+	api.Cut(first.identity)
 	<-first.term.Done()
 	stepDown := time.Since(start)
 	if !errors.Is(context.Cause(first.term.Context()), ErrLeadershipLost) {
@@ -170,7 +106,7 @@ func TestLeaseHandoverWhenLeaderStopsRenewing(t *testing.T) {
 	if second.identity == first.identity {
 		t.Fatal("the cut-off replica leads again")
 	}
-	lease := api.lease(t)
+	lease := leaseOf(t, api)
 	if holderOf(lease) != second.identity {
 		t.Fatalf("lease holderIdentity %q, want %s", holderOf(lease), second.identity)
 	}
@@ -203,7 +139,7 @@ func TestLeaseHandoverOnResign(t *testing.T) {
 			t.Fatalf("round %d: %s resigned and leads again", i, g.identity)
 		}
 		longest = max(longest, next.at.Sub(start))
-		if got := holderOf(api.lease(t)); got != next.identity {
+		if got := holderOf(leaseOf(t, api)); got != next.identity {
 			t.Fatalf("round %d: lease holderIdentity %q, want %s", i, got, next.identity)
 		}
 		g = next

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/credits"
 )
 
 // Admitted is one part of an admission the leader holds: what a new
@@ -29,7 +31,25 @@ type AdmissionLog interface {
 	SaveAdmissions(ctx context.Context, as []Admitted) error
 	// HeldAdmissions lists those neither released nor expired at now.
 	HeldAdmissions(ctx context.Context, now time.Time) ([]Admitted, error)
+	// SaveCreditHolds writes what credit_only admissions hold of their
+	// customers' balances.
+	SaveCreditHolds(ctx context.Context, hs []CreditHold) error
+	// CreditHolds lists the holds whose Until is after since.
+	CreditHolds(ctx context.Context, since time.Time) ([]CreditHold, error)
 }
+
+// CreditHold is what one credit_only admission holds of its customer's
+// balance (credits.Holds), as the log keeps it.
+type CreditHold struct {
+	Tenant string
+	credits.Hold
+}
+
+// creditHoldLookback is how far back of now a new leader reads credit
+// holds' Until: a hold ends once a balance's usage runs past its Until,
+// and balances run to the last full hour, so older holds have ended
+// unless measured usage has stalled for a day (docs/ha.md).
+const creditHoldLookback = 24 * time.Hour
 
 // maxUnwritten bounds the admissions kept for the log while it refuses
 // them (ClickHouse down): admission goes on from memory, the oldest
@@ -98,6 +118,11 @@ func (q *Service) LogAdmissions(log AdmissionLog) {
 	q.eval.mu.Lock()
 	q.eval.logging = true
 	q.eval.mu.Unlock()
+	if q.gate != nil {
+		q.gate.mu.Lock()
+		q.gate.logging = true
+		q.gate.mu.Unlock()
+	}
 }
 
 // logFlush is how often admissions are written: a failover forgets at
@@ -132,18 +157,27 @@ func (q *Service) FlushLog(ctx context.Context) {
 }
 
 func (q *Service) flushLog(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	as, dropped := q.eval.takeUnwritten()
 	if dropped > 0 {
 		q.logger.Error("admission records dropped while the log refused them; a failover forgets those admissions", "dropped", dropped)
 	}
-	if len(as) == 0 {
-		return
+	if len(as) > 0 {
+		if err := q.log.SaveAdmissions(ctx, as); err != nil {
+			q.logger.Warn("write admission records; kept for the next try", "records", len(as), "err", err)
+			q.eval.putBack(as)
+		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := q.log.SaveAdmissions(ctx, as); err != nil {
-		q.logger.Warn("write admission records; kept for the next try", "records", len(as), "err", err)
-		q.eval.putBack(as)
+	hs, dropped := q.gate.takeUnwritten()
+	if dropped > 0 {
+		q.logger.Error("credit hold records dropped while the log refused them; a failover forgets those holds", "dropped", dropped)
+	}
+	if len(hs) > 0 {
+		if err := q.log.SaveCreditHolds(ctx, hs); err != nil {
+			q.logger.Warn("write credit hold records; kept for the next try", "records", len(hs), "err", err)
+			q.gate.putBack(hs)
+		}
 	}
 }
 
@@ -157,7 +191,14 @@ func (q *Service) Rebuild(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rebuild admitted work: %w", err)
 	}
+	var holds []CreditHold
+	if q.gate != nil {
+		if holds, err = q.log.CreditHolds(ctx, q.now().Add(-creditHoldLookback)); err != nil {
+			return fmt.Errorf("rebuild credit holds: %w", err)
+		}
+	}
 	q.eval.Restore(as)
-	q.logger.Info("rebuilt admitted work from the admission log", "parts", len(as))
+	q.gate.restore(holds)
+	q.logger.Info("rebuilt admitted work from the admission log", "parts", len(as), "credit_holds", len(holds))
 	return nil
 }

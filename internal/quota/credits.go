@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -26,6 +27,65 @@ type creditGate struct {
 	settings  credits.Settings
 	customers map[string]credits.Customer // credit_only customers only
 	holds     *credits.Holds
+
+	// The holds not yet written to the admission log (LogAdmissions),
+	// bounded like the evaluator's records.
+	mu        sync.Mutex
+	logging   bool
+	unwritten []CreditHold
+	dropped   int
+}
+
+// logged queues a hold for the admission log.
+func (g *creditGate) logged(h CreditHold) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.logging {
+		return
+	}
+	if len(g.unwritten) >= maxUnwritten {
+		g.unwritten = g.unwritten[1:]
+		g.dropped++
+	}
+	g.unwritten = append(g.unwritten, h)
+}
+
+// takeUnwritten hands over the holds not yet written.
+func (g *creditGate) takeUnwritten() ([]CreditHold, int) {
+	if g == nil {
+		return nil, 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out, dropped := g.unwritten, g.dropped
+	g.unwritten, g.dropped = nil, 0
+	return out, dropped
+}
+
+// putBack returns holds the log refused, ahead of newer ones.
+func (g *creditGate) putBack(hs []CreditHold) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.unwritten = append(hs, g.unwritten...)
+	if over := len(g.unwritten) - maxUnwritten; over > 0 {
+		g.unwritten = g.unwritten[over:]
+		g.dropped += over
+	}
+}
+
+// restore replaces the holds with those the log kept (a new leader's
+// rebuild): credit_only tenants' only, since config decides who is gated.
+func (g *creditGate) restore(hs []CreditHold) {
+	if g == nil {
+		return
+	}
+	byTenant := map[string][]credits.Hold{}
+	for _, h := range hs {
+		if g.gates(h.Tenant) {
+			byTenant[h.Tenant] = append(byTenant[h.Tenant], h.Hold)
+		}
+	}
+	g.holds.Restore(byTenant)
 }
 
 // GateCredits makes admission check credit_only customers' balances
@@ -40,7 +100,8 @@ func (q *Service) GateCredits(balances CreditBalances, settings credits.Settings
 	if err != nil {
 		return err
 	}
-	g := &creditGate{balances: balances, settings: settings, customers: map[string]credits.Customer{}, holds: credits.NewHolds()}
+	g := &creditGate{balances: balances, settings: settings, customers: map[string]credits.Customer{}, holds: credits.NewHolds(),
+		logging: q.log != nil}
 	for _, c := range cs {
 		if c.Plan.Settlement == credits.CreditOnly {
 			g.customers[c.Tenant] = c
@@ -119,6 +180,9 @@ func (q *Service) admitCredit(rs []Request) (Decision, error) {
 	}
 	if d.Allowed {
 		d.Reason += "; " + chk.Reason
+	}
+	if d.Allowed && d.ID != "" {
+		q.gate.logged(CreditHold{Tenant: tenant, Hold: chk.Take})
 	}
 	if chk.Stale {
 		d.Stale = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -182,4 +183,126 @@ func TestCreditGate(t *testing.T) {
 			t.Fatal(d.Reason)
 		}
 	})
+}
+
+// memLog is an admission log in memory, shared by a leader and its
+// successor as the store's tables are.
+type memLog struct {
+	admitted []Admitted
+	holds    []CreditHold
+	fail     error
+}
+
+func (m *memLog) SaveAdmissions(_ context.Context, as []Admitted) error {
+	if m.fail != nil {
+		return m.fail
+	}
+	m.admitted = append(m.admitted, as...)
+	return nil
+}
+
+func (m *memLog) HeldAdmissions(_ context.Context, now time.Time) ([]Admitted, error) {
+	latest := map[string]Admitted{}
+	var order []string
+	for _, a := range m.admitted {
+		k := a.ID + "/" + strconv.Itoa(a.Part)
+		if _, ok := latest[k]; !ok {
+			order = append(order, k)
+		}
+		if !latest[k].Released {
+			latest[k] = a
+		}
+	}
+	var out []Admitted
+	for _, k := range order {
+		if a := latest[k]; !a.Released && a.Expires.After(now) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+func (m *memLog) SaveCreditHolds(_ context.Context, hs []CreditHold) error {
+	if m.fail != nil {
+		return m.fail
+	}
+	m.holds = append(m.holds, hs...)
+	return nil
+}
+
+func (m *memLog) CreditHolds(_ context.Context, since time.Time) ([]CreditHold, error) {
+	var out []CreditHold
+	for _, h := range m.holds {
+		if h.Until.After(since) {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// A leader's credit holds go to the admission log with its admissions; a
+// successor (fresh state, same log) rebuilds them and refuses what would
+// take the balance below zero. A refusal or a dry run logs no hold, and
+// holds the log refused are written on the next flush.
+func TestCreditHoldsSurviveFailover(t *testing.T) {
+	admin := auth.Scope{Kind: auth.KindAdmin}
+	ctx := context.Background()
+	now := time.Date(2026, 12, 6, 10, 20, 0, 0, time.UTC)
+	b := &balances{left: map[string]decimal.Decimal{"astro": decimal.NewFromInt(9)}, asOf: now.Truncate(time.Hour)}
+	log := &memLog{fail: errors.New("clickhouse down")}
+
+	old := creditService(t, DefaultConfig(), b, &now)
+	old.LogAdmissions(log)
+	if err := old.Refresh(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := old.AdmitAll(ctx, admin, h100s("astro", 2)); err != nil || !d.Allowed {
+		t.Fatalf("2 GPUs on 9 USD: %+v %v", d, err)
+	}
+	dry := h100s("astro", 1)
+	dry[0].DryRun = true
+	if d, err := old.AdmitAll(ctx, admin, dry); err != nil || !d.Allowed {
+		t.Fatalf("dry run: %+v %v", d, err)
+	}
+	if d, err := old.AdmitAll(ctx, admin, h100s("astro", 2)); err != nil || d.Allowed {
+		t.Fatalf("2 more GPUs on the 3 USD left: %+v %v", d, err)
+	}
+	old.FlushLog(ctx) // refused: kept for the next try
+	log.fail = nil
+	old.FlushLog(ctx)
+	if len(log.holds) != 1 || log.holds[0].Tenant != "astro" || !log.holds[0].Money.Equal(decimal.NewFromInt(6)) ||
+		log.holds[0].ID == "" || !log.holds[0].Until.Equal(now.Add(time.Hour)) {
+		t.Fatalf("logged holds %+v, want the one admission's 6 USD until 11:20", log.holds)
+	}
+
+	successor := creditService(t, DefaultConfig(), b, &now)
+	successor.LogAdmissions(log)
+	if err := successor.Refresh(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Before the rebuild the successor would admit 3 GPUs on 9 USD.
+	if err := successor.Rebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, err := successor.AdmitAll(ctx, admin, h100s("astro", 2))
+	if err != nil || d.Allowed || !d.CreditRefused || !strings.Contains(d.Reason, "balance 9.00 USD, held 6.00 USD by 1 admitted, needed 6.00 USD") {
+		t.Fatalf("successor, 2 GPUs on 9 USD less 6 held: %+v %v", d, err)
+	}
+	if d, err := successor.AdmitAll(ctx, admin, h100s("astro", 1)); err != nil || !d.Allowed {
+		t.Fatalf("successor, 1 GPU on the 3 USD left: %+v %v", d, err)
+	}
+	if held, _, _ := successor.CreditHeld("astro"); held.Count != 2 || !held.Money.Equal(decimal.NewFromInt(9)) {
+		t.Fatalf("successor holds %+v, want 9 USD by 2", held)
+	}
+	// Without a log nothing is queued.
+	plain := creditService(t, DefaultConfig(), b, &now)
+	if err := plain.Refresh(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := plain.AdmitAll(ctx, admin, h100s("astro", 1)); !d.Allowed {
+		t.Fatal(d.Reason)
+	}
+	if hs, _ := plain.gate.takeUnwritten(); len(hs) != 0 {
+		t.Errorf("a service without a log queued %d holds", len(hs))
+	}
 }

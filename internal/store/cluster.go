@@ -46,6 +46,7 @@ var shardKeys = map[string]string{
 	"insight_anomalies":  "cityHash64(anomaly_id)",
 	"credit_grants":      "cityHash64(tenant)",
 	"quota_admissions":   "cityHash64(admission_id)",
+	"credit_holds":       "cityHash64(tenant)",
 }
 
 // ClusterLayout says how migrations are laid out on a cluster.

@@ -183,6 +183,13 @@ func CheckedRecords(at, rawMonth time.Time) ([]Statement, error) {
 	held.Released = true
 	batch("release admission", insertAdmissionSQL, admissionRow(held))
 	read("held admissions", heldAdmissionsSQL, at)
+	// Credit holds: money only, and money with included hours of a class
+	// and of any SKU.
+	batch("save credit holds", insertCreditHoldSQL, append(
+		creditHoldRows(quota.CreditHold{Tenant: "astro", Hold: credits.Hold{ID: "adm-1-4", Money: decimal.RequireFromString("12.5"), Until: at.Add(time.Hour)}}),
+		creditHoldRows(quota.CreditHold{Tenant: "astro", Hold: credits.Hold{ID: "adm-1-5", Money: decimal.Zero, Until: at.Add(time.Hour),
+			Hours: map[string]decimal.Decimal{"H100-SXM5-80GB": decimal.RequireFromString("0.428571428571428571"), "": decimal.RequireFromString("1")}}})...)...)
+	read("credit holds", creditHoldsSQL, at.Add(-24*time.Hour))
 	batch("record audit", insertAuditSQL,
 		auditRow(auth.AuditEntry{At: at, KeyID: admin.ID, Scope: "admin", Method: "GET", Route: "/v1/usage",
 			Path: "/v1/usage?tenant=o'brien&x=a\\b", Status: 200, Remote: "10.0.0.7:51234", RequestID: "req-1"}),

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/gpumeter/gpumeter/internal/election"
 )
 
 // kubeHAWant is what a set of manifests must say about the replicated
@@ -32,6 +35,7 @@ import (
 // values asked for.
 type kubeHAWant struct {
 	replicas      int32
+	election      bool // the replicas elect a leader through a Lease
 	failurePolicy admissionregistrationv1.FailurePolicyType
 	collector     bool   // the collector DaemonSet is there
 	dsnSecret     string // the Secret of GPUMETER_CLICKHOUSE (key dsn)
@@ -75,6 +79,7 @@ func checkKubeHA(t testing.TB, m kubeManifests, want kubeHAWant) {
 	checkKubeSpread(t, w)
 	checkKubePDB(t, m, w)
 	checkKubeNetworkPolicy(t, m, w, c)
+	checkKubeElection(t, m, w, c, want)
 
 	// The Lease: exactly get, create and update on leases, in a Role of
 	// the server's namespace; with the admission webhook, get on the DRA
@@ -157,6 +162,79 @@ func checkKubeHA(t testing.TB, m kubeManifests, want kubeHAWant) {
 	}
 	if collector != want.collector {
 		t.Errorf("collector DaemonSet there: %v; want %v", collector, want.collector)
+	}
+}
+
+// checkKubeElection: with several replicas the config file elects a
+// leader through a Lease in the server's namespace; each pod's identity
+// is its IP (the downward API's status.podIP) and its API port, where the
+// others forward admissions; they check the leader's certificate for the
+// name of a Service in front of the replicas' API port (the name the
+// certificate is issued for, not a pod IP) against a CA from the TLS
+// Secret. A single replica without an election is fine; several without
+// one admit each on their own.
+func checkKubeElection(t testing.TB, m kubeManifests, w kubeWorkload, c *corev1.Container, want kubeHAWant) {
+	t.Helper()
+	where := w.where + " container " + c.Name
+	var cfg struct {
+		Election election.Config `yaml:"election"`
+	}
+	for _, cm := range m.configMaps {
+		if cm.Namespace == w.namespace && cm.Data["gpumeter.yaml"] != "" {
+			if err := yaml.Unmarshal([]byte(cm.Data["gpumeter.yaml"]), &cfg); err != nil {
+				t.Errorf("ConfigMap %s: gpumeter.yaml: %v", cm.Name, err)
+			}
+		}
+	}
+	e := cfg.Election
+	if !want.election {
+		if e.Backend != election.BackendNone {
+			t.Errorf("%s: election backend %q, which was not asked for", where, e.Backend)
+		}
+		return
+	}
+	if e.Backend != election.BackendKubernetes || e.Kubernetes.Namespace != w.namespace {
+		t.Errorf("%s: election backend %q in namespace %q; want kubernetes, the Lease in %s", where, e.Backend, e.Kubernetes.Namespace, w.namespace)
+	}
+	// The identity: $(VAR):port, VAR the pod's IP, port the API's.
+	api := kubeContainerPort(*c, intstr.FromString("https"))
+	var identity string
+	for _, env := range c.Env {
+		if env.Name == "GPUMETER_ELECTION_IDENTITY" && env.ValueFrom == nil {
+			identity = env.Value
+		}
+	}
+	m2 := regexp.MustCompile(`^\$\(([A-Za-z_][A-Za-z0-9_]*)\):(\d+)$`).FindStringSubmatch(identity)
+	podIP := false
+	if m2 != nil {
+		for _, env := range c.Env {
+			podIP = podIP || (env.Name == m2[1] && env.ValueFrom != nil && env.ValueFrom.FieldRef != nil && env.ValueFrom.FieldRef.FieldPath == "status.podIP")
+		}
+	}
+	if m2 == nil || !podIP || m2[2] != strconv.Itoa(int(api)) {
+		t.Errorf("%s: GPUMETER_ELECTION_IDENTITY %q; want $(POD_IP):%d, POD_IP from status.podIP", where, identity, api)
+	}
+	e.Identity = "10.0.3.7:" + strconv.Itoa(int(api))
+	if err := e.Validate(); err != nil {
+		t.Errorf("%s: %v", where, err)
+	}
+	var named bool
+	for _, s := range m.services {
+		if s.Namespace != w.namespace || !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(w.template.Labels)) {
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			if kubeServiceTarget(w, p) == c && p.TargetPort.String() == "https" &&
+				(e.Forward.ServerName == s.Name+"."+s.Namespace+".svc" || e.Forward.ServerName == s.Name+"."+s.Namespace+".svc.cluster.local") {
+				named = true
+			}
+		}
+	}
+	if !named {
+		t.Errorf("%s: election.forward.server_name %q is no Service in front of the API port: followers reach the leader by pod IP and check its certificate for that name", where, e.Forward.ServerName)
+	}
+	if got := kubeSecretFile(w, *c, e.Forward.CAFile); got == "" || got != want.tlsSecret {
+		t.Errorf("%s: election.forward.ca_file %q is from Secret %q; want a key of %s", where, e.Forward.CAFile, got, want.tlsSecret)
 	}
 }
 

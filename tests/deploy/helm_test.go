@@ -85,7 +85,7 @@ func renderChart(t *testing.T, c *chart.Chart, overrides map[string]any) (map[st
 // the collector on or off.
 func TestHelmChart(t *testing.T) {
 	c := loadChart(t)
-	base := kubeHAWant{replicas: 1, failurePolicy: admissionregistrationv1.Fail, collector: true,
+	base := kubeHAWant{replicas: 3, election: true, failurePolicy: admissionregistrationv1.Fail, collector: true,
 		dsnSecret: "gpumeter-clickhouse", tlsSecret: "gpumeter-webhook-tls"}
 	for _, tc := range []struct {
 		name      string
@@ -94,19 +94,24 @@ func TestHelmChart(t *testing.T) {
 		want      func(*kubeHAWant)
 		notes     string // NOTES.txt says it
 	}{
-		{"defaults", nil, true, func(*kubeHAWant) {}, "are refused\nwhile no replica answers"},
+		{"defaults", nil, true, func(*kubeHAWant) {}, "get lease gpumeter"},
 		{"replicas 5", map[string]any{"server": map[string]any{"replicas": 5}}, false,
 			func(w *kubeHAWant) { w.replicas = 5 }, "5 server replica(s)"},
+		{"one replica without the election", map[string]any{"server": map[string]any{"replicas": 1, "election": map[string]any{"enabled": false}}}, true,
+			func(w *kubeHAWant) { w.replicas, w.election = 1, false }, "1 server replica(s)"},
 		{"failurePolicy Ignore", map[string]any{"webhook": map[string]any{"failurePolicy": "Ignore"}}, false,
 			func(w *kubeHAWant) { w.failurePolicy = admissionregistrationv1.Ignore }, "admitted\nunchecked"},
 		{"collector off", map[string]any{"collector": map[string]any{"enabled": false}}, false,
 			func(w *kubeHAWant) { w.collector = false }, ""},
-		{"client CA", map[string]any{"tls": map[string]any{"clientCA": map[string]any{"secretName": "gpumeter-client-ca"}}}, true,
-			func(w *kubeHAWant) { w.clientCA, w.probeMetrics = "gpumeter-client-ca", true }, "Secret gpumeter-client-ca (key ca.crt)"},
+		{"client CA, one replica", map[string]any{"tls": map[string]any{"clientCA": map[string]any{"secretName": "gpumeter-client-ca"}},
+			"server": map[string]any{"replicas": 1, "election": map[string]any{"enabled": false}}}, true,
+			func(w *kubeHAWant) {
+				w.replicas, w.election, w.clientCA, w.probeMetrics = 1, false, "gpumeter-client-ca", true
+			}, "Secret gpumeter-client-ca (key ca.crt)"},
 		{"client CA, certificates optional", map[string]any{
 			"tls":    map[string]any{"clientCA": map[string]any{"secretName": "gpumeter-client-ca"}},
 			"config": map[string]any{"server": map[string]any{"tls": map[string]any{"client_auth": "verify_if_given"}}},
-		}, false, func(w *kubeHAWant) { w.clientCA = "gpumeter-client-ca" }, ""},
+		}, true, func(w *kubeHAWant) { w.clientCA = "gpumeter-client-ca" }, ""},
 		{"probes on the metrics port", map[string]any{"server": map[string]any{"probePort": "metrics"}}, false,
 			func(w *kubeHAWant) { w.probeMetrics = true }, ""},
 		{"DSN secret", map[string]any{"clickhouse": map[string]any{"secretName": "ch-dsn", "secretKey": "dsn"}}, false,
@@ -139,10 +144,13 @@ func TestHelmChart(t *testing.T) {
 func TestHelmChartRefusesBadValues(t *testing.T) {
 	c := loadChart(t)
 	for name, overrides := range map[string]map[string]any{
-		"failurePolicy": {"webhook": map[string]any{"failurePolicy": "Deny"}},
-		"replicas":      {"server": map[string]any{"replicas": 0}},
-		"tls":           {"tls": map[string]any{"secretName": ""}},
-		"probePort":     {"server": map[string]any{"probePort": "http"}},
+		"failurePolicy":                 {"webhook": map[string]any{"failurePolicy": "Deny"}},
+		"replicas":                      {"server": map[string]any{"replicas": 0}},
+		"tls":                           {"tls": map[string]any{"secretName": ""}},
+		"probePort":                     {"server": map[string]any{"probePort": "http"}},
+		"replicas without the election": {"server": map[string]any{"election": map[string]any{"enabled": false}}},
+		"lease not whole seconds":       {"server": map[string]any{"election": map[string]any{"enabled": true, "leaseDuration": "1500ms"}}},
+		"client certificates required with the election": {"tls": map[string]any{"clientCA": map[string]any{"secretName": "gpumeter-client-ca"}}},
 	} {
 		if _, _, err := renderChart(t, c, overrides); err == nil {
 			t.Errorf("%s: %v rendered without an error", name, overrides)
@@ -157,18 +165,60 @@ func TestKubeHAChecksCatchBreakage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := kubeHAWant{replicas: 1, failurePolicy: admissionregistrationv1.Fail, collector: true,
+	want := kubeHAWant{replicas: 3, election: true, failurePolicy: admissionregistrationv1.Fail, collector: true,
 		dsnSecret: "gpumeter-clickhouse", tlsSecret: "gpumeter-webhook-tls"}
+	config := func(m *kubeManifests, edit func(string) string) {
+		for _, cm := range m.configMaps {
+			if cm.Data["gpumeter.yaml"] != "" {
+				cm.Data["gpumeter.yaml"] = edit(cm.Data["gpumeter.yaml"])
+			}
+		}
+	}
 	for _, tc := range []struct {
 		name   string
 		break_ func(m *kubeManifests)
 		report string
 	}{
-		{"replicas", func(m *kubeManifests) { n := int32(3); w, _, _ := kubeServe(*m); *w.replicas = n }, "replicas 3; want 1"},
+		{"replicas", func(m *kubeManifests) { n := int32(4); w, _, _ := kubeServe(*m); *w.replicas = n }, "replicas 4; want 3"},
 		{"no PDB", func(m *kubeManifests) { m.pdbs = nil }, "0 PodDisruptionBudgets"},
 		{"PDB blocks drains", func(m *kubeManifests) {
 			m.pdbs[0].Spec.MaxUnavailable.IntVal = 0
-		}, "lets 0 of 1"},
+		}, "lets 0 of 3"},
+		{"PDB lets two go", func(m *kubeManifests) {
+			m.pdbs[0].Spec.MaxUnavailable.IntVal = 2
+		}, "lets 2 of 3"},
+		{"no election", func(m *kubeManifests) {
+			config(m, func(s string) string { return strings.Replace(s, "backend: kubernetes", "backend: \"\"", 1) })
+		}, `election backend ""`},
+		{"the Lease elsewhere", func(m *kubeManifests) {
+			config(m, func(s string) string { return strings.Replace(s, "namespace: gpumeter", "namespace: default", 1) })
+		}, "want kubernetes, the Lease in gpumeter"},
+		{"identity by name", func(m *kubeManifests) {
+			_, c, _ := kubeServe(*m)
+			for i := range c.Env {
+				if c.Env[i].Name == "GPUMETER_ELECTION_IDENTITY" {
+					c.Env[i].Value = "gpumeter:8443"
+				}
+			}
+		}, "want $(POD_IP):8443"},
+		{"identity on the metrics port", func(m *kubeManifests) {
+			_, c, _ := kubeServe(*m)
+			for i := range c.Env {
+				if c.Env[i].Name == "GPUMETER_ELECTION_IDENTITY" {
+					c.Env[i].Value = "$(POD_IP):9402"
+				}
+			}
+		}, "want $(POD_IP):8443"},
+		{"forward checks a pod's name", func(m *kubeManifests) {
+			config(m, func(s string) string {
+				return strings.Replace(s, "server_name: gpumeter.gpumeter.svc", "server_name: gpumeter-0", 1)
+			})
+		}, `server_name "gpumeter-0" is no Service`},
+		{"forward CA from nowhere", func(m *kubeManifests) {
+			config(m, func(s string) string {
+				return strings.Replace(s, "ca_file: /etc/gpumeter-tls/ca.crt", "ca_file: /etc/ssl/ca.crt", 1)
+			})
+		}, "election.forward.ca_file"},
 		{"soft spread only", func(m *kubeManifests) {
 			w, _, _ := kubeServe(*m)
 			w.template.Spec.TopologySpreadConstraints[0].WhenUnsatisfiable = "ScheduleAnyway"

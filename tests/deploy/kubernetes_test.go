@@ -42,7 +42,7 @@ import (
 // client CA is the chart's option (helm_test.go).
 var kubeExternalSecrets = map[string][]string{
 	"gpumeter/gpumeter-clickhouse":  {"dsn"},
-	"gpumeter/gpumeter-webhook-tls": {"tls.crt", "tls.key"},
+	"gpumeter/gpumeter-webhook-tls": {"tls.crt", "tls.key", "ca.crt"},
 	"gpumeter/gpumeter-client-ca":   {"ca.crt"},
 }
 
@@ -51,6 +51,7 @@ var kubeExternalSecrets = map[string][]string{
 var kubeFieldSamples = map[string]string{
 	"spec.nodeName": "gpu-node-01",
 	"status.hostIP": "10.0.0.11",
+	"status.podIP":  "10.0.3.7",
 }
 
 // kubeObject is one decoded manifest document.
@@ -252,7 +253,7 @@ func TestKubeStrictDecodingRefusesUnknownFields(t *testing.T) {
 func TestKubeManifests(t *testing.T) {
 	m := loadKubeManifests(t)
 	checkKubeAll(t, m, true)
-	checkKubeHA(t, m, kubeHAWant{replicas: 1, failurePolicy: admissionregistrationv1.Fail, collector: true,
+	checkKubeHA(t, m, kubeHAWant{replicas: 3, election: true, failurePolicy: admissionregistrationv1.Fail, collector: true,
 		dsnSecret: "gpumeter-clickhouse", tlsSecret: "gpumeter-webhook-tls"})
 }
 
@@ -478,6 +479,14 @@ func checkKubeCommand(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.Co
 			a = rewrite(a)
 		}
 		args[i] = a
+	}
+	// gpumeter's own variables with a value (GPUMETER_ELECTION_IDENTITY,
+	// $(POD_IP) expanded) reach the command as the kubelet passes them;
+	// those from Secrets are stood in for by checkDeployCommand.
+	for _, e := range c.Env {
+		if strings.HasPrefix(e.Name, "GPUMETER_") && e.ValueFrom == nil {
+			t.Setenv(e.Name, kubeExpand(t, where, c, e.Value))
+		}
 	}
 	inv := checkDeployCommand(t, where, args)
 	if p, ok := flagValue(args, "config"); !ok || !strings.HasPrefix(p, dir) {

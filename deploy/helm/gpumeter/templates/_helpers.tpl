@@ -54,3 +54,18 @@ fsGroup: 10001
 seccompProfile:
   type: RuntimeDefault
 {{- end -}}
+
+{{/* The election identity: where the other replicas reach a server pod's
+     API port (the Lease's holderIdentity). Every command reads the config
+     file, whose election section needs an identity to load, so the
+     collector and the migrate Job get it too; only serve uses it. */}}
+{{- define "gpumeter.electionEnv" -}}
+{{- if .Values.server.election.enabled -}}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+- name: GPUMETER_ELECTION_IDENTITY
+  value: $(POD_IP):{{ .Values.server.port }}
+{{- end -}}
+{{- end -}}

@@ -146,7 +146,7 @@ func (q *Service) admitCredit(rs []Request) (Decision, error) {
 	needs := make([]credits.Need, 0, len(rs))
 	demand := Demand{}
 	for _, r := range rs {
-		gpus, err := devices(r.SKU(), r.Count)
+		gpus, err := r.GPUEquivalents()
 		if err != nil {
 			return Decision{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}

@@ -120,6 +120,25 @@ func TestCreditGate(t *testing.T) {
 		}
 	})
 
+	t.Run("a shared GPU holds its share of the credit", func(t *testing.T) {
+		b := &balances{left: map[string]decimal.Decimal{"astro": decimal.NewFromInt(3)}, asOf: now.Truncate(time.Hour)}
+		q := creditService(t, DefaultConfig(), b, &now)
+		if err := q.Refresh(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		quarter := h100s("astro", 1)
+		quarter[0].Share = decimal.RequireFromString("0.25")
+		for i := range 4 { // 0.75 USD each: four fit 3 USD exactly
+			if d, err := q.AdmitAll(ctx, admin, quarter); err != nil || !d.Allowed {
+				t.Fatalf("quarter %d: %+v %v", i+1, d, err)
+			}
+		}
+		d, err := q.AdmitAll(ctx, admin, quarter)
+		if err != nil || d.Allowed || !d.CreditRefused || !strings.Contains(d.Reason, "held 3.00 USD by 4 admitted") {
+			t.Fatalf("a fifth quarter on 3 USD: %+v %v", d, err)
+		}
+	})
+
 	t.Run("credit_then_invoice customers are not gated", func(t *testing.T) {
 		b := &balances{left: map[string]decimal.Decimal{}, asOf: now.Truncate(time.Hour)}
 		q := creditService(t, DefaultConfig(), b, &now)

@@ -115,7 +115,7 @@ func (a *Agent) nvmlHost(lib gonvml.Interface) error {
 	if hc.KubeletSocket != "" {
 		kcfg := attribution.DefaultKubeletConfig()
 		kcfg.Socket = hc.KubeletSocket
-		k, err := attribution.NewKubelet(kcfg, tenancy)
+		k, err := attribution.NewKubelet(kcfg, tenancy, nil)
 		if err != nil {
 			return fault.Validation(err)
 		}

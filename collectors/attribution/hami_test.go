@@ -96,7 +96,7 @@ func TestHAMiAttributesSharedGPUs(t *testing.T) {
 	a := collectors.Owner{Tenant: "alpha", Department: "physics", Workload: "team-a/infer-a"}
 	b := collectors.Owner{Tenant: "sandbox", Workload: "sandbox/infer-b"}
 	two := collectors.Owner{Tenant: "sandbox", Workload: "sandbox/two-containers"}
-	wantGrants := []collectors.Grant{{a, 250_000}, {b, 250_000}, {two, 250_000}}
+	wantGrants := []collectors.Grant{{Owner: a, SharePPM: 250_000}, {Owner: b, SharePPM: 250_000}, {Owner: two, SharePPM: 250_000}}
 	if !reflect.DeepEqual(gpus[0].Grants, wantGrants) {
 		t.Errorf("grants %+v, want %+v", gpus[0].Grants, wantGrants)
 	}
@@ -105,7 +105,7 @@ func TestHAMiAttributesSharedGPUs(t *testing.T) {
 	}
 	// 0 % cores is HAMi's "no limit": the whole GPU; one holder gets its
 	// processes.
-	if !reflect.DeepEqual(gpus[1].Grants, []collectors.Grant{{two, 1_000_000}}) || gpus[1].Processes[0].Owner != two {
+	if !reflect.DeepEqual(gpus[1].Grants, []collectors.Grant{{Owner: two, SharePPM: 1_000_000}}) || gpus[1].Processes[0].Owner != two {
 		t.Errorf("single holder: grants %+v, process %+v", gpus[1].Grants, gpus[1].Processes[0].Owner)
 	}
 	if len(gpus[2].Claims) != 0 || len(gpus[2].Grants) != 0 {

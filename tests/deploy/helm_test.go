@@ -108,6 +108,10 @@ func TestHelmChart(t *testing.T) {
 		}, false, func(w *kubeHAWant) { w.clientCA = "gpumeter-client-ca" }, ""},
 		{"probes on the metrics port", map[string]any{"server": map[string]any{"probePort": "metrics"}}, false,
 			func(w *kubeHAWant) { w.probeMetrics = true }, ""},
+		{"collector with HAMi billed by grants", map[string]any{"collector": map[string]any{"hami": true, "hamiBilling": "granted"}}, false,
+			func(*kubeHAWant) {}, ""},
+		{"collector without DRA or pod labels: no token, no RBAC", map[string]any{"collector": map[string]any{"dra": false, "kubeletPodLabels": false}}, false,
+			func(*kubeHAWant) {}, ""},
 		{"DSN secret", map[string]any{"clickhouse": map[string]any{"secretName": "ch-dsn", "secretKey": "dsn"}}, false,
 			func(w *kubeHAWant) { w.dsnSecret = "ch-dsn" }, "Secret ch-dsn (key dsn)"},
 	} {
@@ -138,10 +142,12 @@ func TestHelmChart(t *testing.T) {
 func TestHelmChartRefusesBadValues(t *testing.T) {
 	c := loadChart(t)
 	for name, overrides := range map[string]map[string]any{
-		"failurePolicy": {"webhook": map[string]any{"failurePolicy": "Deny"}},
-		"replicas":      {"server": map[string]any{"replicas": 0}},
-		"tls":           {"tls": map[string]any{"secretName": ""}},
-		"probePort":     {"server": map[string]any{"probePort": "http"}},
+		"failurePolicy":             {"webhook": map[string]any{"failurePolicy": "Deny"}},
+		"replicas":                  {"server": map[string]any{"replicas": 0}},
+		"tls":                       {"tls": map[string]any{"secretName": ""}},
+		"probePort":                 {"server": map[string]any{"probePort": "http"}},
+		"hamiBilling":               {"collector": map[string]any{"hami": true, "hamiBilling": "cores"}},
+		"hami without the pod list": {"collector": map[string]any{"hami": true, "kubeletPodLabels": false}},
 	} {
 		if _, _, err := renderChart(t, c, overrides); err == nil {
 			t.Errorf("%s: %v rendered without an error", name, overrides)

@@ -89,8 +89,10 @@ func parseHAMiDevice(s string) (HAMiDevice, error) {
 }
 
 // HAMi attributes GPUs that HAMi shares between pods: every bound pod on
-// this node whose allocation names a GPU claims it, and its cores % becomes
-// its grant (GPUReading.Grants). Which process is whose comes from cgroups
+// this node whose allocation names a GPU gets its cores % as a grant
+// (GPUReading.Grants). The pods are not claimants: each holds a share, not
+// the GPU, so time no process used is idle (measured billing) or what no
+// grant covers (granted billing). Which process is whose comes from cgroups
 // (a later step) unless one pod holds the GPU. MIG GPUs are left alone.
 type HAMi struct {
 	pods    PodLister
@@ -107,7 +109,7 @@ func NewHAMi(pods PodLister, node string, tenancy Tenancy) (*HAMi, error) {
 	return &HAMi{pods: pods, node: node, tenancy: tenancy}, nil
 }
 
-// Attribute claims the HAMi-shared GPUs and records the grants. A pod
+// Attribute records the grants of the HAMi-shared GPUs. A pod
 // whose annotation does not parse is skipped and reported; the others are
 // still attributed. A failed pod list with nothing cached is an error.
 func (h *HAMi) Attribute(ctx context.Context, gpus []collectors.GPUReading) error {
@@ -126,13 +128,8 @@ func (h *HAMi) Attribute(ctx context.Context, gpus []collectors.GPUReading) erro
 			continue
 		}
 		g.Grants = gr
-		if len(g.Claims) == 0 {
-			for _, x := range gr {
-				g.Claims = append(g.Claims, x.Owner)
-			}
-		}
-		if len(g.Claims) == 1 {
-			claimProcesses(g, "", g.Claims[0])
+		if len(gr) == 1 {
+			claimProcesses(g, "", gr[0].Owner)
 		}
 	}
 	return errors.Join(errs...)

@@ -85,16 +85,19 @@ type kubeScheduler struct {
 	pids map[*kubePod]uint32
 }
 
-// kubeRun is when a pod's process runs, in minutes from the host's start;
-// a pod runs from 0 to the hour unless listed. Pods outlive their
-// processes, so their claims and grants stay: claimed time without a
-// process goes to the claimants, not idle.
+// kubeRun is when a pod's process runs, in minutes from the host's start.
+// Pods outlive their processes, so their claims and grants stay: a DRA
+// claim's time without a process goes to its claimants; a HAMi GPU with no
+// process is idle when measured, its pods' grants when granted.
 var kubeRun = map[string][][2]int{
 	"dra-train/trainer-0":   {{0, 45}},
 	"dra-infer/infer-mig-0": {{0, 20}, {30, 60}},
 	"dra-share/notebook-1":  {{0, 50}},
 	"dra-share/notebook-2":  {{0, 50}},
 	"dra-share/notebook-3":  {{0, 30}},
+	"hami-a/serve-1":        {{0, 55}},
+	"hami-a/serve-2":        {{0, 55}},
+	"hami-b/serve-3":        {{0, 55}},
 	"hami-b/serve-4":        {{0, 40}},
 }
 
@@ -186,13 +189,13 @@ func (s *kubeScheduler) process(i int, p *kubePod) Process {
 	return proc
 }
 
-// claimants are the pods holding whole GPU g (DRA claims of "gpu-<index>",
-// HAMi pods), as the collector orders claimants: by tenant, then
-// "namespace/name".
+// claimants are the pods holding whole GPU g through DRA claims of
+// "gpu-<index>" (HAMi's pods hold shares, not the GPU), as the collector
+// orders claimants: by tenant, then "namespace/name".
 func (k *KubeNode) claimants(g *GPU) []*kubePod {
 	var out []*kubePod
 	for _, p := range k.pods {
-		if p.gpu == g.index && (p.hami || p.device == fmt.Sprintf("gpu-%d", g.index)) {
+		if p.gpu == g.index && p.device == fmt.Sprintf("gpu-%d", g.index) {
 			out = append(out, p)
 		}
 	}

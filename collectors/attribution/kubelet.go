@@ -102,9 +102,9 @@ func (k *Kubelet) Attribute(ctx context.Context, gpus []collectors.GPUReading) e
 	if _, err := os.Stat(k.cfg.Socket); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("kubelet socket %s: %w", k.cfg.Socket, collectors.ErrNoData)
 	}
-	ctx, cancel := context.WithTimeout(ctx, k.cfg.Timeout)
-	defer cancel()
-	resp, err := k.client.List(ctx, &podresources.ListPodResourcesRequest{})
+	listCtx, cancel := context.WithTimeout(ctx, k.cfg.Timeout)
+	resp, err := k.client.List(listCtx, &podresources.ListPodResourcesRequest{})
+	cancel()
 	if err != nil {
 		return fmt.Errorf("kubelet list pod resources: %w", err)
 	}
@@ -145,7 +145,8 @@ func (k *Kubelet) SubSources() []string {
 
 // resolveClaims adds the holders of claimed DRA devices to byDevice under
 // their UUIDs. A resolver failure is returned as a SourceError; what it
-// still knew is used.
+// still knew is used. The resolver bounds its own calls (the API server is
+// not the kubelet's socket).
 func (k *Kubelet) resolveClaims(ctx context.Context, byDevice map[string][]collectors.Owner, claimed map[DRADevice][]collectors.Owner) error {
 	if len(claimed) == 0 || k.devices == nil {
 		return nil

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -129,6 +130,9 @@ func (a *Agent) nvmlHost(lib gonvml.Interface) error {
 		steps = append(steps, attribution.Step{Name: "kubelet", Attributor: k})
 	}
 	if hc.HAMi {
+		if pods == nil {
+			return fault.Validation(errors.New("host.hami: HAMi's annotations come from the kubelet's pod list (--kubelet-pods-url)"))
+		}
 		h, err := attribution.NewHAMi(pods, hc.NodeName, tenancy)
 		if err != nil {
 			return fault.Validation(err)

@@ -39,6 +39,7 @@ FUZZ_TARGETS := \
 	./collectors/attribution:FuzzParseCgroup \
 	./collectors/attribution:FuzzParseMapping \
 	./collectors/attribution:FuzzParseDomain \
+	./collectors/attribution:FuzzParseHAMiDevices \
 	./internal/spool:FuzzSegmentDecode \
 	./internal/chargeback:FuzzAllocateChargeback \
 	./internal/chargeback:FuzzParseCarbonCSV \

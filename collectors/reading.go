@@ -65,6 +65,11 @@ type GPUReading struct {
 	// pod that was allocated it, a static map entry). Unused time of a
 	// claimed GPU goes to its claimants instead of idle.
 	Claims []Owner
+	// Grants are the shares of the whole GPU a sharing layer granted its
+	// holders (HAMi's cores %), as attribution found them. Apportioning
+	// bills by them only when told to (attribution.Options.Granted);
+	// otherwise they are informational and use is measured.
+	Grants []Grant
 
 	// SMActive is the device's utilization (non-MIG GPUs).
 	SMActive      Ratio
@@ -221,3 +226,11 @@ type Owner struct {
 
 // IsZero reports whether nothing has attributed the owner yet.
 func (o Owner) IsZero() bool { return o == Owner{} }
+
+// Grant is a holder's granted share of a GPU's compute, in parts per
+// million (HAMi's 25 % cores: 250,000; HAMi's 0 %, no limit, is recorded
+// as the whole GPU, 1,000,000).
+type Grant struct {
+	Owner    Owner
+	SharePPM uint32
+}

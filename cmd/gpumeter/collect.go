@@ -32,15 +32,17 @@ func newCollectCmd(g *globals, deps collectDeps) *cobra.Command {
 		Long: `collect runs on each GPU host: every --interval it reads NVML (whole GPUs,
 MIG devices, processes, the device counters of the meter table, per-MIG SM
 activity), attributes GPUs, MIG instances and processes to tenants (the
-kubelet's pod resources, process cgroups of pods and Slurm jobs, the map
-file, libvirt domains), and splits each interval into samples that add up
-exactly. Samples go through an on-disk spool to ClickHouse (--sink), at
-least once; metrics, /healthz and /readyz are on --listen. --simulate runs a
+kubelet's pod resources with DRA claims resolved through the node's
+ResourceSlices, HAMi's pod annotations, process cgroups of pods and Slurm
+jobs, the map file, libvirt domains), and splits each interval into samples
+that add up exactly. Samples go through an on-disk spool to ClickHouse
+(--sink), at least once; metrics, /healthz and /readyz are on --listen. --simulate runs a
 deterministic simulated DGX fleet instead of NVML and prints what it ran. The
 spool and shipper flags' defaults are the config's collector section
 (docs/collector.md, docs/delivery.md).`,
 		Example: "  gpumeter --config /etc/gpumeter/gpumeter.yaml collect --spool /var/lib/gpumeter/spool --listen :9401\n" +
-			"  gpumeter collect --simulate --hosts 2 --duration 6h --start 2026-11-05T00:00:00Z --listen \"\"",
+			"  gpumeter collect --simulate --hosts 2 --duration 6h --start 2026-11-05T00:00:00Z --listen \"\"" +
+			"\n  gpumeter collect --simulate --hosts 0 --kube --hami-billing granted --duration 1h --sink jsonl --listen \"\"",
 		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()

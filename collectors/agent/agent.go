@@ -48,6 +48,9 @@ type Config struct {
 	// BestEffortUnused says where the time no instance of a best-effort
 	// vGPU used goes.
 	BestEffortUnused attribution.Unused
+	// Granted bills HAMi-shared GPUs by each pod's granted cores % × time
+	// instead of measured use (attribution.Options.Granted).
+	Granted bool
 	// NamespaceIsTenant and AccountIsTenant: an unmapped namespace or Slurm
 	// account is its own tenant.
 	NamespaceIsTenant, AccountIsTenant bool
@@ -69,6 +72,13 @@ type HostConfig struct {
 	// nil: pods resolve by namespace only.
 	PodLabels     *attribution.PodLabelsConfig
 	KubeletSocket string // pod-resources socket; "": not asked
+	// NodeName is this Kubernetes node: DRA-claimed devices are resolved
+	// from its ResourceSlices through the in-cluster API server, and HAMi
+	// pods bound elsewhere are skipped. "": no DRA resolution.
+	NodeName string
+	// HAMi attributes HAMi-shared GPUs from the pod annotations of the
+	// PodLabels pod list (which it needs).
+	HAMi bool
 	// ProcRoot and PodLogDir: cgroup attribution of processes to pods and
 	// Slurm jobs; ProcRoot "" turns it off.
 	ProcRoot, PodLogDir string
@@ -80,8 +90,8 @@ type HostConfig struct {
 
 // SimConfig is the simulated fleet (collectors/sim).
 type SimConfig struct {
-	Hosts, VGPUHosts, GPUsPerHost int
-	Seed                          int64
+	Hosts, VGPUHosts, KubeHosts, GPUsPerHost int
+	Seed                                     int64
 	// Start of the simulated time; zero: Duration before the last full
 	// hour (re-running within the hour writes the same samples), or now
 	// for an open-ended run.
@@ -232,7 +242,7 @@ func (a *Agent) build(ctx context.Context, deps Deps) error {
 	if err := a.out.checkPoll(a.hosts.gpus); err != nil {
 		return err
 	}
-	apportion := attribution.Options{BestEffortUnused: a.cfg.BestEffortUnused}.Apportion
+	apportion := attribution.Options{BestEffortUnused: a.cfg.BestEffortUnused, Granted: a.cfg.Granted}.Apportion
 	a.loop, err = collectors.NewLoop(collectors.LoopConfig{Interval: a.cfg.Interval, Until: a.hosts.until}, a.hosts.hosts, apportion, a.batch, a.hosts.clock, a.logger, a.observer)
 	return err
 }

@@ -71,6 +71,7 @@ type Flags struct {
 	simulate bool
 	hosts    int
 	vgpu     bool
+	kube     bool
 	gpus     int
 	seed     int64
 	start    string
@@ -78,6 +79,9 @@ type Flags struct {
 	plants   plantFlags
 
 	kubeletSocket     string
+	nodeName          string
+	hami              bool
+	sharedBilling     string
 	podsURL           string
 	podsTokenFile     string
 	podsInsecure      bool
@@ -115,12 +119,16 @@ func (f *Flags) Register(fs *pflag.FlagSet, file Settings) {
 	fs.BoolVar(&f.simulate, "simulate", false, "read a simulated DGX fleet instead of NVML")
 	fs.IntVar(&f.hosts, "hosts", 2, "simulated hosts")
 	fs.BoolVar(&f.vgpu, "vgpu", false, "with --simulate, also a simulated NVIDIA vGPU host (VMs under each scheduler policy, MIG-backed vGPU, passthrough)")
+	fs.BoolVar(&f.kube, "kube", false, "with --simulate, also a simulated Kubernetes host: a DRA whole GPU, a DRA MIG device, a claim three pods share, a GPU HAMi shares between four pods")
 	fs.IntVar(&f.gpus, "gpus", 8, "GPUs per simulated host")
 	fs.Int64Var(&f.seed, "seed", 1, "seed of the simulated fleet")
 	fs.StringVar(&f.start, "start", "", "simulated start time, RFC 3339 (default: --duration before the last full hour, or now)")
 	fs.Float64Var(&f.speed, "speed", 0, "simulated seconds per wall second; 0 runs as fast as possible (needs --duration)")
 	f.plants.register(fs)
 	fs.StringVar(&f.kubeletSocket, "kubelet-socket", kube.Socket, "kubelet pod-resources socket; empty disables")
+	fs.StringVar(&f.nodeName, "node-name", "", "this Kubernetes node (the downward API's spec.nodeName): DRA-claimed devices are resolved from its ResourceSlices through the in-cluster API server; empty disables DRA")
+	fs.BoolVar(&f.hami, "hami", false, "attribute HAMi-shared GPUs from HAMi's pod annotations in the --kubelet-pods-url list")
+	fs.StringVar(&f.sharedBilling, "hami-billing", "measured", "GPUs HAMi shares: measured (split by per-process use) or granted (each pod its cores % × time, the rest idle)")
 	pl := attribution.DefaultPodLabelsConfig()
 	fs.StringVar(&f.podsURL, "kubelet-pods-url", "", "kubelet pod list for label → tenant rules, e.g. https://127.0.0.1:10250/pods; empty disables")
 	fs.StringVar(&f.podsTokenFile, "kubelet-token-file", pl.TokenFile, "bearer token for --kubelet-pods-url")
@@ -166,6 +174,18 @@ func (f *Flags) Config(fs *pflag.FlagSet, file Settings, dsn string) (Config, er
 	if f.vgpu && !f.simulate {
 		errs = append(errs, errors.New("--vgpu: only with --simulate"))
 	}
+	if f.kube && !f.simulate {
+		errs = append(errs, errors.New("--kube: only with --simulate"))
+	}
+	if f.simulate && (f.nodeName != "" || f.hami) {
+		errs = append(errs, errors.New("--node-name, --hami: the simulated fleet's Kubernetes host (--kube) brings its own"))
+	}
+	if f.hami && f.podsURL == "" && !f.simulate {
+		errs = append(errs, errors.New("--hami: needs --kubelet-pods-url (HAMi's allocation is in pod annotations)"))
+	}
+	if f.sharedBilling != "measured" && f.sharedBilling != "granted" {
+		errs = append(errs, fmt.Errorf("--hami-billing: %q is not measured or granted", f.sharedBilling))
+	}
 	if f.simulate {
 		if f.mapFile != "" {
 			errs = append(errs, errors.New("--map-file: the simulated fleet brings its own map"))
@@ -190,7 +210,7 @@ func (f *Flags) Config(fs *pflag.FlagSet, file Settings, dsn string) (Config, er
 func (f Flags) config(file Settings, dsn string) Config {
 	unused, _ := vgpuUnused(f.vgpuUnused)
 	c := Config{Interval: f.interval, Duration: f.duration, BatchRows: f.batchRows, DrainTimeout: f.drainTimeout,
-		NVML: nvml.DefaultConfig(), BestEffortUnused: unused, NamespaceIsTenant: f.namespaceIsTenant, AccountIsTenant: f.accountIsTenant,
+		NVML: nvml.DefaultConfig(), BestEffortUnused: unused, Granted: f.sharedBilling == "granted", NamespaceIsTenant: f.namespaceIsTenant, AccountIsTenant: f.accountIsTenant,
 		Spool: file.Spool, Shipper: file.Shipper}
 	c.NVML.GPM, c.NVML.MaxPowerWatts = f.gpm, f.maxPowerWatts
 	c.Spool.MaxBytes, c.Spool.Overflow = f.spoolMaxBytes, spool.OverflowPolicy(f.spoolOverflow)
@@ -203,7 +223,7 @@ func (f Flags) config(file Settings, dsn string) Config {
 	}
 	if !f.simulate {
 		c.Host = HostConfig{Name: f.host, MapFile: f.mapFile, KubeletSocket: f.kubeletSocket, ProcRoot: f.procRoot,
-			PodLogDir: f.podLogDir, SlurmEnvironment: f.slurmEnv, LibvirtDir: f.libvirtDir}
+			PodLogDir: f.podLogDir, SlurmEnvironment: f.slurmEnv, LibvirtDir: f.libvirtDir, NodeName: f.nodeName, HAMi: f.hami}
 		if f.podsURL != "" {
 			pl := attribution.DefaultPodLabelsConfig()
 			pl.URL, pl.TokenFile, pl.InsecureSkipVerify = f.podsURL, f.podsTokenFile, f.podsInsecure
@@ -214,6 +234,9 @@ func (f Flags) config(file Settings, dsn string) Config {
 	c.Simulate = &SimConfig{Hosts: f.hosts, GPUsPerHost: f.gpus, Seed: f.seed, Speed: f.speed}
 	if f.vgpu {
 		c.Simulate.VGPUHosts = 1
+	}
+	if f.kube {
+		c.Simulate.KubeHosts = 1
 	}
 	if f.start != "" {
 		c.Simulate.Start, _ = time.Parse(time.RFC3339, f.start)

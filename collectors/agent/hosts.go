@@ -1,12 +1,15 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/collectors/attribution"
@@ -54,7 +57,7 @@ func (a *Agent) simulatedHosts() error {
 		return fmt.Errorf("simulated fleet: %w", err)
 	}
 	hs.closers = append(hs.closers, func() error { return os.RemoveAll(root) })
-	fleet, err := sim.New(sim.Config{Hosts: s.Hosts, VGPUHosts: s.VGPUHosts, GPUsPerHost: s.GPUsPerHost, Seed: s.Seed,
+	fleet, err := sim.New(sim.Config{Hosts: s.Hosts, VGPUHosts: s.VGPUHosts, KubeHosts: s.KubeHosts, GPUsPerHost: s.GPUsPerHost, Seed: s.Seed,
 		Start: start, Step: a.cfg.Interval, Root: root, Plants: s.Plants})
 	if err != nil {
 		return fault.Validation(err)
@@ -102,9 +105,9 @@ func (a *Agent) nvmlHost(lib gonvml.Interface) error {
 		}
 	}
 	tenancy := attribution.Tenancy{Mapping: mapping, NamespaceIsTenant: a.cfg.NamespaceIsTenant, AccountIsTenant: a.cfg.AccountIsTenant}
+	var pods *attribution.KubeletPods
 	if hc.PodLabels != nil {
-		pods, err := attribution.NewKubeletPods(*hc.PodLabels, logger)
-		if err != nil {
+		if pods, err = attribution.NewKubeletPods(*hc.PodLabels, logger); err != nil {
 			return fault.Validation(err)
 		}
 		tenancy.Pods = pods
@@ -115,12 +118,26 @@ func (a *Agent) nvmlHost(lib gonvml.Interface) error {
 	if hc.KubeletSocket != "" {
 		kcfg := attribution.DefaultKubeletConfig()
 		kcfg.Socket = hc.KubeletSocket
-		k, err := attribution.NewKubelet(kcfg, tenancy)
+		devices, err := draResolver(hc.NodeName)
+		if err != nil {
+			return err
+		}
+		k, err := attribution.NewKubelet(kcfg, tenancy, devices)
 		if err != nil {
 			return fault.Validation(err)
 		}
 		hs.closers = append(hs.closers, k.Close)
 		steps = append(steps, attribution.Step{Name: "kubelet", Attributor: k})
+	}
+	if hc.HAMi {
+		if pods == nil {
+			return fault.Validation(errors.New("host.hami: HAMi's annotations come from the kubelet's pod list (--kubelet-pods-url)"))
+		}
+		h, err := attribution.NewHAMi(pods, hc.NodeName, tenancy)
+		if err != nil {
+			return fault.Validation(err)
+		}
+		steps = append(steps, attribution.Step{Name: "hami", Attributor: h})
 	}
 	if hc.ProcRoot != "" {
 		cg, err := attribution.NewCgroup(attribution.CgroupConfig{ProcRoot: hc.ProcRoot, PodLogDir: hc.PodLogDir, SlurmEnvironment: hc.SlurmEnvironment}, tenancy, logger)
@@ -131,10 +148,35 @@ func (a *Agent) nvmlHost(lib gonvml.Interface) error {
 	}
 	steps = append(steps, attribution.Step{Name: "static", Attributor: attribution.NewStatic(mapping)},
 		attribution.Step{Name: "vm", Attributor: attribution.NewVM(mapping, hc.LibvirtDir, 10*time.Second)})
-	hs.hosts = []collectors.Host{{Name: name, Sources: []collectors.NamedSource{{Name: "nvml", Source: src}}, Attributor: attribution.NewChain(logger, steps...)}}
+	chain := attribution.NewChain(logger, steps...).Observe(func(source string, err error) { a.observer.AttributionSource(name, source, err) })
+	hs.hosts = []collectors.Host{{Name: name, Sources: []collectors.NamedSource{{Name: "nvml", Source: src}}, Attributor: chain}}
 	hs.clock = collectors.WallClock{}
 	if a.cfg.Duration > 0 {
 		hs.until = time.Now().Add(a.cfg.Duration).Truncate(time.Second) // boundaries are whole seconds
 	}
 	return nil
+}
+
+// draResolver reads the node's ResourceSlices through the in-cluster API
+// server (the collector's service account: get, list and watch on
+// resourceslices.resource.k8s.io); no node name, no DRA resolution.
+func draResolver(node string) (attribution.DeviceResolver, error) {
+	if node == "" {
+		return nil, nil
+	}
+	rc, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fault.Validation(fmt.Errorf("--node-name %s: DRA needs the in-cluster API server: %w", node, err))
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	cfg := attribution.DefaultResourceSlicesConfig()
+	cfg.NodeName = node
+	r, err := attribution.NewResourceSlices(client, cfg)
+	if err != nil {
+		return nil, fault.Validation(err)
+	}
+	return r, nil
 }

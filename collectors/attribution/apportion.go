@@ -118,9 +118,12 @@ func (a *apportioner) run(host string, start, end time.Time, g *collectors.GPURe
 	for i := range g.Processes {
 		a.procPtrs[i] = &g.Processes[i]
 	}
-	if g.Virtualization == collectors.VirtHostVGPU {
+	switch {
+	case g.Virtualization == collectors.VirtHostVGPU:
 		a.apportionVGPU(g, start, end)
-	} else {
+	case a.opts.Granted && !g.MIG && len(g.Grants) > 0:
+		a.apportionGranted(g, start, end)
+	default:
 		a.buildSlots(g)
 		for i := range a.slots {
 			a.fillSlot(&a.slots[i], start, end)

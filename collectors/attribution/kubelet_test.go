@@ -61,7 +61,7 @@ func newTestKubelet(t *testing.T, socket string) *Kubelet {
 	cfg := DefaultKubeletConfig()
 	cfg.Socket = socket
 	cfg.Timeout = 5 * time.Second
-	k, err := NewKubelet(cfg, fixtureTenancy)
+	k, err := NewKubelet(cfg, fixtureTenancy, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,7 @@ type KubeletPods struct {
 
 	mu      sync.Mutex
 	labels  map[string]map[string]string // namespace/name → labels
+	pods    []PodMeta
 	fetched time.Time
 }
 
@@ -104,29 +105,86 @@ func (k *KubeletPods) PodLabels(namespace, name string) (map[string]string, bool
 	if (ok && age < k.cfg.Refresh) || (!ok && age < time.Second) {
 		return l, ok
 	}
-	labels, err := k.fetch()
-	k.fetched = k.now()
-	if err != nil {
+	if err := k.refresh(); err != nil {
 		k.logger.Warn("pod labels unavailable; label rules fall back to namespaces", "err", err)
 		return l, ok
 	}
-	k.labels = labels
-	l, ok = labels[key]
+	l, ok = k.labels[key]
 	return l, ok
+}
+
+// Pods lists the node's pods with their annotations (HAMi's allocation),
+// refreshing the list when it is stale. A failed refresh returns the last
+// list with the error.
+func (k *KubeletPods) Pods(context.Context) ([]PodMeta, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.pods != nil && k.now().Sub(k.fetched) < k.cfg.Refresh {
+		return k.pods, nil
+	}
+	err := k.refresh()
+	return k.pods, err
+}
+
+// refresh fetches the pod list; the caller holds k.mu. A failure keeps
+// the last list.
+func (k *KubeletPods) refresh() error {
+	pods, err := k.fetch()
+	k.fetched = k.now()
+	if err != nil {
+		return err
+	}
+	k.pods = pods
+	k.labels = make(map[string]map[string]string, len(pods))
+	for _, p := range pods {
+		k.labels[p.Namespace+"/"+p.Name] = p.Labels
+	}
+	return nil
+}
+
+// PodMeta is what attribution reads of a pod beside its devices.
+type PodMeta struct {
+	Namespace, Name string
+	Phase           string // Pending, Running, Succeeded, Failed, Unknown
+	Labels          map[string]string
+	Annotations     map[string]string
+}
+
+// PodLister lists this node's pods.
+type PodLister interface {
+	Pods(ctx context.Context) ([]PodMeta, error)
 }
 
 // podList is the part of a v1.PodList this needs.
 type podList struct {
 	Items []struct {
 		Metadata struct {
-			Name      string            `json:"name"`
-			Namespace string            `json:"namespace"`
-			Labels    map[string]string `json:"labels"`
+			Name        string            `json:"name"`
+			Namespace   string            `json:"namespace"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
+		Status struct {
+			Phase string `json:"phase"`
+		} `json:"status"`
 	} `json:"items"`
 }
 
-func (k *KubeletPods) fetch() (map[string]map[string]string, error) {
+// DecodePodList reads a v1.PodList (the kubelet's /pods) into PodMeta.
+func DecodePodList(r io.Reader) ([]PodMeta, error) {
+	var pl podList
+	if err := json.NewDecoder(io.LimitReader(r, 256<<20)).Decode(&pl); err != nil {
+		return nil, fmt.Errorf("decode pod list: %w", err)
+	}
+	out := make([]PodMeta, 0, len(pl.Items))
+	for _, p := range pl.Items {
+		out = append(out, PodMeta{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, Phase: p.Status.Phase,
+			Labels: p.Metadata.Labels, Annotations: p.Metadata.Annotations})
+	}
+	return out, nil
+}
+
+func (k *KubeletPods) fetch() ([]PodMeta, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), k.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.cfg.URL, nil)
@@ -149,13 +207,5 @@ func (k *KubeletPods) fetch() (map[string]map[string]string, error) {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		return nil, fmt.Errorf("get pod list: %s", resp.Status)
 	}
-	var pl podList
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 256<<20)).Decode(&pl); err != nil {
-		return nil, fmt.Errorf("decode pod list: %w", err)
-	}
-	out := make(map[string]map[string]string, len(pl.Items))
-	for _, p := range pl.Items {
-		out[p.Metadata.Namespace+"/"+p.Metadata.Name] = p.Metadata.Labels
-	}
-	return out, nil
+	return DecodePodList(resp.Body)
 }

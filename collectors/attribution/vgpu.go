@@ -24,6 +24,10 @@ const (
 // Options are the choices the apportioning rules leave to the operator.
 type Options struct {
 	BestEffortUnused Unused
+	// Granted bills a GPU whose sharing layer granted shares (HAMi's
+	// cores %, GPUReading.Grants) by the grants instead of measured use:
+	// each holder its share × the interval, the rest idle (granted.go).
+	Granted bool
 }
 
 // Apportion is the package's Apportion under these options.

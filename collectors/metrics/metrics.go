@@ -26,6 +26,7 @@ type Observer struct {
 	sourceUp       *prometheus.GaugeVec
 	gpuErrors      *prometheus.CounterVec
 	attrErrors     *prometheus.CounterVec
+	attrUp         *prometheus.GaugeVec
 	reg            prometheus.Registerer
 	ready          atomic.Bool
 }
@@ -65,9 +66,12 @@ func New(reg prometheus.Registerer) *Observer {
 		attrErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpumeter_collector_attribution_errors_total", Help: "Polls whose attribution was incomplete.",
 		}, []string{"host"}),
+		attrUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpumeter_collector_attribution_source_success", Help: "Whether an attribution source answered in the last poll (kubelet, resourceslices for DRA devices through the API server, hami, cgroup, ...).",
+		}, []string{"host", "source"}),
 		reg: reg,
 	}
-	reg.MustRegister(m.polls, m.samples, m.lastPoll, m.nvmlErrors, m.sourceDuration, m.sourceUp, m.gpuErrors, m.attrErrors)
+	reg.MustRegister(m.polls, m.samples, m.lastPoll, m.nvmlErrors, m.sourceDuration, m.sourceUp, m.gpuErrors, m.attrErrors, m.attrUp)
 	return m
 }
 
@@ -115,6 +119,15 @@ func (m *Observer) GPUFailed(host, gpuUUID string, _ error) {
 // AttributionFailed counts a poll whose attribution was incomplete.
 func (m *Observer) AttributionFailed(host string, _ error) {
 	m.attrErrors.WithLabelValues(host).Inc()
+}
+
+// AttributionSource records whether an attribution source answered.
+func (m *Observer) AttributionSource(host, source string, err error) {
+	up := 1.0
+	if err != nil {
+		up = 0
+	}
+	m.attrUp.WithLabelValues(host, source).Set(up)
 }
 
 // Polled records a poll; the first one whose samples were handed on makes

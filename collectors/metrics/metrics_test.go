@@ -20,6 +20,8 @@ func TestObserverCountsAndExposes(t *testing.T) {
 	m.NVMLError("nvmlDeviceGetMigMode", "ERROR_GPU_IS_LOST")
 	m.GPUFailed("dgx-01", "GPU-lost", errors.New("gpu 3: nvmlDeviceGetMigMode: gpu is lost"))
 	m.AttributionFailed("dgx-01", errors.New("kubelet down"))
+	m.AttributionSource("dgx-01", "kubelet", nil)
+	m.AttributionSource("dgx-01", "resourceslices", errors.New("api server unreachable"))
 	m.SourceRead("dgx-01", "nvml", 20*time.Millisecond, nil)
 	m.SourceRead("dgx-02", "nvml", 5*time.Millisecond, errors.New("driver"))
 	m.Polled(3*time.Millisecond, 42, nil)
@@ -35,6 +37,10 @@ gpumeter_collector_gpu_read_errors_total{gpu_uuid="GPU-lost",host="dgx-01"} 1
 # HELP gpumeter_collector_attribution_errors_total Polls whose attribution was incomplete.
 # TYPE gpumeter_collector_attribution_errors_total counter
 gpumeter_collector_attribution_errors_total{host="dgx-01"} 1
+# HELP gpumeter_collector_attribution_source_success Whether an attribution source answered in the last poll (kubelet, resourceslices for DRA devices through the API server, hami, cgroup, ...).
+# TYPE gpumeter_collector_attribution_source_success gauge
+gpumeter_collector_attribution_source_success{host="dgx-01",source="kubelet"} 1
+gpumeter_collector_attribution_source_success{host="dgx-01",source="resourceslices"} 0
 # HELP gpumeter_collector_source_success Whether the last read of a source succeeded.
 # TYPE gpumeter_collector_source_success gauge
 gpumeter_collector_source_success{host="dgx-01",source="nvml"} 1
@@ -52,7 +58,7 @@ gpumeter_collector_last_poll_duration_seconds 0.004
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"gpumeter_collector_nvml_errors_total", "gpumeter_collector_gpu_read_errors_total", "gpumeter_collector_attribution_errors_total",
-		"gpumeter_collector_source_success", "gpumeter_collector_polls_total", "gpumeter_collector_samples_total",
+		"gpumeter_collector_attribution_source_success", "gpumeter_collector_source_success", "gpumeter_collector_polls_total", "gpumeter_collector_samples_total",
 		"gpumeter_collector_last_poll_duration_seconds"); err != nil {
 		t.Fatal(err)
 	}

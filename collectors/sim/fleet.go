@@ -19,7 +19,11 @@ type Config struct {
 	Hosts int // DGX hosts (Kubernetes and Slurm nodes)
 	// VGPUHosts are NVIDIA vGPU hypervisors (PresetVGPU), after the DGX
 	// hosts: A100-SXM4-40GB and H100-SXM5-80GB in turn.
-	VGPUHosts   int
+	VGPUHosts int
+	// KubeHosts are Kubernetes nodes whose GPUs NVIDIA's DRA driver and
+	// HAMi hand out (kube.go), after the vGPU hosts: H100-SXM5-80GB,
+	// at least 4 GPUs per host, Root required (they serve a socket).
+	KubeHosts   int
 	GPUsPerHost int
 	Seed        int64
 	// Start is the simulated time the fleet starts at; it is rounded down
@@ -50,8 +54,14 @@ func (c Config) Validate() error {
 	if c.VGPUHosts < 0 || c.VGPUHosts > 64 {
 		errs = append(errs, fmt.Errorf("vgpu hosts: %d is not within 0..64", c.VGPUHosts))
 	}
-	if c.Hosts+c.VGPUHosts < 1 {
-		errs = append(errs, errors.New("hosts: none (DGX or vGPU)"))
+	if c.KubeHosts < 0 || c.KubeHosts > 64 {
+		errs = append(errs, fmt.Errorf("kube hosts: %d is not within 0..64", c.KubeHosts))
+	}
+	if c.KubeHosts > 0 && (c.GPUsPerHost < 4 || c.Root == "") {
+		errs = append(errs, fmt.Errorf("kube hosts: need 4 or more gpus per host (not %d) and a root directory", c.GPUsPerHost))
+	}
+	if c.Hosts+c.VGPUHosts+c.KubeHosts < 1 {
+		errs = append(errs, errors.New("hosts: none (DGX, vGPU or Kubernetes)"))
 	}
 	if c.GPUsPerHost < 1 || c.GPUsPerHost > 16 {
 		errs = append(errs, fmt.Errorf("gpus per host: %d is not within 1..16", c.GPUsPerHost))
@@ -153,6 +163,18 @@ func New(cfg Config) (*Fleet, error) {
 		}
 		f.hosts = append(f.hosts, h)
 		f.vscheds = append(f.vscheds, s)
+	}
+	for i := 0; i < cfg.KubeHosts; i++ {
+		hc := cfg.hostConfig("sim-kube-", "H100-SXM5-80GB", i, cfg.Seed*1_000_003+700_000+int64(i), start)
+		hc.Cgroup = KubernetesSystemd
+		h, err := NewHost(hc)
+		if err != nil {
+			return nil, fmt.Errorf("sim fleet: %w", err)
+		}
+		if err := startScheduling(h, &kubeScheduler{h: h, seed: uint64(hc.Seed)}, start); err != nil {
+			return nil, fmt.Errorf("sim fleet: %w", err)
+		}
+		f.hosts = append(f.hosts, h)
 	}
 	return f, nil
 }

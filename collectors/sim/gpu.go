@@ -63,6 +63,9 @@ type Instance struct {
 
 	tenant     string // the tenant it is rented to; empty: not rented
 	department string
+	claim      *kubePod // the pod whose DRA claim holds it (kube.go); nil: none
+
+	placement gpucatalog.Placement
 
 	activeUs uint64 // GPM: SM-active microseconds, cumulative
 }
@@ -158,11 +161,12 @@ func (g *GPU) EnableMIG(profiles ...string) ([]*Instance, error) {
 	for k, p := range want {
 		gi := uint32(len(g.instances) + 1)
 		in := &Instance{
-			gpu:      g,
-			uuid:     "MIG-" + uuidFrom(g.uuid, "gi", fmt.Sprint(gi)),
-			profile:  p,
-			gi:       gi,
-			giHandle: g.placeGPUInstance(gi, p, at[k]),
+			gpu:       g,
+			uuid:      "MIG-" + uuidFrom(g.uuid, "gi", fmt.Sprint(gi)),
+			profile:   p,
+			gi:        gi,
+			giHandle:  g.placeGPUInstance(gi, p, at[k]),
+			placement: at[k],
 		}
 		in.dev = in.newDevice()
 		g.instances = append(g.instances, in)

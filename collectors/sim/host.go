@@ -108,6 +108,7 @@ type Host struct {
 	procs  map[uint32]*Process
 	pid    uint32
 	vms    map[string]*vmState // by name
+	kube   *KubeNode           // a Kubernetes host's pods and claims (kube.go)
 	ledger Ledger
 
 	// onBoundary, when set, runs at every step boundary after the step

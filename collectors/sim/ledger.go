@@ -30,19 +30,29 @@ type Ledger struct {
 	// GPUMicrosecondsByWorkload is the VMs' time by workload, "vm/<id>"
 	// with the id as NVML's GetVmID reports it (VM.Workload).
 	GPUMicrosecondsByWorkload map[string]uint64
-	EnergyMillijoules         map[string]float64 // by tenant; "" is idle
-	TotalEnergyMillijoules    uint64
-	GPUSteps                  uint64 // GPU × steps recorded
+	// GPUMicrosecondsByPod is the Kubernetes hosts' pods' time
+	// (kube.go), by "namespace/name", measured: whole GPUs and shared
+	// ones by SM utilization, a claimed MIG device wholly to its pod.
+	// GrantedGPUMicrosecondsByPod is the HAMi pods' time billed by their
+	// grants instead (cores % × time, by largest remainder per step).
+	GPUMicrosecondsByPod        map[string]uint64
+	GrantedGPUMicrosecondsByPod map[string]uint64
+	EnergyMillijoules           map[string]float64 // by tenant; "" is idle
+	TotalEnergyMillijoules      uint64
+	GPUSteps                    uint64 // GPU × steps recorded
 }
 
 func newLedger() Ledger {
-	return Ledger{GPUMicroseconds: map[string]uint64{}, GPUMicrosecondsByWorkload: map[string]uint64{}, EnergyMillijoules: map[string]float64{}}
+	return Ledger{GPUMicroseconds: map[string]uint64{}, GPUMicrosecondsByWorkload: map[string]uint64{}, EnergyMillijoules: map[string]float64{},
+		GPUMicrosecondsByPod: map[string]uint64{}, GrantedGPUMicrosecondsByPod: map[string]uint64{}}
 }
 
 func (l Ledger) clone() Ledger {
 	c := l
 	c.GPUMicroseconds = maps.Clone(l.GPUMicroseconds)
 	c.GPUMicrosecondsByWorkload = maps.Clone(l.GPUMicrosecondsByWorkload)
+	c.GPUMicrosecondsByPod = maps.Clone(l.GPUMicrosecondsByPod)
+	c.GrantedGPUMicrosecondsByPod = maps.Clone(l.GrantedGPUMicrosecondsByPod)
 	c.EnergyMillijoules = maps.Clone(l.EnergyMillijoules)
 	return c
 }
@@ -57,6 +67,12 @@ func (l *Ledger) Add(o Ledger) {
 	}
 	for k, v := range o.GPUMicrosecondsByWorkload {
 		l.GPUMicrosecondsByWorkload[k] += v
+	}
+	for k, v := range o.GPUMicrosecondsByPod {
+		l.GPUMicrosecondsByPod[k] += v
+	}
+	for k, v := range o.GrantedGPUMicrosecondsByPod {
+		l.GrantedGPUMicrosecondsByPod[k] += v
 	}
 	for k, v := range o.EnergyMillijoules {
 		l.EnergyMillijoules[k] += v
@@ -73,6 +89,7 @@ func (l Ledger) Tenants() []string {
 type ledgerRow struct {
 	tenant   string
 	workload string // a VM's "vm/<id>"; empty otherwise
+	pod      string // a pod's "namespace/name"; empty otherwise
 	gpu, sm  float64
 }
 
@@ -83,6 +100,9 @@ func (l *Ledger) record(g *GPU, stepUs uint64) {
 		rows = vgpuRows(g, stepUs)
 	} else if !g.mig {
 		rows = splitProcs(g.procs, stepUs, true)
+		if len(rows) == 0 && g.host.kube != nil {
+			rows = claimRows(g.host.kube.claimants(g), stepUs)
+		}
 		if len(rows) == 0 {
 			rows = append(rows, ledgerRow{tenant: "", gpu: float64(stepUs)})
 		}
@@ -122,6 +142,8 @@ func (l *Ledger) record(g *GPU, stepUs uint64) {
 				sm = float64(caps[i]) * float64(min(util, 100)) / 100
 			}
 			switch {
+			case in.claim != nil:
+				rows = append(rows, ledgerRow{tenant: in.claim.tenant, pod: in.claim.key(), gpu: float64(caps[i]), sm: sm})
 			case in.tenant != "":
 				rows = append(rows, ledgerRow{tenant: in.tenant, gpu: float64(caps[i]), sm: sm})
 			case len(procs) > 0:
@@ -144,6 +166,9 @@ func (l *Ledger) record(g *GPU, stepUs uint64) {
 		if r.workload != "" {
 			l.GPUMicrosecondsByWorkload[r.workload] += uint64(r.gpu)
 		}
+		if r.pod != "" && g.host.kube != nil {
+			l.GPUMicrosecondsByPod[r.pod] += uint64(r.gpu)
+		}
 		total += r.gpu + r.sm
 	}
 	for _, r := range rows {
@@ -151,6 +176,9 @@ func (l *Ledger) record(g *GPU, stepUs uint64) {
 	}
 	l.TotalEnergyMillijoules += g.lastEnergy
 	l.GPUSteps++
+	if g.host.kube != nil {
+		l.recordGrants(g.host.kube, g, stepUs)
+	}
 }
 
 // splitProcs splits a slot's time over its processes: by SM utilization
@@ -183,9 +211,24 @@ func splitProcs(procs []*Process, capacity uint64, perProc bool) []ledgerRow {
 	rows := make([]ledgerRow, len(procs))
 	for i, p := range procs {
 		rows[i] = ledgerRow{tenant: p.Workload.Tenant, gpu: float64(shares[i])}
+		if p.Workload.Pod != nil {
+			rows[i].pod = p.Workload.Pod.Namespace + "/" + p.Workload.Pod.Name
+		}
 		if perProc {
 			rows[i].sm = min(float64(collectors.MulDiv(capacity, uint64(p.util), 100)), rows[i].gpu)
 		}
+	}
+	return rows
+}
+
+// claimRows gives a whole GPU's step to the pods that hold it and ran
+// nothing on it, equally, the larger parts first, as the collector gives
+// a claimed GPU's unused time to its claimants.
+func claimRows(pods []*kubePod, stepUs uint64) []ledgerRow {
+	parts := collectors.SplitEqual(nil, stepUs, len(pods))
+	rows := make([]ledgerRow, len(pods))
+	for i, p := range pods {
+		rows[i] = ledgerRow{tenant: p.tenant, pod: p.key(), gpu: float64(parts[i])}
 	}
 	return rows
 }

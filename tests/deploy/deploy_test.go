@@ -28,8 +28,8 @@ type deployInvocation struct {
 // collectLine is what a collect command line sets: the flags it gives, and
 // for the others collect's defaults as its --help states them.
 type collectLine struct {
-	listen, sink, host, spoolDir, kubeletSocket, podLogDir, procRoot, mapFile, podsURL, podsTokenFile string
-	simulate                                                                                          bool
+	listen, sink, host, spoolDir, kubeletSocket, podLogDir, procRoot, mapFile, podsURL, podsTokenFile, nodeName string
+	simulate                                                                                                    bool
 }
 
 // recorder collects what a check reports instead of failing the test, so
@@ -174,7 +174,7 @@ func readCollectLine(t testing.TB, args []string) collectLine {
 	}
 	return collectLine{listen: get("listen"), sink: get("sink"), host: get("host"), spoolDir: get("spool"),
 		kubeletSocket: get("kubelet-socket"), podLogDir: get("pod-log-dir"), procRoot: get("proc-root"), mapFile: get("map-file"),
-		podsURL: get("kubelet-pods-url"), podsTokenFile: get("kubelet-token-file"), simulate: simulate}
+		podsURL: get("kubelet-pods-url"), podsTokenFile: get("kubelet-token-file"), nodeName: get("node-name"), simulate: simulate}
 }
 
 // flagValue returns the value of the last --name (as --name=value or

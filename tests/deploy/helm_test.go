@@ -114,6 +114,10 @@ func TestHelmChart(t *testing.T) {
 		}, true, func(w *kubeHAWant) { w.clientCA = "gpumeter-client-ca" }, ""},
 		{"probes on the metrics port", map[string]any{"server": map[string]any{"probePort": "metrics"}}, false,
 			func(w *kubeHAWant) { w.probeMetrics = true }, ""},
+		{"collector with HAMi billed by grants", map[string]any{"collector": map[string]any{"hami": true, "hamiBilling": "granted"}}, false,
+			func(*kubeHAWant) {}, ""},
+		{"collector without DRA or pod labels: no token, no RBAC", map[string]any{"collector": map[string]any{"dra": false, "kubeletPodLabels": false}}, false,
+			func(*kubeHAWant) {}, ""},
 		{"DSN secret", map[string]any{"clickhouse": map[string]any{"secretName": "ch-dsn", "secretKey": "dsn"}}, false,
 			func(w *kubeHAWant) { w.dsnSecret = "ch-dsn" }, "Secret ch-dsn (key dsn)"},
 	} {
@@ -151,6 +155,8 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 		"replicas without the election": {"server": map[string]any{"election": map[string]any{"enabled": false}}},
 		"lease not whole seconds":       {"server": map[string]any{"election": map[string]any{"enabled": true, "leaseDuration": "1500ms"}}},
 		"client certificates required with the election": {"tls": map[string]any{"clientCA": map[string]any{"secretName": "gpumeter-client-ca"}}},
+		"hamiBilling":               {"collector": map[string]any{"hami": true, "hamiBilling": "cores"}},
+		"hami without the pod list": {"collector": map[string]any{"hami": true, "kubeletPodLabels": false}},
 	} {
 		if _, _, err := renderChart(t, c, overrides); err == nil {
 			t.Errorf("%s: %v rendered without an error", name, overrides)

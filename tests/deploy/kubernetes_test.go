@@ -748,17 +748,42 @@ func checkKubeCollector(t *testing.T, m kubeManifests, w kubeWorkload, c corev1.
 	token := sa != nil && (sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken) &&
 		(spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken)
 	granted := kubeGrants(m, w.namespace, spec.ServiceAccountName)
+	// The kubelet's /pods is nodes/pods; DRA devices (--node-name) are
+	// resolved from the node's ResourceSlices, read from the API server.
+	var want []rbacv1.PolicyRule
 	if f.podsURL != "" {
 		if !token || f.podsTokenFile != attribution.DefaultPodLabelsConfig().TokenFile {
 			t.Errorf("%s: --kubelet-pods-url needs the service-account token mounted (%v) and sent (%q)", where, token, f.podsTokenFile)
 		}
-		want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/pods"}, Verbs: []string{"get"}}}
-		if !kubeRulesEqual(granted, want) {
-			t.Errorf("%s: the collector is granted %+v; want only get on nodes/pods (the kubelet's /pods)", where, granted)
-		}
-	} else if token || len(granted) > 0 {
-		t.Errorf("%s: without --kubelet-pods-url the collector needs no token (%v) and no RBAC (%+v)", where, token, granted)
+		want = append(want, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/pods"}, Verbs: []string{"get"}})
 	}
+	if f.nodeName != "" {
+		if !token {
+			t.Errorf("%s: --node-name reads ResourceSlices from the API server: it needs the service-account token mounted", where)
+		}
+		want = append(want, rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list", "watch"}})
+	}
+	switch {
+	case len(want) > 0 && !kubeRuleSetsEqual(granted, want):
+		t.Errorf("%s: the collector is granted %+v; want only %+v (get on nodes/pods for --kubelet-pods-url, get/list/watch on resourceslices for --node-name)", where, granted, want)
+	case len(want) == 0 && (token || len(granted) > 0):
+		t.Errorf("%s: without --kubelet-pods-url and --node-name the collector needs no token (%v) and no RBAC (%+v)", where, token, granted)
+	}
+}
+
+// kubeRuleSetsEqual reports whether two rule lists hold the same rules,
+// in any order.
+func kubeRuleSetsEqual(a, b []rbacv1.PolicyRule) bool {
+	key := func(rules []rbacv1.PolicyRule) []string {
+		out := make([]string, 0, len(rules))
+		for _, r := range rules {
+			j, _ := json.Marshal(r)
+			out = append(out, string(j))
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(key(a), key(b))
 }
 
 // deref is *p, or the zero value for nil.

@@ -6,6 +6,7 @@
 package rig
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,9 @@ type Options struct {
 	// are DefaultOptions).
 	NamespaceIsTenant bool
 	AccountIsTenant   bool
+	// Apportion are the apportioning options (zero: collect's defaults;
+	// Granted bills HAMi-shared GPUs by their grants).
+	Apportion attribution.Options
 }
 
 // DefaultOptions are collect's defaults.
@@ -38,10 +42,11 @@ func DefaultOptions() Options {
 
 // Rig is a simulated fleet with a production collector per host.
 type Rig struct {
-	Fleet *sim.Fleet
-	Hosts []collectors.Host
-	GPUs  int // GPUs in one poll of every host
-	close []func() error
+	Fleet     *sim.Fleet
+	Hosts     []collectors.Host
+	GPUs      int // GPUs in one poll of every host
+	apportion attribution.Options
+	close     []func() error
 }
 
 // New builds the collector of every host of f.
@@ -54,7 +59,7 @@ func New(f *sim.Fleet, o Options, logger *slog.Logger) (*Rig, error) {
 		return nil, fmt.Errorf("simulated fleet map: %w", err)
 	}
 	tenancy := attribution.Tenancy{Mapping: mapping, NamespaceIsTenant: o.NamespaceIsTenant, AccountIsTenant: o.AccountIsTenant}
-	r := &Rig{Fleet: f}
+	r := &Rig{Fleet: f, apportion: o.Apportion}
 	for _, h := range f.Hosts() {
 		src, err := nvml.New(h.NVML(), o.NVML, logger.With("host", h.Name()), o.Metrics)
 		if err != nil {
@@ -66,15 +71,71 @@ func New(f *sim.Fleet, o Options, logger *slog.Logger) (*Rig, error) {
 		if err != nil {
 			return nil, errors.Join(err, r.Close())
 		}
-		chain := attribution.NewChain(logger,
+		steps, err := r.kubeSteps(h, tenancy)
+		if err != nil {
+			return nil, errors.Join(err, r.Close())
+		}
+		chain := attribution.NewChain(logger, append(steps,
 			attribution.Step{Name: "cgroup", Attributor: cg},
 			attribution.Step{Name: "static", Attributor: attribution.NewStatic(mapping)},
 			// Simulated time outruns the wall clock: look at new domain
 			// files every poll.
-			attribution.Step{Name: "vm", Attributor: attribution.NewVM(mapping, h.LibvirtDir(), 0)})
+			attribution.Step{Name: "vm", Attributor: attribution.NewVM(mapping, h.LibvirtDir(), 0)})...)
 		r.Hosts = append(r.Hosts, collectors.Host{Name: h.Name(), Sources: []collectors.NamedSource{{Name: "nvml", Source: src}}, Attributor: chain})
 	}
 	return r, nil
+}
+
+// kubeSteps are a Kubernetes host's first attribution steps: the kubelet's
+// PodResources (served by the host on its socket) with DRA devices
+// resolved from the host's ResourceSlices, then HAMi's annotations from the
+// host's pod list. Other hosts have none.
+func (r *Rig) kubeSteps(h *sim.Host, tenancy attribution.Tenancy) ([]attribution.Step, error) {
+	k := h.Kube()
+	if k == nil {
+		return nil, nil
+	}
+	stop, err := k.ServePodResources(h.KubeletSocket())
+	if err != nil {
+		return nil, err
+	}
+	r.close = append(r.close, stop)
+	kcfg := attribution.DefaultKubeletConfig()
+	kcfg.Socket = h.KubeletSocket()
+	kube, err := attribution.NewKubelet(kcfg, tenancy, sliceResolver{k: k, node: h.Name(), drivers: kcfg.DRADrivers})
+	if err != nil {
+		return nil, err
+	}
+	r.close = append(r.close, kube.Close)
+	hami, err := attribution.NewHAMi(podList{k}, h.Name(), tenancy)
+	if err != nil {
+		return nil, err
+	}
+	return []attribution.Step{{Name: "kubelet", Attributor: kube}, {Name: "hami", Attributor: hami}}, nil
+}
+
+// sliceResolver resolves DRA devices from the simulated node's slices, as
+// attribution.ResourceSlices does from the API server's.
+type sliceResolver struct {
+	k       *sim.KubeNode
+	node    string
+	drivers []string
+}
+
+func (s sliceResolver) DeviceUUIDs(context.Context, []attribution.DRADevice) (map[attribution.DRADevice]string, error) {
+	return attribution.SliceDeviceUUIDs(s.k.ResourceSlices(), s.node, s.drivers), nil
+}
+
+// podList is the simulated kubelet's /pods, decoded as the collector
+// decodes the real one.
+type podList struct{ k *sim.KubeNode }
+
+func (p podList) Pods(context.Context) ([]attribution.PodMeta, error) {
+	b, err := p.k.PodList()
+	if err != nil {
+		return nil, err
+	}
+	return attribution.DecodePodList(bytes.NewReader(b))
 }
 
 // Close releases every host's NVML handle.
@@ -91,7 +152,7 @@ func (r *Rig) Close() error {
 // as it computes, and hands every batch to out.
 func (r *Rig) Collect(ctx context.Context, d time.Duration, out collectors.Appender, logger *slog.Logger) error {
 	loop, err := collectors.NewLoop(collectors.LoopConfig{Interval: r.Fleet.Step(), Until: r.Fleet.Start().Add(d)},
-		r.Hosts, attribution.Apportion, out, r.Fleet.Clock(0), logger, nil)
+		r.Hosts, r.apportion.Apportion, out, r.Fleet.Clock(0), logger, nil)
 	if err != nil {
 		return err
 	}

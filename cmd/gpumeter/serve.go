@@ -92,6 +92,9 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 	if err := cfg.Server.RequireTransport(); err != nil {
 		return cli.Usage(err)
 	}
+	if err := cfg.Election.RequireIdentity(); err != nil {
+		return cli.Usage(err)
+	}
 	if err := cfg.Election.CheckClientAuth(cfg.Server.TLS.ClientCAFile != "" && cfg.Server.TLS.ClientAuth != server.ClientAuthVerifyIfGiven); err != nil {
 		return cli.Usage(err)
 	}

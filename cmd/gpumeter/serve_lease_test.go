@@ -198,3 +198,18 @@ func TestServeElectionRefusesRequiredClientCerts(t *testing.T) {
 		})
 	}
 }
+
+// The collector and migrate load the same file without an identity; serve
+// cannot stand for election without one, and says which field.
+func TestServeElectionRequiresIdentity(t *testing.T) {
+	down := "clickhouse://127.0.0.1:1/none"
+	cfg := writeTemp(t, "ha.yaml", "election:\n  backend: kubernetes\n  kubernetes: {namespace: gpumeter}\n")
+	code, _, stderr := gpumeter(t, "--config", cfg, "--clickhouse", down, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "", "--plain-http")
+	if code != 2 || !strings.Contains(stderr, "election.identity: required") {
+		t.Fatalf("serve without an identity: exit %d (want 2 naming election.identity):\n%s", code, stderr)
+	}
+	code, _, stderr = gpumeter(t, "--config", cfg, "--clickhouse", down, "migrate")
+	if strings.Contains(stderr, "election.identity") {
+		t.Fatalf("migrate refused the file for the election's identity: exit %d\n%s", code, stderr)
+	}
+}

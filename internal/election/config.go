@@ -46,6 +46,16 @@ type ForwardConfig struct {
 	ServerName string `yaml:"server_name"`
 }
 
+// RequireIdentity refuses an election without this replica's identity:
+// serve cannot stand without telling the others where to forward.
+func (c Config) RequireIdentity() error {
+	if c.Backend == BackendNone || c.Identity != "" {
+		return nil
+	}
+	return errors.New("election.identity: required: this replica's host:port as the other replicas reach it " +
+		"(or GPUMETER_ELECTION_IDENTITY)")
+}
+
 // CheckClientAuth refuses an election whose replicas require client
 // certificates of every client (server.tls.client_ca_file without
 // client_auth verify_if_given): a follower forwards admissions to the
@@ -112,10 +122,12 @@ func (c Config) Validate() error {
 	if err := validateName(c.Name); err != nil {
 		add("election.name: %v", err)
 	}
-	if c.Identity == "" {
-		add("election.identity: required: this replica's host:port as the other replicas reach it")
-	} else if err := ValidateIdentity(c.Identity); err != nil {
-		add("election.identity: %v", err)
+	// Only serve stands for election, so only serve requires the identity
+	// (RequireIdentity): the collector and migrate read the same file.
+	if c.Identity != "" {
+		if err := ValidateIdentity(c.Identity); err != nil {
+			add("election.identity: %v", err)
+		}
 	}
 	switch c.Backend {
 	case BackendZooKeeper:
@@ -160,7 +172,7 @@ func FromConfig(c Config, log *slog.Logger) (Elector, error) {
 // given (tests pass a fake API server's); nil: the pod's in-cluster
 // credentials. The ZooKeeper backend ignores it.
 func FromConfigWith(c Config, leases coordinationclient.CoordinationV1Interface, log *slog.Logger) (Elector, error) {
-	if err := c.Validate(); err != nil {
+	if err := errors.Join(c.Validate(), c.RequireIdentity()); err != nil {
 		return nil, err
 	}
 	switch c.Backend {

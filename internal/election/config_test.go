@@ -27,6 +27,24 @@ func TestDefaultConfigIsASingleReplica(t *testing.T) {
 	}
 }
 
+func TestIdentityOnlyServeRequires(t *testing.T) {
+	c := DefaultConfig()
+	c.Backend, c.ZooKeeper.Servers = BackendZooKeeper, []string{"zk-0:2181"}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a config without identity loads (the collector reads it too): %v", err)
+	}
+	if err := c.RequireIdentity(); err == nil || !strings.Contains(err.Error(), "election.identity: required") {
+		t.Fatalf("serve's check: %v", err)
+	}
+	c.Identity = "10.0.0.1:8443"
+	if err := c.RequireIdentity(); err != nil {
+		t.Fatal(err)
+	}
+	if err := DefaultConfig().RequireIdentity(); err != nil {
+		t.Fatalf("no election: %v", err)
+	}
+}
+
 func TestConfigValidateNamesTheField(t *testing.T) {
 	zk := DefaultConfig()
 	zk.Backend, zk.Identity, zk.ZooKeeper.Servers = BackendZooKeeper, "10.0.0.1:8080", []string{"zk-0:2181"}
@@ -39,7 +57,6 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		want   string
 	}{
 		{"unknown backend", zk, func(c *Config) { c.Backend = "etcd" }, "election.backend"},
-		{"no identity", zk, func(c *Config) { c.Identity = "" }, "election.identity: required"},
 		{"identity without port", zk, func(c *Config) { c.Identity = "pod-0" }, "election.identity"},
 		{"bad name", zk, func(c *Config) { c.Name = "GPU meter" }, "election.name"},
 		{"no servers", zk, func(c *Config) { c.ZooKeeper.Servers = nil }, "election.zookeeper.servers"},

@@ -23,7 +23,6 @@ func TestLoadElection(t *testing.T) {
 		t.Fatalf("no election section: backend %q, %v; want a single replica", cfg.Election.Backend, err)
 	}
 	for name, body := range map[string]string{
-		"no identity":   "election:\n  backend: kubernetes\n  kubernetes:\n    namespace: gpumeter\n",
 		"unknown key":   "election:\n  backend: zookeeper\n  identity: a:1\n  zookeeper:\n    server: [zk:2181]\n",
 		"renew > lease": "election:\n  backend: kubernetes\n  identity: a:1\n  kubernetes:\n    namespace: g\n    renew_deadline: 20s\n",
 	} {
@@ -39,11 +38,17 @@ func TestLoadElection(t *testing.T) {
 // its own identity, and is validated like the file's.
 func TestElectionIdentityFromTheEnvironment(t *testing.T) {
 	path := write(t, "election:\n  backend: zookeeper\n  zookeeper:\n    servers: [zk-0:2181]\n")
-	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "election.identity") {
-		t.Fatalf("no identity anywhere: %v, want election.identity required", err)
+	// The collector and migrate read the file too: only serve needs the
+	// identity (RequireIdentity).
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatalf("no identity anywhere: %v, want the file loaded", err)
+	}
+	if err := cfg.Election.RequireIdentity(); err == nil || !strings.Contains(err.Error(), "election.identity") {
+		t.Fatalf("no identity anywhere: %v, want election.identity required by serve", err)
 	}
 	t.Setenv(EnvElectionIdentity, "10.0.3.7:8443")
-	cfg, err := Load(path)
+	cfg, err = Load(path)
 	if err != nil || cfg.Election.Identity != "10.0.3.7:8443" {
 		t.Fatalf("identity from the environment: %q, %v", cfg.Election.Identity, err)
 	}

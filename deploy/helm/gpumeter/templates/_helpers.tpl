@@ -56,9 +56,7 @@ seccompProfile:
 {{- end -}}
 
 {{/* The election identity: where the other replicas reach a server pod's
-     API port (the Lease's holderIdentity). Every command reads the config
-     file, whose election section needs an identity to load, so the
-     collector and the migrate Job get it too; only serve uses it. */}}
+     API port (the Lease's holderIdentity). Only serve requires it. */}}
 {{- define "gpumeter.electionEnv" -}}
 {{- if .Values.server.election.enabled -}}
 - name: POD_IP

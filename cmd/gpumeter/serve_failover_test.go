@@ -55,7 +55,7 @@ type procReplica struct {
 	running bool
 }
 
-func newProcReplica(t *testing.T, dsn string, zkPort int, extraConfig string) *procReplica {
+func newProcReplica(t testing.TB, dsn string, zkPort int, extraConfig string) *procReplica {
 	t.Helper()
 	r, args := replicaArgs(t, dsn, zkPort, extraConfig)
 	p := &procReplica{addr: r.addr, args: args}
@@ -64,7 +64,7 @@ func newProcReplica(t *testing.T, dsn string, zkPort int, extraConfig string) *p
 }
 
 // start runs a new incarnation and waits for it to be ready.
-func (p *procReplica) start(t *testing.T) {
+func (p *procReplica) start(t testing.TB) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], p.args...)
 	cmd.Env = append(os.Environ(), "GPUMETER_TEST_AS_MAIN=1")
@@ -77,7 +77,7 @@ func (p *procReplica) start(t *testing.T) {
 	p.cmd, p.running = cmd, true
 	p.logs = append(p.logs, log)
 	p.mu.Unlock()
-	eventually(t, "serve "+p.addr+" to be ready", 30*time.Second, func() bool { code, _ := harness.HTTPGet(p.addr, "/readyz"); return code == 200 })
+	harness.Eventually(t, "serve "+p.addr+" to be ready", 30*time.Second, func() bool { code, _ := harness.HTTPGet(p.addr, "/readyz"); return code == 200 })
 }
 
 // killing is when a replica was SIGKILLed: from the signal to the

@@ -377,7 +377,7 @@ func TestServeFailoverUnderLoad(t *testing.T) {
 	if code, _, stderr := gpumeter(t, "--clickhouse", dsn, "import", "--quiet", usageFile); code != 0 {
 		t.Fatalf("import: exit %d\n%s", code, stderr)
 	}
-	extra := fmt.Sprintf("server:\n  rate_limit: {per_second: 100000, burst: 100000}\n"+
+	extra := fmt.Sprintf("server:\n  rate_limit: {per_second: 100000, burst: 100000}\nretention:\n  schedule: \"@every 1s\"\n"+
 		"quotas:\n  refresh: 1s\n  reservation_ttl: %s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: %d}\n",
 		failoverTTL, failoverLimit)
 	replicas := make([]*procReplica, 3)
@@ -520,7 +520,10 @@ func TestServeFailoverUnderLoad(t *testing.T) {
 	}
 
 	checkFailoverAdmissions(t, dsn, attempts, leaderKilled, phase2, followerKilled)
-	checkFailoverJobs(t, jobRuns(t, replicas), leaderKilled.from, ended)
+	runs := jobRuns(t, replicas)
+	for _, job := range []string{"rollup", "retention"} {
+		checkFailoverJob(t, job, runs, leaderKilled.from, ended)
+	}
 	for _, f := range readFailures {
 		t.Errorf("a read on a replica that was up failed: %s", f)
 	}
@@ -603,7 +606,9 @@ func checkFailoverAdmissions(t *testing.T, dsn string, attempts []attempt, leade
 		t.Errorf("%d admissions went over the limit %d: at worst %d GPUs admitted within one TTL at %s, not counting those the killed leader's log forgot",
 			over, failoverLimit, overWorst, overAt.Format("15:04:05.000"))
 	}
+	var oldestForgotten time.Duration
 	for _, f := range forgotten {
+		oldestForgotten = max(oldestForgotten, leaderKilled.from.Sub(f))
 		if f.After(leaderKilled.to) || leaderKilled.from.Sub(f) > failoverSlack/2 {
 			t.Errorf("an admission decided at %s is not in the admission log: only the last flush before the leader's kill at %s may be lost",
 				f.Format("15:04:05.000"), leaderKilled.from.Format("15:04:05.000"))
@@ -633,8 +638,8 @@ func checkFailoverAdmissions(t *testing.T, dsn string, attempts []attempt, leade
 	}
 	leaderGap, leaderGapAt := gap(time.Time{}, phase2)
 	followerGap, _ := gap(phase2, time.Now().Add(time.Hour))
-	t.Logf("admissions: %v; at most %d GPUs admitted within one TTL (%d of them forgotten: %d admissions were not in the log)",
-		counts, worst, worstForgotten, len(forgotten))
+	t.Logf("admissions: %v; at most %d GPUs admitted within one TTL (%d of them forgotten: %d admissions were not in the log, decided up to %v before the kill)",
+		counts, worst, worstForgotten, len(forgotten), oldestForgotten.Round(time.Millisecond))
 	t.Logf("leader killed: no decision for %v (from %s, %v after the kill); follower killed: longest stretch without one %v",
 		leaderGap.Round(time.Millisecond), leaderGapAt.Format("15:04:05.000"), leaderGapAt.Sub(leaderKilled.from).Round(time.Millisecond),
 		followerGap.Round(time.Millisecond))
@@ -654,39 +659,39 @@ func checkFailoverAdmissions(t *testing.T, dsn string, attempts []attempt, leade
 	}
 }
 
-// checkFailoverJobs checks the rollup, scheduled every second (at whole
+// checkFailoverJob checks one job, scheduled every second (at whole
 // seconds on every replica: robfig/cron's @every rounds to the second):
 // no two runs at once, no turn run twice, and every turn run except
 // those of the leader's failover, which ends within S + k + a turn.
-func checkFailoverJobs(t *testing.T, runs []jobRun, leaderKilled, ended time.Time) {
+func checkFailoverJob(t *testing.T, job string, runs []jobRun, leaderKilled, ended time.Time) {
 	t.Helper()
-	var rollups []jobRun
+	var ran []jobRun
 	for _, r := range runs {
-		if r.job == "rollup" && r.start.Before(ended.Add(-time.Second)) {
-			rollups = append(rollups, r)
+		if r.job == job && r.start.Before(ended.Add(-time.Second)) {
+			ran = append(ran, r)
 		}
 	}
-	if len(rollups) < 8 {
-		t.Fatalf("%d rollup runs logged, want one a second", len(rollups))
+	if len(ran) < 8 {
+		t.Fatalf("%d %s runs logged, want one a second", len(ran), job)
 	}
 	turns := map[int64]jobRun{}
 	var resumed time.Duration
-	for i, r := range rollups {
+	for i, r := range ran {
 		turn := r.start.Unix()
 		if prev, twice := turns[turn]; twice {
-			t.Errorf("the rollup's turn %s ran twice: on %s and %s", time.Unix(turn, 0).UTC().Format("15:04:05"), prev.replica, r.replica)
+			t.Errorf("the %s's turn %s ran twice: on %s and %s", job, time.Unix(turn, 0).UTC().Format("15:04:05"), prev.replica, r.replica)
 		}
 		turns[turn] = r
 		if i == 0 {
 			continue
 		}
-		prev := rollups[i-1]
+		prev := ran[i-1]
 		if r.start.Before(prev.end) {
-			t.Errorf("two rollups at once: %s from %s to %s, %s from %s", prev.replica, prev.start.Format("15:04:05.000"),
+			t.Errorf("two %s runs at once: %s from %s to %s, %s from %s", job, prev.replica, prev.start.Format("15:04:05.000"),
 				prev.end.Format("15:04:05.000"), r.replica, r.start.Format("15:04:05.000"))
 		}
 		if r.token < prev.token {
-			t.Errorf("a rollup under token %d after one under %d", r.token, prev.token)
+			t.Errorf("a %s run under token %d after one under %d", job, r.token, prev.token)
 		}
 		// Turns in between were skipped: only while the previous run was
 		// still going (cron skips a turn then), or across the failover.
@@ -699,12 +704,12 @@ func checkFailoverJobs(t *testing.T, runs []jobRun, leaderKilled, ended time.Tim
 				resumed = r.start.Sub(leaderKilled)
 				continue
 			}
-			t.Errorf("the rollup's turn %s ran nowhere (%s ran the one before, %s the one after)", at.UTC().Format("15:04:05"), prev.replica, r.replica)
+			t.Errorf("the %s's turn %s ran nowhere (%s ran the one before, %s the one after)", job, at.UTC().Format("15:04:05"), prev.replica, r.replica)
 		}
 	}
-	t.Logf("%d rollup runs from %s to %s; after the leader's kill the next one began %v later", len(rollups),
-		rollups[0].start.Format("15:04:05.000"), rollups[len(rollups)-1].start.Format("15:04:05.000"), resumed.Round(time.Millisecond))
+	t.Logf("%d %s runs from %s to %s; after the leader's kill the next one began %v later", len(ran), job,
+		ran[0].start.Format("15:04:05.000"), ran[len(ran)-1].start.Format("15:04:05.000"), resumed.Round(time.Millisecond))
 	if limit := failoverSession + failoverTick + time.Second + failoverSlack; resumed > limit {
-		t.Errorf("the rollup resumed %v after the leader's kill, over S + k + a turn + slack = %v", resumed, limit)
+		t.Errorf("the %s resumed %v after the leader's kill, over S + k + a turn + slack = %v", job, resumed, limit)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/tests/harness"
 )
@@ -33,6 +34,9 @@ const (
 	failoverTick    = 500 * time.Millisecond
 	failoverSlack   = 2 * time.Second // a loaded 2-core machine
 	failoverLimit   = 16              // concurrent GPUs of uni-astro
+	// globex's spend limit: 30 EUR of admitted work, 12 admissions of one
+	// H100 for an hour at the book's 2.50 EUR.
+	failoverSpendLimit = 12
 	// quotas.reservation_ttl: admitted GPUs free up after it, so the
 	// clients find room again and again; longer than the failover, so
 	// that the new leader must rebuild the old one's to stay in bounds.
@@ -198,6 +202,7 @@ func (rr *roundRobin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // attempt is one client's admission through the proxy.
 type attempt struct {
+	tenant     string
 	sent, done time.Time
 	status     int
 	allowed    bool
@@ -212,9 +217,9 @@ type attempt struct {
 // a quota), rather than an unavailable leader, stale data or an error.
 func (a attempt) decided() bool { return a.status == http.StatusOK && !a.stale }
 
-func postAdmission(client *http.Client, url, token string) attempt {
-	a := attempt{sent: time.Now()}
-	body := `{"tenant":"uni-astro","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`
+func postAdmission(client *http.Client, url, token, tenant string) attempt {
+	a := attempt{tenant: tenant, sent: time.Now()}
+	body := `{"tenant":"` + tenant + `","gpu_model":"H100-SXM5-80GB","count":1,"expected_duration":"1h"}`
 	req, err := http.NewRequest(http.MethodPost, url+"/v1/admission", strings.NewReader(body))
 	if err != nil {
 		a.err = err.Error()
@@ -389,9 +394,19 @@ func TestServeFailoverUnderLoad(t *testing.T) {
 	if code, _, stderr := gpumeter(t, "--clickhouse", dsn, "import", "--quiet", usageFile); code != 0 {
 		t.Fatalf("import: exit %d\n%s", code, stderr)
 	}
+	// uni-astro under a concurrency quota; globex, a customer priced by a
+	// book, under a spend quota. The credit job runs every second too.
+	book := filepath.Join(t.TempDir(), "book.yaml")
+	if err := os.WriteFile(book, []byte(invoiceCLIBook), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	extra := fmt.Sprintf("server:\n  rate_limit: {per_second: 100000, burst: 100000}\nretention:\n  schedule: \"@every 1s\"\n"+
-		"quotas:\n  refresh: 1s\n  reservation_ttl: %s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: %d}\n",
-		failoverTTL, failoverLimit)
+		"credits:\n  schedule: \"@every 1s\"\n"+
+		"billing:\n  schedule: %q\n  issuer: {id: gc, name: GPU Cloud GmbH, number_prefix: \"GC-\"}\n"+
+		"  customers:\n    - {tenant: globex, name: Globex, currency: EUR, time_zone: UTC, book: %s}\n"+
+		"quotas:\n  refresh: 1s\n  reservation_ttl: %s\n  rules:\n    - tenant: uni-astro\n      concurrent_gpus: {limit: %d}\n"+
+		"    - tenant: globex\n      spend: {limit: \"%d\"}\n",
+		billing.DefaultInvoiceSchedule, book, failoverTTL, failoverLimit, 5*failoverSpendLimit/2)
 	replicas := make([]*procReplica, 3)
 	for i := range replicas {
 		replicas[i] = newProcReplica(t, dsn, zk, extra)
@@ -425,10 +440,14 @@ func TestServeFailoverUnderLoad(t *testing.T) {
 	var attempts []attempt
 	var clients sync.WaitGroup
 	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: failoverClients}, Timeout: 15 * time.Second}
-	for range failoverClients {
+	for i := range failoverClients {
+		tenant := "uni-astro"
+		if i%2 == 1 {
+			tenant = "globex"
+		}
 		clients.Go(func() {
 			for {
-				a := postAdmission(client, "http://"+proxyAddr, token)
+				a := postAdmission(client, "http://"+proxyAddr, token, tenant)
 				mu.Lock()
 				attempts = append(attempts, a)
 				mu.Unlock()
@@ -540,7 +559,7 @@ func TestServeFailoverUnderLoad(t *testing.T) {
 
 	checkFailoverAdmissions(t, dsn, attempts, leaderKilled, phase2, followerKilled)
 	runs := jobRuns(t, replicas)
-	for _, job := range []string{"rollup", "retention"} {
+	for _, job := range []string{"rollup", "retention", "credits"} {
 		checkFailoverJob(t, job, runs, leaderKilled.from, ended)
 	}
 	for _, f := range readFailures {
@@ -571,7 +590,7 @@ func checkFailoverAdmissions(t *testing.T, dsn string, attempts []attempt, leade
 		seq       uint64
 		forgotten bool
 	}
-	var allowed []admitted
+	allowedOf := map[string][]admitted{}
 	var forgotten []time.Time
 	counts := map[string]int{}
 	for _, a := range attempts {
@@ -580,7 +599,7 @@ func checkFailoverAdmissions(t *testing.T, dsn string, attempts []attempt, leade
 			counts["allowed"]++
 			at, seq := admissionOrder(t, a.id)
 			f := !logged[a.id]
-			allowed = append(allowed, admitted{at, seq, f})
+			allowedOf[a.tenant] = append(allowedOf[a.tenant], admitted{at, seq, f})
 			if f {
 				forgotten = append(forgotten, at)
 			}
@@ -595,35 +614,46 @@ func checkFailoverAdmissions(t *testing.T, dsn string, attempts []attempt, leade
 			t.Errorf("an admission answered %d (stale %v): %s", a.status, a.stale, a.err)
 		}
 	}
-	sort.Slice(allowed, func(i, j int) bool {
-		if !allowed[i].at.Equal(allowed[j].at) {
-			return allowed[i].at.Before(allowed[j].at)
-		}
-		return allowed[i].seq < allowed[j].seq
-	})
-	worst, worstForgotten, over, overWorst := 0, 0, 0, 0
-	var overAt time.Time
-	for i, a := range allowed {
-		n, nf := 0, 0
-		for _, b := range allowed[:i+1] {
-			if a.at.Before(b.at.Add(failoverTTL)) {
-				n++
-				if b.forgotten {
-					nf++
+	// Each tenant's quota binds alone: uni-astro's GPUs at once,
+	// globex's spend (one admission, one H100-hour, 2.50 EUR).
+	limits := map[string]int{"uni-astro": failoverLimit, "globex": failoverSpendLimit}
+	worst, worstForgotten := map[string]int{}, 0
+	for tenant, allowed := range allowedOf {
+		sort.Slice(allowed, func(i, j int) bool {
+			if !allowed[i].at.Equal(allowed[j].at) {
+				return allowed[i].at.Before(allowed[j].at)
+			}
+			return allowed[i].seq < allowed[j].seq
+		})
+		over, overWorst := 0, 0
+		var overAt time.Time
+		for i, a := range allowed {
+			n, nf := 0, 0
+			for _, b := range allowed[:i+1] {
+				if a.at.Before(b.at.Add(failoverTTL)) {
+					n++
+					if b.forgotten {
+						nf++
+					}
 				}
 			}
-		}
-		if n-nf > failoverLimit {
-			over++
-			if n-nf > overWorst {
-				overWorst, overAt = n-nf, a.at
+			if n-nf > limits[tenant] {
+				over++
+				if n-nf > overWorst {
+					overWorst, overAt = n-nf, a.at
+				}
 			}
+			worst[tenant], worstForgotten = max(worst[tenant], n), max(worstForgotten, nf)
 		}
-		worst, worstForgotten = max(worst, n), max(worstForgotten, nf)
+		if over > 0 {
+			t.Errorf("%s: %d admissions went over its limit of %d: at worst %d admitted within one TTL at %s, not counting those the killed leader's log forgot",
+				tenant, over, limits[tenant], overWorst, overAt.Format("15:04:05.000"))
+		}
 	}
-	if over > 0 {
-		t.Errorf("%d admissions went over the limit %d: at worst %d GPUs admitted within one TTL at %s, not counting those the killed leader's log forgot",
-			over, failoverLimit, overWorst, overAt.Format("15:04:05.000"))
+	for tenant, limit := range limits {
+		if worst[tenant] < limit {
+			t.Errorf("%s: at most %d admitted within one TTL, never its limit of %d: the clients did not press on it", tenant, worst[tenant], limit)
+		}
 	}
 	var oldestForgotten time.Duration
 	for _, f := range forgotten {
@@ -657,7 +687,7 @@ func checkFailoverAdmissions(t *testing.T, dsn string, attempts []attempt, leade
 	}
 	leaderGap, leaderGapAt := gap(time.Time{}, phase2)
 	followerGap, _ := gap(phase2, time.Now().Add(time.Hour))
-	t.Logf("admissions: %v; at most %d GPUs admitted within one TTL (%d of them forgotten: %d admissions were not in the log, decided up to %v before the kill)",
+	t.Logf("admissions: %v; at most %v admitted within one TTL (%d of them forgotten: %d admissions were not in the log, decided up to %v before the kill)",
 		counts, worst, worstForgotten, len(forgotten), oldestForgotten.Round(time.Millisecond))
 	t.Logf("leader killed: no decision for %v (from %s, %v after the kill); follower killed: longest stretch without one %v",
 		leaderGap.Round(time.Millisecond), leaderGapAt.Format("15:04:05.000"), leaderGapAt.Sub(leaderKilled.from).Round(time.Millisecond),
@@ -690,8 +720,8 @@ func checkFailoverJob(t *testing.T, job string, runs []jobRun, leaderKilled, end
 			ran = append(ran, r)
 		}
 	}
-	if len(ran) < 8 {
-		t.Fatalf("%d %s runs logged, want one a second", len(ran), job)
+	if len(ran) < 3 {
+		t.Fatalf("%d %s runs logged, want one a second (or one a run, for a run longer than that)", len(ran), job)
 	}
 	turns := map[int64]jobRun{}
 	var resumed time.Duration
@@ -724,6 +754,14 @@ func checkFailoverJob(t *testing.T, job string, runs []jobRun, leaderKilled, end
 				continue
 			}
 			t.Errorf("the %s's turn %s ran nowhere (%s ran the one before, %s the one after)", job, at.UTC().Format("15:04:05"), prev.replica, r.replica)
+		}
+	}
+	// Nor did it stop after its last run: the turns since found it running.
+	last := ran[len(ran)-1]
+	for turn := last.start.Unix() + 1; turn < ended.Add(-2*time.Second).Unix(); turn++ {
+		if !last.end.After(time.Unix(turn, 0)) {
+			t.Errorf("the %s stopped: its last run began at %s and ended at %s", job, last.start.Format("15:04:05.000"), last.end.Format("15:04:05.000"))
+			break
 		}
 	}
 	t.Logf("%d %s runs from %s to %s; after the leader's kill the next one began %v later", len(ran), job,

@@ -71,7 +71,7 @@ func BenchmarkAdmissionReplicas(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					a := postAdmission(client, "http://"+proxies[i], tokens[i])
+					a := postAdmission(client, "http://"+proxies[i], tokens[i], "uni-astro")
 					if !a.decided() || !a.allowed {
 						b.Errorf("an admission: %d (allowed %v): %s", a.status, a.allowed, a.err)
 						return

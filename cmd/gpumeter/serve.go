@@ -186,7 +186,7 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 		gate = leader.NewGate()
 	}
 	for _, j := range scheduled {
-		if err := sched.Add(ctx, j.name, j.spec, j.timeout, leaderJob(gate, j.run)); err != nil {
+		if err := sched.Add(ctx, j.name, j.spec, j.timeout, gate.Job(j.name, g.logger, j.run)); err != nil {
 			return cli.Usagef("%s.schedule: %w", j.key, err)
 		}
 	}
@@ -292,19 +292,6 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 		return err
 	}
 	return nil
-}
-
-// leaderJob runs a scheduled job only while gate is open, cancelled when
-// the term ends; a follower's turn is skipped, not counted as a run.
-func leaderJob(gate *leader.Gate, run func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) error {
-		ctx, cancel, ok := gate.Within(ctx)
-		if !ok {
-			return jobs.ErrSkipped
-		}
-		defer cancel()
-		return run(ctx)
-	}
 }
 
 // leaderAnnouncer announces quota crossings only from the leader: every

@@ -58,12 +58,17 @@ func startReplicaProcess(t *testing.T, dsn string, zkPort int, extraConfig strin
 	return r
 }
 
-func replicaArgs(t *testing.T, dsn string, zkPort int, extraConfig string) (*replica, []string) {
+// replicaArgs is the command line of a replica; with zkPort 0 it has no
+// election: a single replica, as before issue 35.
+func replicaArgs(t testing.TB, dsn string, zkPort int, extraConfig string) (*replica, []string) {
 	t.Helper()
 	r := &replica{addr: harness.FreeAddr(t), metrics: harness.FreeAddr(t)}
 	cfgPath := filepath.Join(t.TempDir(), "gpumeter.yaml")
-	cfg := fmt.Sprintf("election:\n  backend: zookeeper\n  identity: %s\n  zookeeper:\n    servers: [127.0.0.1:%d]\n    session_timeout: 2s\n"+
-		"rollup:\n  schedule: \"@every 1s\"\n%s", r.addr, zkPort, extraConfig)
+	cfg := "rollup:\n  schedule: \"@every 1s\"\n" + extraConfig
+	if zkPort != 0 {
+		cfg = fmt.Sprintf("election:\n  backend: zookeeper\n  identity: %s\n  zookeeper:\n    servers: [127.0.0.1:%d]\n    session_timeout: 2s\n",
+			r.addr, zkPort) + cfg
+	}
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

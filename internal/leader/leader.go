@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/election"
+	"github.com/gpumeter/gpumeter/internal/jobs"
 )
 
 // Gate says whether this replica leads now, and hands out contexts that
@@ -160,3 +161,27 @@ func Campaign(ctx context.Context, e election.Elector, g *Gate, start func(conte
 
 // ErrNotLeading: this replica does not lead now.
 var ErrNotLeading = errors.New("leader: this replica does not lead")
+
+// Job wraps a scheduled job so that it runs only while g is open, its
+// context ending with the term; a follower's turn is jobs.ErrSkipped,
+// not a run. Each run is logged at its start and end with the term's
+// token: the record of which replica ran which turn, which outlives a
+// killed process (its log) where the run counters do not (docs/ha.md).
+func (g *Gate) Job(name string, log *slog.Logger, run func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		g.mu.Lock()
+		term, token := g.term, g.token
+		g.mu.Unlock()
+		if term == nil || term.Err() != nil {
+			return jobs.ErrSkipped
+		}
+		ctx, cancel := within(ctx, term)
+		defer cancel()
+		started := time.Now()
+		log.Info("leader job started", "job", name, "token", token, "started", started.UTC().Format(time.RFC3339Nano))
+		err := run(ctx)
+		log.Info("leader job done", "job", name, "token", token, "started", started.UTC().Format(time.RFC3339Nano),
+			"took", time.Since(started).Round(time.Millisecond), "err", err)
+		return err
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/election"
+	"github.com/gpumeter/gpumeter/internal/jobs"
 )
 
 // fakeElector reports a fixed leader; Campaign hands out terms from a
@@ -255,5 +256,29 @@ func TestForwarderOverTLS(t *testing.T) {
 	}
 	if _, err := NewForwarder(NewGate(), e, "127.0.0.1:1", true, ForwardTLS{CAFile: filepath.Join(t.TempDir(), "missing.pem")}); err == nil {
 		t.Error("a missing CA file was accepted")
+	}
+}
+
+// A job runs only while the gate is open, ends with the term, and logs
+// each run with the term's token; a follower's turn is skipped.
+func TestJobRunsOnlyWhileLeading(t *testing.T) {
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	g := NewGate()
+	runs := 0
+	job := g.Job("rollup", log, func(ctx context.Context) error { runs++; <-ctx.Done(); return context.Cause(ctx) })
+	if err := job(context.Background()); !errors.Is(err, jobs.ErrSkipped) || runs != 0 {
+		t.Fatalf("a turn while not leading: %v after %d runs, want jobs.ErrSkipped and none", err, runs)
+	}
+	term, end := election.NewTerm(election.Leader{Identity: "127.0.0.1:1", Token: 42})
+	g.set(term.Context(), term.Token)
+	time.AfterFunc(10*time.Millisecond, func() { end(election.ErrLeadershipLost) })
+	if err := job(context.Background()); !errors.Is(err, election.ErrLeadershipLost) || runs != 1 {
+		t.Fatalf("a turn ended by the term: %v after %d runs, want ErrLeadershipLost and 1", err, runs)
+	}
+	for _, want := range []string{`msg="leader job started" job=rollup token=42`, `msg="leader job done" job=rollup token=42`} {
+		if !strings.Contains(logged.String(), want) {
+			t.Errorf("the log has no %q:\n%s", want, logged.String())
+		}
 	}
 }

@@ -48,7 +48,7 @@ FUZZ_TARGETS := \
 	./internal/admission:FuzzReviewWithClaims:5000x
 
 # Packages with concurrency that also run under the race detector.
-RACE_PKGS := ./collectors/... ./internal/billing ./internal/quota ./internal/server ./internal/spool/...
+RACE_PKGS := ./collectors/... ./internal/billing ./internal/quota ./internal/leader ./internal/server ./internal/spool/...
 
 .PHONY: all build test unit race fuzz bench lint openapi-lint demo clickhouse clickhouse-stop prometheus compose zookeeper slurm slurm-stop chdb-test clean
 
@@ -132,6 +132,7 @@ fuzz:
 bench: clickhouse
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/store/
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/importer/ ./pricing/... ./internal/partition/... ./internal/insights/ ./internal/spool/... ./collectors/... ./internal/admission/
+	$(GO) test -run '^$$' -bench BenchmarkAdmissionReplicas -benchtime 5000x ./cmd/gpumeter/
 
 # lint also fails when go.mod or go.sum is not what `go mod tidy` would write
 # (a direct dependency marked // indirect, a missing go.sum line).

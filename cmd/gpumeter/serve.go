@@ -244,7 +244,7 @@ func runServe(ctx context.Context, g *globals, cfg config.Config) error {
 			return err
 		}
 		f := cfg.Election.Forward
-		fwd, err := leader.NewForwarder(gate, elector, cfg.Election.Identity, tlsConfig != nil, leader.ForwardTLS{CAFile: f.CAFile, ServerName: f.ServerName})
+		fwd, err := leader.NewForwarder(gate, elector, cfg.Election.Identity, tlsConfig != nil, leader.ForwardTLS{CAFile: f.CAFile, ServerName: f.ServerName, CertFile: f.CertFile, KeyFile: f.KeyFile, Logger: g.logger})
 		if err != nil {
 			elector.Close()
 			ln.Close()

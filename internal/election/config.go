@@ -44,6 +44,11 @@ type ForwardConfig struct {
 	// its identity (replicas reached by pod IP often share a certificate
 	// for the Service's DNS name: name it here).
 	ServerName string `yaml:"server_name"`
+	// CertFile and KeyFile are the client certificate a follower presents
+	// when the leader's listener requires one (server.tls.client_ca_file
+	// with client_auth require); both or neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // RequireIdentity refuses an election without this replica's identity:
@@ -58,17 +63,18 @@ func (c Config) RequireIdentity() error {
 
 // CheckClientAuth refuses an election whose replicas require client
 // certificates of every client (server.tls.client_ca_file without
-// client_auth verify_if_given): a follower forwards admissions to the
-// leader's API port presenting none, so the leader's listener would
-// refuse them all. verify_if_given checks a certificate when one is given
-// and lets the forward in, authenticated by the caller's key as any
+// client_auth verify_if_given) while the followers have none to present
+// (election.forward.cert_file): the leader's listener would refuse every
+// forwarded admission. verify_if_given checks a certificate when one is
+// given and lets the forward in, authenticated by the caller's key as any
 // request is (docs/ha.md).
 func (c Config) CheckClientAuth(serverRequiresClientCert bool) error {
-	if c.Backend == BackendNone || !serverRequiresClientCert {
+	if c.Backend == BackendNone || !serverRequiresClientCert || c.Forward.CertFile != "" {
 		return nil
 	}
-	return errors.New("election: the replicas forward admissions to the leader without a client certificate, " +
-		"so server.tls.client_ca_file (--tls-client-ca) needs server.tls.client_auth: verify_if_given with an election")
+	return errors.New("election: the replicas forward admissions to the leader, whose listener requires a client certificate " +
+		"(server.tls.client_ca_file, --tls-client-ca): give the followers one (election.forward.cert_file and key_file) " +
+		"or set server.tls.client_auth: verify_if_given")
 }
 
 // ZooKeeperConfig says where the ensemble is and how long a session lasts.
@@ -118,6 +124,9 @@ func (c Config) Validate() error {
 	default:
 		add("election.backend %q: want zookeeper, kubernetes, or nothing for a single replica", c.Backend)
 		return errors.Join(errs...)
+	}
+	if (c.Forward.CertFile == "") != (c.Forward.KeyFile == "") {
+		add("election.forward.cert_file/key_file: both or neither")
 	}
 	if err := validateName(c.Name); err != nil {
 		add("election.name: %v", err)

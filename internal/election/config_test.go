@@ -58,6 +58,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 	}{
 		{"unknown backend", zk, func(c *Config) { c.Backend = "etcd" }, "election.backend"},
 		{"identity without port", zk, func(c *Config) { c.Identity = "pod-0" }, "election.identity"},
+		{"client cert without key", zk, func(c *Config) { c.Forward.CertFile = "/etc/gpumeter/forward.crt" }, "election.forward.cert_file/key_file"},
 		{"bad name", zk, func(c *Config) { c.Name = "GPU meter" }, "election.name"},
 		{"no servers", zk, func(c *Config) { c.ZooKeeper.Servers = nil }, "election.zookeeper.servers"},
 		{"server without port", zk, func(c *Config) { c.ZooKeeper.Servers = []string{"zk-0"} }, "election.zookeeper.servers[0]"},
@@ -102,9 +103,10 @@ func TestFromConfigRefuses(t *testing.T) {
 	}
 }
 
-// Replicas forward admissions without a client certificate: an election
-// is refused where every client must present one, and allowed where a
-// certificate is only checked when given, or without an election.
+// An election is refused where every client must present a certificate
+// and the followers have none to forward with; allowed where they have
+// one, where a certificate is only checked when given, or without an
+// election.
 func TestCheckClientAuth(t *testing.T) {
 	k8s := DefaultConfig()
 	k8s.Backend = BackendKubernetes
@@ -116,5 +118,9 @@ func TestCheckClientAuth(t *testing.T) {
 	}
 	if err := DefaultConfig().CheckClientAuth(true); err != nil {
 		t.Errorf("a single replica with client certificates required: %v", err)
+	}
+	k8s.Forward.CertFile, k8s.Forward.KeyFile = "/etc/gpumeter/forward.crt", "/etc/gpumeter/forward.key"
+	if err := k8s.CheckClientAuth(true); err != nil {
+		t.Errorf("an election whose followers present a certificate: %v", err)
 	}
 }

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/gpumeter/gpumeter/internal/certreload"
 	"github.com/gpumeter/gpumeter/internal/election"
 )
 
@@ -91,6 +93,12 @@ type ForwardTLS struct {
 	// the leader's host (its identity). Replicas reached by pod IP often
 	// share one certificate for the Service's DNS name.
 	ServerName string
+	// CertFile and KeyFile are the client certificate presented to a
+	// leader whose listener requires one (re-read when they change);
+	// empty: none.
+	CertFile, KeyFile string
+	// Logger logs certificate reloads; nil: slog.Default().
+	Logger *slog.Logger
 }
 
 // NewForwarder forwards to the leader e reports, over HTTPS when
@@ -112,6 +120,17 @@ func NewForwarder(gate *Gate, e election.Elector, self string, overTLS bool, t F
 				return nil, fmt.Errorf("forward CA %s: no PEM certificate in it", t.CAFile)
 			}
 			tc.RootCAs = pool
+		}
+		if t.CertFile != "" || t.KeyFile != "" {
+			log := t.Logger
+			if log == nil {
+				log = slog.Default()
+			}
+			pair, err := certreload.New("election.forward", t.CertFile, t.KeyFile, certreload.CheckInterval, time.Now, log)
+			if err != nil {
+				return nil, err
+			}
+			tc.GetClientCertificate = pair.GetClientCertificate
 		}
 		transport.TLSClientConfig = tc
 	}

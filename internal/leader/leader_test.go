@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/pem"
 	"errors"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/gpumeter/gpumeter/internal/election"
 	"github.com/gpumeter/gpumeter/internal/jobs"
+	"github.com/gpumeter/gpumeter/internal/server/tlstest"
 )
 
 // fakeElector reports a fixed leader; Campaign hands out terms from a
@@ -256,6 +258,52 @@ func TestForwarderOverTLS(t *testing.T) {
 	}
 	if _, err := NewForwarder(NewGate(), e, "127.0.0.1:1", true, ForwardTLS{CAFile: filepath.Join(t.TempDir(), "missing.pem")}); err == nil {
 		t.Error("a missing CA file was accepted")
+	}
+}
+
+// A leader whose listener requires client certificates takes a
+// follower's forward only with the configured certificate, re-read when
+// its files change.
+func TestForwarderPresentsClientCertificate(t *testing.T) {
+	ca := tlstest.NewCA(t, "gpumeter test CA")
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.pem")
+	ca.WriteCA(t, caFile)
+	leaderSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"forwarded_by":"`+r.TLS.PeerCertificates[0].Subject.CommonName+`"}`)
+	}))
+	serving := ca.Server(t, "leader")
+	leaderCert, err := tls.X509KeyPair(serving.CertPEM, serving.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaderSrv.TLS = &tls.Config{MinVersion: tls.VersionTLS12, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert,
+		Certificates: []tls.Certificate{leaderCert}}
+	leaderSrv.StartTLS()
+	defer leaderSrv.Close()
+	e := &fakeElector{leader: election.Leader{Identity: strings.TrimPrefix(leaderSrv.URL, "https://"), Token: 1}}
+	h := http.Header{"Authorization": {"Bearer gmk_x"}}
+
+	without, err := NewForwarder(NewGate(), e, "127.0.0.1:1", true, ForwardTLS{CAFile: caFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := without.Forward(context.Background(), "/v1/admission", h, []byte(`{}`)); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("no client certificate: %v, want ErrNoLeader (refused by the leader)", err)
+	}
+	certFile, keyFile := ca.Client(t, "follower-1").Write(t, dir, "forward")
+	with, err := NewForwarder(NewGate(), e, "127.0.0.1:1", true, ForwardTLS{CAFile: caFile, CertFile: certFile, KeyFile: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := with.Forward(context.Background(), "/v1/admission", h, []byte(`{}`))
+	if err != nil || out.Status != 200 || string(out.Body) != `{"forwarded_by":"follower-1"}` {
+		t.Fatalf("with the client certificate: %+v %v", out, err)
+	}
+	if _, err := NewForwarder(NewGate(), e, "127.0.0.1:1", true, ForwardTLS{CAFile: caFile, CertFile: certFile, KeyFile: caFile}); err == nil ||
+		!strings.Contains(err.Error(), "election.forward") {
+		t.Errorf("a certificate with the wrong key: %v, want an error naming election.forward", err)
 	}
 }
 

@@ -8,8 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"sync"
 	"time"
+
+	"github.com/gpumeter/gpumeter/internal/certreload"
 )
 
 // TLSConfig is the API listener's TLS: a PEM certificate (chain) and key,
@@ -32,9 +33,8 @@ const (
 )
 
 // certCheckInterval bounds how often a handshake stats the certificate and
-// key files: rotation is seen within it, and a busy listener does not stat
-// twice per connection.
-const certCheckInterval = 2 * time.Second
+// key files.
+const certCheckInterval = certreload.CheckInterval
 
 // Enabled reports whether TLS is configured.
 func (c TLSConfig) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" }
@@ -101,13 +101,13 @@ func (c TLSConfig) Load(logger *slog.Logger) (*tls.Config, error) {
 }
 
 func (c TLSConfig) load(logger *slog.Logger, interval time.Duration, now func() time.Time) (*tls.Config, error) {
-	r, err := newCertReloader(c.CertFile, c.KeyFile, interval, now, logger)
+	pair, err := certreload.New("server.tls", c.CertFile, c.KeyFile, interval, now, logger)
 	if err != nil {
 		return nil, err
 	}
 	tc := &tls.Config{
 		MinVersion:     tls.VersionTLS12,
-		GetCertificate: r.GetCertificate,
+		GetCertificate: pair.GetCertificate,
 		// serve's http.Server is handed a TLS listener, which offers no
 		// HTTP/2; say so rather than let a client guess.
 		NextProtos: []string{"http/1.1"},
@@ -128,110 +128,4 @@ func (c TLSConfig) load(logger *slog.Logger, interval time.Duration, now func() 
 		}
 	}
 	return tc, nil
-}
-
-// fileStamp tells whether a file changed: Kubernetes swaps a Secret's
-// files by a symlink, cert-manager and certbot rewrite them; either moves
-// the modification time or the size.
-type fileStamp struct {
-	mod  time.Time
-	size int64
-}
-
-func stampOf(path string) (fileStamp, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fileStamp{}, err
-	}
-	return fileStamp{fi.ModTime(), fi.Size()}, nil
-}
-
-// certReloader holds the serving certificate and re-reads its files, at
-// most once per interval, when their stamps change.
-type certReloader struct {
-	certFile, keyFile string
-	interval          time.Duration
-	now               func() time.Time
-	logger            *slog.Logger
-
-	mu      sync.Mutex
-	cert    *tls.Certificate
-	stamps  [2]fileStamp // of the pair last tried, loaded or not
-	checked time.Time
-}
-
-func newCertReloader(certFile, keyFile string, interval time.Duration, now func() time.Time, logger *slog.Logger) (*certReloader, error) {
-	r := &certReloader{certFile: certFile, keyFile: keyFile, interval: interval, now: now, logger: logger}
-	stamps, err := r.stamps2()
-	if err != nil {
-		return nil, err
-	}
-	cert, err := r.load()
-	if err != nil {
-		return nil, err
-	}
-	r.cert, r.stamps, r.checked = cert, stamps, now()
-	return r, nil
-}
-
-func (r *certReloader) stamps2() ([2]fileStamp, error) {
-	cs, err := stampOf(r.certFile)
-	if err != nil {
-		return [2]fileStamp{}, fmt.Errorf("server.tls.cert_file: %w", err)
-	}
-	ks, err := stampOf(r.keyFile)
-	if err != nil {
-		return [2]fileStamp{}, fmt.Errorf("server.tls.key_file: %w", err)
-	}
-	return [2]fileStamp{cs, ks}, nil
-}
-
-// load reads the pair; its error names both files, since a mismatch
-// between them is a fault of neither alone.
-func (r *certReloader) load() (*tls.Certificate, error) {
-	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("server.tls: certificate %s and key %s: %w", r.certFile, r.keyFile, err)
-	}
-	if cert.Leaf == nil && len(cert.Certificate) > 0 {
-		if leaf, err := x509.ParseCertificate(cert.Certificate[0]); err == nil {
-			cert.Leaf = leaf
-		}
-	}
-	return &cert, nil
-}
-
-// GetCertificate is tls.Config's: the current certificate, re-read first
-// if its files changed since they were last tried.
-func (r *certReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := r.now()
-	if now.Sub(r.checked) < r.interval {
-		return r.cert, nil
-	}
-	r.checked = now
-	stamps, err := r.stamps2()
-	if err != nil {
-		r.logger.Error("TLS certificate not reloaded; serving the previous one", "err", err)
-		return r.cert, nil
-	}
-	if stamps == r.stamps {
-		return r.cert, nil
-	}
-	// Remembered even when the pair fails, so that a half-written rotation
-	// is retried when a file moves again, not logged on every handshake.
-	r.stamps = stamps
-	cert, err := r.load()
-	if err != nil {
-		r.logger.Error("TLS certificate not reloaded; serving the previous one", "err", err)
-		return r.cert, nil
-	}
-	r.cert = cert
-	attrs := []any{"cert_file", r.certFile}
-	if cert.Leaf != nil {
-		attrs = append(attrs, "subject", cert.Leaf.Subject.String(), "not_after", cert.Leaf.NotAfter)
-	}
-	r.logger.Info("TLS certificate reloaded", attrs...)
-	return r.cert, nil
 }

@@ -23,6 +23,8 @@ type Store struct {
 	conn   driver.Conn
 	cfg    Config
 	logger *slog.Logger
+	// native carries the sample inserts (native_insert.go).
+	native *nativePool
 
 	maxTimeMu sync.Mutex
 	maxTime   time.Time // see MaxTime; zero until probed
@@ -166,7 +168,7 @@ func Connect(cfg Config, logger *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open clickhouse %s: %w", strings.Join(cfg.Addrs, ","), err)
 	}
-	return &Store{conn: conn, cfg: cfg, logger: logger.With("component", "store")}, nil
+	return &Store{conn: conn, cfg: cfg, logger: logger.With("component", "store"), native: newNativePool(cfg)}, nil
 }
 
 // insertCompressionBuffer is the driver's MaxCompressionBuffer: 64 KiB,
@@ -248,7 +250,10 @@ func adminExec(ctx context.Context, cfg Config, stmt string) error {
 }
 
 // Close releases the connections.
-func (s *Store) Close() error { return s.conn.Close() }
+func (s *Store) Close() error {
+	s.native.close()
+	return s.conn.Close()
+}
 
 // Database names the database this store reads and writes.
 func (s *Store) Database() string { return s.cfg.Database }

@@ -338,16 +338,20 @@ func sampleFields(dst []sampleField, header []nativeColumn) ([]sampleField, erro
 func (f sampleField) encode(b []byte, col *nativeColumn, c *spool.Columns, keys []sortKey, lc *lowCardinalityScratch) []byte {
 	switch f.from {
 	case fromID:
-		return appendFixed(b, c.IDs, keys, 8, func(p []byte, v uint64) { binary.LittleEndian.PutUint64(p, v) })
+		return appendUInt64s(b, c.IDs, keys)
 	case fromMeter:
-		return appendFixed(b, c.Meters[f.index], keys, 8, func(p []byte, v uint64) { binary.LittleEndian.PutUint64(p, v) })
+		return appendUInt64s(b, c.Meters[f.index], keys)
 	case fromStart:
-		// DateTime is a UInt32 of seconds (Validate keeps it in range).
-		return appendFixed(b, c.StartSeconds, keys, 4, func(p []byte, v int64) { binary.LittleEndian.PutUint32(p, uint32(v)) })
+		return appendDateTimes(b, c.StartSeconds, keys)
 	case fromEnd:
-		return appendFixed(b, c.EndSeconds, keys, 4, func(p []byte, v int64) { binary.LittleEndian.PutUint32(p, uint32(v)) })
+		return appendDateTimes(b, c.EndSeconds, keys)
 	case fromUnmeasured:
-		return appendFixed(b, c.Unmeasured, keys, 1, func(p []byte, v uint8) { p[0] = v })
+		n := len(b)
+		b = slices.Grow(b, len(keys))[:n+len(keys)]
+		for i, k := range keys {
+			b[n+i] = c.Unmeasured[k.row]
+		}
+		return b
 	}
 	codes := c.Strings[f.index]
 	if col.kind == kindLowCardinalityString {
@@ -363,13 +367,25 @@ func (f sampleField) encode(b []byte, col *nativeColumn, c *spool.Columns, keys 
 	return b
 }
 
-// appendFixed appends src's rows in keys' order, size bytes each, as put
-// writes them.
-func appendFixed[T any](b []byte, src []T, keys []sortKey, size int, put func([]byte, T)) []byte {
+// appendUInt64s appends src's rows in keys' order as a UInt64 column.
+func appendUInt64s(b []byte, src []uint64, keys []sortKey) []byte {
 	n := len(b)
-	b = slices.Grow(b, size*len(keys))[:n+size*len(keys)]
+	b = slices.Grow(b, 8*len(keys))[:n+8*len(keys)]
+	out := b[n:]
 	for i, k := range keys {
-		put(b[n+size*i:], src[k.row])
+		binary.LittleEndian.PutUint64(out[8*i:], src[k.row])
+	}
+	return b
+}
+
+// appendDateTimes appends src's rows (Unix seconds, which Validate keeps
+// within DateTime's range) in keys' order as a DateTime column: UInt32.
+func appendDateTimes(b []byte, src []int64, keys []sortKey) []byte {
+	n := len(b)
+	b = slices.Grow(b, 4*len(keys))[:n+4*len(keys)]
+	out := b[n:]
+	for i, k := range keys {
+		binary.LittleEndian.PutUint32(out[4*i:], uint32(src[k.row]))
 	}
 	return b
 }

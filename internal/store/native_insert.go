@@ -36,11 +36,10 @@ const nativeRevision = 54429
 
 // Protocol revisions that change what this client writes or reads.
 const (
-	revisionClientInfo      = 54032 // a query carries client info
-	revisionQuotaKey        = 54060 // client info ends in a quota key
-	revisionVersionPatch    = 54401 // client info carries the version patch
-	revisionWrittenProgress = 54420 // progress carries written rows and bytes
-	revisionStringSettings  = 54429 // settings as name, flags, string value
+	revisionClientInfo     = 54032 // a query carries client info
+	revisionQuotaKey       = 54060 // client info ends in a quota key
+	revisionVersionPatch   = 54401 // client info carries the version patch
+	revisionStringSettings = 54429 // settings as name, flags, string value
 )
 
 // Client packet codes.
@@ -209,16 +208,20 @@ func (c *nativeConn) watch(ctx context.Context, timeout time.Duration) (stop fun
 
 func (c *nativeConn) close() { _ = c.conn.Close() }
 
-func (c *nativeConn) handshake() error {
-	b := c.out[:0]
+// appendHello adds the client's hello to b.
+func appendHello(b []byte, cfg Config) []byte {
 	b = append(b, clientHello)
 	b = appendString(b, "gpumeter")
 	b = binary.AppendUvarint(b, 1) // client version major
 	b = binary.AppendUvarint(b, 0) // minor
 	b = binary.AppendUvarint(b, nativeRevision)
-	b = appendString(b, c.cfg.Database)
-	b = appendString(b, c.cfg.Username)
-	b = appendString(b, string(c.cfg.Password))
+	b = appendString(b, cfg.Database)
+	b = appendString(b, cfg.Username)
+	return appendString(b, string(cfg.Password))
+}
+
+func (c *nativeConn) handshake() error {
+	b := appendHello(c.out[:0], c.cfg)
 	c.out = b
 	if _, err := c.conn.Write(b); err != nil {
 		return fmt.Errorf("send hello: %w", err)
@@ -279,57 +282,7 @@ func kindOf(typ string) (columnKind, bool) {
 // begin sends an INSERT query and reads the header block the server
 // answers with: the columns it expects, their names and types.
 func (c *nativeConn) begin(query string, columns []nativeColumn) ([]nativeColumn, error) {
-	b := c.out[:0]
-	b = append(b, clientQuery)
-	b = appendString(b, "") // query id: the server makes one
-	if c.revision >= revisionClientInfo {
-		b = append(b, 1)        // initial query
-		b = appendString(b, "") // initial user
-		b = appendString(b, "") // initial query id
-		b = appendString(b, c.conn.LocalAddr().String())
-		b = append(b, 1)        // interface: TCP
-		b = appendString(b, "") // OS user
-		b = appendString(b, "") // client host name
-		b = appendString(b, "gpumeter")
-		b = binary.AppendUvarint(b, 1) // client version major
-		b = binary.AppendUvarint(b, 0) // minor
-		b = binary.AppendUvarint(b, nativeRevision)
-		if c.revision >= revisionQuotaKey {
-			b = appendString(b, "")
-		}
-		if c.revision >= revisionVersionPatch {
-			b = binary.AppendUvarint(b, 0)
-		}
-	}
-	// The settings every statement of the store runs with (options in
-	// store.go): insert_distributed_sync makes a cluster insert return
-	// only once every shard wrote its rows, so the shipper's cursor still
-	// moves past acknowledged rows only.
-	settings := [...]struct {
-		name  string
-		value uint64
-	}{
-		{"max_execution_time", uint64(c.cfg.QueryTimeout.Seconds())},
-		{"insert_distributed_sync", 1},
-	}
-	for _, s := range settings {
-		b = appendString(b, s.name)
-		if c.revision >= revisionStringSettings {
-			b = binary.AppendUvarint(b, 0) // flags
-			b = appendString(b, strconv.FormatUint(s.value, 10))
-		} else {
-			b = binary.AppendUvarint(b, s.value) // both are integer settings
-		}
-	}
-	b = appendString(b, "")        // end of settings
-	b = binary.AppendUvarint(b, 2) // stage: complete
-	if c.cfg.Compress {
-		b = binary.AppendUvarint(b, 1)
-	} else {
-		b = binary.AppendUvarint(b, 0)
-	}
-	b = appendString(b, query)
-	c.out = b
+	c.out = appendQuery(c.out[:0], c.revision, c.cfg, c.conn.LocalAddr().String(), query)
 	if err := c.appendBlock(nil, 0, nil); err != nil { // no external tables
 		return nil, err
 	}
@@ -341,6 +294,60 @@ func (c *nativeConn) begin(query string, columns []nativeColumn) ([]nativeColumn
 		return nil, err
 	}
 	return header, nil
+}
+
+// appendQuery adds an INSERT query packet to b as protocol revision
+// revision writes it.
+func appendQuery(b []byte, revision int, cfg Config, localAddr, query string) []byte {
+	b = append(b, clientQuery)
+	b = appendString(b, "") // query id: the server makes one
+	if revision >= revisionClientInfo {
+		b = append(b, 1)        // initial query
+		b = appendString(b, "") // initial user
+		b = appendString(b, "") // initial query id
+		b = appendString(b, localAddr)
+		b = append(b, 1)        // interface: TCP
+		b = appendString(b, "") // OS user
+		b = appendString(b, "") // client host name
+		b = appendString(b, "gpumeter")
+		b = binary.AppendUvarint(b, 1) // client version major
+		b = binary.AppendUvarint(b, 0) // minor
+		b = binary.AppendUvarint(b, nativeRevision)
+		if revision >= revisionQuotaKey {
+			b = appendString(b, "")
+		}
+		if revision >= revisionVersionPatch {
+			b = binary.AppendUvarint(b, 0)
+		}
+	}
+	// The settings every statement of the store runs with (options in
+	// store.go): insert_distributed_sync makes a cluster insert return
+	// only once every shard wrote its rows, so the shipper's cursor still
+	// moves past acknowledged rows only.
+	settings := [...]struct {
+		name  string
+		value uint64
+	}{
+		{"max_execution_time", uint64(cfg.QueryTimeout.Seconds())},
+		{"insert_distributed_sync", 1},
+	}
+	for _, s := range settings {
+		b = appendString(b, s.name)
+		if revision >= revisionStringSettings {
+			b = binary.AppendUvarint(b, 0) // flags
+			b = appendString(b, strconv.FormatUint(s.value, 10))
+		} else {
+			b = binary.AppendUvarint(b, s.value) // both are integer settings
+		}
+	}
+	b = appendString(b, "")        // end of settings
+	b = binary.AppendUvarint(b, 2) // stage: complete
+	if cfg.Compress {
+		b = binary.AppendUvarint(b, 1)
+	} else {
+		b = binary.AppendUvarint(b, 0)
+	}
+	return appendString(b, query)
 }
 
 // readHeader reads packets until the server's header block and returns

@@ -1,7 +1,8 @@
 // Package store is gpumeter's only door to ClickHouse: connections,
 // migrations, sample inserts and the deduplicated reads that feed money.
-// It speaks the native protocol through clickhouse-go/v2 and stays inside
-// the SQL subset of DESIGN.md (ClickHouse 18.16 to 24.x+).
+// It speaks the native protocol through clickhouse-go/v2, except for
+// sample inserts, which it sends itself (native_insert.go), and stays
+// inside the SQL subset of DESIGN.md (ClickHouse 18.16 to 24.x+).
 package store
 
 import (

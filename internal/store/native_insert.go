@@ -74,18 +74,28 @@ func newNativePool(cfg Config) *nativePool {
 // get returns an idle connection or dials a new one, waiting for a slot
 // while MaxOpenConns are open.
 func (p *nativePool) get(ctx context.Context) (*nativeConn, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, errors.New("store closed")
-	}
-	if n := len(p.idle); n > 0 {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, errors.New("store closed")
+		}
+		n := len(p.idle)
+		if n == 0 {
+			p.mu.Unlock()
+			break
+		}
 		c := p.idle[n-1]
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		return c, nil
+		// A server restarted since this connection's last insert has
+		// closed it: found here, that costs a dial instead of a failed
+		// insert and the shipper's backoff.
+		if c.alive() {
+			return c, nil
+		}
+		p.discard(c)
 	}
-	p.mu.Unlock()
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -187,13 +197,16 @@ func dialNativeAddr(ctx context.Context, cfg Config, addr string) (*nativeConn, 
 	return c, nil
 }
 
-// watch bounds the connection's I/O by ctx (its deadline, or timeout
-// when it has none) and cuts it at once when ctx is cancelled. stop ends
-// the watch and returns ctx's error if ctx ended the I/O.
+// watch bounds the connection's I/O by ctx's deadline and by timeout
+// (when above 0), whichever comes first, and cuts it at once when ctx is
+// cancelled. stop ends the watch and returns ctx's error if ctx ended
+// the I/O.
 func (c *nativeConn) watch(ctx context.Context, timeout time.Duration) (stop func() error) {
-	deadline, ok := ctx.Deadline()
-	if !ok && timeout > 0 {
-		deadline = time.Now().Add(timeout)
+	deadline, _ := ctx.Deadline()
+	if timeout > 0 {
+		if d := time.Now().Add(timeout); deadline.IsZero() || d.Before(deadline) {
+			deadline = d
+		}
 	}
 	_ = c.conn.SetDeadline(deadline)
 	cancelled := context.AfterFunc(ctx, func() { _ = c.conn.SetDeadline(time.Unix(1, 0)) })
@@ -207,6 +220,24 @@ func (c *nativeConn) watch(ctx context.Context, timeout time.Duration) (stop fun
 }
 
 func (c *nativeConn) close() { _ = c.conn.Close() }
+
+// alive reports whether an idle connection is still open: between inserts
+// the server sends nothing, so a read that does not time out at once
+// found the connection closed (or a stray byte: either way unusable).
+// The deadline lies just ahead: one already past fails the read before
+// it looks at the socket.
+func (c *nativeConn) alive() bool {
+	if err := c.conn.SetReadDeadline(time.Now().Add(time.Millisecond)); err != nil {
+		return false
+	}
+	var one [1]byte
+	_, err := c.conn.Read(one[:])
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return false
+	}
+	return c.conn.SetReadDeadline(time.Time{}) == nil
+}
 
 // appendHello adds the client's hello to b.
 func appendHello(b []byte, cfg Config) []byte {

@@ -113,3 +113,29 @@ func TestNativeInsertStopsWhenCancelled(t *testing.T) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 }
+
+// TestNativeInsertAfterAServerRestart: the connections pooled before a
+// restart are found closed and replaced, so the first insert after it
+// succeeds instead of failing on a dead connection.
+func TestNativeInsertAfterAServerRestart(t *testing.T) {
+	ctx := context.Background()
+	srv := storetest.StartServer(t)
+	cfg, err := store.ParseDSN(srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = "native_restart"
+	s := storetest.NewWithConfig(t, cfg)
+	start := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
+	first := testSamples(start, 1000, "acme")
+	if err := s.InsertSamples(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	srv.Start()
+	second := testSamples(start.Add(24*time.Hour), 1000, "acme")
+	if err := s.InsertSamples(ctx, second); err != nil {
+		t.Fatalf("first insert after the restart: %v", err)
+	}
+	checkTenantTotals(t, s, start, append(first, second...))
+}

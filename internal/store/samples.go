@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -159,11 +160,9 @@ func (ci *columnInsert) Insert(ctx context.Context) (int, error) {
 	keys := ci.order.keys
 	ci.mu.Unlock()
 	defer ci.done()
-	bb := blockPool.Get().(*blockBuffers)
-	defer blockPool.Put(bb)
 	total := 0
 	for {
-		n, err := ci.insertOne(ctx, keys, bb)
+		n, err := ci.insertOne(ctx, keys)
 		if err != nil {
 			ci.mu.Lock()
 			ci.next = ci.rows
@@ -208,19 +207,42 @@ func (ci *columnInsert) release() {
 
 // insertOne runs one INSERT of the blocks it takes, at most MaxInsertRows
 // rows, and returns how many rows it sent (0: no block was left).
-func (ci *columnInsert) insertOne(ctx context.Context, keys []sortKey, bb *blockBuffers) (int, error) {
+func (ci *columnInsert) insertOne(ctx context.Context, keys []sortKey) (int, error) {
 	lo, hi, ok := ci.take()
 	if !ok {
 		return 0, nil
 	}
-	// Bound the whole insert: streaming blocks (Flush) is not covered by the
-	// driver's per-query watchdog, and a stalled peer must not hold the
-	// shipper (or a shutdown) forever.
+	// Bound the whole insert: a stalled peer must not hold the shipper (or
+	// a shutdown) forever.
 	ctx, cancel := context.WithTimeout(ctx, ci.s.cfg.QueryTimeout)
 	defer cancel()
-	batch, err := ci.s.conn.PrepareBatch(ctx, "INSERT INTO usage_samples ("+sampleColumns+")")
+	nc, err := ci.s.native.get(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("prepare batch: %w", err)
+		return 0, fmt.Errorf("connect: %w", err)
+	}
+	stop := nc.watch(ctx, 0)
+	rows, err := ci.send(nc, keys, lo, hi)
+	if stopErr := stop(); stopErr != nil {
+		err = fmt.Errorf("%w (after %v)", stopErr, err)
+	}
+	if err != nil {
+		ci.s.native.discard(nc)
+		return 0, err
+	}
+	ci.s.native.put(nc)
+	return rows, nil
+}
+
+// send runs one INSERT on nc: the rows keys[lo:hi] name, then more blocks
+// while they are left and the INSERT has room for them.
+func (ci *columnInsert) send(nc *nativeConn, keys []sortKey, lo, hi int) (int, error) {
+	header, err := nc.begin("INSERT INTO usage_samples ("+sampleColumns+") FORMAT Native", nc.header)
+	if err != nil {
+		return 0, fmt.Errorf("begin insert: %w", err)
+	}
+	nc.header = header
+	if nc.fields, err = sampleFields(nc.fields[:0], header); err != nil {
+		return 0, err
 	}
 	// Blocks of blockRows within the one INSERT: the server works on a
 	// block while the next one is built, instead of waiting for the whole
@@ -228,30 +250,144 @@ func (ci *columnInsert) insertOne(ctx context.Context, keys []sortKey, bb *block
 	// caller retries and reads deduplicate by sample_id.
 	rows := 0
 	for {
-		// Column-wise append: one slice per column is several times faster
-		// than row-wise Append with its per-value reflection.
-		for i, col := range bb.columns(ci.c, keys[lo:hi]) {
-			if err := batch.Column(i).Append(col); err != nil {
-				batch.Abort()
-				return 0, fmt.Errorf("append column %d: %w", i, err)
-			}
+		block := keys[lo:hi]
+		err := nc.appendBlock(header, len(block), func(b []byte, i int, col *nativeColumn) []byte {
+			return nc.fields[i].encode(b, col, ci.c, block, &nc.lc)
+		})
+		if err == nil {
+			err = nc.flush()
+		}
+		if err != nil {
+			return 0, fmt.Errorf("send block after %d rows: %w", rows, err)
 		}
 		rows += hi - lo
 		if rows+blockRows > MaxInsertRows {
 			break
 		}
-		if lo, hi, ok = ci.take(); !ok {
+		var more bool
+		if lo, hi, more = ci.take(); !more {
 			break
 		}
-		if err := batch.Flush(); err != nil {
-			batch.Abort()
-			return 0, fmt.Errorf("send block after %d rows: %w", rows, err)
-		}
 	}
-	if err := batch.Send(); err != nil {
-		return 0, fmt.Errorf("send insert of %d rows: %w", rows, err)
+	if err := nc.finish(); err != nil {
+		return 0, fmt.Errorf("insert of %d rows: %w", rows, err)
 	}
 	return rows, nil
+}
+
+// sampleField is where a usage_samples column comes from in
+// spool.Columns.
+type sampleField struct {
+	from  fieldSource
+	index int // the string column (spool.Col...) or the meter
+}
+
+type fieldSource uint8
+
+const (
+	fromID fieldSource = iota
+	fromString
+	fromStart
+	fromEnd
+	fromMeter
+	fromUnmeasured
+)
+
+// sampleFields maps the server's header columns to their sources, and
+// refuses a header whose names or types are not usage_samples' own.
+func sampleFields(dst []sampleField, header []nativeColumn) ([]sampleField, error) {
+	names := strings.Split(sampleColumns, ", ")
+	if len(header) != len(names) {
+		return nil, fmt.Errorf("usage_samples insert: the server expects %d columns, want %d", len(header), len(names))
+	}
+	for i, col := range header {
+		var f sampleField
+		var want []columnKind
+		switch {
+		case col.name == "sample_id":
+			f, want = sampleField{from: fromID}, []columnKind{kindUInt64}
+		case col.name == "start":
+			f, want = sampleField{from: fromStart}, []columnKind{kindDateTime}
+		case col.name == "end":
+			f, want = sampleField{from: fromEnd}, []columnKind{kindDateTime}
+		case col.name == "unmeasured":
+			f, want = sampleField{from: fromUnmeasured}, []columnKind{kindUInt8}
+		default:
+			j := slices.Index(names, col.name)
+			switch {
+			case j >= 1 && j <= spool.NumStringColumns:
+				f, want = sampleField{from: fromString, index: j - 1}, []columnKind{kindString, kindLowCardinalityString}
+			case j > spool.NumStringColumns+2 && j < spool.NumStringColumns+3+int(meter.Count):
+				f, want = sampleField{from: fromMeter, index: j - spool.NumStringColumns - 3}, []columnKind{kindUInt64}
+			default:
+				return nil, fmt.Errorf("usage_samples insert: the server expects column %s, which the insert does not have", col.name)
+			}
+		}
+		if names[i] != col.name {
+			return nil, fmt.Errorf("usage_samples insert: the server expects column %s at %d, want %s", col.name, i, names[i])
+		}
+		if !slices.Contains(want, col.kind) {
+			return nil, fmt.Errorf("usage_samples insert: column %s has type %s on the server", col.name, col.typ)
+		}
+		dst = append(dst, f)
+	}
+	return dst, nil
+}
+
+// encode appends the rows keys name, in their order, as column col.
+func (f sampleField) encode(b []byte, col *nativeColumn, c *spool.Columns, keys []sortKey, lc *lowCardinalityScratch) []byte {
+	switch f.from {
+	case fromID:
+		return appendUInt64s(b, c.IDs, keys)
+	case fromMeter:
+		return appendUInt64s(b, c.Meters[f.index], keys)
+	case fromStart:
+		return appendDateTimes(b, c.StartSeconds, keys)
+	case fromEnd:
+		return appendDateTimes(b, c.EndSeconds, keys)
+	case fromUnmeasured:
+		n := len(b)
+		b = slices.Grow(b, len(keys))[:n+len(keys)]
+		for i, k := range keys {
+			b[n+i] = c.Unmeasured[k.row]
+		}
+		return b
+	}
+	codes := c.Strings[f.index]
+	if col.kind == kindLowCardinalityString {
+		return lc.appendLowCardinality(b, c.Dict, func(yield func(uint32)) {
+			for _, k := range keys {
+				yield(codes[k.row])
+			}
+		})
+	}
+	for _, k := range keys {
+		b = appendString(b, c.Dict[codes[k.row]])
+	}
+	return b
+}
+
+// appendUInt64s appends src's rows in keys' order as a UInt64 column.
+func appendUInt64s(b []byte, src []uint64, keys []sortKey) []byte {
+	n := len(b)
+	b = slices.Grow(b, 8*len(keys))[:n+8*len(keys)]
+	out := b[n:]
+	for i, k := range keys {
+		binary.LittleEndian.PutUint64(out[8*i:], src[k.row])
+	}
+	return b
+}
+
+// appendDateTimes appends src's rows (Unix seconds, which Validate keeps
+// within DateTime's range) in keys' order as a DateTime column: UInt32.
+func appendDateTimes(b []byte, src []int64, keys []sortKey) []byte {
+	n := len(b)
+	b = slices.Grow(b, 4*len(keys))[:n+4*len(keys)]
+	out := b[n:]
+	for i, k := range keys {
+		binary.LittleEndian.PutUint32(out[4*i:], uint32(src[k.row]))
+	}
+	return b
 }
 
 // rowOrder is one batch's rows in usage_samples' sort order, reused from
@@ -266,17 +402,6 @@ type rowOrder struct {
 
 var orderPool = sync.Pool{New: func() any { return new(rowOrder) }}
 
-// blockBuffers hold one block's columns, in sampleColumns order, reused
-// from block to block (the driver copies out of them).
-type blockBuffers struct {
-	ids   []uint64
-	strs  [spool.NumStringColumns][]string
-	times [2][]int64
-	nums  [meter.Count][]uint64
-	flags []uint8
-	cols  []any
-}
-
 // sortKey is a row's place in usage_samples' sorting key, ORDER BY
 // (tenant, start, sample_id), within its tenant.
 type sortKey struct {
@@ -284,8 +409,6 @@ type sortKey struct {
 	row   int32
 	id    uint64
 }
-
-var blockPool = sync.Pool{New: func() any { return new(blockBuffers) }}
 
 // sortRows orders the rows of c by usage_samples' sorting key. ClickHouse
 // sorts every part it writes by that key unless the rows arrive sorted,
@@ -359,40 +482,6 @@ func (b *rowOrder) sortRows(c *spool.Columns) {
 			i = j
 		}
 	}
-}
-
-// columns gathers the rows of c that keys name, in their order, into
-// columns in sampleColumns order.
-func (b *blockBuffers) columns(c *spool.Columns, keys []sortKey) []any {
-	b.ids = gather(b.ids, c.IDs, keys)
-	cols := append(b.cols[:0], b.ids)
-	for j := range b.strs {
-		strs, codes := b.strs[j][:0], c.Strings[j]
-		for _, k := range keys {
-			strs = append(strs, c.Dict[codes[k.row]])
-		}
-		b.strs[j] = strs
-		cols = append(cols, strs)
-	}
-	b.times[0] = gather(b.times[0], c.StartSeconds, keys)
-	b.times[1] = gather(b.times[1], c.EndSeconds, keys)
-	cols = append(cols, b.times[0], b.times[1])
-	for m := range c.Meters {
-		b.nums[m] = gather(b.nums[m], c.Meters[m], keys)
-		cols = append(cols, b.nums[m])
-	}
-	b.flags = gather(b.flags, c.Unmeasured, keys)
-	b.cols = append(cols, b.flags)
-	return b.cols
-}
-
-// gather sets dst to src's rows in keys' order.
-func gather[T any](dst, src []T, keys []sortKey) []T {
-	dst = dst[:0]
-	for _, k := range keys {
-		dst = append(dst, src[k.row])
-	}
-	return dst
 }
 
 // ScanSamples calls fn for every stored sample of the given GPUs whose

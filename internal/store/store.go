@@ -1,7 +1,8 @@
 // Package store is gpumeter's only door to ClickHouse: connections,
 // migrations, sample inserts and the deduplicated reads that feed money.
-// It speaks the native protocol through clickhouse-go/v2 and stays inside
-// the SQL subset of DESIGN.md (ClickHouse 18.16 to 24.x+).
+// It speaks the native protocol through clickhouse-go/v2, except for
+// sample inserts, which it sends itself (native_insert.go), and stays
+// inside the SQL subset of DESIGN.md (ClickHouse 18.16 to 24.x+).
 package store
 
 import (
@@ -23,6 +24,8 @@ type Store struct {
 	conn   driver.Conn
 	cfg    Config
 	logger *slog.Logger
+	// native carries the sample inserts (native_insert.go).
+	native *nativePool
 
 	maxTimeMu sync.Mutex
 	maxTime   time.Time // see MaxTime; zero until probed
@@ -166,7 +169,7 @@ func Connect(cfg Config, logger *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open clickhouse %s: %w", strings.Join(cfg.Addrs, ","), err)
 	}
-	return &Store{conn: conn, cfg: cfg, logger: logger.With("component", "store")}, nil
+	return &Store{conn: conn, cfg: cfg, logger: logger.With("component", "store"), native: newNativePool(cfg)}, nil
 }
 
 // insertCompressionBuffer is the driver's MaxCompressionBuffer: 64 KiB,
@@ -190,7 +193,10 @@ func options(cfg Config) *clickhouse.Options {
 		// once this much is buffered, instead of whole (the driver's
 		// default is 10 MiB): each column is compressed while it is still
 		// in the CPU cache, and the server starts reading sooner. It cut
-		// the delivery path's CPU by about 6% (docs/performance.md).
+		// the delivery path's CPU by about 6% while samples went through
+		// the driver (docs/performance.md); sample inserts now frame their
+		// own blocks the same way (nativeFrameBytes), the other batch
+		// inserts keep this.
 		MaxCompressionBuffer: insertCompressionBuffer,
 		Settings: clickhouse.Settings{
 			"max_execution_time": int(cfg.QueryTimeout.Seconds()),
@@ -248,7 +254,10 @@ func adminExec(ctx context.Context, cfg Config, stmt string) error {
 }
 
 // Close releases the connections.
-func (s *Store) Close() error { return s.conn.Close() }
+func (s *Store) Close() error {
+	s.native.close()
+	return s.conn.Close()
+}
 
 // Database names the database this store reads and writes.
 func (s *Store) Database() string { return s.cfg.Database }

@@ -14,6 +14,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/fault"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -193,11 +194,12 @@ func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batc
 		go func() {
 			defer wg.Done()
 			var scratch []pricing.Usage
+			memo := usageMemo{}
 			for j := range jobs {
 				if ctx.Err() != nil {
 					continue // failed: drain
 				}
-				scratch = fleetUsage(scratch[:0], j.ft.first.Start, j.hourly, raw[j.ft.c.Tenant])
+				scratch = memo.fleetUsage(scratch[:0], j.ft.first.Start, j.hourly, raw[j.ft.c.Tenant])
 				charges, err := j.ft.charges(scratch, asOf)
 				if err := each(j.ft.c.Tenant, charges, asOf, err); err != nil {
 					fail(err)
@@ -259,14 +261,40 @@ func (s *Service) streamBatch(ctx context.Context, reader TenantHoursReader, bat
 	return nil
 }
 
+// usageMemo is pricing.UsageOf's meters by SKU and values, without the
+// hour: a fleet's hours repeat the same few (a GPU held all hour), and
+// UsageOf's decimal division is the same for each. A worker's own; it
+// is emptied when it grows past usageMemoSize.
+type usageMemo map[usageKey][]pricing.Usage
+
+type usageKey struct {
+	sku    string
+	values meter.Values
+}
+
+const usageMemoSize = 1 << 14
+
 // fleetUsage appends the hourly rows from start on, then the raw ones, as
 // the engine's usage (both in hour and SKU order, raw hours after the
-// rollups'), to out.
-func fleetUsage(out []pricing.Usage, start time.Time, hourly, raw []Row) []pricing.Usage {
+// rollups'), to out: pricing.UsageOf of each row.
+func (m usageMemo) fleetUsage(out []pricing.Usage, start time.Time, hourly, raw []Row) []pricing.Usage {
 	for _, rows := range [][]Row{hourly, raw} {
 		for _, r := range rows {
-			if !r.Bucket.Before(start) {
-				out = append(out, pricing.UsageOf(r.Bucket, r.SKU, r.Values)...)
+			if r.Bucket.Before(start) {
+				continue
+			}
+			k := usageKey{r.SKU, r.Values}
+			meters, ok := m[k]
+			if !ok {
+				if len(m) >= usageMemoSize {
+					clear(m)
+				}
+				meters = pricing.UsageOf(time.Time{}, r.SKU, r.Values)
+				m[k] = meters
+			}
+			for _, u := range meters {
+				u.Hour = r.Bucket
+				out = append(out, u)
 			}
 		}
 	}

@@ -172,7 +172,7 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 		}
 	}
 	models := map[string]string{} // SKU → its GPU model, parsed once
-	covers := func(g Grant, c Charge) bool {
+	covers := func(g *Grant, c *Charge) bool {
 		if g.Meter != c.Meter {
 			return false
 		}
@@ -187,6 +187,7 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 		return g.SKUClass == model
 	}
 	one := decimal.NewFromInt(1)
+	var taxed grossCache
 	next := 0
 	for _, c := range sorted {
 		if !c.At.Before(asOf) {
@@ -205,12 +206,12 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 				break
 			}
 			b := &res.Balances[i]
-			g := b.Grant
+			g := &b.Grant
 			if !g.activeAt(c.At) || b.Remaining.Sign() == 0 {
 				continue
 			}
 			switch {
-			case g.Kind == Included && qty.Sign() > 0 && covers(g, c):
+			case g.Kind == Included && qty.Sign() > 0 && covers(g, &c):
 				if !b.Remaining.LessThan(qty) { // all of it
 					b.Remaining = b.Remaining.Sub(qty)
 					draw(b, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Quantity: qty, Amount: money})
@@ -236,8 +237,7 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 				// payment is divided back at twice the stored places.
 				factor, gross := one, money
 				if !c.TaxRate.IsZero() {
-					factor = one.Add(c.TaxRate.Shift(-2))
-					gross = money.Mul(factor)
+					factor, gross = taxed.gross(money, c.TaxRate)
 				}
 				take, net := gross, money
 				if b.Remaining.LessThan(gross) {
@@ -300,4 +300,39 @@ func compareExpiry(a, b time.Time) int {
 		return -1
 	}
 	return a.Compare(b)
+}
+
+// grossCache remembers the last few (money, tax rate) → (1 + rate/100,
+// money × that) of a burn-down: hour after hour its charges repeat the
+// same few amounts and its one rate. Keys match digits and exponent, so
+// a hit is the very decimal the product would give.
+type grossCache struct {
+	keys    [4][2]decimal.Decimal
+	factors [4]decimal.Decimal
+	grosses [4]decimal.Decimal
+	n, next int
+}
+
+func (c *grossCache) gross(money, rate decimal.Decimal) (factor, gross decimal.Decimal) {
+	for i := range c.n {
+		if k := c.keys[i]; sameDecimal(k[0], money) && sameDecimal(k[1], rate) {
+			return c.factors[i], c.grosses[i]
+		}
+	}
+	known := false
+	for i := range c.n { // the factor of this rate, if known
+		if sameDecimal(c.keys[i][1], rate) {
+			factor, known = c.factors[i], true
+			break
+		}
+	}
+	if !known {
+		factor = decimal.NewFromInt(1).Add(rate.Shift(-2))
+	}
+	gross = money.Mul(factor)
+	i := c.next
+	c.keys[i], c.factors[i], c.grosses[i] = [2]decimal.Decimal{money, rate}, factor, gross
+	c.next = (i + 1) % len(c.keys)
+	c.n = max(c.n, i+1)
+	return factor, gross
 }

@@ -224,12 +224,13 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 				qty, money = qty.Sub(take), money.Sub(share)
 				draw(b, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Quantity: take, Amount: share})
 			case g.Kind == Promotional && money.Sign() > 0:
-				take := money
+				take, left := money, decimal.Zero // all of it: nothing left (a zero's exponent goes nowhere)
 				if b.Remaining.LessThan(money) {
 					take = b.Remaining
+					left = money.Sub(take)
 				}
 				b.Remaining = b.Remaining.Sub(take)
-				money = money.Sub(take)
+				money = left
 				draw(b, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Amount: take})
 			case g.Kind == Prepaid && money.Sign() > 0:
 				// Prepaid credit pays the charge with its tax: the gross is
@@ -239,13 +240,14 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 				if !c.TaxRate.IsZero() {
 					factor, gross = taxed.gross(money, c.TaxRate)
 				}
-				take, net := gross, money
+				take, net, left := gross, money, decimal.Zero
 				if b.Remaining.LessThan(gross) {
 					take = b.Remaining
 					net = take.DivRound(factor, 2*pricing.StoragePlaces)
+					left = money.Sub(net)
 				}
 				b.Remaining = b.Remaining.Sub(take)
-				money = money.Sub(net)
+				money = left
 				d := Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Amount: take}
 				if keepDraws {
 					d.Tax = take.Sub(net)

@@ -2,6 +2,7 @@ package credits
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -21,7 +22,14 @@ import (
 // are in time order; those of one time in the order of the lines.
 func ChargesOf(priced pricing.Result, usage []pricing.Usage, taxRate decimal.Decimal) []Charge {
 	groups := groupUsage(usage)
-	out := make([]Charge, 0, len(usage)+len(priced.Lines))
+	// The lines' charges are spread into a pooled buffer and merged into
+	// the result: one allocation of the charges, not two.
+	scratch := chargeScratch.Get().(*[]Charge)
+	defer func() {
+		clear(*scratch) // let go of the decimals
+		chargeScratch.Put(scratch)
+	}()
+	out := (*scratch)[:0]
 	// runs[i] ends line i's charges in out; each run is in time order
 	// when usage is, and then merging them is the stable sort by time.
 	runs := make([]int, 0, len(priced.Lines))
@@ -50,12 +58,16 @@ func ChargesOf(priced pricing.Result, usage []pricing.Usage, taxRate decimal.Dec
 		runs = append(runs, len(out))
 		inOrder = inOrder && slices.IsSortedFunc(out[start:], byTime)
 	}
+	*scratch = out
 	if !inOrder {
+		out = slices.Clone(out)
 		slices.SortStableFunc(out, byTime)
 		return out
 	}
 	return mergeRuns(out, runs)
 }
+
+var chargeScratch = sync.Pool{New: func() any { return new([]Charge) }}
 
 // usageGroups are the indexes of the usage of each SKU and meter with a
 // quantity above zero, in usage order, found in one pass (not one scan of
@@ -183,11 +195,14 @@ func spread(out []Charge, l pricing.Line, usage []pricing.Usage, hours []int32, 
 }
 
 // mergeRuns merges the time-ordered runs of charges (charges[runs[i-1]:
-// runs[i]]) into one in time order, a charge of an earlier run first at
-// equal times: what a stable sort by time of charges gives.
+// runs[i]]) into a new slice in time order, a charge of an earlier run
+// first at equal times: what a stable sort by time of charges gives.
 func mergeRuns(charges []Charge, runs []int) []Charge {
+	if len(charges) == 0 {
+		return nil
+	}
 	if len(runs) <= 1 {
-		return charges
+		return slices.Clone(charges)
 	}
 	heads := make([]int, len(runs))
 	for i := range runs {

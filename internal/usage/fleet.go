@@ -144,7 +144,39 @@ func (s *Service) fleetTenant(c billing.Customer, start, asOf time.Time) (*fleet
 // fleetJob is one tenant of a batch to price, with its rollup rows.
 type fleetJob struct {
 	ft     *fleetTenant
-	hourly []Row
+	hourly *rowBuffer
+}
+
+// rowBuffer holds a tenant's rollup rows from the stream to its pricing,
+// reused from tenant to tenant (a month of two SKUs is 1,440 rows).
+type rowBuffer struct{ rows []Row }
+
+var rowBuffers = sync.Pool{New: func() any { return new(rowBuffer) }}
+
+// holdRows is a pooled copy of rows (nil for none).
+func holdRows(rows []Row) *rowBuffer {
+	if len(rows) == 0 {
+		return nil
+	}
+	b := rowBuffers.Get().(*rowBuffer)
+	b.rows = append(b.rows[:0], rows...)
+	return b
+}
+
+// all is b's rows (none for nil).
+func (b *rowBuffer) all() []Row {
+	if b == nil {
+		return nil
+	}
+	return b.rows
+}
+
+// release hands b back to the pool once its rows are used.
+func (b *rowBuffer) release() {
+	if b != nil {
+		b.rows = b.rows[:0]
+		rowBuffers.Put(b)
+	}
 }
 
 // fleetBatch prices one batch of tenants (sorted by tenant): its raw
@@ -197,9 +229,11 @@ func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batc
 			memo := usageMemo{}
 			for j := range jobs {
 				if ctx.Err() != nil {
+					j.hourly.release()
 					continue // failed: drain
 				}
-				scratch = memo.fleetUsage(scratch[:0], j.ft.first.Start, j.hourly, raw[j.ft.c.Tenant])
+				scratch = memo.fleetUsage(scratch[:0], j.ft.first.Start, j.hourly.all(), raw[j.ft.c.Tenant])
+				j.hourly.release()
 				charges, err := j.ft.charges(scratch, asOf)
 				if err := each(j.ft.c.Tenant, charges, asOf, err); err != nil {
 					fail(err)
@@ -209,10 +243,12 @@ func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batc
 	}
 	send := func(ft *fleetTenant, hourly []Row) error {
 		ft.unread = false
+		held := holdRows(hourly) // the reader reuses hourly
 		select {
-		case jobs <- fleetJob{ft: ft, hourly: hourly}:
+		case jobs <- fleetJob{ft: ft, hourly: held}:
 			return nil
 		case <-ctx.Done():
+			held.release()
 			return ctx.Err()
 		}
 	}
@@ -226,7 +262,8 @@ func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batc
 }
 
 // streamBatch sends each tenant of the batch with its rollup rows in
-// [from, to), in tenant order, then those without any.
+// [from, to), in tenant order, then those without any; send copies the
+// rows it keeps.
 func (s *Service) streamBatch(ctx context.Context, reader TenantHoursReader, batch []*fleetTenant, index map[string]*fleetTenant,
 	from, to time.Time, send func(*fleetTenant, []Row) error) error {
 	next := 0 // batch[:next] are sent or have rollup rows coming
@@ -245,7 +282,7 @@ func (s *Service) streamBatch(ctx context.Context, reader TenantHoursReader, bat
 					}
 				}
 			}
-			return send(ft, slices.Clone(rows)) // the reader reuses rows
+			return send(ft, rows)
 		})
 		if err != nil {
 			return err

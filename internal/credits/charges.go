@@ -2,7 +2,6 @@ package credits
 
 import (
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -22,24 +21,25 @@ import (
 // are in time order; those of one time in the order of the lines.
 func ChargesOf(priced pricing.Result, usage []pricing.Usage, taxRate decimal.Decimal) []Charge {
 	groups := groupUsage(usage)
-	// The lines' charges are spread into a pooled buffer and merged into
-	// the result: one allocation of the charges, not two.
-	scratch := chargeScratch.Get().(*[]Charge)
-	defer func() {
-		clear(*scratch) // let go of the decimals
-		chargeScratch.Put(scratch)
-	}()
-	out := (*scratch)[:0]
-	// runs[i] ends line i's charges in out; each run is in time order
-	// when usage is, and then merging them is the stable sort by time.
-	runs := make([]int, 0, len(priced.Lines))
-	inOrder := true
-	var hours []int32 // a line's hours: indexes into usage, reused
+	// First each line's charge times: its hours (indexes into usage) or,
+	// for a line charged at once, its start.
+	type lineCharges struct {
+		line       pricing.Line
+		total      decimal.Decimal
+		first, end int  // its charges' times: times[first:end]
+		once       bool // one charge at the line's start
+	}
+	var (
+		lines   []lineCharges
+		hours   = make([]int32, 0, len(usage))                       // the spread lines' hours, line after line
+		times   = make([]time.Time, 0, len(usage)+len(priced.Lines)) // each charge's time, line after line
+		inOrder = true                                               // each line's times are in order
+	)
 	for _, l := range priced.Lines {
 		if l.Amount.Sign() == 0 {
 			continue
 		}
-		hours = hours[:0]
+		start := len(hours)
 		if l.Kind == pricing.KindOnDemand || l.Kind == pricing.KindBurst {
 			for _, i := range groups.of(l.SKU, l.Meter) {
 				if h := usage[i].Hour; !h.Before(l.From) && h.Before(l.To) {
@@ -47,27 +47,72 @@ func ChargesOf(priced pricing.Result, usage []pricing.Usage, taxRate decimal.Dec
 				}
 			}
 		}
-		total := sumQuantities(usage, hours)
-		if len(hours) == 0 || total.Sign() == 0 {
-			out = append(out, Charge{At: l.From, SKU: l.SKU, Quantity: decimal.Zero, Amount: l.Amount, TaxRate: taxRate})
-			runs = append(runs, len(out))
+		lc := lineCharges{line: l, total: sumQuantities(usage, hours[start:]), first: len(times)}
+		if len(hours) == start || lc.total.Sign() == 0 {
+			hours = hours[:start]
+			lc.once = true
+			times = append(times, l.From)
+		} else {
+			for k, i := range hours[start:] {
+				times = append(times, usage[i].Hour)
+				inOrder = inOrder && (k == 0 || !times[len(times)-1].Before(times[len(times)-2]))
+			}
+		}
+		lc.end = len(times)
+		lines = append(lines, lc)
+	}
+	if len(times) == 0 {
+		return nil
+	}
+	// Then where each charge goes: merging the lines' times (each in
+	// order) with an earlier line's first at equal times is the stable
+	// sort by time of the charges line after line, and each charge is
+	// written once, in its place.
+	at := make([]int32, len(times))
+	if inOrder {
+		runs := make([][2]int, len(lines))
+		for i, lc := range lines {
+			runs[i] = [2]int{lc.first, lc.end}
+		}
+		mergeOrder(times, runs, at)
+	} else {
+		for i := range at {
+			at[i] = int32(i)
+		}
+	}
+	out := make([]Charge, len(times))
+	off := 0 // lc's hours: hours[off:off+n]
+	for _, lc := range lines {
+		l := lc.line
+		if lc.once {
+			out[at[lc.first]] = Charge{At: l.From, SKU: l.SKU, Quantity: decimal.Zero, Amount: l.Amount, TaxRate: taxRate}
 			continue
 		}
-		start := len(out)
-		out = spread(out, l, usage, hours, total, taxRate)
-		runs = append(runs, len(out))
-		inOrder = inOrder && slices.IsSortedFunc(out[start:], byTime)
+		n := lc.end - lc.first
+		spread(out, at[lc.first:lc.end], l, usage, hours[off:off+n], lc.total, taxRate)
+		off += n
 	}
-	*scratch = out
 	if !inOrder {
-		out = slices.Clone(out)
 		slices.SortStableFunc(out, byTime)
-		return out
 	}
-	return mergeRuns(out, runs)
+	return out
 }
 
-var chargeScratch = sync.Pool{New: func() any { return new([]Charge) }}
+// mergeOrder sets at[j] to the place of times[j] in the merge of the
+// runs of times (times[run[0]:run[1]], each in order), an earlier run's
+// time first at equal times.
+func mergeOrder(times []time.Time, runs [][2]int, at []int32) {
+	for next := range at {
+		best := -1
+		for i, r := range runs {
+			if r[0] < r[1] && (best < 0 || times[r[0]].Before(times[runs[best][0]])) {
+				best = i
+			}
+		}
+		at[runs[best][0]] = int32(next)
+		runs[best][0]++
+	}
+}
 
 // usageGroups are the indexes of the usage of each SKU and meter with a
 // quantity above zero, in usage order, found in one pass (not one scan of
@@ -156,14 +201,15 @@ func sameDecimal(a, b decimal.Decimal) bool {
 
 func byTime(a, b Charge) int { return a.At.Compare(b.At) }
 
-// spread appends line l spread over hours (of quantity total) to out:
+// spread writes line l spread over hours (of quantity total) to out, the
+// charge of hours[k] at out[at[k]]:
 // each hour but the last its share of the amount and quantity, rounded at
 // twice the stored places, the last the rest. Hours of equal quantity
 // have equal shares: a run of them (a GPU held hour after hour) is
 // divided once and subtracted from the rest once, which gives the same
 // decimals as dividing and subtracting hour by hour (exact products and
 // differences; the rounding is of the same quotient).
-func spread(out []Charge, l pricing.Line, usage []pricing.Usage, hours []int32, total, taxRate decimal.Decimal) []Charge {
+func spread(out []Charge, at []int32, l pricing.Line, usage []pricing.Usage, hours []int32, total, taxRate decimal.Decimal) {
 	left, leftQty := l.Amount, l.Quantity
 	var amount, qty, shareOf decimal.Decimal
 	pending := int64(0) // hours charged amount and qty not yet taken from left
@@ -179,7 +225,7 @@ func spread(out []Charge, l pricing.Line, usage []pricing.Usage, hours []int32, 
 		}
 	}
 	last := len(hours) - 1
-	for _, i := range hours[:last] {
+	for k, i := range hours[:last] {
 		u := &usage[i]
 		if pending == 0 || !u.Quantity.Equal(shareOf) {
 			settle()
@@ -188,42 +234,8 @@ func spread(out []Charge, l pricing.Line, usage []pricing.Usage, hours []int32, 
 			qty = l.Quantity.Mul(u.Quantity).DivRound(total, 2*pricing.StoragePlaces)
 		}
 		pending++
-		out = append(out, Charge{At: u.Hour, SKU: l.SKU, Meter: l.Meter, Quantity: qty, Amount: amount, TaxRate: taxRate})
+		out[at[k]] = Charge{At: u.Hour, SKU: l.SKU, Meter: l.Meter, Quantity: qty, Amount: amount, TaxRate: taxRate}
 	}
 	settle()
-	return append(out, Charge{At: usage[hours[last]].Hour, SKU: l.SKU, Meter: l.Meter, Quantity: leftQty, Amount: left, TaxRate: taxRate})
-}
-
-// mergeRuns merges the time-ordered runs of charges (charges[runs[i-1]:
-// runs[i]]) into a new slice in time order, a charge of an earlier run
-// first at equal times: what a stable sort by time of charges gives.
-func mergeRuns(charges []Charge, runs []int) []Charge {
-	if len(charges) == 0 {
-		return nil
-	}
-	if len(runs) <= 1 {
-		return slices.Clone(charges)
-	}
-	heads := make([]int, len(runs))
-	for i := range runs {
-		if i > 0 {
-			heads[i] = runs[i-1]
-		}
-	}
-	out := make([]Charge, 0, len(charges))
-	for {
-		best := -1
-		var at time.Time
-		for i, h := range heads {
-			if h < runs[i] && (best < 0 || charges[h].At.Before(at)) {
-				best, at = i, charges[h].At
-			}
-		}
-		if best < 0 {
-			return out
-		}
-		h := heads[best]
-		out = append(out, charges[h])
-		heads[best] = h + 1
-	}
+	out[at[last]] = Charge{At: usage[hours[last]].Hour, SKU: l.SKU, Meter: l.Meter, Quantity: leftQty, Amount: left, TaxRate: taxRate}
 }

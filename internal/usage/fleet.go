@@ -361,7 +361,11 @@ func (ft *fleetTenant) charges(usage []pricing.Usage, asOf time.Time) ([]credits
 		if err != nil {
 			return nil, fault.Internal(err)
 		}
-		out = append(out, credits.ChargesOf(priced, rows, ft.c.TaxRate)...)
+		if month := credits.ChargesOf(priced, rows, ft.c.TaxRate); out == nil {
+			out = month // the first month's as they are: no copy
+		} else {
+			out = append(out, month...)
+		}
 		if p, err = billing.MonthlyPeriod(p.End.In(ft.loc).Format("2006-01"), ft.loc); err != nil {
 			return nil, err
 		}

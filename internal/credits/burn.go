@@ -3,6 +3,7 @@ package credits
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"math/big"
 	"math/bits"
 	"slices"
@@ -453,13 +454,31 @@ func (f fixedRemainders) settleAll(balances []Balance) {
 }
 
 // smallCoefficient is d's coefficient and exponent when d is not negative
-// and its coefficient has at most 18 digits.
+// and its coefficient fits an int64: up to 18 digits, or 19 up to
+// math.MaxInt64 (1.25 at 18 places is 19 digits).
 func smallCoefficient(d decimal.Decimal) (uint64, int32, bool) {
-	if d.Sign() < 0 || d.NumDigits() > 18 {
+	if d.Sign() < 0 {
+		return 0, 0, false
+	}
+	switch n := d.NumDigits(); {
+	case n <= 18:
+	case n == 19 && d.Exponent() <= 0 && d.Exponent() > -int32(len(maxInt64At)):
+		if d.Cmp(maxInt64At[-d.Exponent()]) > 0 { // at d's exponent: no allocation
+			return 0, 0, false
+		}
+	default:
 		return 0, 0, false
 	}
 	return uint64(d.CoefficientInt64()), d.Exponent(), true
 }
+
+// maxInt64At[p] is math.MaxInt64 × 10^-p.
+var maxInt64At = func() (out [19]decimal.Decimal) {
+	for p := range out {
+		out[p] = decimal.New(math.MaxInt64, int32(-p))
+	}
+	return out
+}()
 
 // u128 is an unsigned 128-bit integer.
 type u128 struct{ hi, lo uint64 }

@@ -34,13 +34,34 @@ func scale(c int64, k int32) (int64, bool) {
 	return c * p, true
 }
 
-// fitsInt64 returns d's coefficient when it fits in an int64.
+// fitsInt64 returns d's coefficient when it fits in an int64: up to 18
+// digits, or 19 up to math.MaxInt64 (a whole GPU-hour at 18 places,
+// 1.000000000000000000, is 19 digits: without this every full hour of a
+// month went through a decimal addition).
 func fitsInt64(d decimal.Decimal) (int64, int32, bool) {
-	if d.NumDigits() > 18 {
+	switch n := d.NumDigits(); {
+	case n <= 18:
+	case n == 19 && d.Sign() > 0 && d.Exponent() <= 0 && d.Exponent() >= -maxInt64Places:
+		// Compared at d's own exponent: no rescaling, no allocation.
+		if d.Cmp(maxInt64At[-d.Exponent()]) > 0 {
+			return 0, 0, false
+		}
+	default:
 		return 0, 0, false
 	}
 	return d.CoefficientInt64(), d.Exponent(), true
 }
+
+// maxInt64At[p] is math.MaxInt64 × 10^-p, the largest coefficient at p
+// places that fits an int64.
+const maxInt64Places = 18
+
+var maxInt64At = func() (out [maxInt64Places + 1]decimal.Decimal) {
+	for p := range out {
+		out[p] = decimal.New(math.MaxInt64, int32(-p))
+	}
+	return out
+}()
 
 func (s *qsum) add(d decimal.Decimal) {
 	if c, e, ok := fitsInt64(d); ok {

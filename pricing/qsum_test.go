@@ -21,6 +21,10 @@ func TestQsumIsExact(t *testing.T) {
 		{"an exponent gap beyond int64 spills", []string{"999999999999999", "0.000000000000000001", "999999999999999"}},
 		{"zeros change nothing", []string{"0", "0.000", "5", "0e3"}},
 		{"negative values cancel", []string{"-2.5", "2.5", "-0.000000001"}},
+		{"whole hours at 18 places (19 digits) fit and overflow", []string{"1.000000000000000000", "1.000000000000000000", "1.000000000000000000",
+			"1.000000000000000000", "1.000000000000000000", "1.000000000000000000", "1.000000000000000000", "1.000000000000000000",
+			"1.000000000000000000", "1.000000000000000000", "0.5"}},
+		{"19 digits up to and past the int64 bound", []string{"9.223372036854775807", "9.223372036854775808", "-1.000000000000000000", "9999999999999999999"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,6 +48,22 @@ func TestQsumIsExact(t *testing.T) {
 				t.Errorf("sum of sums = %s, want %s", got, want.Add(want))
 			}
 		})
+	}
+}
+
+// A 19-digit coefficient is an int64 up to math.MaxInt64 and a decimal
+// past it (or when negative, or at an exponent the table does not hold).
+func TestFitsInt64At19Digits(t *testing.T) {
+	for v, want := range map[string]bool{
+		"1.000000000000000000": true, "9.223372036854775807": true, "9223372036854775807": true, "0.5": true,
+		"9.223372036854775808": false, "9999999999999999999": false, "-1.000000000000000000": false,
+		"1.0000000000000000000": false, "92233720368547758070": false,
+	} {
+		d := decimal.RequireFromString(v)
+		c, e, ok := fitsInt64(d)
+		if ok != want || (ok && !decimal.New(c, e).Equal(d)) {
+			t.Errorf("%s: fits %v (%d×10^%d), want %v", v, ok, c, e, want)
+		}
 	}
 }
 

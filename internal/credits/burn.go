@@ -3,6 +3,9 @@ package credits
 import (
 	"cmp"
 	"fmt"
+	"math"
+	"math/big"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -172,7 +175,7 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 		}
 	}
 	models := map[string]string{} // SKU → its GPU model, parsed once
-	covers := func(g Grant, c Charge) bool {
+	covers := func(g *Grant, c *Charge) bool {
 		if g.Meter != c.Meter {
 			return false
 		}
@@ -187,12 +190,20 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 		return g.SKUClass == model
 	}
 	one := decimal.NewFromInt(1)
+	var taxed grossCache
+	// Without draws to record, money grants' remainders are kept in
+	// fixed point while charges are covered whole (see fixedRemainders).
+	var fixed fixedRemainders
+	if !keepDraws {
+		fixed = make(fixedRemainders, len(grants))
+	}
 	next := 0
 	for _, c := range sorted {
 		if !c.At.Before(asOf) {
 			continue // usage from asOf on has not happened yet
 		}
 		for next < len(endings) && !endings[next].at.After(c.At) {
+			fixed.settleAll(res.Balances)
 			end(endings[next])
 			next++
 		}
@@ -205,12 +216,12 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 				break
 			}
 			b := &res.Balances[i]
-			g := b.Grant
-			if !g.activeAt(c.At) || b.Remaining.Sign() == 0 {
+			g := &b.Grant
+			if !g.activeAt(c.At) || fixed.zero(i, b) {
 				continue
 			}
 			switch {
-			case g.Kind == Included && qty.Sign() > 0 && covers(g, c):
+			case g.Kind == Included && qty.Sign() > 0 && covers(g, &c):
 				if !b.Remaining.LessThan(qty) { // all of it
 					b.Remaining = b.Remaining.Sub(qty)
 					draw(b, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Quantity: qty, Amount: money})
@@ -223,29 +234,42 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 				qty, money = qty.Sub(take), money.Sub(share)
 				draw(b, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Quantity: take, Amount: share})
 			case g.Kind == Promotional && money.Sign() > 0:
-				take := money
+				if fixed.cover(i, b, money, one) {
+					money = decimal.Zero // all of it (a zero's exponent goes nowhere)
+					continue
+				}
+				take, left := money, decimal.Zero // all of it: nothing left (a zero's exponent goes nowhere)
 				if b.Remaining.LessThan(money) {
 					take = b.Remaining
+					left = money.Sub(take)
 				}
 				b.Remaining = b.Remaining.Sub(take)
-				money = money.Sub(take)
+				money = left
 				draw(b, Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Amount: take})
 			case g.Kind == Prepaid && money.Sign() > 0:
 				// Prepaid credit pays the charge with its tax: the gross is
 				// exact (a product of decimals), the net part of a partial
 				// payment is divided back at twice the stored places.
-				factor, gross := one, money
+				factor := one
 				if !c.TaxRate.IsZero() {
-					factor = one.Add(c.TaxRate.Shift(-2))
-					gross = money.Mul(factor)
+					factor = taxed.factor(c.TaxRate)
 				}
-				take, net := gross, money
+				if fixed.cover(i, b, money, factor) {
+					money = decimal.Zero // all of it, with its tax
+					continue
+				}
+				gross := money
+				if !c.TaxRate.IsZero() {
+					factor, gross = taxed.gross(money, c.TaxRate)
+				}
+				take, net, left := gross, money, decimal.Zero
 				if b.Remaining.LessThan(gross) {
 					take = b.Remaining
 					net = take.DivRound(factor, 2*pricing.StoragePlaces)
+					left = money.Sub(net)
 				}
 				b.Remaining = b.Remaining.Sub(take)
-				money = money.Sub(net)
+				money = left
 				d := Draw{GrantID: g.ID, At: c.At, SKU: c.SKU, Meter: c.Meter, Amount: take}
 				if keepDraws {
 					d.Tax = take.Sub(net)
@@ -257,6 +281,7 @@ func burn(grants []Grant, charges []Charge, asOf time.Time, keepDraws bool) (Res
 			res.Uncovered = res.Uncovered.Add(money)
 		}
 	}
+	fixed.settleAll(res.Balances)
 	for ; next < len(endings); next++ {
 		end(endings[next])
 	}
@@ -300,4 +325,214 @@ func compareExpiry(a, b time.Time) int {
 		return -1
 	}
 	return a.Compare(b)
+}
+
+// grossCache remembers the last few (money, tax rate) → (1 + rate/100,
+// money × that) of a burn-down: hour after hour its charges repeat the
+// same few amounts and its one rate. Keys match digits and exponent, so
+// a hit is the very decimal the product would give.
+type grossCache struct {
+	keys    [4][2]decimal.Decimal
+	factors [4]decimal.Decimal
+	grosses [4]decimal.Decimal
+	n, next int
+	// The factor of the last rate factor was asked for.
+	lastRate, lastFactor decimal.Decimal
+	hasLast              bool
+}
+
+// factor is 1 + rate/100, the same decimal gross uses.
+func (c *grossCache) factor(rate decimal.Decimal) decimal.Decimal {
+	for i := range c.n {
+		if sameDecimal(c.keys[i][1], rate) {
+			return c.factors[i]
+		}
+	}
+	if sameDecimal(c.lastRate, rate) && c.hasLast {
+		return c.lastFactor
+	}
+	c.lastRate, c.lastFactor, c.hasLast = rate, decimal.NewFromInt(1).Add(rate.Shift(-2)), true
+	return c.lastFactor
+}
+
+func (c *grossCache) gross(money, rate decimal.Decimal) (factor, gross decimal.Decimal) {
+	for i := range c.n {
+		if k := c.keys[i]; sameDecimal(k[0], money) && sameDecimal(k[1], rate) {
+			return c.factors[i], c.grosses[i]
+		}
+	}
+	known := false
+	for i := range c.n { // the factor of this rate, if known
+		if sameDecimal(c.keys[i][1], rate) {
+			factor, known = c.factors[i], true
+			break
+		}
+	}
+	if !known {
+		factor = decimal.NewFromInt(1).Add(rate.Shift(-2))
+	}
+	gross = money.Mul(factor)
+	i := c.next
+	c.keys[i], c.factors[i], c.grosses[i] = [2]decimal.Decimal{money, rate}, factor, gross
+	c.next = (i + 1) % len(c.keys)
+	c.n = max(c.n, i+1)
+	return factor, gross
+}
+
+// fixedRemainders keeps money grants' remainders as exact fixed-point
+// integers (an unsigned 128-bit coefficient and the exponent the decimal
+// would have) while the charges they cover are covered whole: a
+// subtraction of decimals allocates, this does not. The decimal
+// operations it stands for are exact (differences, and products of
+// coefficients), so the result is the same decimal, digits and exponent:
+// a difference's exponent is the smaller of the two. Whatever it cannot
+// hold (a partial cover, a coefficient too wide) goes back to the
+// decimal path, with Remaining set from it first; settleAll sets every
+// Remaining before expiries, voids and the end. nil keeps none.
+type fixedRemainders []fixedRemainder
+
+type fixedRemainder struct {
+	on, never bool
+	v         u128
+	exp       int32
+}
+
+// zero is whether grant i has nothing left.
+func (f fixedRemainders) zero(i int, b *Balance) bool {
+	if f != nil && f[i].on {
+		return f[i].v == (u128{})
+	}
+	return b.Remaining.Sign() == 0
+}
+
+// cover takes money × factor from grant i's remainder when it covers all
+// of it and reports whether it did; otherwise b.Remaining is its
+// remainder, for the decimal path.
+func (f fixedRemainders) cover(i int, b *Balance, money, factor decimal.Decimal) bool {
+	if f == nil || f[i].never {
+		return false
+	}
+	r := &f[i]
+	if !r.on {
+		c := b.Remaining.Coefficient()
+		if c.Sign() < 0 || c.BitLen() > 126 {
+			r.never = true
+			return false
+		}
+		lo := c.Uint64()
+		r.v, r.exp, r.on = u128{hi: c.Rsh(c, 64).Uint64(), lo: lo}, b.Remaining.Exponent(), true
+	}
+	cm, em, ok1 := smallCoefficient(money)
+	cf, ef, ok2 := smallCoefficient(factor)
+	if !ok1 || !ok2 {
+		f.settle(i, b)
+		return false
+	}
+	hi, lo := bits.Mul64(cm, cf)
+	left, gross, exp, ok := align(r.v, r.exp, u128{hi, lo}, em+ef)
+	if !ok || left.less(gross) {
+		f.settle(i, b)
+		return false
+	}
+	r.v, r.exp = left.sub(gross), exp
+	return true
+}
+
+// settle sets b.Remaining from grant i's fixed remainder and leaves the
+// decimal path to it from then on (until it is picked up again).
+func (f fixedRemainders) settle(i int, b *Balance) {
+	if r := &f[i]; r.on {
+		b.Remaining = decimal.NewFromBigInt(r.v.big(), r.exp)
+		r.on = false
+	}
+}
+
+func (f fixedRemainders) settleAll(balances []Balance) {
+	for i := range f {
+		f.settle(i, &balances[i])
+	}
+}
+
+// smallCoefficient is d's coefficient and exponent when d is not negative
+// and its coefficient fits an int64: up to 18 digits, or 19 up to
+// math.MaxInt64 (1.25 at 18 places is 19 digits).
+func smallCoefficient(d decimal.Decimal) (uint64, int32, bool) {
+	if d.Sign() < 0 {
+		return 0, 0, false
+	}
+	switch n := d.NumDigits(); {
+	case n <= 18:
+	case n == 19 && d.Exponent() <= 0 && d.Exponent() > -int32(len(maxInt64At)):
+		if d.Cmp(maxInt64At[-d.Exponent()]) > 0 { // at d's exponent: no allocation
+			return 0, 0, false
+		}
+	default:
+		return 0, 0, false
+	}
+	return uint64(d.CoefficientInt64()), d.Exponent(), true
+}
+
+// maxInt64At[p] is math.MaxInt64 × 10^-p.
+var maxInt64At = func() (out [19]decimal.Decimal) {
+	for p := range out {
+		out[p] = decimal.New(math.MaxInt64, int32(-p))
+	}
+	return out
+}()
+
+// u128 is an unsigned 128-bit integer.
+type u128 struct{ hi, lo uint64 }
+
+var pow10u64 = func() (out [20]uint64) {
+	out[0] = 1
+	for i := 1; i < len(out); i++ {
+		out[i] = out[i-1] * 10
+	}
+	return out
+}()
+
+// mul10 is a × 10^k, or false when it does not fit.
+func (a u128) mul10(k int32) (u128, bool) {
+	for k > 0 {
+		step := min(k, 19)
+		m := pow10u64[step]
+		hi1, lo := bits.Mul64(a.lo, m)
+		hi2, hi3 := bits.Mul64(a.hi, m)
+		hi, carry := bits.Add64(hi1, hi3, 0)
+		if hi2 != 0 || carry != 0 || hi>>62 != 0 {
+			return u128{}, false
+		}
+		a, k = u128{hi, lo}, k-step
+	}
+	return a, true
+}
+
+// align is a × 10^ea and b × 10^eb as coefficients at the smaller
+// exponent (a decimal sum's), or false when one does not fit.
+func align(a u128, ea int32, b u128, eb int32) (u128, u128, int32, bool) {
+	var ok bool
+	switch {
+	case ea > eb:
+		a, ok = a.mul10(ea - eb)
+		return a, b, eb, ok
+	case eb > ea:
+		b, ok = b.mul10(eb - ea)
+		return a, b, ea, ok
+	}
+	return a, b, ea, true
+}
+
+func (a u128) less(b u128) bool { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo) }
+
+// sub is a - b, for b not above a.
+func (a u128) sub(b u128) u128 {
+	lo, borrow := bits.Sub64(a.lo, b.lo, 0)
+	hi, _ := bits.Sub64(a.hi, b.hi, borrow)
+	return u128{hi, lo}
+}
+
+func (a u128) big() *big.Int {
+	v := new(big.Int).SetUint64(a.hi)
+	v.Lsh(v, 64)
+	return v.Or(v, new(big.Int).SetUint64(a.lo))
 }

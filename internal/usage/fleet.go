@@ -14,6 +14,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/fault"
+	"github.com/gpumeter/gpumeter/internal/meter"
 	"github.com/gpumeter/gpumeter/pricing"
 )
 
@@ -143,7 +144,39 @@ func (s *Service) fleetTenant(c billing.Customer, start, asOf time.Time) (*fleet
 // fleetJob is one tenant of a batch to price, with its rollup rows.
 type fleetJob struct {
 	ft     *fleetTenant
-	hourly []Row
+	hourly *rowBuffer
+}
+
+// rowBuffer holds a tenant's rollup rows from the stream to its pricing,
+// reused from tenant to tenant (a month of two SKUs is 1,440 rows).
+type rowBuffer struct{ rows []Row }
+
+var rowBuffers = sync.Pool{New: func() any { return new(rowBuffer) }}
+
+// holdRows is a pooled copy of rows (nil for none).
+func holdRows(rows []Row) *rowBuffer {
+	if len(rows) == 0 {
+		return nil
+	}
+	b := rowBuffers.Get().(*rowBuffer)
+	b.rows = append(b.rows[:0], rows...)
+	return b
+}
+
+// all is b's rows (none for nil).
+func (b *rowBuffer) all() []Row {
+	if b == nil {
+		return nil
+	}
+	return b.rows
+}
+
+// release hands b back to the pool once its rows are used.
+func (b *rowBuffer) release() {
+	if b != nil {
+		b.rows = b.rows[:0]
+		rowBuffers.Put(b)
+	}
 }
 
 // fleetBatch prices one batch of tenants (sorted by tenant): its raw
@@ -193,11 +226,14 @@ func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batc
 		go func() {
 			defer wg.Done()
 			var scratch []pricing.Usage
+			memo := usageMemo{}
 			for j := range jobs {
 				if ctx.Err() != nil {
+					j.hourly.release()
 					continue // failed: drain
 				}
-				scratch = fleetUsage(scratch[:0], j.ft.first.Start, j.hourly, raw[j.ft.c.Tenant])
+				scratch = memo.fleetUsage(scratch[:0], j.ft.first.Start, j.hourly.all(), raw[j.ft.c.Tenant])
+				j.hourly.release()
 				charges, err := j.ft.charges(scratch, asOf)
 				if err := each(j.ft.c.Tenant, charges, asOf, err); err != nil {
 					fail(err)
@@ -207,10 +243,12 @@ func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batc
 	}
 	send := func(ft *fleetTenant, hourly []Row) error {
 		ft.unread = false
+		held := holdRows(hourly) // the reader reuses hourly
 		select {
-		case jobs <- fleetJob{ft: ft, hourly: hourly}:
+		case jobs <- fleetJob{ft: ft, hourly: held}:
 			return nil
 		case <-ctx.Done():
+			held.release()
 			return ctx.Err()
 		}
 	}
@@ -224,7 +262,8 @@ func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batc
 }
 
 // streamBatch sends each tenant of the batch with its rollup rows in
-// [from, to), in tenant order, then those without any.
+// [from, to), in tenant order, then those without any; send copies the
+// rows it keeps.
 func (s *Service) streamBatch(ctx context.Context, reader TenantHoursReader, batch []*fleetTenant, index map[string]*fleetTenant,
 	from, to time.Time, send func(*fleetTenant, []Row) error) error {
 	next := 0 // batch[:next] are sent or have rollup rows coming
@@ -243,7 +282,7 @@ func (s *Service) streamBatch(ctx context.Context, reader TenantHoursReader, bat
 					}
 				}
 			}
-			return send(ft, slices.Clone(rows)) // the reader reuses rows
+			return send(ft, rows)
 		})
 		if err != nil {
 			return err
@@ -259,14 +298,40 @@ func (s *Service) streamBatch(ctx context.Context, reader TenantHoursReader, bat
 	return nil
 }
 
+// usageMemo is pricing.UsageOf's meters by SKU and values, without the
+// hour: a fleet's hours repeat the same few (a GPU held all hour), and
+// UsageOf's decimal division is the same for each. A worker's own; it
+// is emptied when it grows past usageMemoSize.
+type usageMemo map[usageKey][]pricing.Usage
+
+type usageKey struct {
+	sku    string
+	values meter.Values
+}
+
+const usageMemoSize = 1 << 14
+
 // fleetUsage appends the hourly rows from start on, then the raw ones, as
 // the engine's usage (both in hour and SKU order, raw hours after the
-// rollups'), to out.
-func fleetUsage(out []pricing.Usage, start time.Time, hourly, raw []Row) []pricing.Usage {
+// rollups'), to out: pricing.UsageOf of each row.
+func (m usageMemo) fleetUsage(out []pricing.Usage, start time.Time, hourly, raw []Row) []pricing.Usage {
 	for _, rows := range [][]Row{hourly, raw} {
 		for _, r := range rows {
-			if !r.Bucket.Before(start) {
-				out = append(out, pricing.UsageOf(r.Bucket, r.SKU, r.Values)...)
+			if r.Bucket.Before(start) {
+				continue
+			}
+			k := usageKey{r.SKU, r.Values}
+			meters, ok := m[k]
+			if !ok {
+				if len(m) >= usageMemoSize {
+					clear(m)
+				}
+				meters = pricing.UsageOf(time.Time{}, r.SKU, r.Values)
+				m[k] = meters
+			}
+			for _, u := range meters {
+				u.Hour = r.Bucket
+				out = append(out, u)
 			}
 		}
 	}
@@ -296,7 +361,11 @@ func (ft *fleetTenant) charges(usage []pricing.Usage, asOf time.Time) ([]credits
 		if err != nil {
 			return nil, fault.Internal(err)
 		}
-		out = append(out, credits.ChargesOf(priced, rows, ft.c.TaxRate)...)
+		if month := credits.ChargesOf(priced, rows, ft.c.TaxRate); out == nil {
+			out = month // the first month's as they are: no copy
+		} else {
+			out = append(out, month...)
+		}
 		if p, err = billing.MonthlyPeriod(p.End.In(ft.loc).Format("2006-01"), ft.loc); err != nil {
 			return nil, err
 		}

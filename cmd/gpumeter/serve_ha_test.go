@@ -119,6 +119,37 @@ func TestServeRunsJobsOnlyOnTheLeader(t *testing.T) {
 
 // admit posts one admission of count H100s for uni-astro to the replica
 // and returns the status, whether it was allowed and who decided it.
+// admitSplit sends n admissions of one GPU at once, alternately to the
+// leader and the follower, and counts those allowed and the follower's
+// that the leader decided; any status but 200 fails the test.
+func admitSplit(t *testing.T, leader, follower, token string, n int) (allowed, byLeader int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := range n {
+		to := leader
+		if i%2 == 1 {
+			to = follower
+		}
+		wg.Go(func() {
+			status, ok, decidedBy := admit(t, to, token, 1)
+			mu.Lock()
+			defer mu.Unlock()
+			if status != http.StatusOK {
+				t.Errorf("admission to %s: %d", to, status)
+			}
+			if ok {
+				allowed++
+			}
+			if to == follower && decidedBy == leader {
+				byLeader++
+			}
+		})
+	}
+	wg.Wait()
+	return allowed, byLeader
+}
+
 func admit(t *testing.T, addr, token string, count int) (status int, allowed bool, decidedBy string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"tenant":"uni-astro","gpu_model":"H100-SXM5-80GB","count":%d,"expected_duration":"1h"}`, count)
@@ -155,31 +186,7 @@ func TestServeForwardsAdmissionsToTheLeader(t *testing.T) {
 	b := startReplica(t, dsn, zk, quotas)
 
 	// 12 clients at once, half on each replica, one GPU each: exactly 6 fit.
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	allowed, byLeader := 0, 0
-	for i := range 12 {
-		to := a.addr
-		if i%2 == 1 {
-			to = b.addr
-		}
-		wg.Go(func() {
-			status, ok, decidedBy := admit(t, to, token, 1)
-			mu.Lock()
-			defer mu.Unlock()
-			if status != http.StatusOK {
-				t.Errorf("admission to %s: %d", to, status)
-			}
-			if ok {
-				allowed++
-			}
-			if to == b.addr && decidedBy == a.addr {
-				byLeader++
-			}
-		})
-	}
-	wg.Wait()
-	if allowed != 6 || byLeader != 6 {
+	if allowed, byLeader := admitSplit(t, a.addr, b.addr, token, 12); allowed != 6 || byLeader != 6 {
 		t.Fatalf("12 concurrent admissions of 1 GPU under a limit of 6, half sent to the follower: %d allowed (want 6), %d of the follower's decided by the leader (want 6)", allowed, byLeader)
 	}
 

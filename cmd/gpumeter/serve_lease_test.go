@@ -93,31 +93,7 @@ func TestServeLeaseElection(t *testing.T) {
 	}
 
 	// 12 clients at once, half on each replica, one GPU each: exactly 6 fit.
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	allowed, byLeader := 0, 0
-	for i := range 12 {
-		to := a.addr
-		if i%2 == 1 {
-			to = b.addr
-		}
-		wg.Go(func() {
-			status, ok, decidedBy := admit(t, to, token, 1)
-			mu.Lock()
-			defer mu.Unlock()
-			if status != http.StatusOK {
-				t.Errorf("admission to %s: %d", to, status)
-			}
-			if ok {
-				allowed++
-			}
-			if to == b.addr && decidedBy == a.addr {
-				byLeader++
-			}
-		})
-	}
-	wg.Wait()
-	if allowed != 6 || byLeader != 6 {
+	if allowed, byLeader := admitSplit(t, a.addr, b.addr, token, 12); allowed != 6 || byLeader != 6 {
 		t.Fatalf("12 concurrent admissions of 1 GPU under a limit of 6, half to the follower: %d allowed (want 6), %d of the follower's decided by the leader (want 6)", allowed, byLeader)
 	}
 
@@ -172,8 +148,9 @@ func TestServeLeaseElection(t *testing.T) {
 
 // serve with an election refuses a listener that requires a client
 // certificate of every client (a client CA without client_auth
-// verify_if_given): the followers' forwards present none. Exit 2 before
-// anything is dialled; verify_if_given gets past the check.
+// verify_if_given) when the followers have none to forward with. Exit 2
+// before anything is dialled; verify_if_given or a forward certificate
+// gets past the check.
 func TestServeElectionRefusesRequiredClientCerts(t *testing.T) {
 	down := "clickhouse://127.0.0.1:1/none"
 	dir := t.TempDir()
@@ -187,11 +164,16 @@ func TestServeElectionRefusesRequiredClientCerts(t *testing.T) {
 		{"a client CA, certificates required by default", "{" + files + "}", true},
 		{"certificates required by name", "{" + files + ", client_auth: require}", true},
 		{"certificates checked when given", "{" + files + ", client_auth: verify_if_given}", false},
+		{"certificates required, the followers given one", "{" + files + "}", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			election := election
+			if c.name == "certificates required, the followers given one" {
+				election += "  forward: {cert_file: " + missing + ", key_file: " + missing + "}\n"
+			}
 			cfg := writeTemp(t, "ha.yaml", election+"server:\n  tls: "+c.tls+"\n")
 			code, _, stderr := gpumeter(t, "--config", cfg, "--clickhouse", down, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "")
-			refusal := strings.Contains(stderr, "server.tls.client_auth: verify_if_given with an election")
+			refusal := strings.Contains(stderr, "give the followers one (election.forward.cert_file and key_file) or set server.tls.client_auth: verify_if_given")
 			if code != 2 || refusal != c.refused {
 				t.Fatalf("exit %d, refusal named %v (want exit 2, %v):\n%s", code, refusal, c.refused, stderr)
 			}

@@ -3,7 +3,9 @@ package quota
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/gpumeter/gpumeter/internal/credits"
@@ -61,35 +63,65 @@ func (r *reservation) admitted(released bool) Admitted {
 		Demand: r.demand, Expires: r.expires, Released: released}
 }
 
-// logged queues r's record for the log; the caller holds e.mu.
+// logged queues r's record for the log.
 func (e *Evaluator) logged(a Admitted) {
-	if !e.logging {
-		return
+	if e.logging {
+		e.unwritten.add(a)
 	}
-	if len(e.unwritten) >= maxUnwritten {
-		e.unwritten = e.unwritten[1:]
-		e.unwrittenDropped++
-	}
-	e.unwritten = append(e.unwritten, a)
 }
 
-// takeUnwritten hands over the records not yet written.
-func (e *Evaluator) takeUnwritten() ([]Admitted, int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out, dropped := e.unwritten, e.unwrittenDropped
-	e.unwritten, e.unwrittenDropped = nil, 0
+// logQueue holds the records not yet written to the admission log,
+// at most maxUnwritten: while the log refuses them the oldest are dropped
+// (and counted), and admission goes on from memory.
+type logQueue[T any] struct {
+	mu      sync.Mutex
+	items   []T
+	dropped int
+}
+
+func (q *logQueue[T]) add(x T) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) >= maxUnwritten {
+		q.items = q.items[1:]
+		q.dropped++
+	}
+	q.items = append(q.items, x)
+}
+
+// take hands over the records and how many were dropped since the last.
+func (q *logQueue[T]) take() ([]T, int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out, dropped := q.items, q.dropped
+	q.items, q.dropped = nil, 0
 	return out, dropped
 }
 
 // putBack returns records the log refused, ahead of newer ones.
-func (e *Evaluator) putBack(as []Admitted) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.unwritten = append(as, e.unwritten...)
-	if over := len(e.unwritten) - maxUnwritten; over > 0 {
-		e.unwritten = e.unwritten[over:]
-		e.unwrittenDropped += over
+func (q *logQueue[T]) putBack(xs []T) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.items = append(xs, q.items...)
+	if over := len(q.items) - maxUnwritten; over > 0 {
+		q.items = q.items[over:]
+		q.dropped += over
+	}
+}
+
+// flushQueue writes what q holds with save, keeping it for the next try
+// when save fails; what names the records in the log lines.
+func flushQueue[T any](ctx context.Context, logger *slog.Logger, q *logQueue[T], what string, save func(context.Context, []T) error) {
+	xs, dropped := q.take()
+	if dropped > 0 {
+		logger.Error(what+" records dropped while the log refused them; a failover forgets them", "dropped", dropped)
+	}
+	if len(xs) == 0 {
+		return
+	}
+	if err := save(ctx, xs); err != nil {
+		logger.Warn("write "+what+" records; kept for the next try", "records", len(xs), "err", err)
+		q.putBack(xs)
 	}
 }
 
@@ -119,9 +151,7 @@ func (q *Service) LogAdmissions(log AdmissionLog) {
 	q.eval.logging = true
 	q.eval.mu.Unlock()
 	if q.gate != nil {
-		q.gate.mu.Lock()
-		q.gate.logging = true
-		q.gate.mu.Unlock()
+		q.gate.logging.Store(true)
 	}
 }
 
@@ -159,25 +189,9 @@ func (q *Service) FlushLog(ctx context.Context) {
 func (q *Service) flushLog(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	as, dropped := q.eval.takeUnwritten()
-	if dropped > 0 {
-		q.logger.Error("admission records dropped while the log refused them; a failover forgets those admissions", "dropped", dropped)
-	}
-	if len(as) > 0 {
-		if err := q.log.SaveAdmissions(ctx, as); err != nil {
-			q.logger.Warn("write admission records; kept for the next try", "records", len(as), "err", err)
-			q.eval.putBack(as)
-		}
-	}
-	hs, dropped := q.gate.takeUnwritten()
-	if dropped > 0 {
-		q.logger.Error("credit hold records dropped while the log refused them; a failover forgets those holds", "dropped", dropped)
-	}
-	if len(hs) > 0 {
-		if err := q.log.SaveCreditHolds(ctx, hs); err != nil {
-			q.logger.Warn("write credit hold records; kept for the next try", "records", len(hs), "err", err)
-			q.gate.putBack(hs)
-		}
+	flushQueue(ctx, q.logger, &q.eval.unwritten, "admission", q.log.SaveAdmissions)
+	if q.gate != nil {
+		flushQueue(ctx, q.logger, &q.gate.unwritten, "credit hold", q.log.SaveCreditHolds)
 	}
 }
 

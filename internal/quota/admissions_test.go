@@ -25,7 +25,7 @@ func TestAdmissionRecordsRebuildAnotherEvaluator(t *testing.T) {
 	// The first admission's work starts: released, and recorded so.
 	c.t = c.t.Add(10 * time.Second)
 	old.Update(snapshot(c.t, TenantState{Tenant: "acme", Concurrent: map[string]decimal.Decimal{h100: d("2")}}))
-	records, dropped := old.takeUnwritten()
+	records, dropped := old.unwritten.take()
 	if len(records) != 3 || dropped != 0 || records[0].Released || records[1].Released || !records[2].Released || records[2].ID != records[0].ID {
 		t.Fatalf("records: %+v (dropped %d), want two held, then the first released", records, dropped)
 	}
@@ -48,7 +48,7 @@ func TestAdmissionRecordsRebuildAnotherEvaluator(t *testing.T) {
 	if _, err := plain.Admit(Request{Tenant: "acme", GPUModel: h100, Count: 1, Duration: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if rs, _ := plain.takeUnwritten(); len(rs) != 0 {
+	if rs, _ := plain.unwritten.take(); len(rs) != 0 {
 		t.Errorf("an evaluator without a log queued %d records", len(rs))
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -28,48 +28,15 @@ type creditGate struct {
 	customers map[string]credits.Customer // credit_only customers only
 	holds     *credits.Holds
 
-	// The holds not yet written to the admission log (LogAdmissions),
-	// bounded like the evaluator's records.
-	mu        sync.Mutex
-	logging   bool
-	unwritten []CreditHold
-	dropped   int
+	// The holds not yet written to the admission log (LogAdmissions).
+	logging   atomic.Bool
+	unwritten logQueue[CreditHold]
 }
 
 // logged queues a hold for the admission log.
 func (g *creditGate) logged(h CreditHold) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.logging {
-		return
-	}
-	if len(g.unwritten) >= maxUnwritten {
-		g.unwritten = g.unwritten[1:]
-		g.dropped++
-	}
-	g.unwritten = append(g.unwritten, h)
-}
-
-// takeUnwritten hands over the holds not yet written.
-func (g *creditGate) takeUnwritten() ([]CreditHold, int) {
-	if g == nil {
-		return nil, 0
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out, dropped := g.unwritten, g.dropped
-	g.unwritten, g.dropped = nil, 0
-	return out, dropped
-}
-
-// putBack returns holds the log refused, ahead of newer ones.
-func (g *creditGate) putBack(hs []CreditHold) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.unwritten = append(hs, g.unwritten...)
-	if over := len(g.unwritten) - maxUnwritten; over > 0 {
-		g.unwritten = g.unwritten[over:]
-		g.dropped += over
+	if g.logging.Load() {
+		g.unwritten.add(h)
 	}
 }
 
@@ -100,8 +67,8 @@ func (q *Service) GateCredits(balances CreditBalances, settings credits.Settings
 	if err != nil {
 		return err
 	}
-	g := &creditGate{balances: balances, settings: settings, customers: map[string]credits.Customer{}, holds: credits.NewHolds(),
-		logging: q.log != nil}
+	g := &creditGate{balances: balances, settings: settings, customers: map[string]credits.Customer{}, holds: credits.NewHolds()}
+	g.logging.Store(q.log != nil)
 	for _, c := range cs {
 		if c.Plan.Settlement == credits.CreditOnly {
 			g.customers[c.Tenant] = c

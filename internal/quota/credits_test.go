@@ -321,7 +321,7 @@ func TestCreditHoldsSurviveFailover(t *testing.T) {
 	if d, _ := plain.AdmitAll(ctx, admin, h100s("astro", 1)); !d.Allowed {
 		t.Fatal(d.Reason)
 	}
-	if hs, _ := plain.gate.takeUnwritten(); len(hs) != 0 {
+	if hs, _ := plain.gate.unwritten.take(); len(hs) != 0 {
 		t.Errorf("a service without a log queued %d holds", len(hs))
 	}
 }

@@ -208,9 +208,8 @@ type Evaluator struct {
 	crossed  map[string]bool // subject|metric|level|month
 	// logging: admissions and releases are queued in unwritten for the
 	// AdmissionLog (Service.LogAdmissions).
-	logging          bool
-	unwritten        []Admitted
-	unwrittenDropped int
+	logging   bool
+	unwritten logQueue[Admitted]
 	// GPU models outside the catalogue that requests may name, by their
 	// upper-case form: those of quota rules (fixed) and those the fleet
 	// reported in the latest snapshot.

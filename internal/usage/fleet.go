@@ -113,14 +113,7 @@ func (s *Service) FleetCharges(ctx context.Context, from map[string]time.Time, t
 	if err != nil {
 		return err
 	}
-	for len(fleet) > 0 {
-		n := min(fleetBatchTenants, len(fleet))
-		if err := s.fleetBatch(ctx, reader, fleet[:n], state.ClosedThrough, asOf, each); err != nil {
-			return err
-		}
-		fleet = fleet[n:]
-	}
-	return nil
+	return s.priceFleet(ctx, reader, fleet, state.ClosedThrough, asOf, each)
 }
 
 // fleetTenant is c's months from the one holding start up to asOf with
@@ -145,7 +138,15 @@ func (s *Service) fleetTenant(c billing.Customer, start, asOf time.Time) (*fleet
 type fleetJob struct {
 	ft     *fleetTenant
 	hourly *rowBuffer
+	raw    []Row // its raw rows of the open hours, the batch's own
 }
+
+// fleetQueue is how many tenants read and waiting for a pricing worker
+// may be held: the reader runs this far ahead of the workers, so that the
+// next batch's reads (the server starting its merge, the raw samples)
+// overlap the pricing of the last tenants of a batch instead of leaving
+// the workers idle (a month of two SKUs: about 0.2 MB of rows a tenant).
+const fleetQueue = 64
 
 // rowBuffer holds a tenant's rollup rows from the stream to its pricing,
 // reused from tenant to tenant (a month of two SKUs is 1,440 rows).
@@ -179,15 +180,66 @@ func (b *rowBuffer) release() {
 	}
 }
 
-// fleetBatch prices one batch of tenants (sorted by tenant): its raw
-// samples after closed first (held, a few hours each), then its rollups
-// before closed, streamed; each tenant goes to the pricing workers as its
-// rollup rows end, and those without any after the stream. The workers
-// (one per CPU) price while the stream goes on, so the server's sort,
-// the decoding and the decimal work overlap; at most one tenant per
-// worker and one waiting are held besides the batch's raw rows.
-func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batch []*fleetTenant, closed, asOf time.Time,
+// priceFleet prices the fleet (sorted by tenant) batch by batch with
+// one pricing worker per CPU for the whole run: the reads of a batch (its
+// raw samples after closed, held, a few hours each, then its rollups
+// before closed, streamed) go on while the workers price the tenants
+// read before them, of this batch or the last. Each tenant goes to the
+// workers as its rollup rows end, and those without any after the
+// stream. At most fleetQueue tenants waiting and one per worker are held
+// besides a batch's raw rows.
+func (s *Service) priceFleet(ctx context.Context, reader TenantHoursReader, fleet []*fleetTenant, closed, asOf time.Time,
 	each func(tenant string, charges []credits.Charge, asOf time.Time, err error) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		failOnce sync.Once
+		failed   error
+	)
+	fail := func(err error) {
+		failOnce.Do(func() { failed = err; cancel() })
+	}
+	jobs := make(chan fleetJob, fleetQueue)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var scratch []pricing.Usage
+			memo := usageMemo{}
+			for j := range jobs {
+				if ctx.Err() != nil {
+					j.hourly.release()
+					continue // failed: drain
+				}
+				scratch = memo.fleetUsage(scratch[:0], j.ft.first.Start, j.hourly.all(), j.raw)
+				j.hourly.release()
+				charges, err := j.ft.charges(scratch, asOf)
+				if err := each(j.ft.c.Tenant, charges, asOf, err); err != nil {
+					fail(err)
+				}
+			}
+		}()
+	}
+	var err error
+	for len(fleet) > 0 && err == nil {
+		n := min(fleetBatchTenants, len(fleet))
+		err = s.readBatch(ctx, reader, fleet[:n], closed, asOf, jobs)
+		fleet = fleet[n:]
+	}
+	close(jobs)
+	wg.Wait()
+	if failed != nil {
+		return failed
+	}
+	return err
+}
+
+// readBatch reads one batch of tenants (sorted by tenant) and sends each
+// to jobs: its raw samples after closed first (held), then its rollups
+// before closed, streamed.
+func (s *Service) readBatch(ctx context.Context, reader TenantHoursReader, batch []*fleetTenant, closed, asOf time.Time,
+	jobs chan<- fleetJob) error {
 	from := batch[0].first.Start
 	index := make(map[string]*fleetTenant, len(batch))
 	for _, ft := range batch {
@@ -209,56 +261,18 @@ func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batc
 			return err
 		}
 	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		failOnce sync.Once
-		failed   error
-	)
-	fail := func(err error) {
-		failOnce.Do(func() { failed = err; cancel() })
-	}
-	jobs := make(chan fleetJob, 1)
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var scratch []pricing.Usage
-			memo := usageMemo{}
-			for j := range jobs {
-				if ctx.Err() != nil {
-					j.hourly.release()
-					continue // failed: drain
-				}
-				scratch = memo.fleetUsage(scratch[:0], j.ft.first.Start, j.hourly.all(), raw[j.ft.c.Tenant])
-				j.hourly.release()
-				charges, err := j.ft.charges(scratch, asOf)
-				if err := each(j.ft.c.Tenant, charges, asOf, err); err != nil {
-					fail(err)
-				}
-			}
-		}()
-	}
 	send := func(ft *fleetTenant, hourly []Row) error {
 		ft.unread = false
 		held := holdRows(hourly) // the reader reuses hourly
 		select {
-		case jobs <- fleetJob{ft: ft, hourly: held}:
+		case jobs <- fleetJob{ft: ft, hourly: held, raw: raw[ft.c.Tenant]}:
 			return nil
 		case <-ctx.Done():
 			held.release()
 			return ctx.Err()
 		}
 	}
-	err := s.streamBatch(ctx, reader, batch, index, from, minTime(closed, asOf), send)
-	close(jobs)
-	wg.Wait()
-	if failed != nil {
-		return failed
-	}
-	return err
+	return s.streamBatch(ctx, reader, batch, index, from, minTime(closed, asOf), send)
 }
 
 // streamBatch sends each tenant of the batch with its rollup rows in

@@ -78,7 +78,8 @@ type fleetTenant struct {
 // charges go to each with the hour they run to, or
 // with the error that kept them from being priced; an error of each, or
 // of a read, ends the run. each is called from several goroutines at
-// once (one per CPU), in no particular order. The charges equal Charges'
+// once (one per CPU), in no particular order, and charges is reused
+// after each returns. The charges equal Charges'
 // to the last digit: the same rows, split at the same hour, priced month
 // by month alike.
 func (s *Service) FleetCharges(ctx context.Context, from map[string]time.Time, to time.Time,
@@ -205,7 +206,10 @@ func (s *Service) priceFleet(ctx context.Context, reader TenantHoursReader, flee
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var scratch []pricing.Usage
+			var (
+				scratch []pricing.Usage
+				held    []credits.Charge // the last tenant's charges, each done with them
+			)
 			memo := usageMemo{}
 			for j := range jobs {
 				if ctx.Err() != nil {
@@ -214,9 +218,12 @@ func (s *Service) priceFleet(ctx context.Context, reader TenantHoursReader, flee
 				}
 				scratch = memo.fleetUsage(scratch[:0], j.ft.first.Start, j.hourly.all(), j.raw)
 				j.hourly.release()
-				charges, err := j.ft.charges(scratch, asOf)
+				charges, err := j.ft.charges(held, scratch, asOf)
 				if err := each(j.ft.c.Tenant, charges, asOf, err); err != nil {
 					fail(err)
+				}
+				if charges != nil {
+					held = charges
 				}
 			}
 		}()
@@ -354,9 +361,11 @@ func (m usageMemo) fleetUsage(out []pricing.Usage, start time.Time, hourly, raw 
 
 // charges prices each month of ft from its first up to asOf from usage
 // (in hour order), as its invoice prices it, and spreads each into hourly
-// charges: Charges' loop over usage already read.
-func (ft *fleetTenant) charges(usage []pricing.Usage, asOf time.Time) ([]credits.Charge, error) {
-	var out []credits.Charge
+// charges appended to out[:0] (a worker's, reused from tenant to tenant):
+// Charges' loop over usage already read. No charges are nil, as Charges
+// gives them.
+func (ft *fleetTenant) charges(out []credits.Charge, usage []pricing.Usage, asOf time.Time) ([]credits.Charge, error) {
+	out = out[:0]
 	for p := ft.first; p.Start.Before(asOf); {
 		end := minTime(p.End, asOf)
 		// The month's rows: usage is in hour order. Capped, so that
@@ -375,14 +384,13 @@ func (ft *fleetTenant) charges(usage []pricing.Usage, asOf time.Time) ([]credits
 		if err != nil {
 			return nil, fault.Internal(err)
 		}
-		if month := credits.ChargesOf(priced, rows, ft.c.TaxRate); out == nil {
-			out = month // the first month's as they are: no copy
-		} else {
-			out = append(out, month...)
-		}
+		out = credits.AppendChargesOf(out, priced, rows, ft.c.TaxRate)
 		if p, err = billing.MonthlyPeriod(p.End.In(ft.loc).Format("2006-01"), ft.loc); err != nil {
 			return nil, err
 		}
+	}
+	if len(out) == 0 {
+		return nil, nil
 	}
 	return out, nil
 }

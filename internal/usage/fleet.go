@@ -210,7 +210,7 @@ func (s *Service) priceFleet(ctx context.Context, reader TenantHoursReader, flee
 				scratch []pricing.Usage
 				held    []credits.Charge // the last tenant's charges, each done with them
 			)
-			memo := usageMemo{}
+			var memo usageMemo
 			for j := range jobs {
 				if ctx.Err() != nil {
 					j.hourly.release()
@@ -322,35 +322,64 @@ func (s *Service) streamBatch(ctx context.Context, reader TenantHoursReader, bat
 // usageMemo is pricing.UsageOf's meters by SKU and values, without the
 // hour: a fleet's hours repeat the same few (a GPU held all hour), and
 // UsageOf's decimal division is the same for each. A worker's own; it
-// is emptied when it grows past usageMemoSize.
-type usageMemo map[usageKey][]pricing.Usage
+// is emptied when it grows past usageMemoSize. The last few found are
+// looked at before the map: an hour's rows take turns between a tenant's
+// few SKUs, and hashing each row's key cost more than comparing it.
+type usageMemo struct {
+	byKey  map[usageKey][]pricing.Usage
+	recent [usageMemoRecent]usageMemoEntry
+	next   int // recent[next] is replaced next
+}
 
 type usageKey struct {
 	sku    string
 	values meter.Values
 }
 
-const usageMemoSize = 1 << 14
+type usageMemoEntry struct {
+	key    usageKey
+	meters []pricing.Usage // nil: none yet
+}
+
+const (
+	usageMemoSize   = 1 << 14
+	usageMemoRecent = 4
+)
+
+// meters is pricing.UsageOf(_, k.sku, k.values), remembered.
+func (m *usageMemo) meters(k usageKey) []pricing.Usage {
+	for i := range m.recent {
+		if e := &m.recent[i]; e.meters != nil && e.key == k {
+			return e.meters
+		}
+	}
+	meters, ok := m.byKey[k]
+	if !ok {
+		if m.byKey == nil || len(m.byKey) >= usageMemoSize {
+			m.byKey = map[usageKey][]pricing.Usage{}
+		}
+		meters = pricing.UsageOf(time.Time{}, k.sku, k.values)
+		if meters == nil {
+			meters = []pricing.Usage{} // remembered as none
+		}
+		m.byKey[k] = meters
+	}
+	m.recent[m.next] = usageMemoEntry{key: k, meters: meters}
+	m.next = (m.next + 1) % usageMemoRecent
+	return meters
+}
 
 // fleetUsage appends the hourly rows from start on, then the raw ones, as
 // the engine's usage (both in hour and SKU order, raw hours after the
 // rollups'), to out: pricing.UsageOf of each row.
-func (m usageMemo) fleetUsage(out []pricing.Usage, start time.Time, hourly, raw []Row) []pricing.Usage {
+func (m *usageMemo) fleetUsage(out []pricing.Usage, start time.Time, hourly, raw []Row) []pricing.Usage {
 	for _, rows := range [][]Row{hourly, raw} {
-		for _, r := range rows {
+		for i := range rows {
+			r := &rows[i]
 			if r.Bucket.Before(start) {
 				continue
 			}
-			k := usageKey{r.SKU, r.Values}
-			meters, ok := m[k]
-			if !ok {
-				if len(m) >= usageMemoSize {
-					clear(m)
-				}
-				meters = pricing.UsageOf(time.Time{}, r.SKU, r.Values)
-				m[k] = meters
-			}
-			for _, u := range meters {
+			for _, u := range m.meters(usageKey{r.SKU, r.Values}) {
 				u.Hour = r.Bucket
 				out = append(out, u)
 			}

@@ -139,7 +139,7 @@ func (s *Service) fleetTenant(c billing.Customer, start, asOf time.Time) (*fleet
 type fleetJob struct {
 	ft     *fleetTenant
 	hourly *rowBuffer
-	raw    []Row // its raw rows of the open hours, the batch's own
+	raw    []hourRow // its raw rows of the open hours, the batch's own
 }
 
 // fleetQueue is how many tenants read and waiting for a pricing worker
@@ -149,9 +149,26 @@ type fleetJob struct {
 // the workers idle (a month of two SKUs: about 0.2 MB of rows a tenant).
 const fleetQueue = 64
 
+// hourRow is what pricing reads of a Row: a copy of a whole Row (its
+// tenant, department, host and workload strings, the unmeasured times)
+// was most of the cost of holding a tenant's rows for a worker.
+type hourRow struct {
+	bucket time.Time
+	sku    string
+	values meter.Values
+}
+
+// appendHourRows appends rows' hour, SKU and values to out.
+func appendHourRows(out []hourRow, rows []Row) []hourRow {
+	for i := range rows {
+		out = append(out, hourRow{bucket: rows[i].Bucket, sku: rows[i].SKU, values: rows[i].Values})
+	}
+	return out
+}
+
 // rowBuffer holds a tenant's rollup rows from the stream to its pricing,
 // reused from tenant to tenant (a month of two SKUs is 1,440 rows).
-type rowBuffer struct{ rows []Row }
+type rowBuffer struct{ rows []hourRow }
 
 var rowBuffers = sync.Pool{New: func() any { return new(rowBuffer) }}
 
@@ -161,12 +178,12 @@ func holdRows(rows []Row) *rowBuffer {
 		return nil
 	}
 	b := rowBuffers.Get().(*rowBuffer)
-	b.rows = append(b.rows[:0], rows...)
+	b.rows = appendHourRows(b.rows[:0], rows)
 	return b
 }
 
 // all is b's rows (none for nil).
-func (b *rowBuffer) all() []Row {
+func (b *rowBuffer) all() []hourRow {
 	if b == nil {
 		return nil
 	}
@@ -255,12 +272,12 @@ func (s *Service) readBatch(ctx context.Context, reader TenantHoursReader, batch
 		index[ft.c.Tenant] = ft
 	}
 	first, last := batch[0].c.Tenant, batch[len(batch)-1].c.Tenant
-	raw := map[string][]Row{}
+	raw := map[string][]hourRow{}
 	if rawFrom := maxTime(from, closed); asOf.After(rawFrom) {
 		q := TenantHoursQuery{From: rawFrom, To: asOf, FirstTenant: first, LastTenant: last, Source: SourceRaw}
 		err := reader.TenantHours(ctx, q, func(tenant string, rows []Row) error {
 			if index[tenant] != nil {
-				raw[tenant] = slices.Clone(rows)
+				raw[tenant] = appendHourRows(nil, rows)
 			}
 			return nil
 		})
@@ -372,15 +389,15 @@ func (m *usageMemo) meters(k usageKey) []pricing.Usage {
 // fleetUsage appends the hourly rows from start on, then the raw ones, as
 // the engine's usage (both in hour and SKU order, raw hours after the
 // rollups'), to out: pricing.UsageOf of each row.
-func (m *usageMemo) fleetUsage(out []pricing.Usage, start time.Time, hourly, raw []Row) []pricing.Usage {
-	for _, rows := range [][]Row{hourly, raw} {
+func (m *usageMemo) fleetUsage(out []pricing.Usage, start time.Time, hourly, raw []hourRow) []pricing.Usage {
+	for _, rows := range [][]hourRow{hourly, raw} {
 		for i := range rows {
 			r := &rows[i]
-			if r.Bucket.Before(start) {
+			if r.bucket.Before(start) {
 				continue
 			}
-			for _, u := range m.meters(usageKey{r.SKU, r.Values}) {
-				u.Hour = r.Bucket
+			for _, u := range m.meters(usageKey{r.sku, r.values}) {
+				u.Hour = r.bucket
 				out = append(out, u)
 			}
 		}

@@ -34,8 +34,9 @@ func TestFleetUsageEqualsUsageOf(t *testing.T) {
 		}
 	}
 	var m usageMemo
-	got := m.fleetUsage(nil, start, hourly, raw)
-	got = m.fleetUsage(got[:0], start, hourly, raw) // again, from the memo
+	h, r := appendHourRows(nil, hourly), appendHourRows(nil, raw)
+	got := m.fleetUsage(nil, start, h, r)
+	got = m.fleetUsage(got[:0], start, h, r) // again, from the memo
 	if len(got) != len(want) || len(want) == 0 {
 		t.Fatalf("%d usage rows, want %d", len(got), len(want))
 	}

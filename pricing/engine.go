@@ -270,12 +270,28 @@ func (in *Input) reportRow(ps *problems, sc *skuCache, i int) {
 	}
 }
 
-// quantity returns the row's quantity as a decimal.
-func (r *row) quantity() decimal.Decimal {
+// unpricedSum is the quantity of a SKU and meter the book does not price,
+// summed without a decimal addition per row (an unpriced energy meter is
+// a row per hour): the same decimal as adding the rows to zero one by one,
+// digits and exponent, which is the smallest of 0 and the rows'.
+type unpricedSum struct {
+	sum qsum
+	exp int32
+}
+
+func (u *unpricedSum) add(r *row) {
 	if r.small {
-		return decimal.New(r.c, r.e)
+		u.sum.addInt(r.c, r.e)
+		u.exp = min(u.exp, r.e)
+		return
 	}
-	return r.q
+	u.sum.add(r.q)
+	u.exp = min(u.exp, r.q.Exponent())
+}
+
+func (u *unpricedSum) value() decimal.Decimal {
+	// Adding to zero at the exponent gives the sum that exponent.
+	return decimal.New(0, u.exp).Add(u.sum.value())
 }
 
 // acc sums one (SKU, meter, price version) slot.
@@ -295,7 +311,7 @@ func Price(in Input) (Result, error) {
 	plan := newPlan(&in)
 
 	accs := make([]acc, b.slots)
-	unpriced := map[[2]int]decimal.Decimal{}
+	unpriced := map[[2]int]*unpricedSum{}
 	var ps problems
 	sc := newSKUCache(&in)
 	var r row
@@ -309,7 +325,12 @@ func Price(in Input) (Result, error) {
 		switch {
 		case mp == nil:
 			k := [2]int{r.sku, r.meter}
-			unpriced[k] = unpriced[k].Add(r.quantity())
+			u := unpriced[k]
+			if u == nil {
+				u = &unpricedSum{}
+				unpriced[k] = u
+			}
+			u.add(&r)
 			continue
 		case r.meter == 0 && plan.skus[r.sku] != nil:
 			sum = plan.skus[r.sku].hour(r.hour)
@@ -361,8 +382,8 @@ func Price(in Input) (Result, error) {
 	for si := range b.entries {
 		for _, m := range Meters() {
 			mi, _ := m.index()
-			if q, ok := unpriced[[2]int{si, mi}]; ok {
-				res.Unpriced = append(res.Unpriced, UnpricedUsage{SKU: b.entries[si].name, Meter: m, Quantity: q})
+			if u, ok := unpriced[[2]int{si, mi}]; ok {
+				res.Unpriced = append(res.Unpriced, UnpricedUsage{SKU: b.entries[si].name, Meter: m, Quantity: u.value()})
 			}
 		}
 	}

@@ -474,6 +474,37 @@ func TestUnpricedMetersAreReportedNotBilled(t *testing.T) {
 	}
 }
 
+// TestUnpricedSumIsTheDecimalSum: an unpriced meter's quantity is the
+// decimal sum of its rows to the last digit and exponent (zero rows,
+// 19-digit and larger coefficients, sums past an int64 included).
+func TestUnpricedSumIsTheDecimalSum(t *testing.T) {
+	b := bookWith(t, `unit_price: "2"`)
+	cases := [][]string{
+		{"0.7", "0.3"},
+		{"0"},
+		{"0.000000000", "5"},
+		{"1.000000000000000000", "1.000000000000000000", "0.5"},
+		{"922337203.6854775807", "922337203.6854775807", "0.000000001"},
+		{"999999999999999.999999999", "999999999999999.999999999", "1", "0.25"},
+		{"999999999.999999999", "999999999.999999999", "999999999.999999999", "999999999.999999999", "999999999.999999999",
+			"999999999.999999999", "999999999.999999999", "999999999.999999999", "999999999.999999999", "999999999.999999999"},
+		{"700", "700", "700", "0.0", "3e-5"},
+	}
+	for _, quantities := range cases {
+		r := mustPrice(t, pricing.Input{Book: b, Usage: usageOf("H100", pricing.Meter("energy_kwh"), quantities...)})
+		want := decimal.Zero
+		for _, q := range quantities {
+			want = want.Add(dec(q))
+		}
+		if len(r.Unpriced) != 1 {
+			t.Fatalf("%v: unpriced %+v, want one", quantities, r.Unpriced)
+		}
+		if got := r.Unpriced[0].Quantity; got.String() != want.String() || got.Exponent() != want.Exponent() {
+			t.Errorf("%v: unpriced %s (exponent %d), want %s (exponent %d)", quantities, got, got.Exponent(), want, want.Exponent())
+		}
+	}
+}
+
 func TestPriceRejectsBadInput(t *testing.T) {
 	b := bookWith(t, `unit_price: "2"`)
 	end := march.AddDate(0, 1, 0)

@@ -20,6 +20,15 @@ import (
 // customer's tax percentage, which prepaid credit pays too. The charges
 // are in time order; those of one time in the order of the lines.
 func ChargesOf(priced pricing.Result, usage []pricing.Usage, taxRate decimal.Decimal) []Charge {
+	return AppendChargesOf(nil, priced, usage, taxRate)
+}
+
+// AppendChargesOf appends ChargesOf(priced, usage, taxRate) to out and
+// returns the longer slice (out as it is for none), so that a caller
+// pricing many periods reuses one slice: a month of hourly charges is
+// large, and allocating and clearing it per customer cost more than
+// spreading it.
+func AppendChargesOf(out []Charge, priced pricing.Result, usage []pricing.Usage, taxRate decimal.Decimal) []Charge {
 	groups := groupUsage(usage)
 	// First each line's charge times: its hours (indexes into usage) or,
 	// for a line charged at once, its start.
@@ -62,7 +71,7 @@ func ChargesOf(priced pricing.Result, usage []pricing.Usage, taxRate decimal.Dec
 		lines = append(lines, lc)
 	}
 	if len(times) == 0 {
-		return nil
+		return out
 	}
 	// Then where each charge goes: merging the lines' times (each in
 	// order) with an earlier line's first at equal times is the stable
@@ -80,20 +89,22 @@ func ChargesOf(priced pricing.Result, usage []pricing.Usage, taxRate decimal.Dec
 			at[i] = int32(i)
 		}
 	}
-	out := make([]Charge, len(times))
-	off := 0 // lc's hours: hours[off:off+n]
+	base := len(out)
+	out = slices.Grow(out, len(times))[:base+len(times)]
+	dst := out[base:] // each of its charges is written below, once
+	off := 0          // lc's hours: hours[off:off+n]
 	for _, lc := range lines {
 		l := lc.line
 		if lc.once {
-			out[at[lc.first]] = Charge{At: l.From, SKU: l.SKU, Quantity: decimal.Zero, Amount: l.Amount, TaxRate: taxRate}
+			dst[at[lc.first]] = Charge{At: l.From, SKU: l.SKU, Quantity: decimal.Zero, Amount: l.Amount, TaxRate: taxRate}
 			continue
 		}
 		n := lc.end - lc.first
-		spread(out, at[lc.first:lc.end], l, usage, hours[off:off+n], lc.total, taxRate)
+		spread(dst, at[lc.first:lc.end], l, usage, hours[off:off+n], lc.total, taxRate)
 		off += n
 	}
 	if !inOrder {
-		slices.SortStableFunc(out, byTime)
+		slices.SortStableFunc(dst, byTime)
 	}
 	return out
 }

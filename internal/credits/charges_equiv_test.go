@@ -24,6 +24,9 @@ func TestChargesOfEqualsReference(t *testing.T) {
 	meters := []pricing.Meter{pricing.GPUHours, "energy_kwh"}
 	quantities := []string{"1", "0.5", "0.5", "0.428571428", "2", "0", "0.333333333", "3.000000001"}
 	amounts := []string{"10", "1234.567891234", "0.01", "-5", "99999999999.999999999", "0.000000001"}
+	// AppendChargesOf's slice, round after round, after one charge of its own.
+	reused := []Charge{{At: nov, SKU: "kept", Quantity: decimal.New(5, -1), Amount: decimal.New(7, -2), TaxRate: decimal.Zero}}
+	kept := chargesText(reused)
 	for round := range 300 {
 		var usage []pricing.Usage
 		hours := 1 + rng.IntN(60)
@@ -62,6 +65,15 @@ func TestChargesOfEqualsReference(t *testing.T) {
 		got, want := ChargesOf(priced, slices.Clone(usage), tax), chargesOfReference(priced, usage, tax)
 		if g, w := chargesText(got), chargesText(want); g != w {
 			t.Fatalf("round %d:\n got %s\nwant %s", round, g, w)
+		}
+		// Appended to a slice reused from the last round (stale charges
+		// past its length): the first charge stays, the rest are these.
+		reused = AppendChargesOf(reused[:1], priced, slices.Clone(usage), tax)
+		if g, w := chargesText(reused[1:]), chargesText(want); g != w {
+			t.Fatalf("round %d appended:\n got %s\nwant %s", round, g, w)
+		}
+		if g := chargesText(reused[:1]); g != kept {
+			t.Fatalf("round %d: the charge before the appended ones is %s, want %s", round, g, kept)
 		}
 	}
 }

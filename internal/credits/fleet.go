@@ -14,8 +14,8 @@ import (
 // (from that time on) up to to (or now, if earlier), each customer's
 // handed to each with the hour they run to, or the error that kept them
 // from being priced. each may be called from several goroutines at once,
-// once per customer, in any order. An error of each, or of a read, ends
-// the pass.
+// once per customer, in any order; charges may be reused after it
+// returns. An error of each, or of a read, ends the pass.
 type FleetCharger interface {
 	FleetCharges(ctx context.Context, from map[string]time.Time, to time.Time,
 		each func(tenant string, charges []Charge, asOf time.Time, err error) error) error

@@ -44,6 +44,6 @@ func (s *Service) Charges(ctx context.Context, tenant string, from, to time.Time
 			return nil, time.Time{}, err
 		}
 	}
-	out, err := ft.charges(usage, asOf)
+	out, err := ft.charges(nil, usage, asOf)
 	return out, asOf, err
 }

@@ -78,7 +78,8 @@ type fleetTenant struct {
 // charges go to each with the hour they run to, or
 // with the error that kept them from being priced; an error of each, or
 // of a read, ends the run. each is called from several goroutines at
-// once (one per CPU), in no particular order. The charges equal Charges'
+// once (one per CPU), in no particular order, and charges is reused
+// after each returns. The charges equal Charges'
 // to the last digit: the same rows, split at the same hour, priced month
 // by month alike.
 func (s *Service) FleetCharges(ctx context.Context, from map[string]time.Time, to time.Time,
@@ -113,14 +114,7 @@ func (s *Service) FleetCharges(ctx context.Context, from map[string]time.Time, t
 	if err != nil {
 		return err
 	}
-	for len(fleet) > 0 {
-		n := min(fleetBatchTenants, len(fleet))
-		if err := s.fleetBatch(ctx, reader, fleet[:n], state.ClosedThrough, asOf, each); err != nil {
-			return err
-		}
-		fleet = fleet[n:]
-	}
-	return nil
+	return s.priceFleet(ctx, reader, fleet, state.ClosedThrough, asOf, each)
 }
 
 // fleetTenant is c's months from the one holding start up to asOf with
@@ -145,11 +139,36 @@ func (s *Service) fleetTenant(c billing.Customer, start, asOf time.Time) (*fleet
 type fleetJob struct {
 	ft     *fleetTenant
 	hourly *rowBuffer
+	raw    []hourRow // its raw rows of the open hours, the batch's own
+}
+
+// fleetQueue is how many tenants read and waiting for a pricing worker
+// may be held: the reader runs this far ahead of the workers, so that the
+// next batch's reads (the server starting its merge, the raw samples)
+// overlap the pricing of the last tenants of a batch instead of leaving
+// the workers idle (a month of two SKUs: about 0.2 MB of rows a tenant).
+const fleetQueue = 64
+
+// hourRow is what pricing reads of a Row: a copy of a whole Row (its
+// tenant, department, host and workload strings, the unmeasured times)
+// was most of the cost of holding a tenant's rows for a worker.
+type hourRow struct {
+	bucket time.Time
+	sku    string
+	values meter.Values
+}
+
+// appendHourRows appends rows' hour, SKU and values to out.
+func appendHourRows(out []hourRow, rows []Row) []hourRow {
+	for i := range rows {
+		out = append(out, hourRow{bucket: rows[i].Bucket, sku: rows[i].SKU, values: rows[i].Values})
+	}
+	return out
 }
 
 // rowBuffer holds a tenant's rollup rows from the stream to its pricing,
 // reused from tenant to tenant (a month of two SKUs is 1,440 rows).
-type rowBuffer struct{ rows []Row }
+type rowBuffer struct{ rows []hourRow }
 
 var rowBuffers = sync.Pool{New: func() any { return new(rowBuffer) }}
 
@@ -159,12 +178,12 @@ func holdRows(rows []Row) *rowBuffer {
 		return nil
 	}
 	b := rowBuffers.Get().(*rowBuffer)
-	b.rows = append(b.rows[:0], rows...)
+	b.rows = appendHourRows(b.rows[:0], rows)
 	return b
 }
 
 // all is b's rows (none for nil).
-func (b *rowBuffer) all() []Row {
+func (b *rowBuffer) all() []hourRow {
 	if b == nil {
 		return nil
 	}
@@ -179,37 +198,16 @@ func (b *rowBuffer) release() {
 	}
 }
 
-// fleetBatch prices one batch of tenants (sorted by tenant): its raw
-// samples after closed first (held, a few hours each), then its rollups
-// before closed, streamed; each tenant goes to the pricing workers as its
-// rollup rows end, and those without any after the stream. The workers
-// (one per CPU) price while the stream goes on, so the server's sort,
-// the decoding and the decimal work overlap; at most one tenant per
-// worker and one waiting are held besides the batch's raw rows.
-func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batch []*fleetTenant, closed, asOf time.Time,
+// priceFleet prices the fleet (sorted by tenant) batch by batch with
+// one pricing worker per CPU for the whole run: the reads of a batch (its
+// raw samples after closed, held, a few hours each, then its rollups
+// before closed, streamed) go on while the workers price the tenants
+// read before them, of this batch or the last. Each tenant goes to the
+// workers as its rollup rows end, and those without any after the
+// stream. At most fleetQueue tenants waiting and one per worker are held
+// besides a batch's raw rows.
+func (s *Service) priceFleet(ctx context.Context, reader TenantHoursReader, fleet []*fleetTenant, closed, asOf time.Time,
 	each func(tenant string, charges []credits.Charge, asOf time.Time, err error) error) error {
-	from := batch[0].first.Start
-	index := make(map[string]*fleetTenant, len(batch))
-	for _, ft := range batch {
-		from = minTime(from, ft.first.Start)
-		ft.unread = true
-		index[ft.c.Tenant] = ft
-	}
-	first, last := batch[0].c.Tenant, batch[len(batch)-1].c.Tenant
-	raw := map[string][]Row{}
-	if rawFrom := maxTime(from, closed); asOf.After(rawFrom) {
-		q := TenantHoursQuery{From: rawFrom, To: asOf, FirstTenant: first, LastTenant: last, Source: SourceRaw}
-		err := reader.TenantHours(ctx, q, func(tenant string, rows []Row) error {
-			if index[tenant] != nil {
-				raw[tenant] = slices.Clone(rows)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -220,45 +218,85 @@ func (s *Service) fleetBatch(ctx context.Context, reader TenantHoursReader, batc
 	fail := func(err error) {
 		failOnce.Do(func() { failed = err; cancel() })
 	}
-	jobs := make(chan fleetJob, 1)
+	jobs := make(chan fleetJob, fleetQueue)
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var scratch []pricing.Usage
-			memo := usageMemo{}
+			var (
+				scratch []pricing.Usage
+				held    []credits.Charge // the last tenant's charges, each done with them
+			)
+			var memo usageMemo
 			for j := range jobs {
 				if ctx.Err() != nil {
 					j.hourly.release()
 					continue // failed: drain
 				}
-				scratch = memo.fleetUsage(scratch[:0], j.ft.first.Start, j.hourly.all(), raw[j.ft.c.Tenant])
+				scratch = memo.fleetUsage(scratch[:0], j.ft.first.Start, j.hourly.all(), j.raw)
 				j.hourly.release()
-				charges, err := j.ft.charges(scratch, asOf)
+				charges, err := j.ft.charges(held, scratch, asOf)
 				if err := each(j.ft.c.Tenant, charges, asOf, err); err != nil {
 					fail(err)
+				}
+				if charges != nil {
+					held = charges
 				}
 			}
 		}()
 	}
-	send := func(ft *fleetTenant, hourly []Row) error {
-		ft.unread = false
-		held := holdRows(hourly) // the reader reuses hourly
-		select {
-		case jobs <- fleetJob{ft: ft, hourly: held}:
-			return nil
-		case <-ctx.Done():
-			held.release()
-			return ctx.Err()
-		}
+	var err error
+	for len(fleet) > 0 && err == nil {
+		n := min(fleetBatchTenants, len(fleet))
+		err = s.readBatch(ctx, reader, fleet[:n], closed, asOf, jobs)
+		fleet = fleet[n:]
 	}
-	err := s.streamBatch(ctx, reader, batch, index, from, minTime(closed, asOf), send)
 	close(jobs)
 	wg.Wait()
 	if failed != nil {
 		return failed
 	}
 	return err
+}
+
+// readBatch reads one batch of tenants (sorted by tenant) and sends each
+// to jobs: its raw samples after closed first (held), then its rollups
+// before closed, streamed.
+func (s *Service) readBatch(ctx context.Context, reader TenantHoursReader, batch []*fleetTenant, closed, asOf time.Time,
+	jobs chan<- fleetJob) error {
+	from := batch[0].first.Start
+	index := make(map[string]*fleetTenant, len(batch))
+	for _, ft := range batch {
+		from = minTime(from, ft.first.Start)
+		ft.unread = true
+		index[ft.c.Tenant] = ft
+	}
+	first, last := batch[0].c.Tenant, batch[len(batch)-1].c.Tenant
+	raw := map[string][]hourRow{}
+	if rawFrom := maxTime(from, closed); asOf.After(rawFrom) {
+		q := TenantHoursQuery{From: rawFrom, To: asOf, FirstTenant: first, LastTenant: last, Source: SourceRaw}
+		err := reader.TenantHours(ctx, q, func(tenant string, rows []Row) error {
+			if index[tenant] != nil {
+				raw[tenant] = appendHourRows(nil, rows)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	send := func(ft *fleetTenant, hourly []Row) error {
+		ft.unread = false
+		held := holdRows(hourly) // the reader reuses hourly
+		select {
+		case jobs <- fleetJob{ft: ft, hourly: held, raw: raw[ft.c.Tenant]}:
+			return nil
+		case <-ctx.Done():
+			held.release()
+			return ctx.Err()
+		}
+	}
+	return s.streamBatch(ctx, reader, batch, index, from, minTime(closed, asOf), send)
 }
 
 // streamBatch sends each tenant of the batch with its rollup rows in
@@ -301,36 +339,65 @@ func (s *Service) streamBatch(ctx context.Context, reader TenantHoursReader, bat
 // usageMemo is pricing.UsageOf's meters by SKU and values, without the
 // hour: a fleet's hours repeat the same few (a GPU held all hour), and
 // UsageOf's decimal division is the same for each. A worker's own; it
-// is emptied when it grows past usageMemoSize.
-type usageMemo map[usageKey][]pricing.Usage
+// is emptied when it grows past usageMemoSize. The last few found are
+// looked at before the map: an hour's rows take turns between a tenant's
+// few SKUs, and hashing each row's key cost more than comparing it.
+type usageMemo struct {
+	byKey  map[usageKey][]pricing.Usage
+	recent [usageMemoRecent]usageMemoEntry
+	next   int // recent[next] is replaced next
+}
 
 type usageKey struct {
 	sku    string
 	values meter.Values
 }
 
-const usageMemoSize = 1 << 14
+type usageMemoEntry struct {
+	key    usageKey
+	meters []pricing.Usage // nil: none yet
+}
+
+const (
+	usageMemoSize   = 1 << 14
+	usageMemoRecent = 4
+)
+
+// meters is pricing.UsageOf(_, k.sku, k.values), remembered.
+func (m *usageMemo) meters(k usageKey) []pricing.Usage {
+	for i := range m.recent {
+		if e := &m.recent[i]; e.meters != nil && e.key == k {
+			return e.meters
+		}
+	}
+	meters, ok := m.byKey[k]
+	if !ok {
+		if m.byKey == nil || len(m.byKey) >= usageMemoSize {
+			m.byKey = map[usageKey][]pricing.Usage{}
+		}
+		meters = pricing.UsageOf(time.Time{}, k.sku, k.values)
+		if meters == nil {
+			meters = []pricing.Usage{} // remembered as none
+		}
+		m.byKey[k] = meters
+	}
+	m.recent[m.next] = usageMemoEntry{key: k, meters: meters}
+	m.next = (m.next + 1) % usageMemoRecent
+	return meters
+}
 
 // fleetUsage appends the hourly rows from start on, then the raw ones, as
 // the engine's usage (both in hour and SKU order, raw hours after the
 // rollups'), to out: pricing.UsageOf of each row.
-func (m usageMemo) fleetUsage(out []pricing.Usage, start time.Time, hourly, raw []Row) []pricing.Usage {
-	for _, rows := range [][]Row{hourly, raw} {
-		for _, r := range rows {
-			if r.Bucket.Before(start) {
+func (m *usageMemo) fleetUsage(out []pricing.Usage, start time.Time, hourly, raw []hourRow) []pricing.Usage {
+	for _, rows := range [][]hourRow{hourly, raw} {
+		for i := range rows {
+			r := &rows[i]
+			if r.bucket.Before(start) {
 				continue
 			}
-			k := usageKey{r.SKU, r.Values}
-			meters, ok := m[k]
-			if !ok {
-				if len(m) >= usageMemoSize {
-					clear(m)
-				}
-				meters = pricing.UsageOf(time.Time{}, r.SKU, r.Values)
-				m[k] = meters
-			}
-			for _, u := range meters {
-				u.Hour = r.Bucket
+			for _, u := range m.meters(usageKey{r.sku, r.values}) {
+				u.Hour = r.bucket
 				out = append(out, u)
 			}
 		}
@@ -340,9 +407,11 @@ func (m usageMemo) fleetUsage(out []pricing.Usage, start time.Time, hourly, raw 
 
 // charges prices each month of ft from its first up to asOf from usage
 // (in hour order), as its invoice prices it, and spreads each into hourly
-// charges: Charges' loop over usage already read.
-func (ft *fleetTenant) charges(usage []pricing.Usage, asOf time.Time) ([]credits.Charge, error) {
-	var out []credits.Charge
+// charges appended to out[:0] (a worker's, reused from tenant to tenant):
+// Charges' loop over usage already read. No charges are nil, as Charges
+// gives them.
+func (ft *fleetTenant) charges(out []credits.Charge, usage []pricing.Usage, asOf time.Time) ([]credits.Charge, error) {
+	out = out[:0]
 	for p := ft.first; p.Start.Before(asOf); {
 		end := minTime(p.End, asOf)
 		// The month's rows: usage is in hour order. Capped, so that
@@ -361,14 +430,13 @@ func (ft *fleetTenant) charges(usage []pricing.Usage, asOf time.Time) ([]credits
 		if err != nil {
 			return nil, fault.Internal(err)
 		}
-		if month := credits.ChargesOf(priced, rows, ft.c.TaxRate); out == nil {
-			out = month // the first month's as they are: no copy
-		} else {
-			out = append(out, month...)
-		}
+		out = credits.AppendChargesOf(out, priced, rows, ft.c.TaxRate)
 		if p, err = billing.MonthlyPeriod(p.End.In(ft.loc).Format("2006-01"), ft.loc); err != nil {
 			return nil, err
 		}
+	}
+	if len(out) == 0 {
+		return nil, nil
 	}
 	return out, nil
 }

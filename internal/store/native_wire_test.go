@@ -2,7 +2,10 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,5 +81,64 @@ func TestLowCardinalityMatchesChGo(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAliveTellsAnIdleConnectionFromAClosedOne: the check before reuse
+// keeps a connection the server left idle and drops one it closed or
+// wrote to, without waiting.
+func TestAliveTellsAnIdleConnectionFromAClosedOne(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	pair := func() (client *nativeConn, server net.Conn) {
+		t.Helper()
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, err = ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(); server.Close() })
+		return &nativeConn{conn: conn}, server
+	}
+	// waitReadable returns once the client's socket has something to read,
+	// so that the check below sees what the server did.
+	waitReadable := func(c *nativeConn) {
+		t.Helper()
+		rc, err := c.conn.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rc.Read(func(fd uintptr) bool {
+			var one [1]byte
+			_, _, err := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			return !errors.Is(err, syscall.EAGAIN)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	idle, _ := pair()
+	if !idle.alive() || !idle.alive() {
+		t.Error("an idle open connection was found dead")
+	}
+	closed, server := pair()
+	server.Close()
+	waitReadable(closed)
+	if closed.alive() {
+		t.Error("a connection the server closed was found alive")
+	}
+	stray, server := pair()
+	if _, err := server.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	waitReadable(stray)
+	if stray.alive() {
+		t.Error("a connection with a stray byte to read was found alive")
 	}
 }

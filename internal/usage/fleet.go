@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/fault"
@@ -29,14 +28,7 @@ type TenantHoursQuery struct {
 
 // Validate reports every problem, each naming its field.
 func (q TenantHoursQuery) Validate() error {
-	var errs []error
-	if q.From.IsZero() || q.To.IsZero() {
-		errs = append(errs, errors.New("from/to: both required"))
-	} else if !q.To.After(q.From) {
-		errs = append(errs, errors.New("to: must be after from"))
-	} else if !collectors.InStorableRange(q.From) || !collectors.InStorableRange(q.To) {
-		errs = append(errs, errors.New("from/to: outside 1970-01-01 .. 2106-02-07"))
-	}
+	errs := rangeErrors(q.From, q.To)
 	if q.LastTenant < q.FirstTenant {
 		errs = append(errs, fmt.Errorf("last_tenant %q: before first_tenant %q", clip(q.LastTenant, 64), clip(q.FirstTenant, 64)))
 	}

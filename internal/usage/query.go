@@ -88,14 +88,7 @@ type Row struct {
 // Validate reports every problem with the query, each a validation
 // error naming the field.
 func (q Query) Validate() error {
-	var errs []error
-	if q.From.IsZero() || q.To.IsZero() {
-		errs = append(errs, errors.New("from/to: both required"))
-	} else if !q.To.After(q.From) {
-		errs = append(errs, errors.New("to: must be after from"))
-	} else if !collectors.InStorableRange(q.From) || !collectors.InStorableRange(q.To) {
-		errs = append(errs, errors.New("from/to: outside 1970-01-01 .. 2106-02-07"))
-	}
+	errs := rangeErrors(q.From, q.To)
 	seen := map[Dimension]bool{}
 	for _, d := range q.GroupBy {
 		switch d {
@@ -146,4 +139,18 @@ func Seen(ctx context.Context, st Store, tenant string, now time.Time) (bool, er
 		}
 	}
 	return false, nil
+}
+
+// rangeErrors are the problems of a query's [from, to): both set, to
+// after from, both storable.
+func rangeErrors(from, to time.Time) []error {
+	switch {
+	case from.IsZero() || to.IsZero():
+		return []error{errors.New("from/to: both required")}
+	case !to.After(from):
+		return []error{errors.New("to: must be after from")}
+	case !collectors.InStorableRange(from) || !collectors.InStorableRange(to):
+		return []error{errors.New("from/to: outside 1970-01-01 .. 2106-02-07")}
+	}
+	return nil
 }

@@ -47,7 +47,9 @@ FUZZ_TARGETS := \
 	./internal/sacct:FuzzParseAccounts \
 	./internal/admission:FuzzReviewWithClaims:5000x
 
-# Packages with concurrency that also run under the race detector.
+# Packages with concurrency: their tests run under the race detector (the
+# race target) and only there, since unit would run the very same tests
+# again without it.
 RACE_PKGS := ./collectors/... ./internal/billing ./internal/quota ./internal/leader ./internal/server ./internal/spool/...
 
 .PHONY: all build test unit race fuzz bench lint openapi-lint demo clickhouse clickhouse-stop prometheus compose zookeeper slurm slurm-stop chdb-test clean
@@ -99,7 +101,9 @@ compose:
 # beside cmd/gpumeter's real servers and collectors: minutes per package on
 # a quiet 2-core machine, so the 10-minute default leaves too little room.
 unit:
-	$(GO) test -count=1 -timeout 20m ./...
+	@race=$$($(GO) list $(RACE_PKGS)) && pkgs=$$($(GO) list ./... | grep -vxF "$$race") && \
+		echo "go test -count=1 -timeout 20m ./... (but RACE_PKGS)" && \
+		$(GO) test -count=1 -timeout 20m $$pkgs
 	$(GO) test -count=1 -tags chdb -run TestCheckedStatementsAreWellFormed ./internal/store/
 
 # Every migration and the store's statements on ClickHouse 26.x (chDB, in

@@ -16,14 +16,10 @@ import (
 )
 
 // fakeColumnSink is a ColumnSink for tests: safe for concurrent use, it
-// records what it acknowledged and how many calls ran at once. Each
-// Insert call takes blocks of blockRows rows (0: all of a batch at once)
-// until none is left, calling onBlock, when set, after each; then
-// onInsert, when set, decides the call's fate (nil: acknowledge).
+// records what it acknowledged and how many calls ran at once. onInsert,
+// when set, decides each call's fate (nil: acknowledge).
 type fakeColumnSink struct {
-	blockRows int
-	onBlock   func(ctx context.Context, call int, block []collectors.Sample) error
-	onInsert  func(ctx context.Context, call int, rows []collectors.Sample) error
+	onInsert func(ctx context.Context, call int, rows []collectors.Sample) error
 
 	mu      sync.Mutex
 	acked   map[uint64]int
@@ -38,75 +34,29 @@ func (s *fakeColumnSink) InsertSamples(context.Context, []collectors.Sample) err
 	return errors.New("fakeColumnSink takes columns only")
 }
 
-func (s *fakeColumnSink) PrepareColumns(c *Columns) (ColumnInsert, error) {
+func (s *fakeColumnSink) InsertColumns(ctx context.Context, c *Columns) error {
 	if err := c.Validate(); err != nil {
-		return nil, err
+		return err
 	}
-	block := s.blockRows
-	if block == 0 {
-		block = max(c.Len(), 1)
+	rows := c.Samples()
+	if len(rows) == 0 {
+		return nil // no insert at all, as the store
 	}
-	return &fakeInsert{sink: s, rows: c.Samples(), block: block}, nil
-}
-
-// fakeInsert is a fakeColumnSink's batch.
-type fakeInsert struct {
-	sink  *fakeColumnSink
-	rows  []collectors.Sample
-	block int
-
-	mu   sync.Mutex
-	next int
-}
-
-func (f *fakeInsert) Left() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.rows) - f.next
-}
-
-// take hands out the next block, nil when none is left.
-func (f *fakeInsert) take() []collectors.Sample {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	lo := f.next
-	f.next = min(lo+f.block, len(f.rows))
-	return f.rows[lo:f.next]
-}
-
-func (f *fakeInsert) Insert(ctx context.Context) (int, error) {
-	first := f.take()
-	if len(first) == 0 {
-		return 0, nil // no insert at all, as the store
-	}
-	s := f.sink
 	s.mu.Lock()
 	s.calls++
 	call := s.calls
 	s.running++
 	s.peak = max(s.peak, s.running)
 	s.mu.Unlock()
-	var rows []collectors.Sample
 	var err error
-	for b := first; len(b) > 0; b = f.take() {
-		rows = append(rows, b...)
-		if s.onBlock != nil {
-			if err = s.onBlock(ctx, call, b); err != nil {
-				break
-			}
-		}
-	}
-	if err == nil && s.onInsert != nil {
+	if s.onInsert != nil {
 		err = s.onInsert(ctx, call, rows)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.running--
 	if err != nil {
-		f.mu.Lock()
-		f.next = len(f.rows) // as the store: a failed call stops the others
-		f.mu.Unlock()
-		return 0, err
+		return err
 	}
 	if s.acked == nil {
 		s.acked = map[uint64]int{}
@@ -114,7 +64,7 @@ func (f *fakeInsert) Insert(ctx context.Context) (int, error) {
 	for _, x := range rows {
 		s.acked[x.ID]++
 	}
-	return len(rows), nil
+	return nil
 }
 
 // commitGuard checks every commit of a shipper into a fakeColumnSink:

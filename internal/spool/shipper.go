@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,23 +28,10 @@ type Sink interface {
 // inserts running at once, so it must be safe for concurrent use.
 type ColumnSink interface {
 	Sink
-	// PrepareColumns validates cols (an error means nothing was sent) and
-	// readies them for Insert. The sink reads cols until the last Insert
-	// call on them has returned, and must not keep or change them.
-	PrepareColumns(cols *Columns) (ColumnInsert, error)
-}
-
-// ColumnInsert is one batch of rows readied by a ColumnSink, sent in
-// blocks. Insert may be called by several goroutines at once: each call
-// is an insert of its own that takes the blocks no other call has taken,
-// until none is left. That lets an insert slot that would sit idle take
-// over part of a running insert's rows.
-type ColumnInsert interface {
-	// Insert sends blocks until none is left and returns how many rows it
-	// sent. The batch is acknowledged once every call returned nil.
-	Insert(ctx context.Context) (rows int, err error)
-	// Left is how many rows no call has taken yet.
-	Left() int
+	// InsertColumns validates cols (invalid rows: an error, nothing sent)
+	// and inserts them; nil is the acknowledgement. The sink reads cols
+	// only until it returns, and must not keep or change them.
+	InsertColumns(ctx context.Context, cols *Columns) error
 }
 
 // Shipper defaults and bounds. ClickHouse wants few large inserts (10k to
@@ -58,7 +44,6 @@ const (
 	DefaultInFlight       = 2
 
 	minBatchRows     = 10_000
-	minSplitRows     = 20_000 // a running insert an idle slot may help with has this many rows left
 	maxBatchRows     = 100_000
 	minFlushInterval = 10 * time.Millisecond
 	maxFlushInterval = time.Minute
@@ -172,8 +157,6 @@ type Shipper struct {
 	log     *slog.Logger
 	hooks   shipperHooks
 	m       shipperMetrics
-	// shareable wakes Run when an insert opens to helpers (see steal).
-	shareable chan struct{}
 
 	mu     sync.Mutex
 	oldest time.Time // End of the oldest sample read but not yet committed
@@ -186,7 +169,6 @@ type shipperMetrics struct {
 	commitErrors prometheus.Counter
 	readErrors   prometheus.Counter
 	invalidRows  prometheus.Counter
-	splitInserts prometheus.Counter
 	sendSeconds  prometheus.Histogram
 }
 
@@ -206,7 +188,7 @@ func newShipper(sp *Spool, sink Sink, cfg ShipperConfig, logger *slog.Logger, re
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Shipper{spool: sp, sink: sink, cfg: cfg, log: logger.With("component", "shipper"), hooks: hooks, shareable: make(chan struct{}, 1)}
+	s := &Shipper{spool: sp, sink: sink, cfg: cfg, log: logger.With("component", "shipper"), hooks: hooks}
 	s.columns, _ = sink.(ColumnSink)
 	c := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "gpumeter", Subsystem: "shipper", Name: name, Help: help})
@@ -218,7 +200,6 @@ func newShipper(sp *Spool, sink Sink, cfg ShipperConfig, logger *slog.Logger, re
 		commitErrors: c("commit_errors_total", "Cursor commits that failed; retried after a backoff."),
 		readErrors:   c("read_errors_total", "Spool reads that failed with an I/O error (corrupt regions are counted by the spool)."),
 		invalidRows:  c("invalid_rows_total", "Spooled samples the store would never accept (they fail validation), dropped so they cannot block delivery."),
-		splitInserts: c("split_inserts_total", "Inserts an otherwise idle insert slot started on the rows a running insert had not sent yet."),
 		sendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "gpumeter", Subsystem: "shipper", Name: "send_duration_seconds",
 			Help:    "Time the sink took per insert, failed ones included.",
@@ -229,7 +210,7 @@ func newShipper(sp *Spool, sink Sink, cfg ShipperConfig, logger *slog.Logger, re
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "gpumeter", Subsystem: "shipper", Name: name, Help: help}, f)
 	}
 	cs := []prometheus.Collector{
-		s.m.batches, s.m.rows, s.m.sendErrors, s.m.commitErrors, s.m.readErrors, s.m.invalidRows, s.m.splitInserts, s.m.sendSeconds,
+		s.m.batches, s.m.rows, s.m.sendErrors, s.m.commitErrors, s.m.readErrors, s.m.invalidRows, s.m.sendSeconds,
 		gauge("lag_rows", "Spooled samples not yet behind the committed cursor.", func() float64 { r, _ := sp.Backlog(); return float64(r) }),
 		gauge("lag_bytes", "Spooled record bytes not yet behind the committed cursor.", func() float64 { _, b := sp.Backlog(); return float64(b) }),
 		gauge("lag_seconds", "Age (since its end) of the oldest sample read and not yet acknowledged; 0 when caught up.", s.lagSeconds),
@@ -265,55 +246,6 @@ type pending struct {
 	done    bool      // acknowledged whole (set by Run, not by the sender)
 	firstAt time.Time // when the first row was read
 	oldest  time.Time
-	// sharing is the insert running on p's rows while idle insert slots
-	// may join it, nil otherwise; the sender sets it, Run reads it.
-	sharing atomic.Pointer[sharedInsert]
-}
-
-// sharedInsert is a pending's running insert, with the helpers that
-// joined it: inserts started by otherwise idle slots on the rows it has
-// not sent yet. Its rows are acknowledged once it and every helper
-// succeeded.
-type sharedInsert struct {
-	ins     ColumnInsert
-	helpers sync.WaitGroup
-
-	mu     sync.Mutex
-	closed bool // no more helpers
-	errs   []error
-}
-
-// join counts a new helper in, false once the insert has ended.
-func (si *sharedInsert) join() bool {
-	si.mu.Lock()
-	defer si.mu.Unlock()
-	if si.closed {
-		return false
-	}
-	si.helpers.Add(1)
-	return true
-}
-
-// helped records a helper's result.
-func (si *sharedInsert) helped(err error) {
-	si.mu.Lock()
-	if err != nil {
-		si.errs = append(si.errs, err)
-	}
-	si.mu.Unlock()
-	si.helpers.Done()
-}
-
-// finish closes si to helpers, waits for those that joined, and returns
-// the insert's error (err) joined with theirs.
-func (si *sharedInsert) finish(err error) error {
-	si.mu.Lock()
-	si.closed = true
-	si.mu.Unlock()
-	si.helpers.Wait()
-	si.mu.Lock()
-	defer si.mu.Unlock()
-	return errors.Join(append([]error{err}, si.errs...)...)
 }
 
 // rows is how many rows p holds.
@@ -449,12 +381,6 @@ func (s *Shipper) settleDropped(p *pending, dropped uint64) {
 // end of the longest run of acknowledged pendings at the window's head,
 // so it never passes a row that is not acknowledged, whatever order the
 // inserts finish in.
-//
-// An insert slot that would otherwise sit idle, while the spool is caught
-// up or the window is full, helps the running insert with the most rows
-// left: it starts an insert of its own on the blocks the other has not
-// sent yet (ColumnInsert). That shortens the tail of a backlog, when the
-// last insert would run alone; the pending is acknowledged once all are.
 func (s *Shipper) Run(ctx context.Context) error {
 	s.spool.Rewind()
 	defer s.setOldest(time.Time{})
@@ -465,12 +391,11 @@ func (s *Shipper) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // before the Wait: senders and helpers stop with ctx
-	// Buffered: the senders and helpers running never outnumber inFlight,
-	// and each reports once.
+	defer cancel() // before the Wait: the senders stop with ctx
+	// Buffered: the senders running never outnumber inFlight, and each
+	// reports once.
 	done := make(chan sendResult, inFlight)
 	var window, free []*pending
-	helpers := 0 // helpers running (see steal)
 	fill := s.newPending(&free)
 	readAttempt := 0
 	for {
@@ -498,14 +423,8 @@ func (s *Shipper) Run(ctx context.Context) error {
 		now := s.hooks.clock.Now()
 		full := fill.rows() >= s.cfg.BatchRows || fill.left
 		due := fill.rows() > 0 && !now.Before(fill.firstAt.Add(s.cfg.FlushInterval))
-		running := helpers
-		for _, p := range window {
-			if !p.done {
-				running++
-			}
-		}
 		switch {
-		case (full || due) && len(window) < inFlight && running < inFlight:
+		case (full || due) && len(window) < inFlight:
 			window = append(window, fill)
 			p := fill
 			wg.Go(func() {
@@ -526,28 +445,20 @@ func (s *Shipper) Run(ctx context.Context) error {
 			window = append(window, fill)
 			fill.done = true
 			fill = s.newPending(&free)
-		case s.columns != nil && running < inFlight && (fill.rows() == 0 || full || due) && s.steal(ctx, window, &wg, done):
-			// Caught up, or the window is full: nothing else for the slot.
-			helpers++
-			continue
 		default:
-			r, ok := s.waitForEvent(ctx, fill, len(window) > 0 || helpers > 0, full, done, now)
+			r, ok := s.waitForEvent(ctx, fill, len(window) > 0, full, done, now)
 			if !ok {
 				return nil
 			}
-			if r.p == nil && !r.helper {
+			if r.p == nil {
 				continue
 			}
 			// Take what else has finished, then commit the acknowledged head.
 			for more := true; more; {
-				switch {
-				case r.helper:
-					helpers--
-				case !r.ok:
+				if !r.ok {
 					return nil // the sender gave up because ctx ended
-				default:
-					r.p.done = true
 				}
+				r.p.done = true
 				select {
 				case r = <-done:
 				default:
@@ -655,14 +566,12 @@ func (s *Shipper) fill(ctx context.Context, p *pending) error {
 // sendResult is a sender's report: ok false means ctx ended before the
 // sink acknowledged p.
 type sendResult struct {
-	p      *pending
-	ok     bool
-	helper bool // a helper's end (see steal); p is nil
+	p  *pending
+	ok bool
 }
 
 // waitForEvent waits for an append (unless fill is full), fill's flush
-// deadline, a sender finishing or opening its insert to helpers, or ctx.
-// It returns the sender's (or a helper's) report,
+// deadline, a sender finishing, or ctx. It returns the sender's report,
 // if that is what came, and false when ctx ended. The flush deadline is
 // armed only while no insert runs: with one running, its end wakes the
 // loop anyway, and a deadline passed in the meantime is seen then.
@@ -686,7 +595,6 @@ func (s *Shipper) waitForEvent(ctx context.Context, fill *pending, sending, full
 		return sendResult{}, false
 	case <-appended:
 	case <-deadline:
-	case <-s.shareable:
 	case r := <-finished:
 		return r, true
 	}
@@ -705,21 +613,15 @@ func (s *Shipper) send(ctx context.Context, p *pending) bool {
 		hi := min(p.rows(), p.sent+s.cfg.BatchRows)
 		start := s.hooks.clock.Now()
 		var err error
-		inserted := true // false when helpers sent every row (and counted their inserts)
 		if p.cols != nil {
-			var n int
-			n, err = s.sendColumns(ctx, p, hi)
-			inserted = n > 0
+			chunk := p.cols.View(p.sent, hi)
+			err = s.columns.InsertColumns(ctx, &chunk)
 		} else {
 			err = s.sink.InsertSamples(ctx, p.samples[p.sent:hi])
 		}
-		if inserted || err != nil {
-			s.m.sendSeconds.Observe(s.hooks.clock.Now().Sub(start).Seconds())
-		}
+		s.m.sendSeconds.Observe(s.hooks.clock.Now().Sub(start).Seconds())
 		if err == nil {
-			if inserted {
-				s.m.batches.Inc()
-			}
+			s.m.batches.Inc()
 			s.m.rows.Add(float64(hi - p.sent))
 			p.sent = hi
 			attempt = 0
@@ -743,61 +645,6 @@ func (s *Shipper) send(ctx context.Context, p *pending) bool {
 			return false
 		}
 	}
-}
-
-// sendColumns inserts p's rows [p.sent, hi) with a ColumnSink, open to
-// helpers (see steal) while it runs, and returns how many rows its own
-// insert sent.
-func (s *Shipper) sendColumns(ctx context.Context, p *pending, hi int) (int, error) {
-	chunk := p.cols.View(p.sent, hi)
-	ins, err := s.columns.PrepareColumns(&chunk)
-	if err != nil {
-		return 0, err
-	}
-	si := &sharedInsert{ins: ins}
-	if chunk.Len() >= minSplitRows { // else no helper could ever join: no wake-up
-		p.sharing.Store(si)
-		select {
-		case s.shareable <- struct{}{}:
-		default: // a wake-up is pending already
-		}
-	}
-	n, err := ins.Insert(ctx)
-	p.sharing.Store(nil)
-	return n, si.finish(err)
-}
-
-// steal starts a helper on the running insert of window with the most
-// rows left, at least minSplitRows (the oldest of equals, since it holds
-// back the commit of the rest), and reports whether it did. The helper's
-// end is reported on done.
-func (s *Shipper) steal(ctx context.Context, window []*pending, wg *sync.WaitGroup, done chan<- sendResult) bool {
-	var best *sharedInsert
-	most := minSplitRows - 1
-	for _, p := range window {
-		if si := p.sharing.Load(); si != nil {
-			if n := si.ins.Left(); n > most {
-				best, most = si, n
-			}
-		}
-	}
-	if best == nil || !best.join() {
-		return false
-	}
-	wg.Go(func() {
-		start := s.hooks.clock.Now()
-		n, err := best.ins.Insert(ctx)
-		if n > 0 || err != nil { // it took rows
-			s.m.splitInserts.Inc()
-			s.m.sendSeconds.Observe(s.hooks.clock.Now().Sub(start).Seconds())
-		}
-		if err == nil && n > 0 {
-			s.m.batches.Inc()
-		}
-		best.helped(err)
-		done <- sendResult{helper: true}
-	})
-	return true
 }
 
 // dropInvalid removes the rows of p in [p.sent, hi) that fail validation

@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/gpumeter/gpumeter/collectors"
 	"github.com/gpumeter/gpumeter/internal/spool"
 	"github.com/gpumeter/gpumeter/internal/store"
@@ -102,12 +100,12 @@ func BenchmarkDeliveryEndToEnd(b *testing.B) {
 		if i == 0 || ratio < minRatio {
 			minRatio = ratio
 		}
-		b.Logf("iteration %d: e2e %.0f rows/s, client native %.0f rows/s (in 100,000-row parts %.0f, append order %.0f), ratio %.3f (one part %.3f, 100,000-row parts %.3f, append order %.3f); server CPU e2e %.2f s, client %.2f s (parts %.2f s, append order %.2f s); gpumeter CPU %.2f s (GC %.2f s), clickhouse-client CPU %.2f s (parts %.2f s, append order %.2f s); spool append %.0f rows/s; parts sorted on arrival e2e %d/%d, client %d/%d (parts %d/%d, append order %d/%d); e2e inserts split by an idle slot %d; minor page faults server e2e %d, client %d (parts %d, append order %d), gpumeter %d, clickhouse-client %d (parts %d); loadavg before %s, after %s",
+		b.Logf("iteration %d: e2e %.0f rows/s, client native %.0f rows/s (in 100,000-row parts %.0f, append order %.0f), ratio %.3f (one part %.3f, 100,000-row parts %.3f, append order %.3f); server CPU e2e %.2f s, client %.2f s (parts %.2f s, append order %.2f s); gpumeter CPU %.2f s (GC %.2f s), clickhouse-client CPU %.2f s (parts %.2f s, append order %.2f s); spool append %.0f rows/s; parts sorted on arrival e2e %d/%d, client %d/%d (parts %d/%d, append order %d/%d); minor page faults server e2e %d, client %d (parts %d, append order %d), gpumeter %d, clickhouse-client %d (parts %d); loadavg before %s, after %s",
 			i, e.rate(len(samples)), c.rate(len(samples)), p.rate(len(samples)), a.rate(len(samples)),
 			ratio, c.wall.Seconds()/e.wall.Seconds(), p.wall.Seconds()/e.wall.Seconds(), a.wall.Seconds()/e.wall.Seconds(),
 			e.serverCPU.Seconds(), c.serverCPU.Seconds(), p.serverCPU.Seconds(), a.serverCPU.Seconds(),
 			e.selfCPU.Seconds(), e.gcCPU.Seconds(), c.selfCPU.Seconds(), p.selfCPU.Seconds(), a.selfCPU.Seconds(),
-			float64(len(samples))/e.appendWall.Seconds(), e.blocksSorted, e.blocks, c.blocksSorted, c.blocks, p.blocksSorted, p.blocks, a.blocksSorted, a.blocks, e.splitInserts,
+			float64(len(samples))/e.appendWall.Seconds(), e.blocksSorted, e.blocks, c.blocksSorted, c.blocks, p.blocksSorted, p.blocks, a.blocksSorted, a.blocks,
 			e.serverFaults, c.serverFaults, p.serverFaults, a.serverFaults, e.selfFaults, c.selfFaults, p.selfFaults, load, loadAverage())
 	}
 	rows := len(samples) * b.N
@@ -137,7 +135,6 @@ type sideResult struct {
 	// parts written and how many of them arrived sorted (server-wide
 	// system.events deltas over the side, merges excluded)
 	blocks, blocksSorted uint64
-	splitInserts         int           // the shipper's inserts started by an idle slot
 	gcCPU                time.Duration // of selfCPU, the Go runtime's estimate of garbage collection
 	// minor page faults of the server and of this process (or of
 	// clickhouse-client) over the side: memory touched for the first
@@ -167,8 +164,7 @@ func runShipperSide(b *testing.B, samples []collectors.Sample, serverPID int) si
 		b.Fatal(err)
 	}
 	defer sp.Close()
-	reg := prometheus.NewRegistry()
-	sh, err := spool.NewShipper(sp, s, spool.DefaultShipperConfig(), logger, reg)
+	sh, err := spool.NewShipper(sp, s, spool.DefaultShipperConfig(), logger, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -207,7 +203,6 @@ func runShipperSide(b *testing.B, samples []collectors.Sample, serverPID int) si
 	r.blocks, r.blocksSorted = ev1[0]-ev0[0], ev1[1]-ev0[1]
 	stop()
 	wg.Wait()
-	r.splitInserts = int(counterValue(b, reg, "gpumeter_shipper_split_inserts_total"))
 	checkStored(b, s, len(samples))
 	return r
 }
@@ -472,18 +467,4 @@ func loadAverage1() float64 {
 		return -1
 	}
 	return v
-}
-
-// counterValue reads a counter from reg, 0 when it is not there.
-func counterValue(b *testing.B, reg *prometheus.Registry, name string) float64 {
-	mfs, err := reg.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return 0
 }

@@ -100,179 +100,89 @@ func (s *Store) InsertSamples(ctx context.Context, samples []collectors.Sample) 
 	}
 	var c spool.Columns
 	c.AppendSamples(samples)
-	if _, err := s.prepare(&c).Insert(ctx); err != nil {
+	return s.insertColumns(ctx, &c)
+}
+
+// InsertColumns validates rows held column by column (what the shipper
+// reads from the spool; one invalid row rejects the call and nothing is
+// sent), then inserts them as InsertSamples does. Safe for concurrent use:
+// each call takes a connection of its own from the pool.
+func (s *Store) InsertColumns(ctx context.Context, c *spool.Columns) error {
+	if err := c.Validate(); err != nil {
 		return fmt.Errorf("insert samples: %w", err)
+	}
+	return s.insertColumns(ctx, c)
+}
+
+// insertColumns sorts c's rows by the table's key once and sends them in
+// INSERTs of at most MaxInsertRows, each an ascending run of that order,
+// so that every part arrives sorted.
+func (s *Store) insertColumns(ctx context.Context, c *spool.Columns) error {
+	o := orderPool.Get().(*rowOrder)
+	defer orderPool.Put(o)
+	o.sortRows(c)
+	for lo := 0; lo < len(o.keys); lo += MaxInsertRows {
+		hi := min(lo+MaxInsertRows, len(o.keys))
+		if err := s.insertSorted(ctx, c, o.keys[lo:hi]); err != nil {
+			return fmt.Errorf("insert samples: rows %d to %d of %d: %w", lo, hi, len(o.keys), err)
+		}
 	}
 	return nil
 }
 
-// PrepareColumns validates rows held column by column (what the shipper
-// reads from the spool) and orders them for insertion, sending nothing.
-// The returned insert may be run by several goroutines at once, each
-// with a connection of its own from the pool.
-func (s *Store) PrepareColumns(c *spool.Columns) (spool.ColumnInsert, error) {
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("insert samples: %w", err)
-	}
-	return s.prepare(c), nil
-}
-
-func (s *Store) prepare(c *spool.Columns) *columnInsert {
-	o := orderPool.Get().(*rowOrder)
-	o.sortRows(c)
-	return &columnInsert{s: s, c: c, order: o, rows: c.Len()}
-}
-
-// columnInsert is a batch of rows sorted once and sent in blocks of
-// blockRows, each block taken by whichever Insert call asks next. Every
-// call's blocks are ascending ranges of the one sorted order, so each
-// part arrives sorted however many calls share the batch.
-type columnInsert struct {
-	s    *Store
-	c    *spool.Columns
-	rows int
-
-	mu      sync.Mutex
-	order   *rowOrder // back in orderPool once every block is taken and no call runs
-	next    int       // the first row (in order) no call has taken
-	running int
-}
-
-// Left is how many rows no Insert call has taken yet.
-func (ci *columnInsert) Left() int {
-	ci.mu.Lock()
-	defer ci.mu.Unlock()
-	return ci.rows - ci.next
-}
-
-// Insert sends the blocks no other call has taken, in INSERTs of at most
-// MaxInsertRows, until none is left, and returns how many rows it sent.
-// A failed call stops every other from taking more: the batch has to be
-// sent again anyway.
-func (ci *columnInsert) Insert(ctx context.Context) (int, error) {
-	ci.mu.Lock()
-	if ci.next >= ci.rows {
-		ci.release() // an empty batch never had a call to release it
-		ci.mu.Unlock()
-		return 0, nil
-	}
-	ci.running++
-	keys := ci.order.keys
-	ci.mu.Unlock()
-	defer ci.done()
-	total := 0
-	for {
-		n, err := ci.insertOne(ctx, keys)
-		if err != nil {
-			ci.mu.Lock()
-			ci.next = ci.rows
-			ci.mu.Unlock()
-			return total, err
-		}
-		if n == 0 {
-			return total, nil
-		}
-		total += n
-	}
-}
-
-// take hands out the next block, ok false when none is left.
-func (ci *columnInsert) take() (lo, hi int, ok bool) {
-	ci.mu.Lock()
-	defer ci.mu.Unlock()
-	if ci.next >= ci.rows {
-		return 0, 0, false
-	}
-	lo, hi = ci.next, min(ci.next+blockRows, ci.rows)
-	ci.next = hi
-	return lo, hi, true
-}
-
-// done ends a call; the last one out returns the order to the pool.
-func (ci *columnInsert) done() {
-	ci.mu.Lock()
-	defer ci.mu.Unlock()
-	ci.running--
-	ci.release()
-}
-
-// release returns the order to the pool once no call runs or can start;
-// ci.mu is held.
-func (ci *columnInsert) release() {
-	if ci.running == 0 && ci.next >= ci.rows && ci.order != nil {
-		orderPool.Put(ci.order)
-		ci.order = nil
-	}
-}
-
-// insertOne runs one INSERT of the blocks it takes, at most MaxInsertRows
-// rows, and returns how many rows it sent (0: no block was left).
-func (ci *columnInsert) insertOne(ctx context.Context, keys []sortKey) (int, error) {
-	lo, hi, ok := ci.take()
-	if !ok {
-		return 0, nil
-	}
+// insertSorted runs one INSERT of the rows keys name, in their order.
+func (s *Store) insertSorted(ctx context.Context, c *spool.Columns, keys []sortKey) error {
 	// Bound the whole insert: a stalled peer must not hold the shipper (or
 	// a shutdown) forever.
-	ctx, cancel := context.WithTimeout(ctx, ci.s.cfg.QueryTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
 	defer cancel()
-	nc, err := ci.s.native.get(ctx)
+	nc, err := s.native.get(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("connect: %w", err)
+		return fmt.Errorf("connect: %w", err)
 	}
 	stop := nc.watch(ctx, 0)
-	rows, err := ci.send(nc, keys, lo, hi)
+	err = sendSorted(nc, c, keys)
 	if stopErr := stop(); stopErr != nil {
 		err = fmt.Errorf("%w (after %v)", stopErr, err)
 	}
 	if err != nil {
-		ci.s.native.discard(nc)
-		return 0, err
+		s.native.discard(nc)
+		return err
 	}
-	ci.s.native.put(nc)
-	return rows, nil
+	s.native.put(nc)
+	return nil
 }
 
-// send runs one INSERT on nc: the rows keys[lo:hi] name, then more blocks
-// while they are left and the INSERT has room for them.
-func (ci *columnInsert) send(nc *nativeConn, keys []sortKey, lo, hi int) (int, error) {
+// sendSorted runs one INSERT on nc of the rows keys name, streamed in
+// blocks of blockRows: the server works on a block while the next one is
+// built, instead of waiting for the whole batch. A broken connection may
+// leave earlier blocks stored; the caller retries and reads deduplicate
+// by sample_id.
+func sendSorted(nc *nativeConn, c *spool.Columns, keys []sortKey) error {
 	header, err := nc.begin("INSERT INTO usage_samples ("+sampleColumns+") FORMAT Native", nc.header)
 	if err != nil {
-		return 0, fmt.Errorf("begin insert: %w", err)
+		return fmt.Errorf("begin insert: %w", err)
 	}
 	nc.header = header
 	if nc.fields, err = sampleFields(nc.fields[:0], header); err != nil {
-		return 0, err
+		return err
 	}
-	// Blocks of blockRows within the one INSERT: the server works on a
-	// block while the next one is built, instead of waiting for the whole
-	// batch. A broken connection may leave earlier blocks stored; the
-	// caller retries and reads deduplicate by sample_id.
-	rows := 0
-	for {
-		block := keys[lo:hi]
+	for lo := 0; lo < len(keys); lo += blockRows {
+		block := keys[lo:min(lo+blockRows, len(keys))]
 		err := nc.appendBlock(header, len(block), func(b []byte, i int, col *nativeColumn) []byte {
-			return nc.fields[i].encode(b, col, ci.c, block, &nc.lc)
+			return nc.fields[i].encode(b, col, c, block, &nc.lc)
 		})
 		if err == nil {
 			err = nc.flush()
 		}
 		if err != nil {
-			return 0, fmt.Errorf("send block after %d rows: %w", rows, err)
-		}
-		rows += hi - lo
-		if rows+blockRows > MaxInsertRows {
-			break
-		}
-		var more bool
-		if lo, hi, more = ci.take(); !more {
-			break
+			return fmt.Errorf("send block after %d rows: %w", lo, err)
 		}
 	}
 	if err := nc.finish(); err != nil {
-		return 0, fmt.Errorf("insert of %d rows: %w", rows, err)
+		return fmt.Errorf("insert of %d rows: %w", len(keys), err)
 	}
-	return rows, nil
+	return nil
 }
 
 // sampleField is where a usage_samples column comes from in

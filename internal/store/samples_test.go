@@ -231,80 +231,56 @@ func gpuIf(s collectors.Sample, m meter.Unmeasured) uint64 {
 	return 0
 }
 
-// Several calls share one prepared insert, as the shipper's idle insert
-// slots do: between them they send every row exactly once, and a call
-// that fails stops the others from taking more.
-func TestPreparedInsertSharedByConcurrentCalls(t *testing.T) {
+// The shipper runs several inserts at once, each with a connection of its
+// own: every row of every call arrives, exactly. A call whose context is
+// over fails.
+func TestInsertColumnsFromConcurrentCalls(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.New(t)
 	start := time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC)
-	// 22 blocks: more than one INSERT's worth, so that every call has
-	// blocks to take while the others build theirs.
-	samples := testSamples(start, 2*store.MaxInsertRows+15_003, "acme", "globex", "initech")
-	var c spool.Columns
-	c.AppendSamples(samples)
-	ins, err := s.PrepareColumns(&c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := ins.Left(); n != len(samples) {
-		t.Fatalf("Left before any call = %d, want %d", n, len(samples))
+	var all []collectors.Sample
+	batches := make([]spool.Columns, 3)
+	for i := range batches {
+		// Each more than one block, and one more than one INSERT;
+		// three days apart, so that no sample id repeats.
+		n := 25_003
+		if i == 0 {
+			n = store.MaxInsertRows + 5_001
+		}
+		samples := testSamples(start.Add(time.Duration(i)*72*time.Hour), n, "acme", "globex", "initech")
+		batches[i].AppendSamples(samples)
+		all = append(all, samples...)
 	}
 	var wg sync.WaitGroup
-	sent := make([]int, 3)
-	errs := make([]error, 3)
-	for i := range sent {
-		wg.Go(func() { sent[i], errs[i] = ins.Insert(ctx) })
+	errs := make([]error, len(batches))
+	for i := range batches {
+		wg.Go(func() { errs[i] = s.InsertColumns(ctx, &batches[i]) })
 	}
 	wg.Wait()
-	total, calls := 0, 0
-	for i := range sent {
-		if errs[i] != nil {
-			t.Fatalf("call %d: %v", i, errs[i])
-		}
-		total += sent[i]
-		if sent[i] > 0 {
-			calls++
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
 		}
 	}
-	if calls < 2 {
-		t.Fatalf("calls sent %v rows: the batch was not shared", sent)
-	}
-	if total != len(samples) || ins.Left() != 0 {
-		t.Fatalf("calls sent %v rows (%d), %d left, want %d in all", sent, total, ins.Left(), len(samples))
-	}
-	if n, err := ins.Insert(ctx); n != 0 || err != nil {
-		t.Fatalf("a call after the last block sent %d rows (%v), want none", n, err)
-	}
-	checkTenantTotals(t, s, start, samples)
+	checkTenantTotals(t, s, start, all)
 
-	// A call that fails (here: its context is over) leaves nothing for
-	// the others; the caller sends the batch again.
-	again, err := s.PrepareColumns(&c)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := again.Insert(cancelled); err == nil {
+	if err := s.InsertColumns(cancelled, &batches[1]); err == nil {
 		t.Fatal("an insert with a cancelled context succeeded")
-	}
-	if n := again.Left(); n != 0 {
-		t.Fatalf("%d rows left to other calls after a failed one, want 0", n)
-	}
-	if n, err := again.Insert(ctx); n != 0 || err != nil {
-		t.Fatalf("a call after a failed one sent %d rows (%v), want none", n, err)
 	}
 }
 
 // Invalid rows are refused before anything is sent.
-func TestPrepareColumnsRejectsInvalidRows(t *testing.T) {
+func TestInsertColumnsRejectsInvalidRows(t *testing.T) {
 	s := storetest.New(t)
-	samples := testSamples(time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC), 10, "acme")
+	start := time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC)
+	samples := testSamples(start, 10, "acme")
 	samples[3].End = samples[3].Start
 	var c spool.Columns
 	c.AppendSamples(samples)
-	if _, err := s.PrepareColumns(&c); err == nil {
+	if err := s.InsertColumns(context.Background(), &c); err == nil {
 		t.Fatal("rows with an end not after their start were accepted")
 	}
+	checkTenantTotals(t, s, start, nil)
 }

@@ -42,6 +42,9 @@ import (
 //     in each iteration, the client's best case.
 //   - client, append order: the same rows in the order the collector
 //     appended them, which the server has to sort (ratio_append_order).
+//   - drain: the same rows appended (and fsynced) before the timer, then
+//     the shipper started and timed until the backlog is empty: a
+//     collector catching up after an outage (ratio_drain).
 //
 // The client sends the wire the store's config uses: LZ4 by default, or
 // uncompressed (a client config file) when the DSN says compress=none, so
@@ -71,15 +74,16 @@ func BenchmarkDeliveryEndToEnd(b *testing.B) {
 	native, appendOrder := exportNative(b, client, samples, "tenant, start, sample_id", "start, gpu_uuid")
 	serverPID := benchServerPID(b)
 
-	var e2e, cli, cliParts, cliBest, cliAppend sideTotals
+	var e2e, drain, cli, cliParts, cliBest, cliAppend sideTotals
 	minRatio := 0.0
 	b.ResetTimer()
 	b.StopTimer()
 	for i := 0; i < b.N; i++ {
 		load := loadAverage()
-		var e, c, p, a sideResult
+		var e, d, c, p, a sideResult
 		sides := []func(){
-			func() { e = runShipperSide(b, samples, serverPID) },
+			func() { e = runShipperSide(b, samples, serverPID, false) },
+			func() { d = runShipperSide(b, samples, serverPID, true) },
 			func() { c = runClientSide(b, client, native, len(samples), serverPID) },
 			func() { p = runClientSide(b, client, native, len(samples), serverPID, clientPartRows...) },
 			func() { a = runClientSide(b, client, appendOrder, len(samples), serverPID) },
@@ -92,6 +96,7 @@ func BenchmarkDeliveryEndToEnd(b *testing.B) {
 			best = p
 		}
 		e2e.add(e)
+		drain.add(d)
 		cli.add(c)
 		cliParts.add(p)
 		cliBest.add(best)
@@ -100,8 +105,8 @@ func BenchmarkDeliveryEndToEnd(b *testing.B) {
 		if i == 0 || ratio < minRatio {
 			minRatio = ratio
 		}
-		b.Logf("iteration %d: e2e %.0f rows/s, client native %.0f rows/s (in 100,000-row parts %.0f, append order %.0f), ratio %.3f (one part %.3f, 100,000-row parts %.3f, append order %.3f); server CPU e2e %.2f s, client %.2f s (parts %.2f s, append order %.2f s); gpumeter CPU %.2f s (GC %.2f s), clickhouse-client CPU %.2f s (parts %.2f s, append order %.2f s); spool append %.0f rows/s; parts sorted on arrival e2e %d/%d, client %d/%d (parts %d/%d, append order %d/%d); minor page faults server e2e %d, client %d (parts %d, append order %d), gpumeter %d, clickhouse-client %d (parts %d); loadavg before %s, after %s",
-			i, e.rate(len(samples)), c.rate(len(samples)), p.rate(len(samples)), a.rate(len(samples)),
+		b.Logf("iteration %d: e2e %.0f rows/s, drain %.0f rows/s (ratio %.3f), client native %.0f rows/s (in 100,000-row parts %.0f, append order %.0f), ratio %.3f (one part %.3f, 100,000-row parts %.3f, append order %.3f); server CPU e2e %.2f s, client %.2f s (parts %.2f s, append order %.2f s); gpumeter CPU %.2f s (GC %.2f s), clickhouse-client CPU %.2f s (parts %.2f s, append order %.2f s); spool append %.0f rows/s; parts sorted on arrival e2e %d/%d, client %d/%d (parts %d/%d, append order %d/%d); minor page faults server e2e %d, client %d (parts %d, append order %d), gpumeter %d, clickhouse-client %d (parts %d); loadavg before %s, after %s",
+			i, e.rate(len(samples)), d.rate(len(samples)), best.wall.Seconds()/d.wall.Seconds(), c.rate(len(samples)), p.rate(len(samples)), a.rate(len(samples)),
 			ratio, c.wall.Seconds()/e.wall.Seconds(), p.wall.Seconds()/e.wall.Seconds(), a.wall.Seconds()/e.wall.Seconds(),
 			e.serverCPU.Seconds(), c.serverCPU.Seconds(), p.serverCPU.Seconds(), a.serverCPU.Seconds(),
 			e.selfCPU.Seconds(), e.gcCPU.Seconds(), c.selfCPU.Seconds(), p.selfCPU.Seconds(), a.selfCPU.Seconds(),
@@ -118,6 +123,8 @@ func BenchmarkDeliveryEndToEnd(b *testing.B) {
 	b.ReportMetric(cliAppend.rate(rows), "client_append_order_rows/s")
 	b.ReportMetric(cliAppend.wall.Seconds()/e2e.wall.Seconds(), "ratio_append_order")
 	b.ReportMetric(minRatio, "min_ratio")
+	b.ReportMetric(drain.rate(rows), "drain_rows/s")
+	b.ReportMetric(cliBest.wall.Seconds()/drain.wall.Seconds(), "ratio_drain")
 	b.ReportMetric(float64(rows)/e2e.appendWall.Seconds(), "spool_append_rows/s")
 	if serverPID > 0 {
 		b.ReportMetric(e2e.serverCPU.Seconds()/float64(b.N), "server_cpu_e2e_s/op")
@@ -154,8 +161,10 @@ func (t *sideTotals) add(r sideResult) {
 }
 
 // runShipperSide appends samples to a new spool with a shipper running
-// into a new database, and times it until the backlog is empty.
-func runShipperSide(b *testing.B, samples []collectors.Sample, serverPID int) sideResult {
+// into a new database, and times it until the backlog is empty. With
+// drain, the samples are appended before the timer and the shipper
+// starts with it: only the delivery of a backlog is timed.
+func runShipperSide(b *testing.B, samples []collectors.Sample, serverPID int, drain bool) sideResult {
 	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
 	s := storetest.New(b)
@@ -168,13 +177,31 @@ func runShipperSide(b *testing.B, samples []collectors.Sample, serverPID int) si
 	if err != nil {
 		b.Fatal(err)
 	}
+	appendAll := func() {
+		pprof.Do(ctx, pprof.Labels("side", "append"), func(ctx context.Context) {
+			for lo := 0; lo < len(samples); lo += 1000 {
+				if err := sp.Append(ctx, samples[lo:min(lo+1000, len(samples))]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	if drain {
+		appendAll()
+	}
 	waitForMerges(b, s)
 	shipCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(1)
 	// Labels let a CPU profile of the benchmark (-cpuprofile, then pprof
 	// -tagfocus) tell the shipper's goroutines from the appender's.
-	go pprof.Do(shipCtx, pprof.Labels("side", "shipper"), func(ctx context.Context) { defer wg.Done(); sh.Run(ctx) })
+	ship := func() {
+		wg.Go(func() {
+			pprof.Do(shipCtx, pprof.Labels("side", "shipper"), func(ctx context.Context) { sh.Run(ctx) })
+		})
+	}
+	if !drain {
+		ship()
+	}
 
 	var r sideResult
 	ev0 := writerEvents(b, s)
@@ -182,13 +209,11 @@ func runShipperSide(b *testing.B, samples []collectors.Sample, serverPID int) si
 	srvFaults0, selfFaults0 := processFaults(serverPID), selfFaults()
 	b.StartTimer()
 	t0 := time.Now()
-	pprof.Do(ctx, pprof.Labels("side", "append"), func(ctx context.Context) {
-		for lo := 0; lo < len(samples); lo += 1000 {
-			if err := sp.Append(ctx, samples[lo:min(lo+1000, len(samples))]); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	if drain {
+		ship()
+	} else {
+		appendAll()
+	}
 	r.appendWall = time.Since(t0)
 	tick := time.NewTicker(time.Millisecond)
 	for rows, _ := sp.Backlog(); rows > 0; rows, _ = sp.Backlog() {

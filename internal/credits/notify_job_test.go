@@ -90,3 +90,74 @@ func TestJobRun(t *testing.T) {
 		t.Errorf("again, all readable: %+v, %v", rep, err)
 	}
 }
+
+// countingLedger is a memLedger counting its reads.
+type countingLedger struct {
+	memLedger
+	reads int
+}
+
+func (c *countingLedger) Grants(ctx context.Context, tenant string) ([]Grant, error) {
+	c.reads++
+	return c.memLedger.Grants(ctx, tenant)
+}
+
+// A ledger without grants (none stored, no allowance due yet) is one read:
+// no lock, no usage priced, nothing published, every customer counted as
+// read. With a grant, the run holds the lock while it works.
+func TestJobRunEmptyLedgerTakesNoLock(t *testing.T) {
+	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	now := nov.Add(60 * time.Hour)
+	customers := []Customer{
+		{Tenant: "acme", Currency: "USD", Plan: Plan{Recurring: []Recurring{{Series: "m", Kind: Promotional, Amount: decimal.NewFromInt(100), Start: "2026-12"}}}},
+		{Tenant: "globex", Currency: "USD"},
+	}
+	ledger := &countingLedger{}
+	charger := &countingCharger{Charger: hourly{from: nov}}
+	svc := NewService(ledger, charger, customers, func() time.Time { return now })
+	pub := &memPublisher{}
+	locks, releases := 0, 0
+	job := NewJob(svc, pub, DefaultSettings(), func() time.Time { return now }, slog.New(slog.DiscardHandler)).
+		WithLock(func(context.Context) (func(), error) { locks++; return func() { releases++ }, nil })
+	rep, err := job.Run(context.Background())
+	if err != nil || rep != (JobReport{Customers: 2}) {
+		t.Fatalf("empty ledger: %+v, %v; want both customers read, nothing else", rep, err)
+	}
+	if ledger.reads != 1 || charger.calls != 0 || locks != 0 || len(pub.got) != 0 {
+		t.Errorf("empty ledger: %d ledger reads, %d usage reads, %d locks, %d notices; want 1, 0, 0, 0", ledger.reads, charger.calls, locks, len(pub.got))
+	}
+
+	// December's allowance is due: written, burnt, under the lock.
+	now = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	charger.Charger = hourly{from: now.Truncate(24 * time.Hour)}
+	rep, err = job.Run(context.Background())
+	if err != nil || rep.Recurring != 1 || rep.Customers != 2 || charger.calls != 1 || locks != 1 || releases != 1 {
+		t.Errorf("allowance due: %+v, %v, %d usage reads, %d locks, %d releases; want 1 grant, 2 customers, 1, 1, 1", rep, err, charger.calls, locks, releases)
+	}
+}
+
+// countingCharger counts the usage reads of a Charger.
+type countingCharger struct {
+	Charger
+	calls int
+}
+
+func (c *countingCharger) Charges(ctx context.Context, tenant string, from, to time.Time) ([]Charge, time.Time, error) {
+	c.calls++
+	return c.Charger.Charges(ctx, tenant, from, to)
+}
+
+// A lock that cannot be taken ends the run before anything is written.
+func TestJobRunLockRefused(t *testing.T) {
+	now := time.Date(2026, 11, 3, 0, 0, 0, 0, time.UTC)
+	ledger := &memLedger{}
+	customers := []Customer{{Tenant: "acme", Currency: "USD", Plan: Plan{Recurring: []Recurring{{Series: "m", Kind: Promotional,
+		Amount: decimal.NewFromInt(100), Start: "2026-11"}}}}}
+	svc := NewService(ledger, hourly{from: now}, customers, func() time.Time { return now })
+	held := errors.New("held by another run")
+	job := NewJob(svc, &memPublisher{}, DefaultSettings(), func() time.Time { return now }, slog.New(slog.DiscardHandler)).
+		WithLock(func(context.Context) (func(), error) { return nil, held })
+	if rep, err := job.Run(context.Background()); !errors.Is(err, held) || rep != (JobReport{}) || len(ledger.grants) != 0 {
+		t.Errorf("lock refused: %+v, %v, %d grants written; want the lock's error and nothing written", rep, err, len(ledger.grants))
+	}
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/billing"
+	"github.com/gpumeter/gpumeter/internal/credits"
+	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/rollup"
+	"github.com/gpumeter/gpumeter/internal/store"
+	"github.com/gpumeter/gpumeter/internal/store/storetest"
+	"github.com/gpumeter/gpumeter/internal/usage"
+)
+
+// creditJobRig is the credit job as serve builds it (newCreditJob: the
+// credits lease, then the job) over a fresh database with three billing
+// customers, each with an H100 busy for the last 48 hours (rolled up but
+// for the open hours), and no grant.
+type creditJobRig struct {
+	store *store.Store
+	svc   *credits.Service
+	run   func(context.Context) (credits.JobReport, error)
+}
+
+func newCreditJobRig(tb testing.TB) *creditJobRig {
+	tb.Helper()
+	ctx := context.Background()
+	s := storetest.New(tb)
+	logger := slog.New(slog.DiscardHandler)
+	book := filepath.Join(tb.TempDir(), "book.yaml")
+	if err := os.WriteFile(book, []byte(invoiceCLIBook), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	tenants := []string{"alpha", "beta", "gamma"}
+	customers := billing.Customers{Issuer: billing.Issuer{ID: "gc", Name: "GPU Cloud GmbH"}, Schedule: billing.DefaultInvoiceSchedule}
+	for _, tenant := range tenants {
+		customers.Customers = append(customers.Customers, billing.Customer{Tenant: tenant, Name: tenant, Currency: "EUR", TimeZone: "UTC", Book: book})
+	}
+	creditCustomers, err := customers.CreditCustomers()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var samples []collectors.Sample
+	now := time.Now().UTC().Truncate(time.Hour)
+	for h := now.Add(-48 * time.Hour); h.Before(now); h = h.Add(time.Hour) {
+		for i, tenant := range tenants {
+			smp := collectors.Sample{Host: "h1", GPUUUID: fmt.Sprintf("GPU-%d", i), GPUModel: "H100-SXM5-80GB", SKU: "H100-SXM5-80GB",
+				Tenant: tenant, Workload: "w", Start: h, End: h.Add(time.Hour), Values: meter.Values{GPUMicroseconds: 3_600_000_000}}
+			smp.ID = collectors.SampleID(smp.Host, smp.GPUUUID, smp.Tenant, smp.Workload, smp.Start)
+			samples = append(samples, smp)
+		}
+	}
+	if err := s.InsertSamples(ctx, samples); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := rollup.New(s, rollup.DefaultConfig(), time.Now, logger).Run(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	svc := credits.NewService(s, usage.New(s, customers, time.Now), creditCustomers, time.Now)
+	return &creditJobRig{store: s, svc: svc, run: newCreditJob(svc, credits.DefaultSettings(), s, logger)}
+}
+
+// grantEach gives every customer a prepaid credit of 1,000 EUR from the
+// start of yesterday (a balance far above every threshold: no notice).
+func (r *creditJobRig) grantEach(tb testing.TB) {
+	tb.Helper()
+	from := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
+	for _, c := range r.svc.Customers() {
+		if _, err := r.svc.Grant(context.Background(), credits.Grant{Tenant: c.Tenant, Kind: credits.Prepaid,
+			Amount: decimal.NewFromInt(1000), EffectiveAt: from}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCreditJobRun times one run of the credit job as serve runs
+// it, lease included, with an empty ledger and with one grant for each
+// of the three customers.
+func BenchmarkCreditJobRun(b *testing.B) {
+	for _, ledger := range []string{"empty", "3 grants"} {
+		b.Run(ledger, func(b *testing.B) {
+			rig := newCreditJobRig(b)
+			if ledger != "empty" {
+				rig.grantEach(b)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				rep, err := rig.run(context.Background())
+				if err != nil || rep.Customers != 3 || rep.Published != 0 {
+					b.Fatalf("run: %+v, %v", rep, err)
+				}
+			}
+		})
+	}
+}
+
+// A run over a ledger without grants has nothing to write and takes no
+// lease (whose settle delay was most of a run: 3 s); a run with grants
+// takes it and releases it, so replicas stay apart where there is work.
+func TestCreditJobTakesTheLeaseOnlyWithGrants(t *testing.T) {
+	ctx := context.Background()
+	rig := newCreditJobRig(t)
+	rep, err := rig.run(ctx)
+	if err != nil || rep != (credits.JobReport{Customers: 3}) {
+		t.Fatalf("empty ledger: %+v, %v; want 3 customers read, nothing else", rep, err)
+	}
+	claims, _, err := rig.store.LeaseClaims(ctx, creditLease)
+	if err != nil || len(claims) != 0 {
+		t.Fatalf("empty ledger: lease claims %+v, %v; want none", claims, err)
+	}
+	rig.grantEach(t)
+	if rep, err := rig.run(ctx); err != nil || rep.Customers != 3 || rep.Failed != 0 {
+		t.Fatalf("with grants: %+v, %v", rep, err)
+	}
+	claims, _, err = rig.store.LeaseClaims(ctx, creditLease)
+	if err != nil || len(claims) != 1 || !claims[0].Released {
+		t.Errorf("with grants: lease claims %+v, %v; want one, released", claims, err)
+	}
+}

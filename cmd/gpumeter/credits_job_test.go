@@ -104,26 +104,52 @@ func BenchmarkCreditJobRun(b *testing.B) {
 	}
 }
 
-// A run over a ledger without grants has nothing to write and takes no
-// lease (whose settle delay was most of a run: 3 s); a run with grants
-// takes it and releases it, so replicas stay apart where there is work.
-func TestCreditJobTakesTheLeaseOnlyWithGrants(t *testing.T) {
+// The credits lease (whose settle delay was most of a run: 3 s) is taken
+// only by a run with something to write: not over a ledger without
+// grants, nor over grants whose notices are all in the outbox; a run with
+// a notice to publish takes it and releases it, so replicas stay apart
+// where there is work.
+func TestCreditJobTakesTheLeaseOnlyToWrite(t *testing.T) {
 	ctx := context.Background()
 	rig := newCreditJobRig(t)
+	claims := func() []billing.Claim {
+		t.Helper()
+		cs, _, err := rig.store.LeaseClaims(ctx, creditLease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
 	rep, err := rig.run(ctx)
 	if err != nil || rep != (credits.JobReport{Customers: 3}) {
 		t.Fatalf("empty ledger: %+v, %v; want 3 customers read, nothing else", rep, err)
 	}
-	claims, _, err := rig.store.LeaseClaims(ctx, creditLease)
-	if err != nil || len(claims) != 0 {
-		t.Fatalf("empty ledger: lease claims %+v, %v; want none", claims, err)
+	if cs := claims(); len(cs) != 0 {
+		t.Fatalf("empty ledger: lease claims %+v; want none", cs)
 	}
 	rig.grantEach(t)
-	if rep, err := rig.run(ctx); err != nil || rep.Customers != 3 || rep.Failed != 0 {
-		t.Fatalf("with grants: %+v, %v", rep, err)
+	if rep, err := rig.run(ctx); err != nil || rep != (credits.JobReport{Customers: 3}) {
+		t.Fatalf("grants, no notice due: %+v, %v", rep, err)
 	}
-	claims, _, err = rig.store.LeaseClaims(ctx, creditLease)
-	if err != nil || len(claims) != 1 || !claims[0].Released {
-		t.Errorf("with grants: lease claims %+v, %v; want one, released", claims, err)
+	if cs := claims(); len(cs) != 0 {
+		t.Fatalf("grants, no notice due: lease claims %+v; want none", cs)
+	}
+	if _, err := rig.svc.Grant(ctx, credits.Grant{Tenant: "beta", Kind: credits.Promotional, Amount: decimal.NewFromInt(5000),
+		ExpiresAt: time.Now().UTC().AddDate(0, 0, 2)}); err != nil {
+		t.Fatal(err)
+	}
+	want := credits.JobReport{Customers: 3, Due: 1, Published: 1}
+	if rep, err := rig.run(ctx); err != nil || rep != want {
+		t.Fatalf("credits.expiring due: %+v, %v; want %+v", rep, err, want)
+	}
+	if cs := claims(); len(cs) != 1 || !cs[0].Released {
+		t.Fatalf("credits.expiring due: lease claims %+v; want one, released", cs)
+	}
+	want.Published = 0
+	if rep, err := rig.run(ctx); err != nil || rep != want {
+		t.Fatalf("credits.expiring published: %+v, %v; want %+v", rep, err, want)
+	}
+	if cs := claims(); len(cs) != 1 {
+		t.Errorf("credits.expiring published: lease claims %+v; want still the one", cs)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -55,11 +56,28 @@ func (h hourly) Charges(_ context.Context, _ string, _, to time.Time) ([]Charge,
 	return out, asOf, nil
 }
 
+// memPublisher is an outbox in memory: each notice once, by key.
 type memPublisher struct{ got []Notice }
 
 func (m *memPublisher) CreditNotices(_ context.Context, ns []Notice) (int, error) {
-	m.got = append(m.got, ns...)
-	return len(ns), nil
+	fresh := m.unpublished(ns)
+	m.got = append(m.got, fresh...)
+	return len(fresh), nil
+}
+
+func (m *memPublisher) UnpublishedCreditNotices(_ context.Context, ns []Notice) (int, error) {
+	return len(m.unpublished(ns)), nil
+}
+
+func (m *memPublisher) unpublished(ns []Notice) []Notice {
+	var fresh []Notice
+	for _, n := range ns {
+		if !slices.ContainsFunc(m.got, func(o Notice) bool { return o.Key == n.Key }) &&
+			!slices.ContainsFunc(fresh, func(o Notice) bool { return o.Key == n.Key }) {
+			fresh = append(fresh, n)
+		}
+	}
+	return fresh
 }
 
 // A run writes the allowances due, reads every customer's balance and
@@ -104,8 +122,10 @@ func (c *countingLedger) Grants(ctx context.Context, tenant string) ([]Grant, er
 
 // A ledger without grants (none stored, no allowance due yet) is one read:
 // no lock, no usage priced, nothing published, every customer counted as
-// read. With a grant, the run holds the lock while it works.
-func TestJobRunEmptyLedgerTakesNoLock(t *testing.T) {
+// read. A run with something to write (an allowance, a notice) holds the
+// lock while it writes; one whose notices are all published already reads
+// what it needs to know that and takes no lock.
+func TestJobRunTakesTheLockOnlyToWrite(t *testing.T) {
 	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	now := nov.Add(60 * time.Hour)
 	customers := []Customer{
@@ -131,8 +151,20 @@ func TestJobRunEmptyLedgerTakesNoLock(t *testing.T) {
 	now = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	charger.Charger = hourly{from: now.Truncate(24 * time.Hour)}
 	rep, err = job.Run(context.Background())
-	if err != nil || rep.Recurring != 1 || rep.Customers != 2 || charger.calls != 1 || locks != 1 || releases != 1 {
+	if err != nil || rep.Recurring != 1 || rep.Customers != 2 || rep.Published != 0 || charger.calls != 1 || locks != 1 || releases != 1 {
 		t.Errorf("allowance due: %+v, %v, %d usage reads, %d locks, %d releases; want 1 grant, 2 customers, 1, 1, 1", rep, err, charger.calls, locks, releases)
+	}
+
+	// 60 of its 100 USD used: the 50 % threshold is due, and published
+	// under the lock; the next run finds it published and takes no lock.
+	now = now.Add(50 * time.Hour)
+	want := JobReport{Customers: 2, Due: 1, Published: 1}
+	if rep, err := job.Run(context.Background()); err != nil || rep != want || locks != 2 || releases != 2 || len(pub.got) != 1 {
+		t.Errorf("threshold due: %+v, %v, %d locks, %d releases, %d published; want %+v, 2, 2, 1", rep, err, locks, releases, len(pub.got), want)
+	}
+	want.Published = 0
+	if rep, err := job.Run(context.Background()); err != nil || rep != want || locks != 2 || len(pub.got) != 1 {
+		t.Errorf("threshold published: %+v, %v, %d locks, %d published; want %+v, 2, 1", rep, err, locks, len(pub.got), want)
 	}
 }
 

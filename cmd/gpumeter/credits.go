@@ -181,28 +181,31 @@ usage no grant covered. Nothing is stored.`,
 const creditLease = "credits"
 
 // newCreditJob builds the credit job of `gpumeter serve` and `credits
-// notify` over the store. A run takes the credits lease first (billing's
-// lease over ClickHouse), so one replica runs it at a time: a run that
-// finds it held leaves the work to the holder. The job writes nothing
-// twice anyway (stable allowance ids, events once per notice), so a run
-// outliving the lease's TTL is harmless.
+// notify` over the store. A run with grants to burn takes the credits
+// lease first (billing's lease over ClickHouse), so one replica runs it at
+// a time: a run that finds it held leaves the work to the holder. A run
+// over a ledger without grants writes nothing and takes no lease. The job
+// writes nothing twice anyway (stable allowance ids, events once per
+// notice), so a run outliving the lease's TTL is harmless.
 func newCreditJob(svc *credits.Service, settings credits.Settings, s *store.Store, logger *slog.Logger) func(context.Context) (credits.JobReport, error) {
-	job := credits.NewJob(svc, webhook.NewPublisher(s, time.Now), settings, time.Now, logger)
-	return func(ctx context.Context) (credits.JobReport, error) {
+	job := credits.NewJob(svc, webhook.NewPublisher(s, time.Now), settings, time.Now, logger).WithLock(func(ctx context.Context) (func(), error) {
 		l, err := billing.TryAcquire(ctx, s, creditLease, billing.DefaultLeaseConfig())
+		if err != nil {
+			return nil, err
+		}
+		return func() {
+			if err := l.Release(context.WithoutCancel(ctx)); err != nil {
+				logger.Warn("release the credits lease; it expires by itself", "err", err)
+			}
+		}, nil
+	})
+	return func(ctx context.Context) (credits.JobReport, error) {
+		rep, err := job.Run(ctx)
 		if errors.Is(err, billing.ErrLeaseHeld) {
 			logger.Info("credit job: another run holds the lease; leaving the work to it", "err", err)
 			return credits.JobReport{}, nil
 		}
-		if err != nil {
-			return credits.JobReport{}, fmt.Errorf("credit job: %w", err)
-		}
-		defer func() {
-			if err := l.Release(context.WithoutCancel(ctx)); err != nil {
-				logger.Warn("release the credits lease; it expires by itself", "err", err)
-			}
-		}()
-		return job.Run(ctx)
+		return rep, err
 	}
 }
 

@@ -153,29 +153,42 @@ func (s *Service) recurring(tenant string, now time.Time) ([]Grant, error) {
 // in the ledger, and says how many it wrote. Their ids are stable, so
 // running it again, or on two replicas, writes nothing twice.
 func (s *Service) Recur(ctx context.Context) (int, error) {
-	stored, err := s.ledger.Grants(ctx, "")
-	if err != nil {
-		return 0, err
-	}
-	have := map[string]bool{}
-	for _, g := range stored {
-		have[g.ID] = true
-	}
-	due, err := s.recurring("", s.now())
+	_, due, err := s.unwrittenAllowances(ctx)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, g := range due {
-		if have[g.ID] {
-			continue
-		}
 		if err := s.ledger.SaveGrant(ctx, g); err != nil {
 			return n, fmt.Errorf("recurring grant %s of %s: %w", g.ID, g.Tenant, err)
 		}
 		n++
 	}
 	return n, nil
+}
+
+// unwrittenAllowances reads the ledger once: how many grants it stores,
+// and the recurring allowances' grants due and not among them (what Recur
+// writes).
+func (s *Service) unwrittenAllowances(ctx context.Context) (stored int, unwritten []Grant, err error) {
+	grants, err := s.ledger.Grants(ctx, "")
+	if err != nil {
+		return 0, nil, err
+	}
+	have := map[string]bool{}
+	for _, g := range grants {
+		have[g.ID] = true
+	}
+	due, err := s.recurring("", s.now())
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, g := range due {
+		if !have[g.ID] {
+			unwritten = append(unwritten, g)
+		}
+	}
+	return len(grants), unwritten, nil
 }
 
 // Void voids a grant from now on, keeping its record; a recurring grant

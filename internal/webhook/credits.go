@@ -81,8 +81,28 @@ func CreditNotice(n credits.Notice, at time.Time) (Event, error) {
 // creation time, less a day for clocks that disagree), which bounds the
 // lookup. The credit job runs under a lease, so no two publish at once.
 func (p *Publisher) CreditNotices(ctx context.Context, ns []credits.Notice) (int, error) {
+	fresh, err := p.unpublished(ctx, ns)
+	if err != nil || len(fresh) == 0 {
+		return 0, err
+	}
+	if err := p.box.SaveEvents(ctx, fresh); err != nil {
+		return 0, fmt.Errorf("announce credit notices: %w", err)
+	}
+	return len(fresh), nil
+}
+
+// UnpublishedCreditNotices says how many of the credit notices the outbox
+// lacks, what CreditNotices would write now; it writes nothing. The credit
+// job asks before it takes its lease, and takes none when there are none.
+func (p *Publisher) UnpublishedCreditNotices(ctx context.Context, ns []credits.Notice) (int, error) {
+	fresh, err := p.unpublished(ctx, ns)
+	return len(fresh), err
+}
+
+// unpublished are the events of the notices the outbox lacks, each once.
+func (p *Publisher) unpublished(ctx context.Context, ns []credits.Notice) ([]Event, error) {
 	if len(ns) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	now := p.now()
 	evs := make([]Event, 0, len(ns))
@@ -90,7 +110,7 @@ func (p *Publisher) CreditNotices(ctx context.Context, ns []credits.Notice) (int
 	for _, n := range ns {
 		ev, err := CreditNotice(n, now)
 		if err != nil {
-			return 0, fmt.Errorf("announce credit notices: %w", err)
+			return nil, fmt.Errorf("announce credit notices: %w", err)
 		}
 		evs = append(evs, ev)
 		from := n.Grant.EffectiveAt
@@ -105,7 +125,7 @@ func (p *Publisher) CreditNotices(ctx context.Context, ns []credits.Notice) (int
 	for typ, from := range since {
 		have, err := p.box.EventsOfType(ctx, typ, from.Add(-announceSlack))
 		if err != nil {
-			return 0, fmt.Errorf("announce credit notices: %w", err)
+			return nil, fmt.Errorf("announce credit notices: %w", err)
 		}
 		for _, ev := range have {
 			seen[ev.ID] = true
@@ -118,13 +138,7 @@ func (p *Publisher) CreditNotices(ctx context.Context, ns []credits.Notice) (int
 			fresh = append(fresh, ev)
 		}
 	}
-	if len(fresh) == 0 {
-		return 0, nil
-	}
-	if err := p.box.SaveEvents(ctx, fresh); err != nil {
-		return 0, fmt.Errorf("announce credit notices: %w", err)
-	}
-	return len(fresh), nil
+	return fresh, nil
 }
 
 var _ credits.NoticePublisher = (*Publisher)(nil)

@@ -132,3 +132,24 @@ func TestConfigKnowsTheCreditEvents(t *testing.T) {
 		t.Error("an unknown credit event type was accepted")
 	}
 }
+
+// UnpublishedCreditNotices counts what CreditNotices would write, each
+// notice once, and writes nothing.
+func TestUnpublishedCreditNoticesWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	box := &memOutbox{}
+	pub := NewPublisher(box, func() time.Time { return creditAsOf })
+	ns := creditNotices()
+	if n, err := pub.UnpublishedCreditNotices(ctx, append(ns, ns[0])); err != nil || n != 3 || len(box.events) != 0 {
+		t.Fatalf("before: %d unpublished (%d in the outbox), %v; want 3 and an empty outbox", n, len(box.events), err)
+	}
+	if n, err := pub.CreditNotices(ctx, ns[:1]); err != nil || n != 1 {
+		t.Fatalf("publish one: %d, %v", n, err)
+	}
+	if n, err := pub.UnpublishedCreditNotices(ctx, ns); err != nil || n != 2 || len(box.events) != 1 {
+		t.Errorf("one published: %d unpublished (%d in the outbox), %v; want 2 and 1", n, len(box.events), err)
+	}
+	if n, err := pub.UnpublishedCreditNotices(ctx, nil); err != nil || n != 0 {
+		t.Errorf("no notices: %d, %v", n, err)
+	}
+}

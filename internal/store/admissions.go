@@ -94,7 +94,9 @@ func (s *Store) HeldAdmissions(ctx context.Context, now time.Time) ([]quota.Admi
 // A table that expires its rows by TTL (migration 0018, ClickHouse 24.1 or
 // newer) is left to it. Elsewhere (18.16) the delete is a mutation,
 // issued only when some row is old enough, so a second run issues
-// nothing; it returns the rows deleted.
+// nothing; it returns the rows deleted (each replica's, on a replicated
+// cluster, where a replica's delete may find its rows already gone, as
+// DropRawMonth's drop repeats).
 func (s *Store) PruneAdmissionLog(ctx context.Context, before time.Time) (int64, error) {
 	// Down to the second: a row ending within before's second stays.
 	before = before.UTC().Truncate(time.Second)

@@ -69,11 +69,13 @@ YYYY-MM-DD (00:00 UTC).`,
 func newRetentionCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "retention [--raw-days N] [--dry-run]",
-		Short: "drop raw-sample months past the retention window",
+		Short: "drop raw-sample months past the retention window; prune the admission log",
 		Long: `retention drops, once, the months (partitions) of raw samples past the
 retention window (retention.raw_days of the config, or --raw-days), never a
 month not yet invoiced or rolled up; serve runs it on retention.schedule.
---dry-run lists the months it would drop and drops nothing.`,
+It also deletes the admission log's rows that ended more than 7 days ago,
+where the server does not expire them by TTL (docs/operations.md).
+--dry-run lists the months it would drop and drops and deletes nothing.`,
 		Example: "  gpumeter retention --dry-run\n  gpumeter retention --raw-days 180",
 		Args:    cli.NoArgs,
 	}

@@ -329,6 +329,16 @@ func TestChDBMatchesServer(t *testing.T) {
 		t.FailNow()
 	}
 	checkNewerServerMigrations(t, modern, migs, ver)
+	// Retention leaves a table with a TTL to it: it must see 0018's TTL
+	// on 26.x, and none on 18.16, which it prunes.
+	for _, s := range store.AdmissionLogTTL() {
+		if got := old.single(t, bind(t, s.SQL, s.Args, old.database(t))); got != "0" {
+			t.Errorf("%s on 18.16: %s, want 0 (no TTL)", s.Name, got)
+		}
+		if got := single(t, modern, bind(t, s.SQL, s.Args, modern.database(t))); got != "1" {
+			t.Errorf("%s on 26.x: %s, want 1 (migration 0018's TTL)", s.Name, got)
+		}
+	}
 	// The same schema: every column of every table, with its type and
 	// default. 18.16 stores the default of a column added by ALTER as
 	// CAST(0, 'UInt32') where 26.x keeps 0: the same value, so compared

@@ -5,7 +5,19 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/gpumeter/gpumeter/internal/rollup"
 )
+
+// Retention deletes admission log rows that ended more than
+// rollup.AdmissionLogRetention ago: a rebuild must never look back that
+// far, and a margin of days absorbs clocks that disagree.
+func TestAdmissionLogRetentionOutlastsTheRebuild(t *testing.T) {
+	if margin := rollup.AdmissionLogRetention - creditHoldLookback; margin < 3*24*time.Hour {
+		t.Errorf("the admission log is kept %s past a row's end and a rebuild reads credit holds up to %s back: %s of margin, want 3 days or more",
+			rollup.AdmissionLogRetention, creditHoldLookback, margin)
+	}
+}
 
 // With logging on, an admission's parts are queued for the log, and a
 // release when its work shows up; another evaluator restored from them

@@ -15,6 +15,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/quota"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/internal/usage"
@@ -26,7 +27,8 @@ import (
 // and writes its log; a new leader, a fresh quota service over the same
 // store, rebuilds from it and refuses 2 more GPUs (6 USD on the 3 left),
 // then admits 1. Without the rebuild it would admit the 2: 12 USD held on
-// 9, the balance below zero.
+// 9, the balance below zero. A retention run between the terms (pruning
+// the admission log) changes none of it.
 func TestCreditHoldsSurviveFailoverOnClickHouse(t *testing.T) {
 	s := storetest.New(t)
 	ctx := context.Background()
@@ -77,6 +79,20 @@ skus:
 		t.Fatalf("leader, 2 GPUs on 9 USD: %+v %v", d, err)
 	}
 	leader.FlushLog(ctx) // as Campaign does when the term ends
+
+	// Retention runs between the terms and deletes a part and a hold that
+	// ended past the admission log's retention: never the leader's.
+	ended := time.Now().Add(-rollup.AdmissionLogRetention - time.Hour)
+	if err := s.SaveAdmissions(ctx, []quota.Admitted{{ID: "adm-old", Tenant: "astro", GPUModel: "H100-SXM5-80GB",
+		Demand: quota.Demand{GPUs: decimal.NewFromInt(1)}, Expires: ended}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveCreditHolds(ctx, []quota.CreditHold{{Tenant: "astro", Hold: credits.Hold{ID: "adm-old", Money: decimal.NewFromInt(3), Until: ended}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rollup.NewRetention(s, rollup.DefaultRetentionConfig(), time.Now, slog.New(slog.DiscardHandler)).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	successor := replica(s)
 	if err := successor.Rebuild(ctx); err != nil {

@@ -67,9 +67,24 @@ type RetentionStore interface {
 	// so that binaries from before it never recompute a dropped month.
 	RawDroppedBefore(ctx context.Context) (time.Time, error)
 	SetRawDroppedBefore(ctx context.Context, t time.Time, version uint64) error
+	// PruneAdmissionLog deletes the admission log's rows (quota
+	// admissions and credit holds) whose end lies before before, where
+	// the server does not expire them by TTL itself, and returns how many
+	// it deleted. Running it again deletes nothing more.
+	PruneAdmissionLog(ctx context.Context, before time.Time) (int64, error)
 }
 
-// Retention drops raw-sample months past the retention window.
+// AdmissionLogRetention is how long after its end (an admission part's
+// expiry, a credit hold's Until) the admission log keeps a row. A new
+// leader's rebuild reads parts not yet expired and credit holds that
+// ended less than a day ago (internal/quota), so a row past this is never
+// read again; the six days beyond that day absorb clocks that disagree
+// and leave a week of the log for looking into a failover. Migration
+// 0018 sets the same TTL on newer servers.
+const AdmissionLogRetention = 7 * 24 * time.Hour
+
+// Retention drops raw-sample months past the retention window, and the
+// admission log's rows past AdmissionLogRetention.
 type Retention struct {
 	store  RetentionStore
 	cfg    RetentionConfig
@@ -89,8 +104,27 @@ func (r *Retention) Plan(ctx context.Context) ([]time.Time, error) {
 	return months, err
 }
 
-// Run drops what MonthsToDrop allows and returns the months dropped.
+// Run drops what MonthsToDrop allows and returns the months dropped, then
+// prunes the admission log. A failure of either does not stop the other.
 func (r *Retention) Run(ctx context.Context) ([]time.Time, error) {
+	dropped, err := r.dropRawMonths(ctx)
+	return dropped, errors.Join(err, r.pruneAdmissionLog(ctx))
+}
+
+// pruneAdmissionLog deletes the admission log's rows that ended more than
+// AdmissionLogRetention ago.
+func (r *Retention) pruneAdmissionLog(ctx context.Context) error {
+	n, err := r.store.PruneAdmissionLog(ctx, r.now().Add(-AdmissionLogRetention))
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		r.logger.Info("admission log pruned", "rows", n, "retention", AdmissionLogRetention.String())
+	}
+	return nil
+}
+
+func (r *Retention) dropRawMonths(ctx context.Context) ([]time.Time, error) {
 	months, floor, err := r.plan(ctx)
 	if err != nil {
 		return nil, err

@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/gpumeter/gpumeter/collectors"
+	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/meter"
+	"github.com/gpumeter/gpumeter/internal/quota"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/store"
 	"github.com/gpumeter/gpumeter/internal/store/storetest"
 	"github.com/gpumeter/gpumeter/schemas"
@@ -19,7 +22,8 @@ import (
 
 // The paths of cluster mode that the two-shard end-to-end test
 // (cmd/gpumeter TestTwoShardCluster) does not take: refusals, a node down
-// during migration, retention on every shard. One cluster serves them all,
+// during migration, retention (raw months, the admission log) on every
+// shard. One cluster serves them all,
 // each subtest in its own database.
 func TestMigrateCluster(t *testing.T) {
 	nodes := storetest.StartCluster(t, 2)
@@ -147,6 +151,60 @@ func TestMigrateCluster(t *testing.T) {
 		rows, _, err := s.SampleCounts(ctx)
 		if err != nil || rows != 200 {
 			t.Fatalf("%d samples left (err %v), want November's 200", rows, err)
+		}
+	})
+
+	t.Run("retention prunes the admission log on every shard", func(t *testing.T) {
+		s := open(t, 0, "c_admlog")
+		if _, err := s.MigrateCluster(ctx, schemas.FS, storetest.ClusterName); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Date(2026, 12, 7, 1, 0, 0, 0, time.UTC)
+		before := now.Add(-rollup.AdmissionLogRetention)
+		var parts []quota.Admitted
+		var holds []quota.CreditHold
+		for i := 0; i < 20; i++ {
+			for _, end := range []time.Time{now.Add(time.Hour), before.Add(-time.Hour)} {
+				id := fmt.Sprintf("adm-%d-%d", i, end.Unix())
+				parts = append(parts, quota.Admitted{ID: id, Tenant: fmt.Sprintf("t%d", i), GPUModel: "H100-SXM5-80GB", Expires: end})
+				holds = append(holds, quota.CreditHold{Tenant: fmt.Sprintf("t%d", i), Hold: credits.Hold{ID: id, Until: end}})
+			}
+		}
+		if err := s.SaveAdmissions(ctx, parts); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveCreditHolds(ctx, holds); err != nil {
+			t.Fatal(err)
+		}
+		ended := func(i int) (admissions, holds uint64) {
+			t.Helper()
+			node := open(t, i, "c_admlog")
+			a, errA := node.CountForTest(ctx, fmt.Sprintf("SELECT count() FROM quota_admissions%s WHERE expires_at < toDateTime(%d)", store.LocalSuffix, before.Unix()))
+			h, errH := node.CountForTest(ctx, fmt.Sprintf("SELECT count() FROM credit_holds%s WHERE held_until < toDateTime(%d)", store.LocalSuffix, before.Unix()))
+			if errA != nil || errH != nil {
+				t.Fatal(errA, errH)
+			}
+			return a, h
+		}
+		for i := range nodes {
+			if a, h := ended(i); a == 0 || h == 0 {
+				t.Fatalf("node %d holds %d ended parts and %d ended holds: the test would not show a prune on every shard", i+1, a, h)
+			}
+		}
+		n, err := s.PruneAdmissionLog(ctx, before)
+		if err != nil || n != 40 {
+			t.Fatalf("pruned %d rows (%v), want 40: 20 parts and 20 holds", n, err)
+		}
+		for i := range nodes {
+			if a, h := ended(i); a != 0 || h != 0 {
+				t.Errorf("node %d still holds %d ended parts and %d ended holds", i+1, a, h)
+			}
+		}
+		if held, err := s.HeldAdmissions(ctx, now); err != nil || len(held) != 20 {
+			t.Errorf("after the prune %d parts held (%v), want 20", len(held), err)
+		}
+		if hs, err := s.CreditHolds(ctx, now.Add(-24*time.Hour)); err != nil || len(hs) != 20 {
+			t.Errorf("after the prune %d credit holds (%v), want 20", len(hs), err)
 		}
 	})
 }

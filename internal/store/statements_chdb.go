@@ -12,6 +12,7 @@ import (
 	"github.com/gpumeter/gpumeter/internal/billing"
 	"github.com/gpumeter/gpumeter/internal/credits"
 	"github.com/gpumeter/gpumeter/internal/quota"
+	"github.com/gpumeter/gpumeter/internal/rollup"
 	"github.com/gpumeter/gpumeter/internal/usage"
 	"github.com/gpumeter/gpumeter/internal/webhook"
 	"github.com/gpumeter/gpumeter/pricing"
@@ -190,6 +191,22 @@ func CheckedRecords(at, rawMonth time.Time) ([]Statement, error) {
 		creditHoldRows(quota.CreditHold{Tenant: "astro", Hold: credits.Hold{ID: "adm-1-5", Money: decimal.Zero, Until: at.Add(time.Hour),
 			Hours: map[string]decimal.Decimal{"H100-SXM5-80GB": decimal.RequireFromString("0.428571428571428571"), "": decimal.RequireFromString("1")}}})...)...)
 	read("credit holds", creditHoldsSQL, at.Add(-24*time.Hour))
+	// Retention prunes what ended past the admission log's retention: an
+	// old part and hold are deleted, the reads above stay as they were
+	// whether or not the delete (a background mutation) has finished.
+	// Nothing reads the ended rows: 26.x may expire them by TTL (0018)
+	// as soon as they are written.
+	pruneBefore := at.Add(-rollup.AdmissionLogRetention)
+	ended := pruneBefore.Add(-time.Hour)
+	old := quota.Admitted{ID: "adm-0-1", Tenant: "acme", GPUModel: "H100-SXM5-80GB", Demand: quota.Demand{GPUs: decimal.NewFromInt(1)}, Expires: ended}
+	batch("save an ended admission", insertAdmissionSQL, admissionRow(old))
+	batch("save an ended credit hold", insertCreditHoldSQL,
+		creditHoldRows(quota.CreditHold{Tenant: "astro", Hold: credits.Hold{ID: "adm-0-1", Money: decimal.NewFromInt(3), Until: ended}})...)
+	for _, t := range admissionLogTables {
+		out = append(out, Statement{Name: "prune " + t.table, SQL: pruneEndedSQL(t.table, t.end), Args: []any{pruneBefore}, Exec: true})
+	}
+	read("held admissions after pruning", heldAdmissionsSQL, at)
+	read("credit holds after pruning", creditHoldsSQL, at.Add(-24*time.Hour))
 	batch("record audit", insertAuditSQL,
 		auditRow(auth.AuditEntry{At: at, KeyID: admin.ID, Scope: "admin", Method: "GET", Route: "/v1/usage",
 			Path: "/v1/usage?tenant=o'brien&x=a\\b", Status: 200, Remote: "10.0.0.7:51234", RequestID: "req-1"}),
@@ -288,6 +305,17 @@ func CheckedRecords(at, rawMonth time.Time) ([]Statement, error) {
 		Statement{Name: "raw months after the drop", SQL: rawMonthsSQL, Args: []any{Database{}}, Empty: true},
 	)
 	return out, nil
+}
+
+// AdmissionLogTTL is, for each admission log table, the read that tells
+// PruneAdmissionLog the table expires its rows by TTL (migration 0018): a
+// check runs it where that migration applied (1) and where not (0).
+func AdmissionLogTTL() []Statement {
+	var out []Statement
+	for _, t := range admissionLogTables {
+		out = append(out, Statement{Name: "TTL of " + t.table, SQL: tableTTLSQL, Args: []any{Database{}, t.table}})
+	}
+	return out
 }
 
 // checkedInvoice is a draft invoice of tenant for at's month with lines of

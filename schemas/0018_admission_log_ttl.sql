@@ -1,0 +1,25 @@
+-- min_server: 24.1
+-- Newer servers only (18.16 skips this migration; see 0012 for the
+-- version): the admission log (0016 quota_admissions, 0017 credit_holds)
+-- expires by TTL, 7 days after each row's end. A new leader's rebuild
+-- reads the parts not yet expired and the credit holds whose end lies less
+-- than a day back (internal/quota, docs/ha.md); no other reader exists.
+-- The six days beyond that day absorb clocks that disagree and keep a
+-- week of the log for looking into a failover. rollup.AdmissionLogRetention
+-- is the same figure: on 18.16 the retention job deletes what this TTL
+-- would (internal/store/admissions.go), and leaves a table with a TTL to
+-- it.
+-- No ttl_only_drop_parts here (0013 sets it): these tables have no
+-- partition key, so every row shares one partition and merges mix old rows
+-- with new ones; a part would seldom have all its rows expired, and with
+-- that setting expired rows would stay. Without it a TTL merge rewrites a
+-- part without its expired rows, at most every merge_with_ttl_timeout
+-- (4 hours by default): cheap, as the tables hold about a week of small
+-- rows. A partition key cannot be added by ALTER: it would take a new
+-- table, a copy and a swap while the leader writes every 100 ms, and rows
+-- written in between would be lost to the next rebuild. Not worth it for
+-- tables this size. On a log that grew before this migration, MODIFY TTL
+-- rewrites every part once (materialize_ttl_after_modify); run it
+-- off-peak.
+ALTER TABLE quota_admissions MODIFY TTL expires_at + INTERVAL 7 DAY;
+ALTER TABLE credit_holds MODIFY TTL held_until + INTERVAL 7 DAY;

@@ -177,8 +177,44 @@ func admit(t *testing.T, addr, token string, count int) (status int, allowed boo
 	return resp.StatusCode, d.Allowed, resp.Header.Get("Gpumeter-Decided-By")
 }
 
+// quotasOf reads GET /v1/quotas on addr: the status, the admitted GPUs of
+// uni-astro's rule and Gpumeter-Answered-By.
+func quotasOf(t *testing.T, addr, token string) (status int, admitted, answeredBy string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/quotas", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("GET /v1/quotas on %s: %v", addr, err)
+		return 0, "", ""
+	}
+	defer resp.Body.Close()
+	var q struct {
+		Quotas []struct {
+			Tenant, Admitted string
+		} `json:"quotas"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(b, &q); err != nil {
+			t.Errorf("quotas answer %s: %v", b, err)
+		}
+	}
+	for _, r := range q.Quotas {
+		if r.Tenant == "uni-astro" {
+			admitted = r.Admitted
+		}
+	}
+	return resp.StatusCode, admitted, resp.Header.Get("Gpumeter-Answered-By")
+}
+
 // A follower forwards admissions to the leader, so a concurrency quota
-// holds exactly across replicas; with nobody leading it answers 503.
+// holds exactly across replicas, and its GET /v1/quotas reports the
+// admitted work the leader holds; with nobody leading it answers
+// admissions 503.
 func TestServeForwardsAdmissionsToTheLeader(t *testing.T) {
 	dsn, zk, token, quotas := haSetup(t, 6)
 	a := startReplica(t, dsn, zk, quotas)
@@ -188,6 +224,14 @@ func TestServeForwardsAdmissionsToTheLeader(t *testing.T) {
 	// 12 clients at once, half on each replica, one GPU each: exactly 6 fit.
 	if allowed, byLeader := admitSplit(t, a.addr, b.addr, token, 12); allowed != 6 || byLeader != 6 {
 		t.Fatalf("12 concurrent admissions of 1 GPU under a limit of 6, half sent to the follower: %d allowed (want 6), %d of the follower's decided by the leader (want 6)", allowed, byLeader)
+	}
+	// The follower decided nothing itself: its own snapshot admits none.
+	// It answers with the leader's figures, and says whose they are.
+	if status, admitted, by := quotasOf(t, b.addr, token); status != 200 || admitted != "6" || by != a.addr {
+		t.Errorf("GET /v1/quotas on the follower: %d, uni-astro admitted %q, answered by %q; want 200, the leader's 6, answered by %s", status, admitted, by, a.addr)
+	}
+	if status, admitted, by := quotasOf(t, a.addr, token); status != 200 || admitted != "6" || by != "" {
+		t.Errorf("GET /v1/quotas on the leader: %d, uni-astro admitted %q, answered by %q; want 200, 6, no header", status, admitted, by)
 	}
 
 	// The leader resigns: the follower decides itself within moments,
@@ -228,6 +272,11 @@ func TestServeHandsOverWhenTheLeaderIsKilled(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the admission log is written every 100 ms
 	killed := time.Now()
 	a.stop()
+	// Nobody leads for S: a quota read on the follower still answers, from
+	// its own snapshot, and says so.
+	if status, _, by := quotasOf(t, b.addr, token); status != 200 || by != "local" {
+		t.Errorf("GET /v1/quotas on the follower with the leader killed: %d, answered by %q; want 200 answered locally", status, by)
+	}
 	// Until the follower leads, its admissions answer 503 (never a
 	// decision of its own, never a hang); then it decides them.
 	var refused int

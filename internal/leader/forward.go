@@ -34,8 +34,8 @@ const maxForwardedResponse = 4 << 20
 // is under way, or the leader it found no longer leads).
 var ErrNoLeader = errors.New("no leader replica to decide admissions; retry shortly")
 
-// Forwarder sends admissions to the leader when this replica does not
-// lead (docs/ha.md).
+// Forwarder sends admissions, and reads only the leader can answer, to
+// the leader when this replica does not lead (docs/ha.md).
 type Forwarder struct {
 	gate    *Gate
 	elector election.Elector
@@ -147,12 +147,29 @@ type Forwarded struct {
 	Leader      string // the identity that answered
 }
 
-// Forward sends the request (path, the caller's Authorization, body) to
-// the leader when another replica leads. local is true when this replica
-// leads and decides itself. ErrNoLeader (wrapped) when there is nobody
-// to forward to, or when the request was already forwarded to this
-// replica and it does not lead.
+// Forward sends an admission (path, the caller's Authorization and
+// Content-Type, body) to the leader when another replica leads. local is
+// true when this replica leads and decides itself. ErrNoLeader (wrapped)
+// when there is nobody to forward to, or when the request was already
+// forwarded to this replica and it does not lead.
 func (f *Forwarder) Forward(ctx context.Context, path string, header http.Header, body []byte) (out Forwarded, local bool, err error) {
+	return f.send(ctx, http.MethodPost, path, header, body)
+}
+
+// ForwardGet sends a read (path and query string, the caller's
+// Authorization) to the leader when another replica leads, as Forward
+// does: for answers only the leader's memory holds, such as the admitted
+// work of GET /v1/quotas.
+func (f *Forwarder) ForwardGet(ctx context.Context, path, rawQuery string, header http.Header) (out Forwarded, local bool, err error) {
+	target := path
+	if rawQuery != "" {
+		target += "?" + rawQuery
+	}
+	return f.send(ctx, http.MethodGet, target, header, nil)
+}
+
+// send forwards one request (target: path and query) to the leader.
+func (f *Forwarder) send(ctx context.Context, method, target string, header http.Header, body []byte) (out Forwarded, local bool, err error) {
 	if f.gate.Leading() {
 		return Forwarded{}, true, nil
 	}
@@ -169,12 +186,16 @@ func (f *Forwarder) Forward(ctx context.Context, path string, header http.Header
 		f.forget(l.Identity)
 		return Forwarded{}, false, fmt.Errorf("%w (this replica is taking the lead)", ErrNoLeader)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.scheme+"://"+l.Identity+path, bytes.NewReader(body))
+	var reqBody io.Reader
+	if body != nil {
+		reqBody = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, f.scheme+"://"+l.Identity+target, reqBody)
 	if err != nil {
 		return Forwarded{}, false, fmt.Errorf("%w: leader %q: %w", ErrNoLeader, l.Identity, err)
 	}
 	req.Header.Set("Authorization", header.Get("Authorization"))
-	if ct := header.Get("Content-Type"); ct != "" {
+	if ct := header.Get("Content-Type"); ct != "" && method == http.MethodPost {
 		req.Header.Set("Content-Type", ct)
 	}
 	req.Header.Set(ForwardedHeader, f.self)
@@ -187,9 +208,14 @@ func (f *Forwarder) Forward(ctx context.Context, path string, header http.Header
 	if resp.StatusCode == http.StatusServiceUnavailable {
 		f.forget(l.Identity) // it no longer leads, or cannot decide yet
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedResponse))
+	// One byte over the cap tells a cut answer from a whole one: a cut
+	// one is never relayed as if it were the leader's.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedResponse+1))
 	if err != nil {
 		return Forwarded{}, false, fmt.Errorf("%w: read the answer of leader %s: %w", ErrNoLeader, l.Identity, err)
+	}
+	if len(b) > maxForwardedResponse {
+		return Forwarded{}, false, fmt.Errorf("%w: the answer of leader %s is over %d bytes", ErrNoLeader, l.Identity, maxForwardedResponse)
 	}
 	return Forwarded{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: b, Leader: l.Identity}, false, nil
 }

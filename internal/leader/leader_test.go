@@ -97,6 +97,74 @@ func TestForwarder(t *testing.T) {
 	}
 }
 
+// A read goes to the leader as it came: GET, the path and the query
+// string, the caller's Authorization and the follower's mark, no body and
+// no Content-Type; the same guards hold as for an admission (no second
+// hop, never to itself, ErrNoLeader with nobody or an unreachable leader,
+// local while leading), and an answer over the size cap is refused, not
+// relayed cut.
+func TestForwarderForwardsReads(t *testing.T) {
+	var got *http.Request
+	var gotBody string
+	answer := `{"as_of":"","quotas":[]}`
+	leaderSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Clone(context.Background())
+		b, _ := io.ReadAll(r.Body)
+		gotBody = string(b)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, answer)
+	}))
+	defer leaderSrv.Close()
+	leaderID := strings.TrimPrefix(leaderSrv.URL, "http://")
+	e := &fakeElector{leader: election.Leader{Identity: leaderID, Token: 3}}
+	gate := NewGate()
+	f, err := NewForwarder(gate, e, "127.0.0.1:1", false, ForwardTLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.leaderTTL = 0
+	h := http.Header{"Authorization": {"Bearer gmk_x"}, "Content-Type": {"application/json"}}
+	out, local, err := f.ForwardGet(context.Background(), "/v1/quotas", "access_token=gmp_y&x=%2F", h)
+	if err != nil || local || out.Status != 200 || string(out.Body) != answer || out.ContentType != "application/json" || out.Leader != leaderID {
+		t.Fatalf("forward a read: %+v local %v err %v", out, local, err)
+	}
+	if got.Method != http.MethodGet || got.URL.Path != "/v1/quotas" || got.URL.RawQuery != "access_token=gmp_y&x=%2F" || gotBody != "" {
+		t.Errorf("the leader got %s %s?%s with body %q; want GET /v1/quotas?access_token=gmp_y&x=%%2F, no body", got.Method, got.URL.Path, got.URL.RawQuery, gotBody)
+	}
+	if got.Header.Get("Authorization") != "Bearer gmk_x" || got.Header.Get(ForwardedHeader) != "127.0.0.1:1" || got.Header.Get("Content-Type") != "" {
+		t.Errorf("the leader got headers %v; want the caller's Authorization, the mark, no Content-Type", got.Header)
+	}
+	if _, _, err := f.ForwardGet(context.Background(), "/v1/quotas", "", nil); err != nil || got.URL.RawQuery != "" || got.RequestURI != "/v1/quotas" {
+		t.Errorf("a read without a query: %v, the leader got %q", err, got.RequestURI)
+	}
+
+	answer = strings.Repeat("x", maxForwardedResponse+1)
+	if _, _, err := f.ForwardGet(context.Background(), "/v1/quotas", "", h); !errors.Is(err, ErrNoLeader) || !strings.Contains(err.Error(), "over") {
+		t.Errorf("an answer over %d bytes: %v, want ErrNoLeader (not relayed cut)", maxForwardedResponse, err)
+	}
+	answer = "{}"
+	if _, _, err := f.ForwardGet(context.Background(), "/v1/quotas", "", http.Header{ForwardedHeader: {"10.0.0.9:1"}}); !errors.Is(err, ErrNoLeader) {
+		t.Errorf("a forwarded read on a follower: %v, want ErrNoLeader (no second hop)", err)
+	}
+	e.leader.Identity = "127.0.0.1:1"
+	if _, _, err := f.ForwardGet(context.Background(), "/v1/quotas", "", h); !errors.Is(err, ErrNoLeader) {
+		t.Errorf("the engine names this replica: %v, want ErrNoLeader", err)
+	}
+	e.leader.Identity, e.err = leaderID, election.ErrNoLeader
+	if _, _, err := f.ForwardGet(context.Background(), "/v1/quotas", "", h); !errors.Is(err, ErrNoLeader) {
+		t.Errorf("no leader: %v, want ErrNoLeader", err)
+	}
+	e.err = nil
+	leaderSrv.Close()
+	if _, _, err := f.ForwardGet(context.Background(), "/v1/quotas", "", h); !errors.Is(err, ErrNoLeader) {
+		t.Errorf("the leader down: %v, want ErrNoLeader", err)
+	}
+	gate.set(context.Background(), 1)
+	if _, local, err := f.ForwardGet(context.Background(), "/v1/quotas", "", h); !local || err != nil {
+		t.Errorf("leading: local %v, %v; want local", local, err)
+	}
+}
+
 // A follower forwards to the leader it last read for leaderTTL, without
 // asking the engine again, and asks again at once when that leader fails
 // it or answers 503.

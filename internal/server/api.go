@@ -70,8 +70,8 @@ type API struct {
 	Chargeback ChargebackService
 	Quotas     QuotaService
 	Kubernetes KubernetesService
-	// Forward sends admissions to the leader replica; nil: this replica
-	// decides every admission (a single replica).
+	// Forward sends admissions and quota reads to the leader replica;
+	// nil: this replica decides every admission (a single replica).
 	Forward  AdmissionForwarder
 	Insights InsightsService
 	// Credits serves /v1/credits (its reads scoped by Tenants, its
@@ -151,7 +151,7 @@ func (s *Server) MountAPI(ctx context.Context, reg prometheus.Registerer, api AP
 	authed.GET("/tenants", s.getTenants(api.Tenants))
 	authed.GET("/chargeback", s.getChargeback(api.Chargeback))
 	authed.POST("/admission", s.forwardAdmission(api.Forward), s.postAdmission(api.Quotas))
-	authed.GET("/quotas", s.getQuotas(api.Quotas))
+	authed.GET("/quotas", s.forwardRead(api.Forward), s.getQuotas(api.Quotas))
 	authed.POST("/admission/k8s", s.forwardAdmission(api.Forward), s.postK8sAdmission(api.Kubernetes))
 	authed.GET("/insights/efficiency", s.getEfficiency(api.Insights))
 	authed.GET("/insights/rightsize", s.getRightSize(api.Insights))

@@ -67,6 +67,12 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 	followerAPI := api
 	followerAPI.Forward = noLeader{}
 	follower, _, _ := f.mount(t, followerAPI, q)
+	// The same follower as another replica's forward reaches it.
+	forwardedTo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set(leader.ForwardedHeader, "10.0.0.9:8443")
+		follower.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(forwardedTo.Close)
 	// The same on 25 September's clock: tokyo's month so far has a trend.
 	september, _ := f.serve(t, server.DefaultConfig(), func() time.Time { return time.Date(2026, 9, 25, 12, 0, 0, 0, time.UTC) })
 
@@ -167,6 +173,8 @@ func TestOpenAPIResponsesMatchTheDocument(t *testing.T) {
 
 		{"quotas", ts, "GET", "/v1/quotas", "/v1/quotas", admin, "", 200},
 		{"quotas with a parameter", ts, "GET", "/v1/quotas", "/v1/quotas?tenant=acme", admin, "", 400},
+		{"quotas on a follower with no leader", follower, "GET", "/v1/quotas", "/v1/quotas", admin, "", 200},
+		{"quotas forwarded to a replica that does not lead", forwardedTo, "GET", "/v1/quotas", "/v1/quotas", admin, "", 503},
 
 		{"a pod admitted", ts, "POST", "/v1/admission/k8s", "/v1/admission/k8s", admin, k8sReview("team-acme"), 200},
 		{"a pod of no metered namespace", ts, "POST", "/v1/admission/k8s", "/v1/admission/k8s", admin, k8sReview("kube-system"), 200},
@@ -524,5 +532,9 @@ func addSeptember(t *testing.T, f *fixture) {
 type noLeader struct{}
 
 func (noLeader) Forward(context.Context, string, http.Header, []byte) (leader.Forwarded, bool, error) {
+	return leader.Forwarded{}, false, leader.ErrNoLeader
+}
+
+func (noLeader) ForwardGet(context.Context, string, string, http.Header) (leader.Forwarded, bool, error) {
 	return leader.Forwarded{}, false, leader.ErrNoLeader
 }

@@ -41,6 +41,7 @@ type kubeHAWant struct {
 	dsnSecret     string // the Secret of GPUMETER_CLICKHOUSE (key dsn)
 	tlsSecret     string // serve's certificate and key
 	clientCA      string // the Secret of --tls-client-ca; "" for none
+	forwardCert   string // the Secret of election.forward.cert_file and key_file; "" for none
 	probeMetrics  bool   // the probes ask the metrics port (HTTP), not the API port (HTTPS)
 }
 
@@ -235,6 +236,16 @@ func checkKubeElection(t testing.TB, m kubeManifests, w kubeWorkload, c *corev1.
 	}
 	if got := kubeSecretFile(w, *c, e.Forward.CAFile); got == "" || got != want.tlsSecret {
 		t.Errorf("%s: election.forward.ca_file %q is from Secret %q; want a key of %s", where, e.Forward.CAFile, got, want.tlsSecret)
+	}
+	// The client certificate a follower presents to a leader that requires
+	// one: both files from the Secret asked for, or neither.
+	for _, f := range []struct{ key, path string }{{"cert_file", e.Forward.CertFile}, {"key_file", e.Forward.KeyFile}} {
+		switch got := kubeSecretFile(w, *c, f.path); {
+		case want.forwardCert == "" && f.path != "":
+			t.Errorf("%s: election.forward.%s %q, which was not asked for", where, f.key, f.path)
+		case want.forwardCert != "" && got != want.forwardCert:
+			t.Errorf("%s: election.forward.%s %q is from Secret %q; want a key of %s", where, f.key, f.path, got, want.forwardCert)
+		}
 	}
 }
 

@@ -108,6 +108,12 @@ func TestHelmChart(t *testing.T) {
 			func(w *kubeHAWant) {
 				w.replicas, w.election, w.clientCA, w.probeMetrics = 1, false, "gpumeter-client-ca", true
 			}, "Secret gpumeter-client-ca (key ca.crt)"},
+		{"client CA, the election, a forward certificate", map[string]any{
+			"tls":    map[string]any{"clientCA": map[string]any{"secretName": "gpumeter-client-ca"}},
+			"server": map[string]any{"election": map[string]any{"enabled": true, "forwardCert": map[string]any{"secretName": "gpumeter-forward-tls"}}},
+		}, true, func(w *kubeHAWant) {
+			w.clientCA, w.forwardCert, w.probeMetrics = "gpumeter-client-ca", "gpumeter-forward-tls", true
+		}, "Secret gpumeter-forward-tls (type kubernetes.io/tls)"},
 		{"client CA, certificates optional", map[string]any{
 			"tls":    map[string]any{"clientCA": map[string]any{"secretName": "gpumeter-client-ca"}},
 			"config": map[string]any{"server": map[string]any{"tls": map[string]any{"client_auth": "verify_if_given"}}},
@@ -161,6 +167,11 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 		if _, _, err := renderChart(t, c, overrides); err == nil {
 			t.Errorf("%s: %v rendered without an error", name, overrides)
 		}
+	}
+	// The refusal names the way out.
+	_, _, err := renderChart(t, c, map[string]any{"tls": map[string]any{"clientCA": map[string]any{"secretName": "gpumeter-client-ca"}}})
+	if err == nil || !strings.Contains(err.Error(), "server.election.forwardCert.secretName") {
+		t.Errorf("client certificates required with the election: %v; want the error to name server.election.forwardCert.secretName", err)
 	}
 }
 
@@ -225,6 +236,11 @@ func TestKubeHAChecksCatchBreakage(t *testing.T) {
 				return strings.Replace(s, "ca_file: /etc/gpumeter-tls/ca.crt", "ca_file: /etc/ssl/ca.crt", 1)
 			})
 		}, "election.forward.ca_file"},
+		{"a forward certificate not asked for", func(m *kubeManifests) {
+			config(m, func(s string) string {
+				return strings.Replace(s, "ca_file: /etc/gpumeter-tls/ca.crt", "ca_file: /etc/gpumeter-tls/ca.crt\n    cert_file: /etc/gpumeter-tls/tls.crt", 1)
+			})
+		}, "election.forward.cert_file"},
 		{"soft spread only", func(m *kubeManifests) {
 			w, _, _ := kubeServe(*m)
 			w.template.Spec.TopologySpreadConstraints[0].WhenUnsatisfiable = "ScheduleAnyway"
@@ -287,6 +303,45 @@ func TestKubeHAChecksCatchBreakage(t *testing.T) {
 	sort.Strings(r.errs)
 	if len(r.errs) > 0 {
 		t.Errorf("the default render: %q", r.errs)
+	}
+
+	// With a forward certificate: its key file from outside its Secret,
+	// or its volume gone, is reported.
+	docs, _, err = renderChart(t, loadChart(t), map[string]any{
+		"tls":    map[string]any{"clientCA": map[string]any{"secretName": "gpumeter-client-ca"}},
+		"server": map[string]any{"election": map[string]any{"enabled": true, "forwardCert": map[string]any{"secretName": "gpumeter-forward-tls"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.clientCA, want.forwardCert, want.probeMetrics = "gpumeter-client-ca", "gpumeter-forward-tls", true
+	for _, tc := range []struct {
+		name   string
+		break_ func(m *kubeManifests)
+		report string
+	}{
+		{"forward key from nowhere", func(m *kubeManifests) {
+			config(m, func(s string) string {
+				return strings.Replace(s, "key_file: /etc/gpumeter-forward-tls/tls.key", "key_file: /etc/ssl/forward.key", 1)
+			})
+		}, "election.forward.key_file"},
+		{"forward certificate not mounted", func(m *kubeManifests) {
+			_, c, _ := kubeServe(*m)
+			c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.MountPath == "/etc/gpumeter-forward-tls" })
+		}, "election.forward.cert_file"},
+	} {
+		m := indexKubeManifests(t, docs)
+		tc.break_(&m)
+		r := recorder{T: t}
+		checkKubeHA(&r, m, want)
+		if got := strings.Join(r.errs, "\n"); !strings.Contains(got, tc.report) {
+			t.Errorf("%s: checkKubeHA reported %q; want it to mention %q", tc.name, got, tc.report)
+		}
+	}
+	r = recorder{T: t}
+	checkKubeHA(&r, indexKubeManifests(t, docs), want)
+	if len(r.errs) > 0 {
+		t.Errorf("the render with a forward certificate: %q", r.errs)
 	}
 }
 

@@ -39,11 +39,13 @@ import (
 // kubeExternalSecrets are the Secrets the manifests use but do not ship
 // (they hold a password and a private key; configmap.yaml and server.yaml
 // say how to create them), with the keys the manifests may reference. The
-// client CA is the chart's option (helm_test.go).
+// client CA and the forward's client certificate are the chart's options
+// (helm_test.go).
 var kubeExternalSecrets = map[string][]string{
 	"gpumeter/gpumeter-clickhouse":  {"dsn"},
 	"gpumeter/gpumeter-webhook-tls": {"tls.crt", "tls.key", "ca.crt"},
 	"gpumeter/gpumeter-client-ca":   {"ca.crt"},
+	"gpumeter/gpumeter-forward-tls": {"tls.crt", "tls.key"},
 }
 
 // kubeFieldSamples stand in for the downward API when a test expands

@@ -191,11 +191,31 @@ func TestKubeHAChecksCatchBreakage(t *testing.T) {
 			}
 		}
 	}
-	for _, tc := range []struct {
+	type breakage struct {
 		name   string
 		break_ func(m *kubeManifests)
 		report string
-	}{
+	}
+	// Each breakage of the render is reported; the render itself is not.
+	expectReports := func(docs map[string][]byte, want kubeHAWant, what string, cases []breakage) {
+		t.Helper()
+		for _, tc := range cases {
+			m := indexKubeManifests(t, docs)
+			tc.break_(&m)
+			r := recorder{T: t}
+			checkKubeHA(&r, m, want)
+			if got := strings.Join(r.errs, "\n"); !strings.Contains(got, tc.report) {
+				t.Errorf("%s: checkKubeHA reported %q; want it to mention %q", tc.name, got, tc.report)
+			}
+		}
+		r := recorder{T: t}
+		checkKubeHA(&r, indexKubeManifests(t, docs), want)
+		sort.Strings(r.errs)
+		if len(r.errs) > 0 {
+			t.Errorf("%s: %q", what, r.errs)
+		}
+	}
+	expectReports(docs, want, "the default render", []breakage{
 		{"replicas", func(m *kubeManifests) { n := int32(4); w, _, _ := kubeServe(*m); *w.replicas = n }, "replicas 4; want 3"},
 		{"no PDB", func(m *kubeManifests) { m.pdbs = nil }, "0 PodDisruptionBudgets"},
 		{"PDB blocks drains", func(m *kubeManifests) {
@@ -288,22 +308,7 @@ func TestKubeHAChecksCatchBreakage(t *testing.T) {
 				}
 			}
 		}, "want Secret gpumeter-clickhouse key dsn"},
-	} {
-		m := indexKubeManifests(t, docs)
-		tc.break_(&m)
-		r := recorder{T: t}
-		checkKubeHA(&r, m, want)
-		if got := strings.Join(r.errs, "\n"); !strings.Contains(got, tc.report) {
-			t.Errorf("%s: checkKubeHA reported %q; want it to mention %q", tc.name, got, tc.report)
-		}
-	}
-	// Unbroken, it reports nothing.
-	r := recorder{T: t}
-	checkKubeHA(&r, indexKubeManifests(t, docs), want)
-	sort.Strings(r.errs)
-	if len(r.errs) > 0 {
-		t.Errorf("the default render: %q", r.errs)
-	}
+	})
 
 	// With a forward certificate: its key file from outside its Secret,
 	// or its volume gone, is reported.
@@ -315,11 +320,7 @@ func TestKubeHAChecksCatchBreakage(t *testing.T) {
 		t.Fatal(err)
 	}
 	want.clientCA, want.forwardCert, want.probeMetrics = "gpumeter-client-ca", "gpumeter-forward-tls", true
-	for _, tc := range []struct {
-		name   string
-		break_ func(m *kubeManifests)
-		report string
-	}{
+	expectReports(docs, want, "the render with a forward certificate", []breakage{
 		{"forward key from nowhere", func(m *kubeManifests) {
 			config(m, func(s string) string {
 				return strings.Replace(s, "key_file: /etc/gpumeter-forward-tls/tls.key", "key_file: /etc/ssl/forward.key", 1)
@@ -329,20 +330,7 @@ func TestKubeHAChecksCatchBreakage(t *testing.T) {
 			_, c, _ := kubeServe(*m)
 			c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.MountPath == "/etc/gpumeter-forward-tls" })
 		}, "election.forward.cert_file"},
-	} {
-		m := indexKubeManifests(t, docs)
-		tc.break_(&m)
-		r := recorder{T: t}
-		checkKubeHA(&r, m, want)
-		if got := strings.Join(r.errs, "\n"); !strings.Contains(got, tc.report) {
-			t.Errorf("%s: checkKubeHA reported %q; want it to mention %q", tc.name, got, tc.report)
-		}
-	}
-	r = recorder{T: t}
-	checkKubeHA(&r, indexKubeManifests(t, docs), want)
-	if len(r.errs) > 0 {
-		t.Errorf("the render with a forward certificate: %q", r.errs)
-	}
+	})
 }
 
 func corev1EnvVar(name, value string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: value} }

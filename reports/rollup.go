@@ -47,15 +47,32 @@ func WriteRollupRange(w io.Writer, from, to time.Time, st rollup.State, ok bool,
 // nothingToDrop is what retention says when no month may go yet.
 const nothingToDrop = "nothing to drop (months are kept until invoiced, rolled up and past the window)"
 
-// WriteRetentionPlan prints the months of raw samples a retention run
-// would drop now.
-func WriteRetentionPlan(w io.Writer, months []time.Time) error {
-	if len(months) == 0 {
+// RetentionPlan is what a retention run would do now: the months of raw
+// samples it would drop, and the admission log's rows it would delete
+// (those ended before LogBefore).
+type RetentionPlan struct {
+	Months    []time.Time
+	LogRows   int64
+	LogBefore time.Time
+}
+
+// WriteRetentionPlan prints what a retention run would do now.
+func WriteRetentionPlan(w io.Writer, p RetentionPlan) error {
+	if len(p.Months) == 0 && p.LogRows == 0 {
 		_, err := fmt.Fprintln(w, nothingToDrop)
 		return err
 	}
-	for _, m := range months {
+	for _, m := range p.Months {
 		if _, err := fmt.Fprintf(w, "would drop raw samples of %s (partition %s)\n", m.Format("2006-01"), m.Format("200601")); err != nil {
+			return err
+		}
+	}
+	if p.LogRows > 0 {
+		rows := "rows"
+		if p.LogRows == 1 {
+			rows = "row"
+		}
+		if _, err := fmt.Fprintf(w, "would delete %d %s of the admission log that ended before %s\n", p.LogRows, rows, p.LogBefore.UTC().Format(time.RFC3339)); err != nil {
 			return err
 		}
 	}

@@ -43,9 +43,15 @@ func TestWriteRetention(t *testing.T) {
 		write func(*bytes.Buffer) error
 		want  string
 	}{
-		{"a plan", func(b *bytes.Buffer) error { return WriteRetentionPlan(b, []time.Time{oct}) },
+		{"a plan", func(b *bytes.Buffer) error { return WriteRetentionPlan(b, RetentionPlan{Months: []time.Time{oct}}) },
 			"would drop raw samples of 2026-10 (partition 202610)\ndry run: nothing dropped\n"},
-		{"an empty plan", func(b *bytes.Buffer) error { return WriteRetentionPlan(b, nil) }, nothingToDrop + "\n"},
+		{"a plan with the admission log", func(b *bytes.Buffer) error {
+			return WriteRetentionPlan(b, RetentionPlan{Months: []time.Time{oct}, LogRows: 7, LogBefore: time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)})
+		}, "would drop raw samples of 2026-10 (partition 202610)\nwould delete 7 rows of the admission log that ended before 2026-11-24T06:00:00Z\ndry run: nothing dropped\n"},
+		{"the admission log alone", func(b *bytes.Buffer) error {
+			return WriteRetentionPlan(b, RetentionPlan{LogRows: 1, LogBefore: time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)})
+		}, "would delete 1 row of the admission log that ended before 2026-11-24T06:00:00Z\ndry run: nothing dropped\n"},
+		{"an empty plan", func(b *bytes.Buffer) error { return WriteRetentionPlan(b, RetentionPlan{}) }, nothingToDrop + "\n"},
 		{"a run", func(b *bytes.Buffer) error { return WriteRetentionRun(b, []time.Time{oct}, true) }, "dropped raw samples of 2026-10\n"},
 		{"a run that dropped nothing", func(b *bytes.Buffer) error { return WriteRetentionRun(b, nil, true) }, nothingToDrop + "\n"},
 		{"a run that failed first", func(b *bytes.Buffer) error { return WriteRetentionRun(b, nil, false) }, ""},

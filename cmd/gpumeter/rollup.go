@@ -75,13 +75,14 @@ retention window (retention.raw_days of the config, or --raw-days), never a
 month not yet invoiced or rolled up; serve runs it on retention.schedule.
 It also deletes the admission log's rows that ended more than 7 days ago,
 where the server does not expire them by TTL (docs/operations.md).
---dry-run lists the months it would drop and drops and deletes nothing.`,
+--dry-run lists the months it would drop and counts the admission log's
+rows it would delete, and drops and deletes nothing.`,
 		Example: "  gpumeter retention --dry-run\n  gpumeter retention --raw-days 180",
 		Args:    cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	days := fs.Int("raw-days", g.cfg.Retention.RawDays, "keep raw samples this many days")
-	dryRun := fs.Bool("dry-run", false, "list the months (partitions) a run would drop now; drop nothing")
+	dryRun := fs.Bool("dry-run", false, "list the months (partitions) a run would drop now and count the admission log's rows it would delete; drop and delete nothing")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		cli.ConfigDefault(fs, "raw-days", days, g.cfg.Retention.RawDays)
@@ -101,7 +102,11 @@ where the server does not expire them by TTL (docs/operations.md).
 			if err != nil {
 				return err
 			}
-			return reports.WriteRetentionPlan(g.stdout, months)
+			rows, before, err := job.PlanAdmissionLog(ctx)
+			if err != nil {
+				return err
+			}
+			return reports.WriteRetentionPlan(g.stdout, reports.RetentionPlan{Months: months, LogRows: rows, LogBefore: before})
 		}
 		dropped, err := job.Run(ctx)
 		if werr := reports.WriteRetentionRun(g.stdout, dropped, err == nil); err == nil {

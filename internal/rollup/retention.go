@@ -72,6 +72,9 @@ type RetentionStore interface {
 	// the server does not expire them by TTL itself, and returns how many
 	// it deleted. Running it again deletes nothing more.
 	PruneAdmissionLog(ctx context.Context, before time.Time) (int64, error)
+	// AdmissionLogEnded counts what PruneAdmissionLog(before) would
+	// delete now, deleting nothing.
+	AdmissionLogEnded(ctx context.Context, before time.Time) (int64, error)
 }
 
 // AdmissionLogRetention is how long after its end (an admission part's
@@ -102,6 +105,15 @@ func NewRetention(st RetentionStore, cfg RetentionConfig, now func() time.Time, 
 func (r *Retention) Plan(ctx context.Context) ([]time.Time, error) {
 	months, _, err := r.plan(ctx)
 	return months, err
+}
+
+// PlanAdmissionLog says how many of the admission log's rows Run would
+// delete now, those that ended before the time it returns, deleting
+// nothing (`retention --dry-run`). Rows a TTL expires are not counted.
+func (r *Retention) PlanAdmissionLog(ctx context.Context) (rows int64, before time.Time, err error) {
+	before = r.now().Add(-AdmissionLogRetention).UTC().Truncate(time.Second)
+	rows, err = r.store.AdmissionLogEnded(ctx, before)
+	return rows, before, err
 }
 
 // Run drops what MonthsToDrop allows and returns the months dropped, then

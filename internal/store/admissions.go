@@ -114,9 +114,27 @@ func (s *Store) PruneAdmissionLog(ctx context.Context, before time.Time) (int64,
 	return total, nil
 }
 
-// pruneEnded deletes table's rows whose end column lies before before,
-// unless the table has a TTL, and waits for the delete to finish.
-func (s *Store) pruneEnded(ctx context.Context, table, end string, before time.Time) (int64, error) {
+// AdmissionLogEnded counts the rows PruneAdmissionLog(before) would
+// delete now, deleting nothing (`retention --dry-run`).
+func (s *Store) AdmissionLogEnded(ctx context.Context, before time.Time) (int64, error) {
+	before = before.UTC().Truncate(time.Second)
+	var total int64
+	for _, t := range admissionLogTables {
+		err := s.onEveryNode(ctx, t.table, func(node *Store, table string) error {
+			n, err := node.countEnded(ctx, table, t.end, before)
+			total += int64(n)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("count ended rows of %s: %w", t.table, err)
+		}
+	}
+	return total, nil
+}
+
+// countEnded counts table's rows whose end column lies before before, 0
+// when the table expires its rows by TTL.
+func (s *Store) countEnded(ctx context.Context, table, end string, before time.Time) (uint64, error) {
 	var ttl, n uint64
 	if err := s.conn.QueryRow(ctx, tableTTLSQL, s.cfg.Database, table).Scan(&ttl); err != nil {
 		return 0, fmt.Errorf("read the TTL of %s: %w", table, err)
@@ -127,8 +145,15 @@ func (s *Store) pruneEnded(ctx context.Context, table, end string, before time.T
 	if err := s.conn.QueryRow(ctx, endedCountSQL(table, end), before).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count ended rows: %w", err)
 	}
-	if n == 0 {
-		return 0, nil
+	return n, nil
+}
+
+// pruneEnded deletes table's rows whose end column lies before before,
+// unless the table has a TTL, and waits for the delete to finish.
+func (s *Store) pruneEnded(ctx context.Context, table, end string, before time.Time) (int64, error) {
+	n, err := s.countEnded(ctx, table, end, before)
+	if err != nil || n == 0 {
+		return 0, err
 	}
 	if err := s.conn.Exec(ctx, pruneEndedSQL(table, end), before); err != nil {
 		return 0, fmt.Errorf("delete %d ended rows: %w", n, err)

@@ -174,9 +174,20 @@ func TestRetentionPrunesAdmissionLog(t *testing.T) {
 	}
 
 	ret := rollup.NewRetention(s, rollup.RetentionConfig{RawDays: 90, Schedule: "@daily"}, func() time.Time { return now }, slog.New(slog.DiscardHandler))
+	// The dry run counts what the run deletes (3 part rows, 4 hold rows),
+	// and deletes nothing.
+	if n, before, err := ret.PlanAdmissionLog(ctx); err != nil || n != 7 || !before.Equal(now.Add(-rollup.AdmissionLogRetention).Truncate(time.Second)) {
+		t.Fatalf("PlanAdmissionLog = %d rows before %s (%v), want 7 before %s", n, before, err, now.Add(-rollup.AdmissionLogRetention))
+	}
+	if a, h := rows("quota_admissions"), rows("credit_holds"); a != 7 || h != 11 {
+		t.Fatalf("after the dry run %d admission rows and %d hold rows, want 7 and 11", a, h)
+	}
 	for run := 1; run <= 2; run++ {
 		if _, err := ret.Run(ctx); err != nil {
 			t.Fatalf("retention run %d: %v", run, err)
+		}
+		if n, _, err := ret.PlanAdmissionLog(ctx); err != nil || n != 0 {
+			t.Errorf("after retention run %d the dry run counts %d rows (%v), want 0", run, n, err)
 		}
 		// Gone: past-retention (held and released rows), month-old; of
 		// the holds past-retention (3 rows) and month-old.

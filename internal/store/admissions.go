@@ -98,35 +98,30 @@ func (s *Store) HeldAdmissions(ctx context.Context, now time.Time) ([]quota.Admi
 // cluster, where a replica's delete may find its rows already gone, as
 // DropRawMonth's drop repeats).
 func (s *Store) PruneAdmissionLog(ctx context.Context, before time.Time) (int64, error) {
-	// Down to the second: a row ending within before's second stays.
-	before = before.UTC().Truncate(time.Second)
-	var total int64
-	for _, t := range admissionLogTables {
-		err := s.onEveryNode(ctx, t.table, func(node *Store, table string) error {
-			n, err := node.pruneEnded(ctx, table, t.end, before)
-			total += n
-			return err
-		})
-		if err != nil {
-			return total, fmt.Errorf("prune %s: %w", t.table, err)
-		}
-	}
-	return total, nil
+	return s.eachAdmissionLogTable(ctx, "prune", before, (*Store).pruneEnded)
 }
 
 // AdmissionLogEnded counts the rows PruneAdmissionLog(before) would
 // delete now, deleting nothing (`retention --dry-run`).
 func (s *Store) AdmissionLogEnded(ctx context.Context, before time.Time) (int64, error) {
+	return s.eachAdmissionLogTable(ctx, "count the ended rows of", before, (*Store).countEnded)
+}
+
+// eachAdmissionLogTable runs fn on each admission log table, on every
+// node of a cluster, and sums what it returns. before is taken down to
+// the second: a row ending within before's second stays.
+func (s *Store) eachAdmissionLogTable(ctx context.Context, what string, before time.Time,
+	fn func(node *Store, ctx context.Context, table, end string, before time.Time) (int64, error)) (int64, error) {
 	before = before.UTC().Truncate(time.Second)
 	var total int64
 	for _, t := range admissionLogTables {
 		err := s.onEveryNode(ctx, t.table, func(node *Store, table string) error {
-			n, err := node.countEnded(ctx, table, t.end, before)
-			total += int64(n)
+			n, err := fn(node, ctx, table, t.end, before)
+			total += n
 			return err
 		})
 		if err != nil {
-			return total, fmt.Errorf("count ended rows of %s: %w", t.table, err)
+			return total, fmt.Errorf("%s %s: %w", what, t.table, err)
 		}
 	}
 	return total, nil
@@ -134,7 +129,7 @@ func (s *Store) AdmissionLogEnded(ctx context.Context, before time.Time) (int64,
 
 // countEnded counts table's rows whose end column lies before before, 0
 // when the table expires its rows by TTL.
-func (s *Store) countEnded(ctx context.Context, table, end string, before time.Time) (uint64, error) {
+func (s *Store) countEnded(ctx context.Context, table, end string, before time.Time) (int64, error) {
 	var ttl, n uint64
 	if err := s.conn.QueryRow(ctx, tableTTLSQL, s.cfg.Database, table).Scan(&ttl); err != nil {
 		return 0, fmt.Errorf("read the TTL of %s: %w", table, err)
@@ -145,7 +140,7 @@ func (s *Store) countEnded(ctx context.Context, table, end string, before time.T
 	if err := s.conn.QueryRow(ctx, endedCountSQL(table, end), before).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count ended rows: %w", err)
 	}
-	return n, nil
+	return int64(n), nil
 }
 
 // pruneEnded deletes table's rows whose end column lies before before,
@@ -161,7 +156,7 @@ func (s *Store) pruneEnded(ctx context.Context, table, end string, before time.T
 	if err := s.waitMutations(ctx, table); err != nil {
 		return 0, err
 	}
-	return int64(n), nil
+	return n, nil
 }
 
 // waitMutations waits until table has no mutation left to do: 18.16 runs

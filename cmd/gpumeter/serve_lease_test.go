@@ -103,13 +103,20 @@ func TestServeLeaseElection(t *testing.T) {
 	api.Cut(a.addr)
 	eventually(t, "the follower to take the Lease", 10*time.Second, func() bool { return leaseHolder(t, api) == b.addr })
 	t.Logf("the follower holds the Lease %v after the leader was cut off", time.Since(cut).Round(time.Millisecond))
-	eventually(t, "the new leader to decide itself", 5*time.Second, func() bool {
-		status, ok, by := admit(t, b.addr, token, 1)
-		if status == http.StatusOK && by == "" && ok {
-			t.Errorf("the new leader admitted a 7th GPU under a limit of 6: it did not rebuild the admitted work")
-		}
-		return status == http.StatusOK && by == ""
-	})
+	// decidesItself waits until addr decides admissions itself (no
+	// Gpumeter-Decided-By), never admitting a 7th GPU under the limit of
+	// 6: a new leader rebuilds the admitted work before it decides.
+	decidesItself := func(what, addr, overAdmitted string) {
+		t.Helper()
+		eventually(t, what, 5*time.Second, func() bool {
+			status, ok, by := admit(t, addr, token, 1)
+			if status == http.StatusOK && by == "" && ok {
+				t.Errorf("%s", overAdmitted)
+			}
+			return status == http.StatusOK && by == ""
+		})
+	}
+	decidesItself("the new leader to decide itself", b.addr, "the new leader admitted a 7th GPU under a limit of 6: it did not rebuild the admitted work")
 	eventually(t, "the old leader to forward to the new one", 5*time.Second, func() bool {
 		status, ok, by := admit(t, a.addr, token, 1)
 		if status == http.StatusOK && ok {
@@ -131,13 +138,7 @@ func TestServeLeaseElection(t *testing.T) {
 	go b.stop() // the Lease is watched while serve winds down after resigning
 	eventually(t, "the other replica to lead again", 10*time.Second, func() bool { return leaseHolder(t, api) == a.addr })
 	t.Logf("the other replica holds the Lease %v after the leader began to stop", time.Since(stopped).Round(time.Millisecond))
-	eventually(t, "the replica leading again to decide itself", 5*time.Second, func() bool {
-		status, ok, by := admit(t, a.addr, token, 1)
-		if status == http.StatusOK && by == "" && ok {
-			t.Errorf("admitted a 7th GPU under a limit of 6 after the second handover")
-		}
-		return status == http.StatusOK && by == ""
-	})
+	decidesItself("the replica leading again to decide itself", a.addr, "admitted a 7th GPU under a limit of 6 after the second handover")
 	// One holder at a time, in this order; "" is the resignation's release,
 	// which lets the other take the Lease at its next retry rather than
 	// after a lease duration.

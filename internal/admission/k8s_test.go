@@ -237,22 +237,29 @@ func TestParseResource(t *testing.T) {
 	}
 }
 
+// limitsContainer is a container with the given limits (resource name to
+// quantity).
+func limitsContainer(name string, res map[string]string) corev1.Container {
+	c := corev1.Container{Name: name, Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}}}
+	for n, q := range res {
+		c.Resources.Limits[corev1.ResourceName(n)] = resource.MustParse(q)
+	}
+	return c
+}
+
+// sidecarContainer is limitsContainer as a sidecar: an init container
+// that keeps running beside the others.
+func sidecarContainer(name string, res map[string]string) corev1.Container {
+	c := limitsContainer(name, res)
+	always := corev1.ContainerRestartPolicyAlways
+	c.RestartPolicy = &always
+	return c
+}
+
 // Kubernetes' effective request per profile, and counts that are refused
 // rather than wrapped around.
 func TestEffectiveCounts(t *testing.T) {
-	always := corev1.ContainerRestartPolicyAlways
-	ctr := func(name string, res map[string]string) corev1.Container {
-		c := corev1.Container{Name: name, Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}}}
-		for n, q := range res {
-			c.Resources.Limits[corev1.ResourceName(n)] = resource.MustParse(q)
-		}
-		return c
-	}
-	sidecar := func(name string, res map[string]string) corev1.Container {
-		c := ctr(name, res)
-		c.RestartPolicy = &always
-		return c
-	}
+	ctr, sidecar := limitsContainer, sidecarContainer
 	const maxInt64 = "9223372036854775807"
 	for _, tc := range []struct {
 		name  string
@@ -307,14 +314,7 @@ func TestEffectiveCounts(t *testing.T) {
 // HAMi's grants: each share of nvidia.com/gpu counts by Kubernetes' rule
 // on its own; a container without a share is whole GPUs.
 func TestEffectiveHAMiShares(t *testing.T) {
-	always := corev1.ContainerRestartPolicyAlways
-	ctr := func(name string, res map[string]string) corev1.Container {
-		c := corev1.Container{Name: name, Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}}}
-		for n, q := range res {
-			c.Resources.Limits[corev1.ResourceName(n)] = resource.MustParse(q)
-		}
-		return c
-	}
+	ctr := limitsContainer
 	cfg := DefaultConfig()
 	for _, tc := range []struct {
 		name string
@@ -327,11 +327,9 @@ func TestEffectiveHAMiShares(t *testing.T) {
 		{"an init container's share is its own resource", corev1.PodSpec{
 			InitContainers: []corev1.Container{ctr("i", map[string]string{"nvidia.com/gpu": "3", "nvidia.com/gpucores": "50"})},
 			Containers:     []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50"})}}, "@0.5=3"},
-		{"a sidecar's share runs beside the containers'", func() corev1.PodSpec {
-			s := ctr("s", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpucores": "10"})
-			s.RestartPolicy = &always
-			return corev1.PodSpec{InitContainers: []corev1.Container{s}, Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpucores": "10"})}}
-		}(), "@0.1=2"},
+		{"a sidecar's share runs beside the containers'", corev1.PodSpec{
+			InitContainers: []corev1.Container{sidecarContainer("s", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpucores": "10"})},
+			Containers:     []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpucores": "10"})}}, "@0.1=2"},
 		{"memory percentage above cores", corev1.PodSpec{Containers: []corev1.Container{
 			ctr("a", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpucores": "10", "nvidia.com/gpumem-percentage": "40"})}}, "@0.4=1"},
 		{"memory in MiB of an 80 GB GPU", corev1.PodSpec{Containers: []corev1.Container{
